@@ -1,0 +1,45 @@
+# The commands the README names. Each sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: demo test lint format typecheck bench clean
+
+# A virtualenv with both requirement files; rebuilt when either changes.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+## make demo: the demo on the embedded default (SQLite, in-process channel layer and tasks)
+demo: $(VENV)/.installed
+	$(PY) manage.py migrate --no-input -v 0
+	$(PY) manage.py demo --port $(PORT)
+
+## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set)
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too.
+	@if [ -n "$$DATABASE_URL" ]; then \
+		echo "== storage tests again on SQLite =="; \
+		DATABASE_URL= $(PY) -m pytest -q -m both_databases; \
+	fi
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+bench: $(VENV)/.installed
+	$(PY) bench/ingest.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots

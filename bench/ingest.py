@@ -1,0 +1,186 @@
+"""Ingest benchmark: save_observations against a raw COPY of the same rows, in the same run.
+
+    python bench/ingest.py [--n 100000] [--batch 5000]
+
+Generates N realistic observations (pod status snapshots, events, kubelet worker lines), stores them through
+``timelines.store.save_observations`` into the real table, then COPYs the same rows into an identical scratch
+table (same columns, indexes and constraints). Prints both rates and their ratio (goal on PostgreSQL: ≥ 0.5).
+On SQLite the baseline is a raw ``executemany`` INSERT, the closest it has to COPY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from _setup import setup_django
+
+setup_django()
+
+from django.db import connection, transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from timelines import store  # noqa: E402
+from timelines.lifecycle.observation import Kind, Observation, Source, Transition, digest_key  # noqa: E402
+from timelines.models import Cluster  # noqa: E402
+
+WORKER_STEPS = [
+    Transition.FIRST_SEEN,
+    Transition.SYNC_ENTER,
+    Transition.SYNC_EXIT,
+    Transition.TERMINATION_REQUESTED,
+    Transition.TERMINATING_ENTER,
+    Transition.TERMINATING_EXIT,
+    Transition.CONTAINERS_TERMINATED,
+    Transition.TERMINATED_ENTER,
+    Transition.TERMINATED_EXIT,
+    Transition.WORKER_DONE,
+]
+
+
+def iso(t: datetime) -> str:
+    return t.isoformat(timespec="microseconds")
+
+
+def generate(n: int, seed: int = 7) -> list[Observation]:
+    """About a third each: pod snapshots, events and kubelet worker lines, for pods on 50 nodes."""
+    rng = random.Random(seed)
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    out: list[Observation] = []
+    rv = 1000
+    while len(out) < n:
+        uid = str(uuid.UUID(int=rng.getrandbits(128)))
+        node = f"node-{rng.randrange(50):03d}"
+        ns, name = f"team-{rng.randrange(20)}", f"web-{uid[:8]}"
+        t = t0 + timedelta(seconds=rng.random() * 86400)
+        for phase in ("Pending", "Running", "Running", "Succeeded"):
+            rv += 1
+            t += timedelta(microseconds=rng.randrange(1, 5_000_000))
+            payload = {
+                "watch": "MODIFIED",
+                "resource_version": str(rv),
+                "uid": uid,
+                "namespace": ns,
+                "name": name,
+                "node": node,
+                "labels": {"app": "web", "pod-template-hash": "7d9f8c"},
+                "phase": phase,
+                "start_time": iso(t0),
+                "conditions": [
+                    {"type": c, "status": "True", "reason": None, "message": None, "last_transition": iso(t)}
+                    for c in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                ],
+                "containers": [
+                    {
+                        "name": "app",
+                        "kind": "regular",
+                        "state": "running",
+                        "started_at": iso(t),
+                        "restart_count": 0,
+                    }
+                ],
+            }
+            out.append(Observation(Kind.POD, Source.API, t, f"pod:{uid}:{rv}", uid, node, ns, name, payload))
+        for reason in ("Scheduled", "Pulled", "Created", "Started", "Killing"):
+            rv += 1
+            t += timedelta(microseconds=rng.randrange(1, 2_000_000))
+            payload = {
+                "reason": reason,
+                "type": "Normal",
+                "message": f"{reason} container app",
+                "count": 1,
+                "component": "kubelet",
+                "involved": {"kind": "Pod", "namespace": ns, "name": name, "uid": uid},
+            }
+            out.append(
+                Observation(
+                    Kind.EVENT, Source.API, t, f"event:{uuid.uuid4()}:{rv}", uid, node, ns, name, payload
+                )
+            )
+        for step in WORKER_STEPS:
+            t += timedelta(microseconds=rng.randrange(1, 1_000_000))
+            payload = {
+                "transition": step,
+                "message": step,
+                "severity": "I",
+                "caller": "kubelet.go:1761",
+                "pod_ref": f"{ns}/{name}",
+            }
+            key = digest_key(node, step, uid, iso(t))
+            out.append(Observation(Kind.WORKER, Source.KUBELET_LOG, t, key, uid, node, ns, name, payload))
+    return out[:n]
+
+
+def run_ours(cluster: Cluster, observations: list[Observation], batch: int) -> float:
+    started = time.perf_counter()
+    for i in range(0, len(observations), batch):
+        result = store.save_observations(cluster, observations[i : i + batch])
+        assert not result.rejected, result.rejected[:3]
+    return time.perf_counter() - started
+
+
+def run_baseline(cluster: Cluster, observations: list[Observation], batch: int) -> float:
+    """The same rows, prepared outside the clock, written as fast as the database takes them."""
+    received = timezone.now()
+    rows = [store._row(cluster.pk, o, received) for o in observations]
+    cols = ", ".join(store._COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_observation_raw")
+        if connection.vendor == "postgresql":
+            cursor.execute("CREATE TABLE bench_observation_raw (LIKE timelines_observation INCLUDING ALL)")
+        else:
+            cursor.execute(
+                "CREATE TABLE bench_observation_raw AS SELECT * FROM timelines_observation WHERE 0"
+            )
+            cursor.execute(
+                "CREATE UNIQUE INDEX bench_raw_dedupe ON bench_observation_raw (cluster_id, dedupe_key)"
+            )
+    try:
+        started = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            chunk = rows[i : i + batch]
+            with transaction.atomic(), connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    with cursor.cursor.copy(f"COPY bench_observation_raw ({cols}) FROM STDIN") as copy:
+                        for row in chunk:
+                            copy.write_row(row)
+                else:
+                    marks = ", ".join(["%s"] * len(store._COLUMNS))
+                    cursor.executemany(f"INSERT INTO bench_observation_raw ({cols}) VALUES ({marks})", chunk)
+        return time.perf_counter() - started
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS bench_observation_raw")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=100_000, help="observations to store (default 100000)")
+    parser.add_argument("--batch", type=int, default=5_000, help="observations per save_observations call")
+    args = parser.parse_args()
+
+    observations = generate(args.n)
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    cluster = store.cluster_for(name)
+    try:
+        ours = run_ours(cluster, observations, args.batch)
+        again = run_ours(cluster, observations, args.batch)  # idempotent re-delivery: stores nothing
+        baseline = run_baseline(cluster, observations, args.batch)
+    finally:
+        cluster.delete()
+    rate_ours, rate_base = args.n / ours, args.n / baseline
+    what = "COPY" if connection.vendor == "postgresql" else "executemany INSERT"
+    print(f"database: {connection.vendor}; {args.n} observations in batches of {args.batch}")
+    print(f"save_observations: {rate_ours:12,.0f} obs/s ({ours:.2f} s)")
+    print(f"re-delivery:       {args.n / again:12,.0f} obs/s ({again:.2f} s, all duplicates)")
+    print(f"raw {what:<15}{rate_base:12,.0f} obs/s ({baseline:.2f} s)")
+    print(f"ratio save_observations / raw {what}: {rate_ours / rate_base:.2f}  (goal on PostgreSQL: >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""podlife settings: from the environment only (see docs/configuration.md).
+
+Unset variables give the embedded default: an SQLite file in the project folder, the in-memory channel
+layer and Celery tasks run in-process. Set DATABASE_URL and REDIS_URL for PostgreSQL, the Redis channel
+layer and a real Celery broker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from podlife_site.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    redis_url,
+    secret_key,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", True)
+SECRET_KEY = secret_key("SECRET_KEY", debug=DEBUG, key_file=BASE_DIR / ".secret_key").value
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "timelines.apps.TimelinesConfig",
+    "collectors.apps.CollectorsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "podlife_site.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "podlife_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- storage --------------------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "podlife.sqlite3",
+            # A long busy timeout: the demo writes from the collector and reads from the web in one process.
+            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Observations older than this are dropped in bulk by the retention task; 0 keeps everything.
+PODLIFE_RETENTION_DAYS = env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0, maximum=3650)
+
+# --- Redis: channel layer and Celery ----------------------------------------------------------------------
+REDIS_URL = redis_url("REDIS_URL")
+
+if REDIS_URL:
+    # Pub/sub layer: no per-channel queues in Redis, fan-out to any number of ASGI servers.
+    # https://github.com/django/channels_redis#redispubsubchannellayer
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    # Reaches only its own process: the demo runs sim, collector and web server in one process.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# https://docs.celeryq.dev/en/stable/userguide/configuration.html
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL  # no broker: tasks run in-process, as the embedded default promises
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimum=5)
+CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to another worker
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# --- lifecycle thresholds (timelines.lifecycle.findings.Thresholds) ----------------------------------------
+PODLIFE_STUCK_TERMINATING_SLACK_S = env_float("PODLIFE_STUCK_TERMINATING_SLACK_S", 60.0, minimum=0)
+PODLIFE_SLOW_CLEANUP_S = env_float("PODLIFE_SLOW_CLEANUP_S", 30.0, minimum=0)
+PODLIFE_CRASH_LOOP_RESTARTS = env_int("PODLIFE_CRASH_LOOP_RESTARTS", 3, minimum=1)
+
+# --- the rest --------------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True  # every datetime is aware; ruff's DTZ rule keeps naive ones out of the code
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True  # serve straight from the apps in development and the demo
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+}

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+from timelines import views
+
+urlpatterns = [
+    path("", views.landing, name="landing"),
+    path("healthz", views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,19 @@
+"""Shared fixtures. Tests that need PostgreSQL or Redis skip with a reason only when the variables are unset."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    database_url = os.environ.get("DATABASE_URL", "")
+    is_postgres = database_url.startswith(("postgres://", "postgresql://", "pgsql://"))
+    for item in items:
+        if "postgres" in item.keywords and not is_postgres:
+            item.add_marker(
+                pytest.mark.skip(reason="needs PostgreSQL: DATABASE_URL is not a postgres:// URL")
+            )
+        if "redis" in item.keywords and not os.environ.get("REDIS_URL"):
+            item.add_marker(pytest.mark.skip(reason="needs Redis: REDIS_URL is not set"))

@@ -1,0 +1,89 @@
+"""Settings come from the environment; a malformed value names the variable and the expected form."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from podlife_site import env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reader", "needle"),
+    [
+        ("DEBUG", "maybe", lambda: env.env_bool("DEBUG", True), "DEBUG='maybe' is not a boolean"),
+        ("PODLIFE_RETENTION_DAYS", "ten", lambda: env.env_int("PODLIFE_RETENTION_DAYS", 14), "whole number"),
+        (
+            "PODLIFE_RETENTION_DAYS",
+            "-1",
+            lambda: env.env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0),
+            "at least 0",
+        ),
+        ("ALLOWED_HOSTS", "a,,b", lambda: env.env_list("ALLOWED_HOSTS", []), "empty item"),
+    ],
+)
+def test_malformed_values_name_the_variable(monkeypatch, name, value, reader, needle):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=needle):
+        reader()
+
+
+def test_database_urls():
+    pg = env.database_from_url("DATABASE_URL", "postgres://u:p%40ss@db.local:5433/podlife?sslmode=require")
+    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == (
+        "podlife",
+        "u",
+        "p@ss",
+        "db.local",
+        "5433",
+    )
+    assert pg["OPTIONS"] == {"sslmode": "require"}
+    lite = env.database_from_url("DATABASE_URL", "sqlite:////tmp/x.sqlite3")
+    assert lite["NAME"] == "/tmp/x.sqlite3"
+    for bad in ["mysql://x/y", "postgres://host:notaport/db", "postgres:///", "sqlite://"]:
+        with pytest.raises(ImproperlyConfigured, match="DATABASE_URL="):
+            env.database_from_url("DATABASE_URL", bad)
+
+
+def test_redis_url(monkeypatch):
+    monkeypatch.setenv("REDIS_URL", "http://nope")
+    with pytest.raises(ImproperlyConfigured, match="REDIS_URL='http://nope' is not a Redis URL"):
+        env.redis_url("REDIS_URL")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    assert env.redis_url("REDIS_URL") == "redis://127.0.0.1:6379/0"
+
+
+def test_secret_key_generated_once_in_debug_and_required_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    key_file = tmp_path / ".secret_key"
+    first = env.secret_key("SECRET_KEY", debug=True, key_file=key_file)
+    second = env.secret_key("SECRET_KEY", debug=True, key_file=key_file)
+    assert first.generated and not second.generated and first.value == second.value
+    with pytest.raises(ImproperlyConfigured, match="required when DEBUG is off"):
+        env.secret_key("SECRET_KEY", debug=False, key_file=tmp_path / "other")
+    monkeypatch.setenv("SECRET_KEY", "short")
+    with pytest.raises(ImproperlyConfigured, match="at least 32"):
+        env.secret_key("SECRET_KEY", debug=False, key_file=key_file)
+
+
+def test_start_up_stops_on_a_malformed_variable():
+    """GIVEN a malformed DATABASE_URL WHEN manage.py starts THEN it exits naming the variable."""
+    environ = {**os.environ, "DATABASE_URL": "mysql://db/podlife"}
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "DATABASE_URL='mysql://db/podlife' has an unsupported scheme" in proc.stderr

@@ -1,0 +1,140 @@
+"""save_observations: idempotent, bulk, and tolerant of bad records (PostgreSQL and SQLite alike)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from timelines import store
+from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.models import Cluster
+from timelines.models import Observation as ObservationRow
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
+
+T0 = datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
+
+
+def obs(i: int, *, uid: str | None = "uid-a", kind: str = Kind.WORKER, **extra: object) -> Observation:
+    return Observation(
+        kind=kind,
+        source=Source.KUBELET_LOG,
+        observed_at=T0 + timedelta(microseconds=i),
+        dedupe_key=f"k{i}",
+        pod_uid=uid,
+        node="node-a",
+        namespace="default",
+        name="web-0",
+        payload={"transition": "sync_enter", "i": i, **extra},
+    )
+
+
+def test_same_batch_twice_stores_nothing_new_and_says_so():
+    batch = [obs(i, uid=f"uid-{i % 3}") for i in range(50)]
+    first = store.save_observations("c1", batch)
+    assert (first.received, first.stored, first.duplicates, first.rejected) == (50, 50, 0, [])
+    assert first.pods_touched == {"uid-0", "uid-1", "uid-2"}
+
+    second = store.save_observations("c1", batch)
+    assert (second.stored, second.duplicates) == (0, 50)
+    assert second.nothing_new
+    assert second.pods_touched == set()
+    assert ObservationRow.objects.count() == 50
+
+
+def test_duplicates_inside_one_batch_are_stored_once():
+    result = store.save_observations("c1", [obs(1), obs(1), obs(2)])
+    assert (result.stored, result.duplicates) == (2, 1)
+    assert ObservationRow.objects.count() == 2
+
+
+def test_dedupe_key_is_per_cluster():
+    store.save_observations("c1", [obs(1)])
+    result = store.save_observations("c2", [obs(1)])
+    assert result.stored == 1
+    assert ObservationRow.objects.count() == 2
+
+
+def test_bad_record_is_named_and_the_rest_is_stored():
+    good = [obs(1), obs(2)]
+    naive = {
+        "kind": Kind.WORKER,
+        "source": Source.KUBELET_LOG,
+        "observed_at": datetime(2024, 1, 1),  # naive: must be refused
+        "dedupe_key": "naive-one",
+    }
+    unserializable = obs(3, blob=object())
+    too_long = Observation(
+        kind=Kind.POD, source=Source.API, observed_at=T0, dedupe_key="long-name", name="x" * 300, payload={}
+    )
+    result = store.save_observations("c1", [good[0], naive, unserializable, too_long, good[1]])
+    assert result.stored == 2
+    reasons = {r.key: r.reason for r in result.rejected}
+    assert set(reasons) == {"naive-one", "k3", "long-name"}
+    assert "timezone-aware" in reasons["naive-one"]
+    assert "JSON" in reasons["k3"]
+    assert "name is 300 characters" in reasons["long-name"]
+    assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k1", "k2"]
+
+
+def test_mapping_records_and_unknown_fields():
+    record = {
+        "kind": Kind.EVENT,
+        "source": Source.API,
+        "observed_at": "2024-06-07T06:54:47.000001+00:00",
+        "dedupe_key": "event:1:5",
+        "pod_uid": "uid-b",
+        "payload": {"reason": "Killing"},
+    }
+    result = store.save_observations("c1", [record, {**record, "dedupe_key": "x", "colour": "red"}])
+    assert result.stored == 1
+    assert result.rejected[0].key == "x" and "colour" in result.rejected[0].reason
+
+
+def test_microseconds_and_payload_survive_the_round_trip():
+    store.save_observations("c1", [obs(7, text='quote " backslash \\ nul \x00 é')])
+    row = ObservationRow.objects.get()
+    assert row.observed_at == T0 + timedelta(microseconds=7)
+    assert row.observed_at.tzinfo is not None
+    assert row.payload["text"] == 'quote " backslash \\ nul \ufffd é'
+    assert row.payload["i"] == 7
+    assert (row.node, row.namespace, row.name, row.pod_uid) == ("node-a", "default", "web-0", "uid-a")
+
+
+def test_observation_without_pod_touches_no_pod():
+    result = store.save_observations("c1", [obs(1, uid=None, kind=Kind.NODE)])
+    assert result.stored == 1 and result.pods_touched == set()
+
+
+def test_read_only_cluster_refuses_writes():
+    Cluster.objects.create(name="imported", origin=Cluster.Origin.IMPORTED, read_only=True)
+    with pytest.raises(PermissionError, match="imported"):
+        store.save_observations("imported", [obs(1)])
+
+
+def test_invalid_cluster_name_is_refused():
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="ASCII letters"):
+        store.save_observations("bad name!", [obs(1)])
+
+
+def test_retention_drops_only_old_observations():
+    store.save_observations("c1", [obs(1), obs(2)])
+    ObservationRow.objects.filter(dedupe_key="k1").update(observed_at=T0 - timedelta(days=30))
+    assert store.apply_retention(14, now=T0) == 1
+    assert list(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k2"]
+    assert store.apply_retention(0, now=T0) == 0
+
+
+@pytest.mark.postgres
+def test_postgres_uses_the_copy_path_and_a_brin_index():
+    assert connection.vendor == "postgresql"
+    store.save_observations("c1", [obs(i) for i in range(10)])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'obs_observed_brin'")
+        (indexdef,) = cursor.fetchone()
+    assert "brin" in indexdef.lower()
+    assert ObservationRow.objects.count() == 10

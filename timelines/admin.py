@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from timelines import models
+
+
+@admin.register(models.Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "origin", "read_only", "created_at"]
+
+
+@admin.register(models.Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "ready", "unschedulable", "last_seen", "deleted_at"]
+    list_filter = ["cluster", "ready", "unschedulable"]
+    search_fields = ["name", "uid"]
+
+
+@admin.register(models.Pod)
+class PodAdmin(admin.ModelAdmin):
+    list_display = [
+        "namespace",
+        "name",
+        "uid",
+        "node",
+        "phase",
+        "owner_kind",
+        "owner_name",
+        "created_at",
+        "deleted_at",
+    ]
+    list_filter = ["cluster", "static", "phase"]
+    search_fields = ["name", "namespace", "uid", "node", "owner_name"]
+
+
+@admin.register(models.Observation)
+class ObservationAdmin(admin.ModelAdmin):
+    """Read-only: observations are the append-only source of truth."""
+
+    list_display = ["observed_at", "cluster", "kind", "source", "namespace", "name", "pod_uid", "node"]
+    list_filter = ["cluster", "kind", "source"]
+    search_fields = ["pod_uid", "name", "namespace", "node", "dedupe_key"]
+    date_hierarchy = "observed_at"
+    show_full_result_count = False  # counting millions of rows on every page is not worth it
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(models.Interval)
+class IntervalAdmin(admin.ModelAdmin):
+    list_display = ["pod_uid", "lane", "state", "start", "end", "source", "node", "namespace"]
+    list_filter = ["cluster", "source", "state"]
+    search_fields = ["pod_uid", "lane", "node", "namespace"]
+
+
+@admin.register(models.Marker)
+class MarkerAdmin(admin.ModelAdmin):
+    list_display = ["at", "pod_uid", "kind", "reason", "message"]
+    list_filter = ["cluster", "kind", "reason"]
+    search_fields = ["pod_uid", "reason", "message"]
+
+
+@admin.register(models.Finding)
+class FindingAdmin(admin.ModelAdmin):
+    list_display = ["start", "kind", "severity", "subject", "subject_name", "namespace", "message"]
+    list_filter = ["cluster", "kind", "severity", "subject"]
+    search_fields = ["pod_uid", "subject_name", "message"]
+
+
+class PDBStatusSampleInline(admin.TabularInline):
+    model = models.PDBStatusSample
+    extra = 0
+    can_delete = False
+
+
+@admin.register(models.PodDisruptionBudget)
+class PodDisruptionBudgetAdmin(admin.ModelAdmin):
+    list_display = ["namespace", "name", "cluster", "min_available", "max_unavailable", "deleted_at"]
+    list_filter = ["cluster"]
+    search_fields = ["name", "namespace", "uid"]
+    inlines = [PDBStatusSampleInline]
+
+
+class WorkloadStatusSampleInline(admin.TabularInline):
+    model = models.WorkloadStatusSample
+    extra = 0
+    can_delete = False
+
+
+@admin.register(models.Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ["kind", "namespace", "name", "cluster", "deleted_at"]
+    list_filter = ["cluster", "kind"]
+    search_fields = ["name", "namespace", "uid"]
+    inlines = [WorkloadStatusSampleInline]
+
+
+@admin.register(models.CollectorState)
+class CollectorStateAdmin(admin.ModelAdmin):
+    list_display = [
+        "cluster",
+        "resource",
+        "resource_version",
+        "last_event_at",
+        "events_total",
+        "errors_total",
+    ]
+    list_filter = ["cluster"]

@@ -1,0 +1,182 @@
+"""The observation: one fact seen about a cluster, the unit everything in podlife is built from.
+
+Parsers (``collectors/parsers``) turn raw inputs into observations; the store appends them; the lifecycle
+core (``timelines/lifecycle``) derives timelines from them. This module is the contract between all three
+and is pure: it imports nothing but the standard library.
+
+Kinds and their payloads are listed in ``docs/observations.md``; the constants below are the only spellings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Kind:
+    """Observation kinds (``Observation.kind``)."""
+
+    POD = "pod"  # a snapshot of a Pod object as the API served it (payload: normalized pod)
+    POD_DELETED = "pod_deleted"  # the Pod object is gone from the API (payload: last normalized pod)
+    EVENT = "event"  # a core/v1 or events.k8s.io/v1 Event (payload: normalized event)
+    WORKER = "worker"  # a kubelet pod-worker transition from a log line (payload: transition, ...)
+    SPAN = "span"  # a kubelet OTLP span: syncPod / syncTerminatingPod / syncTerminatedPod
+    KUBELET_MARKER = "kubelet_marker"  # a notable kubelet line: kill, grace period, failed kill, ...
+    NODE = "node"  # a snapshot of a Node object (payload: normalized node)
+    NODE_DELETED = "node_deleted"
+    NODE_METRICS = "node_metrics"  # kubelet_working_pods & co. scraped from one node
+    PDB = "pdb"  # a PodDisruptionBudget snapshot
+    PDB_DELETED = "pdb_deleted"
+    WORKLOAD = "workload"  # a Deployment / StatefulSet / DaemonSet / ReplicaSet snapshot
+    WORKLOAD_DELETED = "workload_deleted"
+
+    ALL = frozenset(
+        {
+            POD,
+            POD_DELETED,
+            EVENT,
+            WORKER,
+            SPAN,
+            KUBELET_MARKER,
+            NODE,
+            NODE_DELETED,
+            NODE_METRICS,
+            PDB,
+            PDB_DELETED,
+            WORKLOAD,
+            WORKLOAD_DELETED,
+        }
+    )
+
+
+class Source:
+    """Where an observation came from (``Observation.source``)."""
+
+    API = "api"  # list/watch of a live API server
+    OFFLINE = "offline"  # kubectl -o json|yaml output, cluster-info dump
+    KUBELET_LOG = "kubelet_log"
+    KUBELET_SPAN = "kubelet_span"
+    KUBELET_METRICS = "kubelet_metrics"
+    SYNTHETIC = "synthetic"  # made by podlife itself, e.g. a deletion inferred after a relist
+
+    ALL = frozenset({API, OFFLINE, KUBELET_LOG, KUBELET_SPAN, KUBELET_METRICS, SYNTHETIC})
+
+
+class Transition:
+    """Pod-worker transitions (``payload["transition"]`` of a WORKER observation).
+
+    Each names one kubelet message family from k8s-facts.md §1.4 / §2.1, whatever its version's spelling.
+    """
+
+    FIRST_SEEN = "first_seen"  # "Pod is being synced for the first time"
+    SYNC_ENTER = "sync_enter"  # "SyncPod enter" / "syncPod enter"
+    SYNC_EXIT = "sync_exit"  # "SyncPod exit" (payload is_terminal)
+    TERMINATION_REQUESTED = "termination_requested"  # "... begin teardown" (payload cause)
+    OBSERVED_TERMINATE = "observed_terminate"  # "Pod worker has observed request to terminate"
+    COMPLETED_NATURALLY = "completed_naturally"  # "Pod indicated lifecycle completed naturally ..."
+    TERMINATING_ENTER = "terminating_enter"  # "SyncTerminatingPod enter"
+    TERMINATING_EXIT = "terminating_exit"
+    TERMINATING_RUNTIME_ENTER = "terminating_runtime_enter"  # "SyncTerminatingRuntimePod enter"
+    TERMINATING_RUNTIME_EXIT = "terminating_runtime_exit"
+    CONTAINERS_TERMINATED = "containers_terminated"  # "Pod terminated all containers successfully"
+    ORPHAN_CONTAINERS_TERMINATED = "orphan_containers_terminated"
+    TERMINATED_ENTER = "terminated_enter"  # "SyncTerminatedPod enter"
+    TERMINATED_EXIT = "terminated_exit"
+    WORKER_DONE = "worker_done"  # "Pod is complete and the worker can now stop"
+    CANNOT_START_EVER = "cannot_start_ever"  # "Pod cannot start ever"
+    CANNOT_START_YET = "cannot_start_yet"
+    POD_TERMINAL = "pod_terminal"  # "Pod is terminal"
+    FINISHED_IGNORED = "finished_ignored"  # "Pod is finished processing, no further updates"
+    RESTART_REQUESTED = "restart_requested"  # terminating but requested to restart with same UID
+    UID_REUSE_RESTART = "uid_reuse_restart"  # "... another pod with the same UID was created ..."
+    WORKER_STOPPED = "worker_stopped"  # "Pod worker has stopped"
+    FORGOTTEN = "forgotten"  # "Pod has been terminated and is no longer known to the kubelet ..."
+    SYNC_ERROR = "sync_error"  # "Error syncing pod, skipping"
+    CONTEXT_CANCELLED = "context_cancelled"  # "Sync exited with context cancellation error"
+    CANCELLING_SYNC = "cancelling_sync"  # "Cancelling current pod sync"
+    ORPHANED = "orphaned"  # SyncKnownPods orphan lines
+
+
+class TerminationCause:
+    """Why the worker began teardown (``payload["cause"]`` of TERMINATION_REQUESTED)."""
+
+    DELETION = "deletion"  # deletion timestamp
+    TERMINAL_PHASE = "terminal_phase"  # Succeeded / Failed
+    EVICTED = "evicted"  # kubelet eviction
+    REMOVED = "removed"  # kubelet kill: preemption, node shutdown, ...
+    ORPHANED = "orphaned"  # runtime-only pod
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One fact, immutable.
+
+    ``observed_at`` is timezone-aware with microseconds as the source gave them. ``dedupe_key`` is
+    unique per cluster for the same fact: a re-delivered watch event, a re-ingested log line or a
+    re-sent span produces the same key, so it is stored once. ``payload`` holds JSON-compatible values
+    only and is treated as read-only.
+    """
+
+    kind: str
+    source: str
+    observed_at: datetime
+    dedupe_key: str
+    pod_uid: str | None = None
+    node: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        problems = validation_problems(self)
+        if problems:
+            raise InvalidObservation(self.dedupe_key or "<no dedupe key>", problems)
+
+    @property
+    def sort_key(self) -> tuple[datetime, str, str]:
+        """A total order that does not depend on arrival order."""
+        return (self.observed_at, self.kind, self.dedupe_key)
+
+
+class InvalidObservation(ValueError):
+    """An observation that breaks the contract; names the record and every problem found."""
+
+    def __init__(self, key: str, problems: list[str]) -> None:
+        self.key = key
+        self.problems = problems
+        super().__init__(f"invalid observation {key!r}: {'; '.join(problems)}")
+
+
+MAX_DEDUPE_KEY = 200
+
+
+def validation_problems(obs: Observation) -> list[str]:
+    """Every way ``obs`` breaks the contract (empty when valid)."""
+    problems: list[str] = []
+    if obs.kind not in Kind.ALL:
+        problems.append(f"kind {obs.kind!r} is not one of {sorted(Kind.ALL)}")
+    if obs.source not in Source.ALL:
+        problems.append(f"source {obs.source!r} is not one of {sorted(Source.ALL)}")
+    if not isinstance(obs.observed_at, datetime):
+        problems.append(f"observed_at must be a datetime, got {type(obs.observed_at).__name__}")
+    elif obs.observed_at.tzinfo is None or obs.observed_at.utcoffset() is None:
+        problems.append("observed_at must be timezone-aware")
+    if not isinstance(obs.dedupe_key, str) or not obs.dedupe_key:
+        problems.append("dedupe_key must be a non-empty string")
+    elif len(obs.dedupe_key) > MAX_DEDUPE_KEY:
+        problems.append(f"dedupe_key is longer than {MAX_DEDUPE_KEY} characters")
+    if obs.pod_uid is not None and (
+        not isinstance(obs.pod_uid, str) or not obs.pod_uid or len(obs.pod_uid) > 64
+    ):
+        problems.append("pod_uid must be null or a string of 1-64 characters")
+    if not isinstance(obs.payload, dict):
+        problems.append(f"payload must be a dict, got {type(obs.payload).__name__}")
+    return problems
+
+
+def digest_key(*parts: object) -> str:
+    """A short stable dedupe key from parts (sha1 hex of their joined text)."""
+    text = "\x1f".join("" if p is None else str(p) for p in parts)
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()

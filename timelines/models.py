@@ -1,0 +1,285 @@
+"""Storage. Observations are the append-only source of truth; intervals, markers and findings are derived
+from them (``manage.py rederive`` rebuilds them). ``timelines/store.py`` is the only writer."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+# Cluster ids go into channel-group names (ASCII letters, digits, '-', '.'; at most 100 characters).
+cluster_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
+    "A cluster name is 1-63 ASCII letters, digits, '-' or '.', starting with a letter or digit.",
+)
+
+
+class Cluster(models.Model):
+    class Origin(models.TextChoices):
+        LIVE = "live", "watched live"
+        OFFLINE = "offline", "loaded from kubectl output or logs"
+        IMPORTED = "imported", "imported incident bundle"
+
+    name = models.CharField(max_length=63, unique=True, validators=[cluster_name_validator])
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.LIVE)
+    read_only = models.BooleanField(default=False, help_text="Imported clusters never change.")
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    unschedulable = models.BooleanField(default=False)
+    ready = models.BooleanField(null=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_per_cluster")]
+        ordering = ["cluster", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.name}"
+
+
+class Pod(models.Model):
+    """One pod incarnation (a UID). Survives deletion in history (``deleted_at``)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pods")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    owner_uid = models.CharField(max_length=64, blank=True)
+    static = models.BooleanField(default=False)
+    labels = models.JSONField(default=dict, blank=True)
+    phase = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "uid"], name="pod_unique_uid_per_cluster")]
+        indexes = [
+            models.Index(fields=["cluster", "namespace", "name"], name="pod_by_ns_name"),
+            models.Index(fields=["cluster", "node", "last_seen"], name="pod_by_node"),
+            models.Index(fields=["cluster", "owner_uid"], name="pod_by_owner"),
+        ]
+        ordering = ["cluster", "namespace", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.uid})"
+
+
+class Observation(models.Model):
+    """Append-only. Unique per cluster by ``dedupe_key``: a re-delivered fact is stored once."""
+
+    id = models.BigAutoField(primary_key=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="observations")
+    pod_uid = models.CharField(max_length=64, null=True, blank=True)
+    kind = models.CharField(max_length=32)
+    source = models.CharField(max_length=32)
+    observed_at = models.DateTimeField()
+    received_at = models.DateTimeField()
+    dedupe_key = models.CharField(max_length=200)
+    node = models.CharField(max_length=253, blank=True)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253, blank=True)
+    payload = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "dedupe_key"], name="observation_dedupe_per_cluster")
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "pod_uid", "observed_at"], name="obs_by_pod_time"),
+            models.Index(fields=["cluster", "kind", "observed_at"], name="obs_by_kind_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.dedupe_key}"
+
+
+class _Derived(models.Model):
+    """Common columns of what the lifecycle core derives for one pod (replaced together, per pod)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    pod_uid = models.CharField(max_length=64, null=True, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    namespace = models.CharField(max_length=253, blank=True)
+    attrs = models.JSONField(default=dict, blank=True)
+    evidence = models.JSONField(default=list, blank=True, help_text="Observation ids behind this row.")
+
+    class Meta:
+        abstract = True
+
+
+class Interval(_Derived):
+    class Source(models.TextChoices):
+        OBSERVED = "observed", "observed from the kubelet or the API"
+        INFERRED = "inferred", "inferred from the API"
+
+    lane = models.CharField(max_length=300)
+    state = models.CharField(max_length=64)
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True, blank=True, help_text="Null while the interval is still open.")
+    source = models.CharField(max_length=16, choices=Source.choices)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["cluster", "pod_uid", "lane", "start"], name="interval_by_pod"),
+            models.Index(fields=["cluster", "node", "start"], name="interval_by_node_time"),
+            models.Index(fields=["cluster", "namespace", "start"], name="interval_by_ns_time"),
+        ]
+        ordering = ["start"]
+
+
+class Marker(_Derived):
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=32)
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["cluster", "pod_uid", "at"], name="marker_by_pod"),
+            models.Index(fields=["cluster", "node", "at"], name="marker_by_node_time"),
+        ]
+        ordering = ["at"]
+
+
+class Finding(_Derived):
+    class Severity(models.TextChoices):
+        INFO = "info"
+        WARNING = "warning"
+        CRITICAL = "critical"
+
+    subject = models.CharField(max_length=16, default="pod", help_text="pod, pdb or node")
+    subject_name = models.CharField(max_length=300, blank=True)
+    kind = models.CharField(max_length=64)
+    severity = models.CharField(max_length=16, choices=Severity.choices)
+    message = models.TextField()
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["cluster", "pod_uid"], name="finding_by_pod"),
+            models.Index(fields=["cluster", "kind", "start"], name="finding_by_kind_time"),
+            models.Index(fields=["cluster", "namespace", "start"], name="finding_by_ns_time"),
+        ]
+        ordering = ["-start"]
+
+
+class PodDisruptionBudget(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pdbs")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    selector = models.JSONField(default=dict, blank=True)
+    min_available = models.CharField(max_length=32, blank=True)
+    max_unavailable = models.CharField(max_length=32, blank=True)
+    unhealthy_pod_eviction_policy = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "uid"], name="pdb_unique_uid_per_cluster")]
+        indexes = [models.Index(fields=["cluster", "namespace", "name"], name="pdb_by_ns_name")]
+        verbose_name = "PodDisruptionBudget"
+
+
+class PDBStatusSample(models.Model):
+    """A PDB's status when it changed."""
+
+    pdb = models.ForeignKey(PodDisruptionBudget, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    disruptions_allowed = models.IntegerField()
+    current_healthy = models.IntegerField()
+    desired_healthy = models.IntegerField()
+    expected_pods = models.IntegerField()
+    observed_generation = models.BigIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=64, blank=True, help_text="DisruptionAllowed condition reason.")
+    disrupted_pods = models.JSONField(default=dict, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["pdb", "at"], name="pdb_sample_by_time")]
+        ordering = ["at"]
+
+
+class Workload(models.Model):
+    class Kind(models.TextChoices):
+        DEPLOYMENT = "Deployment"
+        STATEFULSET = "StatefulSet"
+        DAEMONSET = "DaemonSet"
+        REPLICASET = "ReplicaSet"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="workloads")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    owner_uid = models.CharField(max_length=64, blank=True)
+    selector = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "uid"], name="workload_unique_uid_per_cluster")
+        ]
+        indexes = [models.Index(fields=["cluster", "namespace", "kind", "name"], name="workload_by_ns_kind")]
+
+
+class WorkloadStatusSample(models.Model):
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    replicas = models.IntegerField(null=True, blank=True, help_text="Desired (spec) replicas.")
+    current = models.IntegerField(null=True, blank=True)
+    ready = models.IntegerField(null=True, blank=True)
+    updated = models.IntegerField(null=True, blank=True)
+    available = models.IntegerField(null=True, blank=True)
+    status = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workload", "at"], name="workload_sample_by_time")]
+        ordering = ["at"]
+
+
+class CollectorState(models.Model):
+    """Where the watch of one (cluster, resource) stands, and how healthy it is."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="collector_states")
+    resource = models.CharField(max_length=64)
+    resource_version = models.CharField(max_length=64, blank=True)
+    lease_owner = models.CharField(max_length=128, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    events_total = models.BigIntegerField(default=0)
+    errors_total = models.BigIntegerField(default=0)
+    relists_total = models.BigIntegerField(default=0)
+    note = models.CharField(max_length=300, blank=True, help_text="e.g. why a kubelet pull is skipped")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "resource"], name="collector_state_per_resource")
+        ]
+        ordering = ["cluster", "resource"]
