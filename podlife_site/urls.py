@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from timelines import views
 
@@ -9,4 +9,5 @@ urlpatterns = [
     path("", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("", include("collectors.urls")),
 ]
