@@ -119,8 +119,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 # --- lifecycle thresholds (timelines.lifecycle.findings.Thresholds) ----------------------------------------
 PODLIFE_STUCK_TERMINATING_SLACK_S = env_float("PODLIFE_STUCK_TERMINATING_SLACK_S", 60.0, minimum=0)
-PODLIFE_SLOW_CLEANUP_S = env_float("PODLIFE_SLOW_CLEANUP_S", 30.0, minimum=0)
+PODLIFE_GRACE_EXCEEDED_SLACK_S = env_float("PODLIFE_GRACE_EXCEEDED_SLACK_S", 2.0, minimum=0)
+PODLIFE_SLOW_CLEANUP_S = env_float("PODLIFE_SLOW_CLEANUP_S", 120.0, minimum=0)
 PODLIFE_CRASH_LOOP_RESTARTS = env_int("PODLIFE_CRASH_LOOP_RESTARTS", 3, minimum=1)
+PODLIFE_CRASH_LOOP_WINDOW_S = env_float("PODLIFE_CRASH_LOOP_WINDOW_S", 600.0, minimum=1)
 
 # --- the rest --------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

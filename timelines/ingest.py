@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from timelines import store
+from timelines.derivation import rederive_pods
+from timelines.live import publish_timelines
 from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
 
@@ -28,7 +30,5 @@ def ingest_observations(
         new = [o for o in batch if isinstance(o, Observation)]
         store.update_current_state(cluster, new)
         if derive and result.pods_touched:
-            from timelines.derivation import rederive_pods
-
-            rederive_pods(cluster, result.pods_touched)
+            publish_timelines(cluster.name, rederive_pods(cluster, result.pods_touched))
     return result

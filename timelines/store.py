@@ -19,8 +19,20 @@ import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
-from timelines.lifecycle.observation import InvalidObservation, Observation
-from timelines.models import Cluster
+from timelines.lifecycle.observation import InvalidObservation, Kind, Observation
+from timelines.lifecycle.timeline import PodTimeline
+from timelines.models import (
+    Cluster,
+    Finding,
+    Interval,
+    Marker,
+    Node,
+    PDBStatusSample,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+    WorkloadStatusSample,
+)
 from timelines.models import Observation as ObservationRow
 
 log = logging.getLogger(__name__)
@@ -261,3 +273,240 @@ def apply_retention(days: int, *, now: datetime | None = None) -> int:
     cutoff = (now or timezone.now()) - timedelta(days=days)
     deleted, _ = ObservationRow.objects.filter(observed_at__lt=cutoff).delete()
     return deleted
+
+
+def replace_pod_timeline(
+    cluster: Cluster,
+    timeline: PodTimeline,
+    ids_by_key: Mapping[str, int],
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """Replace one pod's intervals, markers and findings, and its current-state row, in one transaction.
+
+    ``ids_by_key`` maps the dedupe keys the lifecycle core cites as evidence to observation ids.
+    """
+    uid = timeline.uid
+    node, namespace = timeline.node or "", timeline.namespace or ""
+
+    def evidence(keys: Iterable[str]) -> list[int]:
+        return sorted({ids_by_key[k] for k in keys if k in ids_by_key})
+
+    intervals = [
+        Interval(
+            cluster=cluster,
+            pod_uid=uid,
+            node=node,
+            namespace=namespace,
+            lane=lane[:300],
+            state=iv.state,
+            start=iv.start,
+            end=iv.end,
+            source=iv.source,
+            attrs=iv.attrs,
+            evidence=evidence(iv.evidence),
+        )
+        for lane, items in timeline.lanes.items()
+        for iv in items
+    ]
+    markers = [
+        Marker(
+            cluster=cluster,
+            pod_uid=uid,
+            node=node,
+            namespace=namespace,
+            at=m.at,
+            kind=m.kind,
+            reason=m.reason[:128],
+            message=m.message,
+            attrs=m.attrs,
+            evidence=evidence(m.evidence),
+        )
+        for m in timeline.markers
+    ]
+    findings = [
+        Finding(
+            cluster=cluster,
+            pod_uid=uid,
+            node=node,
+            namespace=namespace,
+            subject="pod",
+            subject_name=f"{namespace}/{timeline.name or uid}",
+            kind=f.kind,
+            severity=f.severity,
+            message=f.message,
+            start=f.start,
+            end=f.end,
+            attrs=f.attrs,
+            evidence=evidence(f.evidence),
+        )
+        for f in timeline.findings
+    ]
+    owner = timeline.owner or {}
+    with transaction.atomic():
+        Interval.objects.filter(cluster=cluster, pod_uid=uid).delete()
+        Marker.objects.filter(cluster=cluster, pod_uid=uid).delete()
+        Finding.objects.filter(cluster=cluster, pod_uid=uid, subject="pod").delete()
+        Interval.objects.bulk_create(intervals, batch_size=500)
+        Marker.objects.bulk_create(markers, batch_size=500)
+        Finding.objects.bulk_create(findings, batch_size=500)
+        Pod.objects.update_or_create(
+            cluster=cluster,
+            uid=uid,
+            defaults={
+                "namespace": namespace,
+                "name": timeline.name or "",
+                "node": node,
+                "owner_kind": owner.get("kind") or "",
+                "owner_name": owner.get("name") or "",
+                "owner_uid": owner.get("uid") or "",
+                "static": timeline.static,
+                "labels": dict(labels or {}),
+                "phase": timeline.phase or "",
+                "created_at": timeline.created_at,
+                "deleted_at": timeline.deleted_at,
+                "first_seen": timeline.first_observed,
+                "last_seen": timeline.last_observed,
+            },
+        )
+
+
+def _condition_status(conditions: list[dict[str, Any]] | None, kind: str) -> dict[str, Any] | None:
+    return next((c for c in conditions or [] if c.get("type") == kind), None)
+
+
+def update_current_state(cluster: Cluster, observations: Iterable[Observation]) -> None:
+    """Bring node, PDB and workload rows (and their status samples) up to the newest snapshots.
+
+    Pods are kept by ``replace_pod_timeline``: their row derives from the whole timeline, kubelet lines
+    included. An older snapshot arriving late never overwrites a newer one; a status sample is added only
+    when the status changed.
+    """
+    handlers = {
+        Kind.NODE: _update_node,
+        Kind.NODE_DELETED: _update_node,
+        Kind.PDB: _update_pdb,
+        Kind.PDB_DELETED: _update_pdb,
+        Kind.WORKLOAD: _update_workload,
+        Kind.WORKLOAD_DELETED: _update_workload,
+    }
+    relevant = sorted((o for o in observations if o.kind in handlers), key=lambda o: o.sort_key)
+    if not relevant:
+        return
+    with transaction.atomic():
+        for obs in relevant:
+            handlers[obs.kind](cluster, obs)
+
+
+def _update_node(cluster: Cluster, obs: Observation) -> None:
+    p = obs.payload
+    name = p.get("name") or obs.name
+    if not name:
+        return
+    node, _ = Node.objects.get_or_create(cluster=cluster, name=name)
+    if node.last_seen and obs.observed_at < node.last_seen:
+        return
+    ready = _condition_status(p.get("conditions"), "Ready")
+    node.uid = p.get("uid") or node.uid
+    node.labels = p.get("labels") or {}
+    node.unschedulable = bool(p.get("unschedulable"))
+    node.ready = None if ready is None else ready.get("status") == "True"
+    node.created_at = _time(p.get("created")) or node.created_at
+    node.last_seen = obs.observed_at
+    node.deleted_at = obs.observed_at if obs.kind == Kind.NODE_DELETED else None
+    node.save()
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else None
+
+
+def _update_pdb(cluster: Cluster, obs: Observation) -> None:
+    p = obs.payload
+    uid = p.get("uid")
+    if not uid:
+        return
+    pdb, _ = PodDisruptionBudget.objects.get_or_create(
+        cluster=cluster,
+        uid=uid,
+        defaults={"namespace": p.get("namespace") or "", "name": p.get("name") or ""},
+    )
+    pdb.namespace, pdb.name = p.get("namespace") or pdb.namespace, p.get("name") or pdb.name
+    pdb.selector = p.get("selector") or {}
+    pdb.min_available = "" if p.get("min_available") is None else str(p["min_available"])
+    pdb.max_unavailable = "" if p.get("max_unavailable") is None else str(p["max_unavailable"])
+    pdb.unhealthy_pod_eviction_policy = p.get("unhealthy_pod_eviction_policy") or ""
+    pdb.created_at = _time(p.get("created")) or pdb.created_at
+    if obs.kind == Kind.PDB_DELETED:
+        pdb.deleted_at = obs.observed_at
+    pdb.save()
+    status = p.get("status") or {}
+    allowed = _condition_status(status.get("conditions"), "DisruptionAllowed") or {}
+    sample = {
+        "disruptions_allowed": status.get("disruptions_allowed") or 0,
+        "current_healthy": status.get("current_healthy") or 0,
+        "desired_healthy": status.get("desired_healthy") or 0,
+        "expected_pods": status.get("expected_pods") or 0,
+        "observed_generation": status.get("observed_generation"),
+        "reason": allowed.get("reason") or "",
+        "disrupted_pods": status.get("disrupted_pods") or {},
+        "conditions": status.get("conditions") or [],
+    }
+    last = pdb.samples.order_by("-at").first()
+    if last is not None and last.at >= obs.observed_at:
+        return
+    if last is not None and all(getattr(last, k) == v for k, v in sample.items()):
+        return
+    PDBStatusSample.objects.create(pdb=pdb, at=obs.observed_at, **sample)
+
+
+def _first_int(status: Mapping[str, Any], *names: str) -> int | None:
+    for name in names:
+        if isinstance(status.get(name), int):
+            return status[name]
+    return None
+
+
+def _update_workload(cluster: Cluster, obs: Observation) -> None:
+    p = obs.payload
+    uid, kind = p.get("uid"), p.get("kind")
+    if not uid or kind not in Workload.Kind.values:
+        return
+    owner = p.get("owner") or {}
+    workload, _ = Workload.objects.update_or_create(
+        cluster=cluster,
+        uid=uid,
+        defaults={
+            "kind": kind,
+            "namespace": p.get("namespace") or "",
+            "name": p.get("name") or "",
+            "owner_kind": owner.get("kind") or "",
+            "owner_name": owner.get("name") or "",
+            "owner_uid": owner.get("uid") or "",
+            "selector": p.get("selector") or {},
+            "created_at": _time(p.get("created")),
+        },
+    )
+    if obs.kind == Kind.WORKLOAD_DELETED and workload.deleted_at is None:
+        Workload.objects.filter(pk=workload.pk).update(deleted_at=obs.observed_at)
+    status = p.get("status") or {}
+    sample = {
+        "replicas": p.get("spec_replicas") if kind != "DaemonSet" else status.get("desired_number_scheduled"),
+        "current": _first_int(status, "replicas", "current_replicas", "current_number_scheduled"),
+        "ready": _first_int(status, "ready_replicas", "number_ready"),
+        "updated": _first_int(status, "updated_replicas", "updated_number_scheduled"),
+        "available": _first_int(status, "available_replicas", "number_available"),
+        "status": status,
+    }
+    last = workload.samples.order_by("-at").first()
+    if last is not None and last.at >= obs.observed_at:
+        return
+    if last is not None and all(getattr(last, k) == v for k, v in sample.items()):
+        return
+    WorkloadStatusSample.objects.create(workload=workload, at=obs.observed_at, **sample)

@@ -1,0 +1,1299 @@
+"""SimCluster: the demo cluster's state and its control plane (API writes, scheduler, ReplicaSet,
+Deployment and disruption controllers, the eviction subresource) plus one SimKubelet per node.
+
+Everything runs under ``engine.lock`` at virtual time; HTTP handlers that write (eviction, delete, the
+hooks) take the same lock, so the cluster is only ever changed by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .engine import Engine
+from .kubelet import Behaviour, SimKubelet, Worker
+from .objects import (
+    condition,
+    controller_of,
+    get_condition,
+    go_label_selector,
+    is_ready,
+    make_node,
+    make_pod,
+    new_uid,
+    owner_ref,
+    rand_suffix,
+    selector_matches,
+    set_condition,
+    status,
+    template_hash,
+    ts,
+    ts_micro,
+)
+from .store import Store
+
+DEFAULT_START = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
+KUBELET_VERSION = "v1.31.4"
+UNMANAGED_MESSAGE = (
+    "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the "
+    "status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these "
+    'pods please set ".spec.minAvailable" field of the PDB to an integer value.'
+)
+PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        pct = int(value[:-1])
+        whole, rem = divmod(pct * total, 100)
+        return whole + (1 if round_up and rem else 0)
+    return int(value)
+
+
+class SimCluster:
+    """The whole simulated cluster. Deterministic given ``seed`` and ``start``."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        start: datetime | None = None,
+        history_limit: int = 200_000,
+        kubelet_log_limit: int = 20_000,
+        forbidden: tuple[str, ...] = (),
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.engine = Engine(start or DEFAULT_START)
+        self.store = Store(history_limit)
+        self.kubelet_log_limit = kubelet_log_limit
+        self.forbidden = set(forbidden)  # resource names (or "nodes/proxy") answered with 403
+        self.kubelets: dict[str, SimKubelet] = {}
+        self.behaviours: dict[tuple[str, str], Behaviour] = {}
+        self.workload_behaviour: dict[str, Behaviour] = {}
+        self._node_ips: dict[str, str] = {}
+        self._pod_ip_next: dict[str, int] = defaultdict(lambda: 2)
+        self._pods_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self._pods_on_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self._dirty: set[tuple[str, str, str]] = set()
+        self._event_index: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+        self.eviction_log: list[dict[str, Any]] = []  # every eviction attempt: who, when, outcome
+        self.paused = False
+        self._static_manifests: dict[tuple[str, str, str], tuple[dict[str, Any], str]] = {}
+        self.ensure_namespace("default")
+        self.ensure_namespace("kube-system")
+
+    # ---- time ---------------------------------------------------------------------------------
+    @property
+    def now(self) -> datetime:
+        return self.engine.now
+
+    def advance(self, seconds: float) -> None:
+        self.engine.advance(seconds)
+
+    def run_until_idle(self, max_seconds: float = 3600.0) -> float:
+        return self.engine.run_until_idle(max_seconds)
+
+    # ---- namespaces and nodes -----------------------------------------------------------------
+    def ensure_namespace(self, name: str) -> None:
+        with self.engine.lock:
+            if self.store.get_raw("namespaces", "", name) is None:
+                self.store.put(
+                    "namespaces",
+                    {
+                        "metadata": {
+                            "name": name,
+                            "uid": new_uid(self.rng),
+                            "creationTimestamp": ts(self.now),
+                            "labels": {"kubernetes.io/metadata.name": name},
+                        },
+                        "spec": {"finalizers": ["kubernetes"]},
+                        "status": {"phase": "Active"},
+                    },
+                )
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None) -> SimKubelet:
+        with self.engine.lock:
+            idx = len(self._node_ips)
+            ip = f"10.{(idx >> 16) & 255}.{(idx >> 8) & 255}.{idx & 255 or 1}" if idx else "10.0.0.10"
+            self._node_ips[name] = ip
+            cidr = f"10.{100 + ((idx >> 8) & 127)}.{idx & 255}.0/24"
+            node = make_node(name, new_uid(self.rng), self.now, labels or {}, ip, cidr, KUBELET_VERSION)
+            self.store.put("nodes", node)
+            kubelet = SimKubelet(
+                self, name, pid=self.rng.randrange(250, 4000), log_limit=self.kubelet_log_limit
+            )
+            self.kubelets[name] = kubelet
+            return kubelet
+
+    def node_ip(self, node: str) -> str:
+        return self._node_ips.get(node, "10.0.0.1")
+
+    def pod_ip(self, node: str) -> str:
+        n = self._pod_ip_next[node]
+        self._pod_ip_next[node] = n + 1 if n < 250 else 2
+        node_obj = self.store.get("nodes", "", node)
+        base = node_obj["spec"]["podCIDR"].rsplit(".", 1)[0] if node_obj else "10.244.0"
+        return f"{base}.{n}"
+
+    def update_node(self, name: str, fn: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        with self.engine.lock:
+            node = self.store.get("nodes", "", name)
+            if node is None:
+                return None
+            fn(node)
+            return self.store.put("nodes", node)
+
+    def _set_node_ready(self, node: dict[str, Any], st: str, reason: str, message: str) -> None:
+        now = ts(self.now)
+        for c in node["status"]["conditions"]:
+            if c["type"] == "Ready":
+                if c["status"] != st:
+                    c["lastTransitionTime"] = now
+                c.update(status=st, reason=reason, message=message, lastHeartbeatTime=now)
+
+    def cordon(self, name: str) -> None:
+        def fn(node: dict[str, Any]) -> None:
+            node["spec"]["unschedulable"] = True
+            taints = node["spec"].setdefault("taints", [])
+            if not any(t["key"] == "node.kubernetes.io/unschedulable" for t in taints):
+                taints.append(
+                    {
+                        "key": "node.kubernetes.io/unschedulable",
+                        "effect": "NoSchedule",
+                        "timeAdded": ts(self.now),
+                    }
+                )
+
+        node = self.update_node(name, fn)
+        if node:
+            self.record_event(
+                node,
+                "Normal",
+                "NodeNotSchedulable",
+                f"Node {name} status is now: NodeNotSchedulable",
+                "kubelet",
+                name,
+            )
+
+    def uncordon(self, name: str) -> None:
+        def fn(node: dict[str, Any]) -> None:
+            node["spec"].pop("unschedulable", None)
+            node["spec"]["taints"] = [
+                t for t in node["spec"].get("taints", []) if t["key"] != "node.kubernetes.io/unschedulable"
+            ]
+            if not node["spec"]["taints"]:
+                del node["spec"]["taints"]
+
+        node = self.update_node(name, fn)
+        if node:
+            self.record_event(
+                node,
+                "Normal",
+                "NodeSchedulable",
+                f"Node {name} status is now: NodeSchedulable",
+                "kubelet",
+                name,
+            )
+
+    def shutdown_node(self, name: str, grace: int = 20) -> None:
+        """Graceful node shutdown (systemd inhibitor): pods Failed/Terminated, node NotReady."""
+        with self.engine.lock:
+            kubelet = self.kubelets[name]
+            node = self.update_node(
+                name, lambda n: self._set_node_ready(n, "False", "KubeletNotReady", "node is shutting down")
+            )
+            if node:
+                self.record_event(
+                    node, "Normal", "Shutdown", "Shutdown manager detected shutdown event", "kubelet", name
+                )
+            kubelet.shutdown(grace)
+
+            def stop() -> None:
+                kubelet.log(
+                    "Shutdown manager completed processing shutdown event, node will shutdown shortly"
+                )
+                kubelet.running = False
+
+            self.engine.schedule(grace + 1.0, stop)
+
+            def unknown() -> None:
+                def fn(n: dict[str, Any]) -> None:
+                    for c in n["status"]["conditions"]:
+                        c.update(
+                            status="Unknown",
+                            reason="NodeStatusUnknown",
+                            message="Kubelet stopped posting node status.",
+                            lastTransitionTime=ts(self.now),
+                        )
+                    n["spec"]["taints"] = [
+                        t
+                        for t in n["spec"].get("taints", [])
+                        if not t["key"].startswith("node.kubernetes.io/un")
+                    ] + [
+                        {
+                            "key": "node.kubernetes.io/unreachable",
+                            "effect": "NoSchedule",
+                            "timeAdded": ts(self.now),
+                        },
+                        {
+                            "key": "node.kubernetes.io/unreachable",
+                            "effect": "NoExecute",
+                            "timeAdded": ts(self.now),
+                        },
+                    ]
+
+                if not self.kubelets[name].running:
+                    self.update_node(name, fn)
+
+            self.engine.schedule(grace + 40.0, unknown)
+
+    def boot_node(self, name: str) -> None:
+        """The node comes back: a fresh kubelet, Ready again, unreachable taints gone."""
+        with self.engine.lock:
+            old = self.kubelets[name]
+            kubelet = SimKubelet(
+                self, name, pid=self.rng.randrange(250, 4000), log_limit=self.kubelet_log_limit
+            )
+            kubelet.lines = old.lines
+            self.kubelets[name] = kubelet
+
+            def fn(n: dict[str, Any]) -> None:
+                for c in n["status"]["conditions"]:
+                    if c["type"] == "Ready":
+                        c.update(
+                            status="True",
+                            reason="KubeletReady",
+                            message="kubelet is posting ready status",
+                            lastTransitionTime=ts(self.now),
+                        )
+                    else:
+                        c.update(status="False", lastTransitionTime=ts(self.now))
+                n["spec"]["taints"] = [
+                    t
+                    for t in n["spec"].get("taints", [])
+                    if not t["key"].startswith("node.kubernetes.io/un")
+                    or t["key"] == "node.kubernetes.io/unschedulable"
+                ]
+                if not n["spec"]["taints"]:
+                    del n["spec"]["taints"]
+
+            node = self.update_node(name, fn)
+            if node:
+                self.record_event(
+                    node, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name
+                )
+            for ns, pname in list(self._pods_on_node[name]):
+                pod = self.store.get("pods", ns, pname)
+                if pod and pod["metadata"].get("deletionTimestamp"):
+                    self._final_delete(ns, pname)
+
+    # ---- pods ---------------------------------------------------------------------------------
+    def pod_grace(self, namespace: str, name: str) -> int:
+        pod = self.store.get("pods", namespace, name)
+        if pod is None:
+            return 30
+        return int(
+            pod["metadata"].get("deletionGracePeriodSeconds")
+            or pod["spec"].get("terminationGracePeriodSeconds", 30)
+        )
+
+    def create_pod(self, pod: dict[str, Any], behaviour: Behaviour | None = None) -> dict[str, Any]:
+        with self.engine.lock:
+            meta = pod["metadata"]
+            key = (meta["namespace"], meta["name"])
+            self.ensure_namespace(meta["namespace"])
+            self.behaviours[key] = behaviour or Behaviour()
+            self.store.put("pods", pod)
+            ctrl = controller_of(pod)
+            if ctrl:
+                self._pods_by_owner[ctrl["uid"]].add(key)
+            node = pod["spec"].get("nodeName")
+            if node:
+                self._pods_on_node[node].add(key)
+                self.engine.schedule(0.02 + self.rng.random() * 0.03, lambda: self._kubelet_sees(key))
+            else:
+                self.engine.schedule(0.005 + self.rng.random() * 0.02, lambda: self._schedule_pod(key))
+            self._pod_changed(pod)
+            return pod
+
+    def new_pod(
+        self,
+        namespace: str,
+        name: str,
+        node: str | None = None,
+        labels: dict[str, str] | None = None,
+        image: str = "registry.k8s.io/pause:3.10",
+        behaviour: Behaviour | None = None,
+        grace: int = 30,
+        finalizers: list[str] | None = None,
+        node_selector: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Create a bare pod (no controller). With ``node``, it is bound there through the scheduler."""
+        sel = dict(node_selector or {})
+        if node:
+            sel["kubernetes.io/hostname"] = node
+        pod = make_pod(
+            namespace=namespace,
+            name=name,
+            uid=new_uid(self.rng),
+            created=self.now,
+            labels=labels or {"app": name},
+            containers=[{"name": "app", "image": image}],
+            node_selector=sel or None,
+            grace=grace,
+            finalizers=finalizers,
+        )
+        return self.create_pod(pod, behaviour)
+
+    def _schedule_pod(self, key: tuple[str, str]) -> None:
+        pod = self.store.get("pods", *key)
+        if pod is None or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            return
+        sel = pod["spec"].get("nodeSelector") or {}
+        if "kubernetes.io/hostname" in sel:
+            candidates = (
+                [sel["kubernetes.io/hostname"]] if sel["kubernetes.io/hostname"] in self.kubelets else []
+            )
+        else:
+            candidates = list(self.kubelets)
+        fit: list[tuple[int, str]] = []
+        reasons: dict[str, int] = defaultdict(int)
+        for name in candidates:
+            node = self.store.get("nodes", "", name)
+            if node is None:
+                continue
+            labels = node["metadata"]["labels"]
+            if any(labels.get(k) != v for k, v in sel.items()):
+                reasons["didn't match Pod's node affinity/selector"] += 1
+                continue
+            if node["spec"].get("unschedulable"):
+                reasons["were unschedulable"] += 1
+                continue
+            ready = get_condition(node, "Ready")
+            if not ready or ready["status"] != "True":
+                reasons["had untolerated taint {node.kubernetes.io/not-ready: }"] += 1
+                continue
+            fit.append((len(self._pods_on_node[name]), name))
+        total = len(self.kubelets)
+        if not fit:
+            detail = (
+                ", ".join(f"{n} node(s) {r}" for r, n in sorted(reasons.items()))
+                or "no nodes available to schedule pods"
+            )
+            msg = f"0/{total} nodes are available: {detail}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+            self.record_event(
+                pod,
+                "Warning",
+                "FailedScheduling",
+                msg,
+                "default-scheduler",
+                "",
+                micro=True,
+                action="Scheduling",
+            )
+            self.engine.schedule(2.0, lambda: self._schedule_pod(key))
+            return
+        node_name = min(fit)[1]
+
+        def bind(p: dict[str, Any]) -> None:
+            p["spec"]["nodeName"] = node_name
+            set_condition(p["status"].setdefault("conditions", []), condition("PodScheduled", True, self.now))
+
+        pod = self._update_pod(key[0], key[1], bind)
+        if pod is None:
+            return
+        self._pods_on_node[node_name].add(key)
+        self.record_event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {key[0]}/{key[1]} to {node_name}",
+            "default-scheduler",
+            "",
+            micro=True,
+            action="Binding",
+        )
+        self.engine.schedule(0.01 + self.rng.random() * 0.03, lambda: self._kubelet_sees(key))
+
+    def _kubelet_sees(self, key: tuple[str, str]) -> None:
+        pod = self.store.get("pods", *key)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        kubelet = self.kubelets.get(pod["spec"]["nodeName"])
+        if kubelet is None or not kubelet.running:
+            return
+        if not get_condition(pod, "PodScheduled"):
+            self._update_pod(
+                key[0],
+                key[1],
+                lambda p: set_condition(
+                    p["status"].setdefault("conditions", []), condition("PodScheduled", True, self.now)
+                ),
+            )
+            pod = self.store.get("pods", *key)
+            assert pod is not None
+        kubelet.pod_added(pod, self.behaviours.get(key) or Behaviour())
+
+    def _update_pod(
+        self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None:
+        pod = self.store.get("pods", namespace, name)
+        if pod is None:
+            return None
+        fn(pod)
+        self.store.put("pods", pod)
+        self._pod_changed(pod)
+        return pod
+
+    def update_pod_status(
+        self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None:
+        with self.engine.lock:
+            return self._update_pod(namespace, name, fn)
+
+    def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> dict[str, Any] | None:
+        """A graceful DELETE: deletionTimestamp = now + grace; the kubelet tears down, then removes it."""
+        with self.engine.lock:
+            pod = self.store.get("pods", namespace, name)
+            if pod is None:
+                return None
+            meta = pod["metadata"]
+            g = int(pod["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace)
+            if meta.get("deletionTimestamp"):
+                return pod
+            node = pod["spec"].get("nodeName")
+            kubelet = self.kubelets.get(node or "")
+            if g == 0 or not node:
+                if meta.get("finalizers"):
+                    meta["deletionTimestamp"] = ts(self.now)
+                    meta["deletionGracePeriodSeconds"] = 0
+                    self.store.put("pods", pod)
+                    self._pod_changed(pod)
+                    return pod
+                self._final_delete(namespace, name)
+                return pod
+            meta["deletionTimestamp"] = ts(self.now + timedelta(seconds=g))
+            meta["deletionGracePeriodSeconds"] = g
+            self.store.put("pods", pod)
+            self._pod_changed(pod)
+            if kubelet and kubelet.running:
+                if (namespace, name) in kubelet.by_api:
+                    kubelet.pod_deleted(namespace, name, g)
+                else:  # the kubelet never started it: nothing to tear down
+                    self.engine.schedule(0.05, lambda: self._final_delete(namespace, name))
+            return pod
+
+    def _final_delete(self, namespace: str, name: str) -> None:
+        """The status manager's grace-0 delete once the pod is terminated (or a finalizer-free removal)."""
+        pod = self.store.get("pods", namespace, name)
+        if pod is None:
+            return
+        meta = pod["metadata"]
+        if meta.get("finalizers"):
+            if meta.get("deletionGracePeriodSeconds") != 0:
+                meta["deletionGracePeriodSeconds"] = 0
+                meta.setdefault("deletionTimestamp", ts(self.now))
+                self.store.put("pods", pod)
+                self._pod_changed(pod)
+            return
+        self.store.delete("pods", namespace, name)
+        key = (namespace, name)
+        ctrl = controller_of(pod)
+        if ctrl:
+            self._pods_by_owner[ctrl["uid"]].discard(key)
+        node = pod["spec"].get("nodeName") or ""
+        self._pods_on_node[node].discard(key)
+        self.behaviours.pop(key, None)
+        kubelet = self.kubelets.get(node)
+        if kubelet and kubelet.running and not self._is_mirror(pod):
+            kubelet.pod_removed(namespace, name, "api")
+        self._pod_changed(pod, deleted=True)
+
+    @staticmethod
+    def _is_mirror(pod: dict[str, Any]) -> bool:
+        return "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {})
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        with self.engine.lock:
+            pod = self.store.get("pods", namespace, name)
+            if pod is None:
+                return
+            fins = [f for f in pod["metadata"].get("finalizers", []) if f != finalizer]
+            if fins:
+                pod["metadata"]["finalizers"] = fins
+            else:
+                pod["metadata"].pop("finalizers", None)
+            self.store.put("pods", pod)
+            if not fins and pod["metadata"].get("deletionGracePeriodSeconds") == 0:
+                self._final_delete(namespace, name)
+
+    def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None:
+        """The pod worker is done: the status manager deletes API pods that were being deleted."""
+        if w.static:
+            kubelet.forget_later(w)
+            return
+        pod = self.store.get("pods", w.namespace, w.api_name)
+        if pod is not None and pod["metadata"].get("deletionTimestamp"):
+            if not pod["metadata"].get("finalizers"):
+                kubelet.log("Pod fully terminated and removed from etcd", pod=w.ref)
+            self._final_delete(w.namespace, w.api_name)
+        if pod is None or self.store.get_raw("pods", w.namespace, w.api_name) is None:
+            kubelet.forget_later(w)
+
+    # ---- static pods --------------------------------------------------------------------------
+    def add_static_pod(
+        self,
+        node: str,
+        namespace: str,
+        name: str,
+        image: str,
+        manifest_rev: str = "1",
+        behaviour: Behaviour | None = None,
+    ) -> str:
+        """A manifest appears in the node's staticPodPath; returns its 32-hex UID."""
+        from .objects import static_pod_uid
+
+        with self.engine.lock:
+            full = f"{name}-{node}"
+            uid = static_pod_uid(namespace, name, node, f"{image}#{manifest_rev}")
+            pod = make_pod(
+                namespace=namespace,
+                name=full,
+                uid=uid,
+                created=self.now,
+                labels={"component": name, "tier": "control-plane"},
+                containers=[{"name": name, "image": image}],
+                node_name=node,
+                grace=30,
+            )
+            self.behaviours[(namespace, full)] = behaviour or Behaviour()
+            self._static_manifests[(node, namespace, full)] = (pod, uid)
+            self.kubelets[node].pod_added(pod, behaviour or Behaviour(), static_uid=uid)
+            return uid
+
+    def remove_static_pod(self, node: str, namespace: str, name: str) -> None:
+        """The manifest disappears: the kubelet kills the pod and deletes its mirror pod."""
+        with self.engine.lock:
+            full = f"{name}-{node}"
+            kubelet = self.kubelets[node]
+            kubelet.pod_removed(namespace, full, source="file")
+            mirror = self.store.get("pods", namespace, full)
+            if mirror is not None:
+                kubelet.log(
+                    "Deleting a mirror pod", pod=f"{namespace}/{full}", podUID=mirror["metadata"]["uid"]
+                )
+                self._final_delete(namespace, full)
+
+    def create_mirror_pod(self, node: str, w: Worker) -> None:
+        if self.store.get_raw("pods", w.namespace, w.api_name) is not None:
+            return
+        manifest = self._static_manifests.get((node, w.namespace, w.api_name))
+        if manifest is None:
+            return
+        pod = copy.deepcopy(manifest[0])
+        meta = pod["metadata"]
+        meta["uid"] = new_uid(self.rng)  # the API server assigns the mirror pod its own UID
+        meta["creationTimestamp"] = ts(self.now)
+        meta["annotations"] = {
+            "kubernetes.io/config.hash": w.uid,
+            "kubernetes.io/config.mirror": w.uid,
+            "kubernetes.io/config.seen": ts_micro(self.now)[:-1] + "000+00:00",
+            "kubernetes.io/config.source": "file",
+        }
+        node_obj = self.store.get("nodes", "", node)
+        if node_obj:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": node,
+                    "uid": node_obj["metadata"]["uid"],
+                    "controller": True,
+                }
+            ]
+        pod["spec"]["priorityClassName"] = "system-node-critical"
+        pod["spec"]["priority"] = 2000001000
+        pod["status"]["conditions"] = [condition("PodScheduled", True, self.now)]
+        self.store.put("pods", pod)
+        self._pods_on_node[node].add((w.namespace, w.api_name))
+        self._pod_changed(pod)
+
+    # ---- events -------------------------------------------------------------------------------
+    def record_event(
+        self,
+        obj: dict[str, Any],
+        etype: str,
+        reason: str,
+        message: str,
+        component: str,
+        host: str = "",
+        field_path: str | None = None,
+        micro: bool = False,
+        action: str | None = None,
+    ) -> dict[str, Any]:
+        """Record (or bump the count of) an Event about ``obj``, in the shape its emitter produces."""
+        with self.engine.lock:
+            meta = obj["metadata"]
+            namespace = meta.get("namespace") or "default"
+            kind = obj.get("kind") or self._kind_of(obj)
+            ikey = (meta["uid"], reason, message, component)
+            existing = self._event_index.get(ikey)
+            now = self.now
+            if existing is not None:
+                ev = self.store.get("events", *existing)
+                if ev is not None:
+                    if ev.get("series") is not None or ev.get("eventTime") and ev.get("count") is None:
+                        series = ev.setdefault("series", {"count": 1})
+                        series["count"] += 1
+                        series["lastObservedTime"] = ts_micro(now)
+                    else:
+                        ev["count"] = ev.get("count", 1) + 1
+                        ev["lastTimestamp"] = ts(now)
+                    return self.store.put("events", ev)
+            involved: dict[str, Any] = {
+                "kind": kind,
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "apiVersion": self._api_version_of(kind),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            }
+            if meta.get("namespace"):
+                involved["namespace"] = meta["namespace"]
+            if field_path:
+                involved["fieldPath"] = field_path
+            name = f"{meta['name']}.{self.rng.getrandbits(64):016x}"
+            ev: dict[str, Any] = {
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": new_uid(self.rng),
+                    "creationTimestamp": ts(now),
+                },
+                "involvedObject": involved,
+                "reason": reason,
+                "message": message,
+                "type": etype,
+            }
+            if micro:  # events.k8s.io recorder (scheduler): eventTime, no legacy timestamps
+                ev.update(
+                    source={},
+                    firstTimestamp=None,
+                    lastTimestamp=None,
+                    eventTime=ts_micro(now),
+                    action=action,
+                    reportingComponent=component,
+                    reportingInstance=f"{component}-podlife-control-plane",
+                )
+            else:  # legacy core/v1 recorder (kubelet, controllers)
+                ev.update(
+                    source={"component": component, **({"host": host} if host else {})},
+                    firstTimestamp=ts(now),
+                    lastTimestamp=ts(now),
+                    count=1,
+                    eventTime=None,
+                    reportingComponent=component,
+                    reportingInstance=host,
+                )
+            self._event_index[ikey] = (namespace, name)
+            return self.store.put("events", ev)
+
+    @staticmethod
+    def _kind_of(obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        spec = obj.get("spec", {})
+        if "containers" in spec:
+            return "Pod"
+        if "podCIDR" in spec or "providerID" in spec:
+            return "Node"
+        if "minAvailable" in spec or "maxUnavailable" in spec:
+            return "PodDisruptionBudget"
+        if "strategy" in spec:
+            return "Deployment"
+        if "template" in spec:
+            return "ReplicaSet"
+        del meta
+        return "Pod"
+
+    @staticmethod
+    def _api_version_of(kind: str) -> str:
+        return {"PodDisruptionBudget": "policy/v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1"}.get(
+            kind, "v1"
+        )
+
+    # ---- controllers (debounced reconciles) ---------------------------------------------------
+    def _pod_changed(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        ctrl = controller_of(pod)
+        if ctrl and ctrl["kind"] == "ReplicaSet":
+            self._mark_dirty("rs", pod["metadata"]["namespace"], ctrl["name"])
+        if self.store.count("poddisruptionbudgets"):
+            self._mark_dirty("pdbns", pod["metadata"]["namespace"], "")
+
+    def _mark_dirty(self, kind: str, namespace: str, name: str) -> None:
+        key = (kind, namespace, name)
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+
+        def run() -> None:
+            self._dirty.discard(key)
+            if kind == "rs":
+                self._reconcile_rs(namespace, name)
+            elif kind == "deploy":
+                self._reconcile_deployment(namespace, name)
+            elif kind == "pdbns":
+                for pdb in self.store.iter_objects("poddisruptionbudgets", namespace):
+                    self._reconcile_pdb(pdb)
+
+        self.engine.schedule(0.02 if kind != "pdbns" else 0.05, run)
+
+    def owned_pods(self, owner_uid: str) -> list[dict[str, Any]]:
+        out = []
+        for key in sorted(self._pods_by_owner.get(owner_uid, ())):
+            pod = self.store.get("pods", *key)
+            if pod is not None:
+                out.append(pod)
+        return out
+
+    @staticmethod
+    def _active(pod: dict[str, Any]) -> bool:
+        return not pod["metadata"].get("deletionTimestamp") and pod["status"].get("phase") not in (
+            "Succeeded",
+            "Failed",
+        )
+
+    def create_deployment(
+        self,
+        namespace: str,
+        name: str,
+        replicas: int,
+        image: str,
+        labels: dict[str, str],
+        node_selector: dict[str, str] | None = None,
+        behaviour: Behaviour | None = None,
+        grace: int = 30,
+        max_surge: Any = "25%",
+        max_unavailable: Any = "25%",
+    ) -> dict[str, Any]:
+        with self.engine.lock:
+            self.ensure_namespace(namespace)
+            template: dict[str, Any] = {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "containers": [{"name": name.split("-")[0], "image": image}],
+                    "terminationGracePeriodSeconds": grace,
+                },
+            }
+            if node_selector:
+                template["spec"]["nodeSelector"] = dict(node_selector)
+            dep = {
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": new_uid(self.rng),
+                    "generation": 1,
+                    "creationTimestamp": ts(self.now),
+                    "labels": dict(labels),
+                    "annotations": {"deployment.kubernetes.io/revision": "1"},
+                },
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": dict(labels)},
+                    "template": template,
+                    "strategy": {
+                        "type": "RollingUpdate",
+                        "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
+                    },
+                    "revisionHistoryLimit": 10,
+                    "progressDeadlineSeconds": 600,
+                },
+                "status": {},
+            }
+            self.workload_behaviour[dep["metadata"]["uid"]] = behaviour or Behaviour()
+            self.store.put("deployments", dep)
+            self._mark_dirty("deploy", namespace, name)
+            return dep
+
+    def update_deployment(self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]) -> None:
+        with self.engine.lock:
+            dep = self.store.get("deployments", namespace, name)
+            if dep is None:
+                return
+            fn(dep)
+            dep["metadata"]["generation"] += 1
+            self.store.put("deployments", dep)
+            self._mark_dirty("deploy", namespace, name)
+
+    def delete_deployment(self, namespace: str, name: str) -> None:
+        """Cascading (background) delete: the Deployment, its ReplicaSets, their pods (gracefully)."""
+        with self.engine.lock:
+            dep = self.store.delete("deployments", namespace, name)
+            if dep is None:
+                return
+            for rs in self.store.iter_objects("replicasets", namespace):
+                ctrl = controller_of(rs)
+                if ctrl and ctrl["uid"] == dep["metadata"]["uid"]:
+                    self.store.delete("replicasets", namespace, rs["metadata"]["name"])
+                    for pod in self.owned_pods(rs["metadata"]["uid"]):
+                        self.delete_pod(namespace, pod["metadata"]["name"])
+
+    def _reconcile_deployment(self, namespace: str, name: str) -> None:
+        dep = self.store.get("deployments", namespace, name)
+        if dep is None:
+            return
+        spec = dep["spec"]
+        uid = dep["metadata"]["uid"]
+        h = template_hash(spec["template"])
+        all_rs = [
+            rs
+            for rs in self.store.iter_objects("replicasets", namespace)
+            if (controller_of(rs) or {}).get("uid") == uid
+        ]
+        new_rs = next((rs for rs in all_rs if rs["metadata"]["labels"].get("pod-template-hash") == h), None)
+        old_rs = [rs for rs in all_rs if rs is not new_rs]
+        replicas = spec["replicas"]
+        surge = _int_or_percent(spec["strategy"]["rollingUpdate"]["maxSurge"], replicas, True)
+        unavail = _int_or_percent(spec["strategy"]["rollingUpdate"]["maxUnavailable"], replicas, False)
+        if surge == 0 and unavail == 0:
+            unavail = 1
+        revision = str(1 + len(old_rs))
+        if new_rs is None:
+            tmpl = copy.deepcopy(spec["template"])
+            tmpl["metadata"]["labels"]["pod-template-hash"] = h
+            new_rs = {
+                "metadata": {
+                    "name": f"{name}-{h}",
+                    "namespace": namespace,
+                    "uid": new_uid(self.rng),
+                    "generation": 1,
+                    "creationTimestamp": ts(self.now),
+                    "labels": dict(tmpl["metadata"]["labels"]),
+                    "annotations": {
+                        "deployment.kubernetes.io/desired-replicas": str(replicas),
+                        "deployment.kubernetes.io/max-replicas": str(replicas + surge),
+                        "deployment.kubernetes.io/revision": revision,
+                    },
+                    "ownerReferences": [owner_ref(dep, "Deployment", "apps/v1")],
+                },
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": dict(tmpl["metadata"]["labels"])},
+                    "template": tmpl,
+                },
+                "status": {"replicas": 0, "observedGeneration": 1},
+            }
+            self.store.put("replicasets", new_rs)
+            self.workload_behaviour[new_rs["metadata"]["uid"]] = self.workload_behaviour.get(uid, Behaviour())
+            if dep["metadata"]["annotations"].get("deployment.kubernetes.io/revision") != revision:
+                dep["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = revision
+
+        def pods_of(rs: dict[str, Any]) -> list[dict[str, Any]]:
+            return [p for p in self.owned_pods(rs["metadata"]["uid"]) if self._active(p)]
+
+        total = sum(rs["spec"]["replicas"] for rs in all_rs + ([new_rs] if new_rs not in all_rs else []))
+        available = sum(1 for rs in [new_rs, *old_rs] for p in pods_of(rs) if is_ready(p))
+        # Scale the new ReplicaSet up within maxSurge.
+        want_new = min(replicas, new_rs["spec"]["replicas"] + max(0, replicas + surge - total))
+        if not old_rs:
+            want_new = replicas
+        if want_new != new_rs["spec"]["replicas"]:
+            self._scale_rs(dep, new_rs, want_new)
+        # Scale old ReplicaSets down within maxUnavailable.
+        min_available = replicas - unavail
+        can_remove = max(0, available - min_available)
+        for rs in sorted(old_rs, key=lambda r: r["metadata"]["creationTimestamp"]):
+            if can_remove <= 0:
+                break
+            cur = rs["spec"]["replicas"]
+            if cur == 0:
+                continue
+            step = min(cur, can_remove)
+            self._scale_rs(dep, rs, cur - step)
+            can_remove -= step
+        for rs in old_rs:
+            if rs["spec"]["replicas"] == 0 and not pods_of(rs) and len(old_rs) > 2:
+                pass  # revisionHistoryLimit pruning is not simulated
+        self._deployment_status(dep, new_rs, old_rs)
+
+    def _scale_rs(self, dep: dict[str, Any], rs: dict[str, Any], to: int) -> None:
+        frm = rs["spec"]["replicas"]
+        rs["spec"]["replicas"] = to
+        rs["metadata"]["generation"] = rs["metadata"].get("generation", 1) + 1
+        self.store.put("replicasets", rs)
+        verb = "up" if to > frm else "down"
+        self.record_event(
+            dep,
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled {verb} replica set {rs['metadata']['name']} from {frm} to {to}",
+            "deployment-controller",
+        )
+        self._mark_dirty("rs", rs["metadata"]["namespace"], rs["metadata"]["name"])
+
+    def _deployment_status(
+        self, dep: dict[str, Any], new_rs: dict[str, Any], old_rs: list[dict[str, Any]]
+    ) -> None:
+        ns = dep["metadata"]["namespace"]
+        rss = [
+            r
+            for r in (self.store.get("replicasets", ns, x["metadata"]["name"]) for x in [new_rs, *old_rs])
+            if r
+        ]
+        replicas = sum(r["status"].get("replicas", 0) for r in rss)
+        ready = sum(r["status"].get("readyReplicas", 0) for r in rss)
+        avail = sum(r["status"].get("availableReplicas", 0) for r in rss)
+        new_now = rss[0] if rss and rss[0]["metadata"]["name"] == new_rs["metadata"]["name"] else new_rs
+        updated = new_now["status"].get("replicas", 0)
+        want = dep["spec"]["replicas"]
+        unavail = max(0, want - avail)
+        st = dep["status"]
+        conds = st.get("conditions") or []
+        now = self.now
+        unavail_allowed = _int_or_percent(
+            dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], want, False
+        )
+        is_avail = avail >= want - unavail_allowed
+        avail_c = {
+            "type": "Available",
+            "status": "True" if is_avail else "False",
+            "lastUpdateTime": ts(now),
+            "lastTransitionTime": ts(now),
+            "reason": "MinimumReplicasAvailable" if is_avail else "MinimumReplicasUnavailable",
+            "message": "Deployment has minimum availability."
+            if is_avail
+            else "Deployment does not have minimum availability.",
+        }
+        complete = updated == want and replicas == want and avail == want
+        rsname = new_rs["metadata"]["name"]
+        prog_c = {
+            "type": "Progressing",
+            "status": "True",
+            "lastUpdateTime": ts(now),
+            "lastTransitionTime": ts(now),
+            "reason": "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+            "message": f'ReplicaSet "{rsname}" has successfully progressed.'
+            if complete
+            else f'ReplicaSet "{rsname}" is progressing.',
+        }
+        new_conds = []
+        for c in (avail_c, prog_c):
+            old = next((o for o in conds if o["type"] == c["type"]), None)
+            if old and old["status"] == c["status"]:
+                c["lastTransitionTime"] = old["lastTransitionTime"]
+                if old["reason"] == c["reason"]:
+                    c["lastUpdateTime"] = old["lastUpdateTime"]
+            new_conds.append(c)
+        new_st = {
+            "observedGeneration": dep["metadata"]["generation"],
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": avail,
+            "conditions": new_conds,
+        }
+        if unavail:
+            new_st["unavailableReplicas"] = unavail
+        if not ready:
+            del new_st["readyReplicas"]
+        if not avail:
+            del new_st["availableReplicas"]
+        if new_st != st:
+            dep["status"] = new_st
+            self.store.put("deployments", dep)
+
+    def _reconcile_rs(self, namespace: str, name: str) -> None:
+        rs = self.store.get("replicasets", namespace, name)
+        if rs is None:
+            return
+        uid = rs["metadata"]["uid"]
+        pods = self.owned_pods(uid)
+        active = [p for p in pods if self._active(p)]
+        want = rs["spec"]["replicas"]
+        if len(active) < want:
+            tmpl = rs["spec"]["template"]
+            for _ in range(want - len(active)):
+                pname = f"{name}-{rand_suffix(self.rng)}"
+                pod = make_pod(
+                    namespace=namespace,
+                    name=pname,
+                    uid=new_uid(self.rng),
+                    created=self.now,
+                    labels=tmpl["metadata"]["labels"],
+                    containers=tmpl["spec"]["containers"],
+                    owner=owner_ref(rs, "ReplicaSet", "apps/v1"),
+                    node_selector=tmpl["spec"].get("nodeSelector"),
+                    grace=tmpl["spec"].get("terminationGracePeriodSeconds", 30),
+                )
+                self.create_pod(pod, self.workload_behaviour.get(uid))
+                self.record_event(
+                    rs, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "replicaset-controller"
+                )
+        elif len(active) > want:
+            victims = sorted(
+                active, key=lambda p: (is_ready(p), p["metadata"]["creationTimestamp"]), reverse=False
+            )
+            for pod in victims[: len(active) - want]:
+                self.delete_pod(namespace, pod["metadata"]["name"])
+                self.record_event(
+                    rs,
+                    "Normal",
+                    "SuccessfulDelete",
+                    f"Deleted pod: {pod['metadata']['name']}",
+                    "replicaset-controller",
+                )
+        active = [p for p in self.owned_pods(uid) if self._active(p)]
+        ready = sum(1 for p in active if is_ready(p))
+        new_st: dict[str, Any] = {
+            "replicas": len(active),
+            "fullyLabeledReplicas": len(active),
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
+        if ready:
+            new_st["readyReplicas"] = ready
+            new_st["availableReplicas"] = ready
+        if new_st != rs["status"]:
+            rs["status"] = new_st
+            self.store.put("replicasets", rs)
+        ctrl = controller_of(rs)
+        if ctrl and ctrl["kind"] == "Deployment":
+            self._mark_dirty("deploy", namespace, ctrl["name"])
+
+    # ---- PodDisruptionBudgets and eviction ----------------------------------------------------
+    def create_pdb(
+        self,
+        namespace: str,
+        name: str,
+        selector: dict[str, Any],
+        min_available: Any = None,
+        max_unavailable: Any = None,
+    ) -> dict[str, Any]:
+        with self.engine.lock:
+            self.ensure_namespace(namespace)
+            spec: dict[str, Any] = {"selector": selector}
+            if min_available is not None:
+                spec["minAvailable"] = min_available
+            if max_unavailable is not None:
+                spec["maxUnavailable"] = max_unavailable
+            pdb = {
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": new_uid(self.rng),
+                    "generation": 1,
+                    "creationTimestamp": ts(self.now),
+                },
+                "spec": spec,
+                "status": {
+                    "disruptionsAllowed": 0,
+                    "currentHealthy": 0,
+                    "desiredHealthy": 0,
+                    "expectedPods": 0,
+                    "observedGeneration": 0,
+                },
+            }
+            self.store.put("poddisruptionbudgets", pdb)
+            self._mark_dirty("pdbns", namespace, "")
+            return pdb
+
+    def delete_pdb(self, namespace: str, name: str) -> None:
+        with self.engine.lock:
+            self.store.delete("poddisruptionbudgets", namespace, name)
+
+    def _expected_scale(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[int, list[str]]:
+        spec = pdb["spec"]
+        if "minAvailable" in spec and not isinstance(spec["minAvailable"], str):
+            return len(pods), []
+        unmanaged: list[str] = []
+        scales: dict[str, int] = {}
+        for pod in pods:
+            ctrl = controller_of(pod)
+            if ctrl is None:
+                unmanaged.append(pod["metadata"]["name"])
+                continue
+            if ctrl["uid"] in scales:
+                continue
+            if ctrl["kind"] == "ReplicaSet":
+                rs = self.store.get("replicasets", pod["metadata"]["namespace"], ctrl["name"])
+                dctrl = controller_of(rs) if rs else None
+                if dctrl and dctrl["kind"] == "Deployment":
+                    dep = self.store.get("deployments", pod["metadata"]["namespace"], dctrl["name"])
+                    scales[dctrl["uid"]] = dep["spec"]["replicas"] if dep else 0
+                else:
+                    scales[ctrl["uid"]] = rs["spec"]["replicas"] if rs else 0
+            else:
+                scales[ctrl["uid"]] = 1
+        return sum(scales.values()), unmanaged
+
+    def _reconcile_pdb(self, pdb: dict[str, Any]) -> None:
+        ns = pdb["metadata"]["namespace"]
+        now = self.now
+        pods = [
+            p
+            for p in self.store.iter_objects("pods", ns)
+            if selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})
+        ]
+        expected, unmanaged = self._expected_scale(pdb, pods)
+        if unmanaged:
+            msg = UNMANAGED_MESSAGE.format(selector=go_label_selector(pdb["spec"]["selector"]))
+            self.record_event(pdb, "Warning", "UnmanagedPods", msg, "controllermanager")
+        spec = pdb["spec"]
+        if "maxUnavailable" in spec:
+            desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected, True))
+        elif isinstance(spec.get("minAvailable"), str):
+            desired = _int_or_percent(spec["minAvailable"], expected, True)
+        else:
+            desired = int(spec.get("minAvailable", 0))
+        disrupted = dict(pdb["status"].get("disruptedPods") or {})
+        live = {p["metadata"]["name"]: p for p in pods}
+        for pname, when in list(disrupted.items()):
+            p = live.get(pname)
+            expired = datetime.fromisoformat(when.replace("Z", "+00:00")) + timedelta(minutes=2) < now
+            if p is None or p["metadata"].get("deletionTimestamp") or expired:
+                del disrupted[pname]
+        healthy = sum(
+            1
+            for p in pods
+            if is_ready(p)
+            and not p["metadata"].get("deletionTimestamp")
+            and p["metadata"]["name"] not in disrupted
+        )
+        allowed = healthy - desired
+        if expected <= 0 or allowed <= 0:
+            allowed = 0
+        old_st = pdb["status"]
+        old_cond = next(iter(old_st.get("conditions") or []), None)
+        cstatus = "True" if allowed > 0 else "False"
+        cond = {
+            "type": "DisruptionAllowed",
+            "status": cstatus,
+            "observedGeneration": pdb["metadata"]["generation"],
+            "lastTransitionTime": old_cond["lastTransitionTime"]
+            if old_cond and old_cond["status"] == cstatus
+            else ts(now),
+            "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+            "message": "",
+        }
+        new_st: dict[str, Any] = {
+            "observedGeneration": pdb["metadata"]["generation"],
+            "disruptionsAllowed": allowed,
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "expectedPods": expected,
+            "conditions": [cond],
+        }
+        if disrupted:
+            new_st["disruptedPods"] = disrupted
+        if new_st != old_st:
+            pdb["status"] = new_st
+            self.store.put("poddisruptionbudgets", pdb)
+
+    def evict(
+        self, namespace: str, name: str, grace: int | None = None, actor: str = "api"
+    ) -> tuple[int, dict[str, Any]]:
+        """The eviction subresource: (HTTP code, Status body). Honours PodDisruptionBudgets."""
+        with self.engine.lock:
+            pod = self.store.get("pods", namespace, name)
+            record = {"time": self.now, "namespace": namespace, "name": name, "actor": actor}
+            if pod is None:
+                record["outcome"] = "NotFound"
+                self.eviction_log.append(record)
+                return 404, status(
+                    404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}
+                )
+            if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
+                self.delete_pod(namespace, name, grace)
+                record["outcome"] = "Allowed"
+                self.eviction_log.append(record)
+                return 201, status(201, "", "", ok=True)
+            labels = pod["metadata"].get("labels") or {}
+            pdbs = [
+                p
+                for p in self.store.iter_objects("poddisruptionbudgets", namespace)
+                if selector_matches(p["spec"].get("selector"), labels)
+            ]
+            if len(pdbs) > 1:
+                record["outcome"] = "MultiplePDBs"
+                self.eviction_log.append(record)
+                return 500, status(
+                    500,
+                    "InternalError",
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                )
+            if pdbs:
+                pdb = pdbs[0]
+                st = pdb["status"]
+                pname = pdb["metadata"]["name"]
+                if st.get("observedGeneration", 0) < pdb["metadata"]["generation"]:
+                    cause = f"The disruption budget {pname} is still being processed by the server."
+                    record["outcome"] = "Blocked"
+                    self.eviction_log.append(record)
+                    return 429, status(
+                        429,
+                        "TooManyRequests",
+                        PDB_BLOCKED,
+                        {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
+                    )
+                unhealthy_ok = not is_ready(pod) and (
+                    pdb["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                    or st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0)
+                )
+                if st.get("disruptionsAllowed", 0) <= 0 and not unhealthy_ok:
+                    cause = f"The disruption budget {pname} needs {st.get('desiredHealthy', 0)} healthy pods and has {st.get('currentHealthy', 0)} currently"
+                    record["outcome"] = "Blocked"
+                    record["pdb"] = pname
+                    self.eviction_log.append(record)
+                    return 429, status(
+                        429,
+                        "TooManyRequests",
+                        PDB_BLOCKED,
+                        {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
+                    )
+                if not unhealthy_ok:
+                    st["disruptionsAllowed"] -= 1
+                    st.setdefault("disruptedPods", {})[name] = ts(self.now)
+                    self.store.put("poddisruptionbudgets", pdb)
+            now = self.now
+            self._update_pod(
+                namespace,
+                name,
+                lambda p: set_condition(
+                    p["status"].setdefault("conditions", []),
+                    condition(
+                        "DisruptionTarget", True, now, "EvictionByEvictionAPI", "Eviction API: evicting"
+                    ),
+                ),
+            )
+            self.delete_pod(namespace, name, grace)
+            record["outcome"] = "Allowed"
+            self.eviction_log.append(record)
+            return 201, status(201, "", "", ok=True)
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def compact(self) -> int:
+        return self.store.compact()
+
+    def drop_watches(self) -> None:
+        self.store.drop_watches()
+
+    def inject_malformed(
+        self, line: bytes = b'{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"broken"'
+    ) -> None:
+        self.store.inject_raw(line)
+
+    def redeliver_last(self) -> bool:
+        return self.store.redeliver_last()
+
+    def spawn_pod(self, node: str, namespace: str = "default", name: str | None = None) -> dict[str, Any]:
+        """Create a bare pod bound to ``node`` now (live-update tests)."""
+        with self.engine.lock:
+            return self.new_pod(
+                namespace,
+                name or f"live-{rand_suffix(self.rng)}",
+                node=node,
+                labels={"app": "live", "podlife.dev/spawned": "true"},
+            )

@@ -1,0 +1,833 @@
+"""The demo cluster's HTTP face: the Kubernetes list/watch wire protocol, discovery, the eviction
+subresource, the kubelet proxy (metrics, logs) and the ``/_sim/`` fault hooks.
+
+One thread per connection (``ThreadingHTTPServer``); a watch thread sleeps on the store's condition and
+writes one chunk per batch of history. ``SimServer.stop`` closes the store first (every watch thread
+wakes and returns), then shuts the listener down, then stops the clock thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+import yaml
+
+from . import discovery
+from .cluster import SimCluster
+from .engine import RealtimeDriver
+from .objects import event_to_events_v1, status
+from .scenarios import install
+from .store import RESOURCES, Dropped, Entry, Expired, ResourceType
+
+CORE_RE = re.compile(
+    r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?/?$"
+)
+GROUP_RE = re.compile(
+    r"^/apis/(?P<group>[a-z0-9.]+)/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?/?$"
+)
+PROXY_RE = re.compile(r"^/api/v1/nodes/(?P<node>[^/]+)/proxy/(?P<what>metrics|logs)(?:/.*)?$")
+TOKEN = "podlife-demo-token"
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true")
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _age(created: str, now: datetime) -> str:
+    secs = max(0, int((now - _parse_time(created)).total_seconds()))
+    if secs < 120:
+        return f"{secs}s"
+    if secs < 600:
+        return f"{secs // 60}m{secs % 60}s" if secs % 60 else f"{secs // 60}m"
+    if secs < 3 * 3600:
+        return f"{secs // 60}m"
+    if secs < 48 * 3600:
+        return f"{secs // 3600}h"
+    return f"{secs // 86400}d"
+
+
+def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
+    st = pod.get("status", {})
+    cs = st.get("containerStatuses") or []
+    ready = sum(1 for c in cs if c.get("ready"))
+    reason = st.get("reason") or st.get("phase", "Pending")
+    for c in cs:
+        state = c.get("state", {})
+        if "waiting" in state and state["waiting"].get("reason"):
+            reason = state["waiting"]["reason"]
+        elif "terminated" in state and state["terminated"].get("reason") and reason not in ("Terminated",):
+            reason = state["terminated"]["reason"]
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    restarts = sum(c.get("restartCount", 0) for c in cs)
+    meta = pod["metadata"]
+    return {
+        "cells": [
+            meta["name"],
+            f"{ready}/{len(pod['spec']['containers'])}",
+            reason,
+            restarts,
+            _age(meta["creationTimestamp"], now),
+            st.get("podIP") or "<none>",
+            pod["spec"].get("nodeName") or "<none>",
+            "<none>",
+            "<none>",
+        ],
+        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+    }
+
+
+POD_COLUMNS = [
+    {
+        "name": "Name",
+        "type": "string",
+        "format": "name",
+        "description": "Name must be unique within a namespace.",
+        "priority": 0,
+    },
+    {
+        "name": "Ready",
+        "type": "string",
+        "format": "",
+        "description": "The aggregate readiness state of this pod for accepting traffic.",
+        "priority": 0,
+    },
+    {
+        "name": "Status",
+        "type": "string",
+        "format": "",
+        "description": "The aggregate status of the containers in this pod.",
+        "priority": 0,
+    },
+    {
+        "name": "Restarts",
+        "type": "string",
+        "format": "",
+        "description": "The number of times the containers in this pod have been restarted.",
+        "priority": 0,
+    },
+    {
+        "name": "Age",
+        "type": "string",
+        "format": "",
+        "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        "priority": 0,
+    },
+    {
+        "name": "IP",
+        "type": "string",
+        "format": "",
+        "description": "IP address allocated to the pod.",
+        "priority": 1,
+    },
+    {
+        "name": "Node",
+        "type": "string",
+        "format": "",
+        "description": "NodeName is a request to schedule this pod onto a specific node.",
+        "priority": 1,
+    },
+    {
+        "name": "Nominated Node",
+        "type": "string",
+        "format": "",
+        "description": "nominatedNodeName is set when this pod preempts other pods on the node.",
+        "priority": 1,
+    },
+    {
+        "name": "Readiness Gates",
+        "type": "string",
+        "format": "",
+        "description": "If specified, all readiness gates will be evaluated for pod readiness.",
+        "priority": 1,
+    },
+]
+
+
+FIELD_ALIASES = {
+    "reportingController": "reportingComponent",
+    "note": "message",
+    "regarding.kind": "involvedObject.kind",
+    "regarding.name": "involvedObject.name",
+    "regarding.namespace": "involvedObject.namespace",
+    "regarding.uid": "involvedObject.uid",
+}
+
+
+def _selector_fn(
+    field_sel: str | None, label_sel: str | None
+) -> Callable[[str, str, str, bytes], bool] | None:
+    """(namespace, name, node, data) -> bool for fieldSelector (metadata.name/namespace, spec.nodeName)
+    and equality-based labelSelector; None when there is nothing to filter."""
+    fields: list[tuple[str, bool, str]] = []
+    for part in filter(None, (field_sel or "").split(",")):
+        neg = "!=" in part
+        k, _, v = part.partition("!=" if neg else "=")
+        fields.append((k.strip().lstrip("="), neg, v.lstrip("=").strip()))
+    labels: list[tuple[str, str, str]] = []
+    for part in filter(None, (label_sel or "").split(",")):
+        if "!=" in part:
+            k, _, v = part.partition("!=")
+            labels.append((k.strip(), "!=", v.strip()))
+        elif "=" in part:
+            k, _, v = part.partition("=")
+            labels.append((k.strip(), "=", v.lstrip("=").strip()))
+        elif part.startswith("!"):
+            labels.append((part[1:].strip(), "!", ""))
+        else:
+            labels.append((part.strip(), "exists", ""))
+    if not fields and not labels:
+        return None
+
+    def match(ns: str, name: str, node: str, data: bytes) -> bool:
+        obj: dict[str, Any] | None = None
+        for k, neg, v in fields:
+            actual = {"metadata.name": name, "metadata.namespace": ns, "spec.nodeName": node}.get(k)
+            if actual is None:  # any other field: resolve the dotted path (events.k8s.io names too)
+                obj = obj if obj is not None else orjson.loads(data)
+                cur: Any = obj
+                for part in FIELD_ALIASES.get(k, k).split("."):
+                    cur = cur.get(part) if isinstance(cur, dict) else None
+                actual = "" if cur is None else str(cur)
+            if (actual == v) == neg:
+                return False
+        if labels:
+            got = orjson.loads(data)["metadata"].get("labels") or {}
+            for k, op, v in labels:
+                if (
+                    op == "="
+                    and got.get(k) != v
+                    or op == "!="
+                    and got.get(k) == v
+                    or op == "!"
+                    and k in got
+                    or op == "exists"
+                    and k not in got
+                ):
+                    return False
+        return True
+
+    return match
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    # ---- helpers ------------------------------------------------------------------------------
+    @property
+    def sim(self) -> SimServer:
+        return self.server.sim
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Audit-Id", "podlife-sim")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, code: int, obj: Any) -> None:
+        self._send(code, orjson.dumps(obj))
+
+    def _status(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        self._json(code, status(code, reason, message, details))
+
+    def _not_found_path(self) -> None:
+        self._status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]},
+        )
+
+    def _authorized(self) -> bool:
+        """A wrong bearer token gets 401. No token is let in as anonymous: kubectl (client-go) does not
+        send a bearer token over plain http, and this server only listens on loopback."""
+        token = self.sim.token
+        got = self.headers.get("Authorization")
+        if not token or got is None or got == f"Bearer {token}":
+            return True
+        self._status(401, "Unauthorized", "Unauthorized")
+        return False
+
+    # ---- verbs --------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._route("GET")
+
+    def do_POST(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._route("POST")
+
+    def do_DELETE(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._route("DELETE")
+
+    def _body(self) -> dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        if not n:
+            return {}
+        raw = self.rfile.read(n)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _route(self, verb: str) -> None:
+        url = urlsplit(self.path)
+        path = url.path
+        q = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        if path.startswith("/_sim/"):
+            self._hook(path[len("/_sim/") :].strip("/"), q)
+            return
+        if not self._authorized():
+            return
+        if verb == "GET":
+            doc = self._discovery(path)
+            if doc is not None:
+                self._json(200, doc)
+                return
+        m = PROXY_RE.match(path)
+        if m and verb == "GET":
+            self._proxy(m["node"], m["what"], q)
+            return
+        m = CORE_RE.match(path)
+        group = ""
+        if m is None:
+            m = GROUP_RE.match(path)
+            group = m["group"] if m else ""
+        if m is None:
+            self._not_found_path()
+            return
+        res_name = m["res"]
+        rtype = RESOURCES.get(res_name)
+        if rtype is None or rtype.group != group and not (group == "events.k8s.io" and res_name == "events"):
+            self._not_found_path()
+            return
+        ns, name, sub = m["ns"], m["name"], m["sub"]
+        if ns is not None and not rtype.namespaced:
+            self._not_found_path()
+            return
+        forbidden = self.sim.cluster.forbidden
+        if res_name in forbidden or f"{group}/{res_name}" in forbidden:
+            scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+            verb_word = "watch" if _truthy(q.get("watch")) else ("get" if name else "list")
+            self._status(
+                403,
+                "Forbidden",
+                f'{res_name} is forbidden: User "system:serviceaccount:podlife:collector" cannot {verb_word} resource "{res_name}" in API group "{group}" {scope}',
+                {"kind": res_name, **({"name": name} if name else {})},
+            )
+            return
+        shape = "events.k8s.io" if group == "events.k8s.io" else ""
+        if verb == "POST" and res_name == "pods" and sub == "eviction" and ns and name:
+            body = self._body()
+            grace = (body.get("deleteOptions") or {}).get("gracePeriodSeconds")
+            code, st = self.sim.cluster.evict(ns, name, grace)
+            self._json(code, st)
+            return
+        if verb == "DELETE" and res_name == "pods" and ns and name and not sub:
+            body = self._body()
+            grace = body.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+            pod = self.sim.cluster.delete_pod(ns, name, None if grace is None else int(grace))
+            if pod is None:
+                self._status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            else:
+                self._json(200, {"kind": "Pod", "apiVersion": "v1", **pod})
+            return
+        if verb != "GET":
+            self._status(
+                405,
+                "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource ({verb} {res_name})",
+            )
+            return
+        if name is not None:
+            if sub not in (None, "status") or (sub == "status" and "status" not in rtype.subresources):
+                self._not_found_path()
+                return
+            data = self.sim.cluster.store.get_raw(res_name, ns or "", name)
+            if data is None:
+                self._status(
+                    404,
+                    "NotFound",
+                    f'{res_name}{"." + group if group else ""} "{name}" not found',
+                    {"name": name, "group": group, "kind": res_name}
+                    if group
+                    else {"name": name, "kind": res_name},
+                )
+                return
+            self._send(200, self._typed(rtype, data, shape))
+            return
+        if _truthy(q.get("watch")):
+            self._watch(rtype, ns, q, shape)
+        else:
+            self._list(rtype, ns, q, shape)
+
+    # ---- discovery ----------------------------------------------------------------------------
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        path = path.rstrip("/") or "/"
+        if path == "/version":
+            return discovery.VERSION_INFO
+        if path == "/api":
+            return discovery.api_versions()
+        if path == "/apis":
+            return discovery.api_group_list()
+        if path == "/api/v1":
+            return discovery.resource_list("")
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == "apis":
+            return discovery.api_group(parts[2])
+        if len(parts) == 4 and parts[1] == "apis" and parts[3] == "v1":
+            return discovery.resource_list(parts[2])
+        if path in ("/healthz", "/readyz", "/livez"):
+            return None
+        return None
+
+    # ---- objects ------------------------------------------------------------------------------
+    @staticmethod
+    def _api_version(rtype: ResourceType, shape: str) -> str:
+        return "events.k8s.io/v1" if shape else rtype.api_version
+
+    def _typed(self, rtype: ResourceType, data: bytes, shape: str) -> bytes:
+        """A single object with kind/apiVersion (typed list items carry neither)."""
+        if shape:
+            return orjson.dumps(event_to_events_v1(orjson.loads(data)))
+        head = b'{"kind":"' + rtype.kind.encode() + b'","apiVersion":"' + rtype.api_version.encode() + b'",'
+        return head + data[1:]
+
+    def _item(self, data: bytes, shape: str) -> bytes:
+        if shape:
+            ev = event_to_events_v1(orjson.loads(data))
+            del ev["kind"], ev["apiVersion"]
+            return orjson.dumps(ev)
+        return data
+
+    def _list(self, rtype: ResourceType, ns: str | None, q: dict[str, str], shape: str) -> None:
+        store = self.sim.cluster.store
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            self._status(400, "BadRequest", f"invalid limit: {q.get('limit')!r}")
+            return
+        sel = _selector_fn(q.get("fieldSelector"), q.get("labelSelector"))
+        match = None
+        if sel is not None:
+            node_of = store.node_of if rtype.name == "pods" else (lambda _ns, _n: "")
+
+            def match(key: tuple[str, str], data: bytes) -> bool:
+                return sel(key[0], key[1], node_of(*key), data)
+
+        try:
+            items, rv, cont, remaining = store.list_page(
+                rtype.name, ns, limit, q.get("continue") or None, match
+            )
+        except Expired as exc:
+            self._status(410, "Expired", exc.message)
+            return
+        except ValueError as exc:
+            self._status(400, "BadRequest", str(exc))
+            return
+        accept = self.headers.get("Accept", "")
+        if rtype.name == "pods" and "as=Table" in accept:
+            now = self.sim.cluster.now
+            table = {
+                "kind": "Table",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": str(rv), **({"continue": cont} if cont else {})},
+                "columnDefinitions": POD_COLUMNS,
+                "rows": [pod_row(orjson.loads(d), now) for d in items],
+            }
+            self._json(200, table)
+            return
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if cont:
+            meta["continue"] = cont
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
+        head = orjson.dumps(
+            {"kind": rtype.list_kind, "apiVersion": self._api_version(rtype, shape), "metadata": meta}
+        )
+        body = head[:-1] + b',"items":[' + b",".join(self._item(d, shape) for d in items) + b"]}"
+        self._send(200, body)
+
+    # ---- watch --------------------------------------------------------------------------------
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _watch(self, rtype: ResourceType, ns: str | None, q: dict[str, str], shape: str) -> None:
+        store = self.sim.cluster.store
+        rv_param = q.get("resourceVersion") or ""
+        bookmarks = _truthy(q.get("allowWatchBookmarks"))
+        initial = _truthy(q.get("sendInitialEvents"))
+        try:
+            timeout = float(q.get("timeoutSeconds") or 1800)
+        except ValueError:
+            timeout = 1800.0
+        sel = _selector_fn(q.get("fieldSelector"), q.get("labelSelector"))
+        api_version = self._api_version(rtype, shape).encode()
+        kind = rtype.kind.encode()
+
+        def line(etype: str, data: bytes) -> bytes:
+            if shape:
+                obj = orjson.dumps(event_to_events_v1(orjson.loads(data)))
+            else:
+                obj = b'{"kind":"' + kind + b'","apiVersion":"' + api_version + b'",' + data[1:]
+            return b'{"type":"' + etype.encode() + b'","object":' + obj + b"}\n"
+
+        def bookmark(rv: int, end_initial: bool = False) -> bytes:
+            meta: dict[str, Any] = {"resourceVersion": str(rv)}
+            if end_initial:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            return (
+                orjson.dumps(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {"kind": rtype.kind, "apiVersion": api_version.decode(), "metadata": meta},
+                    }
+                )
+                + b"\n"
+            )
+
+        first: list[bytes] = []
+        with store.cond:
+            epoch = store.epoch
+            if rv_param in ("", "0") or initial:
+                for key in store.keys(rtype.name, ns):
+                    data = store.get_raw(rtype.name, *key)
+                    node = store.node_of(*key) if rtype.name == "pods" else ""
+                    if data is not None and (sel is None or sel(key[0], key[1], node, data)):
+                        first.append(line("ADDED", data))
+                seq = store.head_position()
+                seen_rv = store.rv
+                if initial and bookmarks:
+                    first.append(bookmark(seen_rv, end_initial=True))
+            else:
+                try:
+                    seen_rv = int(rv_param)
+                    seq = store.watch_position(seen_rv)
+                except ValueError:
+                    self._status(400, "BadRequest", f"invalid resource version: {rv_param!r}")
+                    return
+                except Expired as exc:
+                    seq = -1
+                    first.append(
+                        orjson.dumps({"type": "ERROR", "object": status(410, "Expired", exc.message)}) + b"\n"
+                    )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.server.track(self.connection, True)
+        try:
+            if first:
+                self._chunk(b"".join(first))
+            deadline = time.monotonic() + (timeout if seq >= 0 else 0.0)
+            next_bookmark = time.monotonic() + self.sim.bookmark_interval
+            last_sent_rv = seen_rv
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                try:
+                    entries, seq, scanned_rv = store.wait_entries(seq, epoch, max(0.0, min(wait, 1.0)))
+                except Expired as exc:
+                    self._chunk(
+                        orjson.dumps({"type": "ERROR", "object": status(410, "Expired", exc.message)}) + b"\n"
+                    )
+                    break
+                except Dropped:
+                    if self.sim.drop_mode == "reset" and not store.closed:
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    break
+                out = [self._entry_line(e, rtype, ns, sel, line) for e in entries]
+                payload = b"".join(x for x in out if x)
+                if payload:
+                    self._chunk(payload)
+                    last_sent_rv = scanned_rv
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    self._chunk(bookmark(max(scanned_rv, last_sent_rv)))
+                    next_bookmark = time.monotonic() + self.sim.bookmark_interval
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        finally:
+            self.server.track(self.connection, False)
+            self.close_connection = True
+
+    @staticmethod
+    def _entry_line(
+        e: Entry, rtype: ResourceType, ns: str | None, sel: Any, line: Callable[[str, bytes], bytes]
+    ) -> bytes | None:
+        if e.type == "RAW":
+            return e.data if e.data.endswith(b"\n") else e.data + b"\n"
+        if e.resource != rtype.name or (ns is not None and e.namespace != ns):
+            return None
+        if sel is not None and not sel(e.namespace, e.name, e.node, e.data):
+            return None
+        return line(e.type, e.data)
+
+    # ---- kubelet proxy ------------------------------------------------------------------------
+    def _proxy(self, node: str, what: str, q: dict[str, str]) -> None:
+        cluster = self.sim.cluster
+        if "nodes/proxy" in cluster.forbidden:
+            self._status(
+                403,
+                "Forbidden",
+                f'nodes "{node}" is forbidden: User "system:serviceaccount:podlife:collector" cannot get resource "nodes/proxy" in API group "" at the cluster scope',
+                {"name": node, "kind": "nodes"},
+            )
+            return
+        with cluster.engine.lock:
+            kubelet = cluster.kubelets.get(node)
+            if kubelet is None:
+                self._status(404, "NotFound", f'nodes "{node}" not found', {"name": node, "kind": "nodes"})
+                return
+            if what == "metrics":
+                self._send(200, kubelet.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
+                return
+            if q.get("query", "kubelet") != "kubelet":
+                self._send(200, b"", "text/plain; charset=utf-8")
+                return
+            try:
+                since = _parse_time(q["sinceTime"]) if q.get("sinceTime") else None
+                until = _parse_time(q["untilTime"]) if q.get("untilTime") else None
+                tail = int(q["tailLines"]) if q.get("tailLines") else None
+            except ValueError as exc:
+                self._status(400, "BadRequest", f"invalid node log query: {exc}")
+                return
+            lines = kubelet.logs_since(since, until, q.get("pattern") or None, tail)
+        self._send(200, ("\n".join(lines) + ("\n" if lines else "")).encode(), "text/plain; charset=utf-8")
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def _hook(self, name: str, q: dict[str, str]) -> None:
+        sim = self.sim
+        cluster = sim.cluster
+        if self.command == "POST":
+            body = self._body()
+            q = {**q, **{k: str(v) for k, v in body.items()}}
+        result: dict[str, Any] = {"ok": True}
+        if name == "compact":
+            result["compactedResourceVersion"] = cluster.compact()
+        elif name == "drop-watches":
+            sim.drop_watches(q.get("mode", "close"))
+        elif name == "inject-malformed":
+            cluster.inject_malformed()
+        elif name == "redeliver":
+            result["ok"] = cluster.redeliver_last()
+        elif name == "pods":
+            node = q.get("node") or next(iter(cluster.kubelets), "")
+            if node not in cluster.kubelets:
+                self._json(
+                    400,
+                    {"ok": False, "error": f"unknown node {node!r}; nodes: {sorted(cluster.kubelets)[:20]}"},
+                )
+                return
+            pod = cluster.spawn_pod(node, q.get("namespace", "default"), q.get("name"))
+            result["pod"] = {
+                "namespace": pod["metadata"]["namespace"],
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+            }
+        elif name == "pause":
+            sim.pause()
+        elif name == "resume":
+            sim.resume()
+        elif name == "advance":
+            with cluster.engine.lock:
+                cluster.advance(float(q.get("seconds", "1")))
+        elif name == "status":
+            result.update(
+                now=cluster.now.isoformat(),
+                resourceVersion=cluster.store.rv,
+                compactedResourceVersion=cluster.store.compacted_rv,
+                pods=cluster.store.count("pods"),
+                nodes=sorted(cluster.kubelets)[:50],
+                paused=sim.paused,
+                watches=self.server.open_watches(),
+            )
+        else:
+            self._json(404, {"ok": False, "error": f"unknown hook {name!r}"})
+            return
+        self._json(200, result)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    sim: SimServer
+
+    def __init__(self, addr: tuple[str, int], sim: SimServer) -> None:
+        self.sim = sim
+        self._watch_conns: set[socket.socket] = set()
+        self._wlock = threading.Lock()
+        super().__init__(addr, _Handler)
+
+    def track(self, conn: socket.socket, add: bool) -> None:
+        with self._wlock:
+            (self._watch_conns.add if add else self._watch_conns.discard)(conn)
+
+    def open_watches(self) -> int:
+        with self._wlock:
+            return len(self._watch_conns)
+
+
+class SimServer:
+    """A SimCluster served over HTTP on loopback, optionally driven by the wall clock.
+
+    ``realtime=False`` leaves virtual time to the caller (``server.cluster.advance(s)``), which is
+    what tests want; ``realtime=True`` advances it ``speed``× the wall clock.
+    """
+
+    def __init__(
+        self,
+        cluster: SimCluster | None = None,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        speed: float = 1.0,
+        realtime: bool = True,
+        token: str | None = TOKEN,
+        bookmark_interval: float = 5.0,
+    ) -> None:
+        self.cluster = cluster or SimCluster()
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.drop_mode = "close"
+        self._httpd = _HTTPServer((host, port), self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="sim-http", daemon=True, kwargs={"poll_interval": 0.1}
+        )
+        self.driver = RealtimeDriver(self.cluster.engine, speed) if realtime else None
+        self.paused = False
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> SimServer:
+        self._thread.start()
+        if self.driver:
+            self.driver.start()
+        return self
+
+    def stop(self) -> None:
+        self.cluster.store.close()  # wakes and ends every watch stream
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self.driver:
+            self.driver.stop()
+        self._thread.join(timeout=5)
+
+    def pause(self) -> None:
+        self.paused = True
+        if self.driver:
+            self.driver.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        if self.driver:
+            self.driver.paused = False
+
+    def drop_watches(self, mode: str = "close") -> None:
+        """End every open watch: ``close`` ends the chunked stream cleanly, ``reset`` cuts the socket."""
+        self.drop_mode = mode
+        self.cluster.drop_watches()
+
+    def kubeconfig(self) -> dict[str, Any]:
+        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "podlife-demo", "cluster": {"server": self.base_url}}],
+            "users": [{"name": "podlife-demo", "user": user}],
+            "contexts": [
+                {
+                    "name": "podlife-demo",
+                    "context": {"cluster": "podlife-demo", "user": "podlife-demo", "namespace": "default"},
+                }
+            ],
+            "current-context": "podlife-demo",
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        return p
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def run_sim(
+    scenario: str | None = None,
+    *,
+    seed: int = 0,
+    start: datetime | None = None,
+    speed: float = 1.0,
+    realtime: bool = False,
+    port: int = 0,
+    kubeconfig_path: str | Path | None = None,
+    bookmark_interval: float = 5.0,
+    forbidden: tuple[str, ...] = (),
+    token: str | None = TOKEN,
+    **scenario_opts: Any,
+) -> Iterator[SimServer]:
+    """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).
+
+    ``server.base_url`` is the API server URL; with ``kubeconfig_path`` a kubeconfig is written there.
+    """
+    cluster = SimCluster(seed=seed, start=start, forbidden=forbidden)
+    if scenario:
+        with cluster.engine.lock:
+            install(cluster, scenario, **scenario_opts)
+            cluster.advance(0.0)
+    server = SimServer(
+        cluster, port=port, speed=speed, realtime=realtime, token=token, bookmark_interval=bookmark_interval
+    )
+    server.start()
+    try:
+        if kubeconfig_path is not None:
+            server.write_kubeconfig(kubeconfig_path)
+        yield server
+    finally:
+        server.stop()
+
+
+__all__ = ["SimServer", "run_sim", "pod_row", "TOKEN", "timedelta"]

@@ -1,0 +1,77 @@
+"""``manage.py ingest_k8s_json``: kubectl output and cluster-info dumps into a cluster's history.
+
+For clusters podlife never watched (support bundles, postmortems): ``kubectl get … -o json|yaml`` lists,
+the stream ``kubectl get -w -o json`` prints, and ``kubectl cluster-info dump`` output (a folder or the
+single-stream form). Everything goes through the same parsers and store as the live collector.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from collectors.parsers.kubectl import OfflineResult, read_cluster_info_dump, read_kubectl_output
+from timelines import store
+from timelines.derivation import rederive_pods
+from timelines.ingest import ingest_observations
+from timelines.models import Cluster
+
+MAX_FILE_BYTES = 2 * 1024**3  # a larger file is refused rather than read into memory
+
+
+def read_path(path: Path) -> OfflineResult:
+    """Parse one file or cluster-info dump folder; errors are in the result, never raised."""
+    if path.is_dir():
+        return read_cluster_info_dump(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return OfflineResult(
+                errors=[f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes accepted"]
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        return OfflineResult(errors=[f"{path}: cannot read ({exc.strerror or exc})"])
+    if b"\x00" in data[:8192]:
+        return OfflineResult(errors=[f"{path}: binary data; expected kubectl JSON or YAML output"])
+    return read_kubectl_output(data.decode("utf-8", errors="replace"), origin=str(path))
+
+
+class Command(BaseCommand):
+    help = "Read kubectl -o json|yaml output, kubectl get -w -o json streams and cluster-info dumps."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="files or cluster-info dump folders")
+        parser.add_argument("--cluster", required=True, help="cluster name (created when new)")
+
+    def handle(self, *args: object, paths: list[str], cluster: str, **options: object) -> None:
+        try:
+            target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
+        except Exception as exc:
+            raise CommandError(f"--cluster {cluster!r}: {exc}") from None
+        touched: set[str] = set()
+        failed = 0
+        for name in paths:
+            parsed = read_path(Path(name))
+            saved = ingest_observations(target, parsed.observations, derive=False)
+            touched |= saved.pods_touched
+            read = ", ".join(f"{n} {kind}" for kind, n in sorted(parsed.read.items())) or "nothing"
+            self.stdout.write(
+                f"{name}: read {read}; {saved.received} observations "
+                f"({saved.stored} stored, {saved.duplicates} already stored, {len(saved.rejected)} rejected)"
+            )
+            skipped = Counter(parsed.skipped)
+            if skipped:
+                self.stdout.write("  skipped: " + ", ".join(f"{r} {n}" for r, n in skipped.most_common()))
+            for error in parsed.errors:
+                self.stderr.write(f"error: {error}")
+            for rejected in saved.rejected[:10]:
+                self.stderr.write(f"  rejected {rejected}")
+            if parsed.errors and not parsed.observations:
+                failed += 1
+        derived = len(rederive_pods(target, touched))
+        self.stdout.write(f"total: {len(touched)} pods touched, {derived} re-derived")
+        if failed:
+            raise CommandError(f"{failed} of {len(paths)} input(s) gave nothing usable")

@@ -1,0 +1,148 @@
+"""``manage.py ingest_kubelet_log``: kubelet logs from files (or stdin) into a cluster's history."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, tzinfo
+from typing import IO
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from collectors.parsers.kubelet_log import KubeletLogParser
+from timelines import store
+from timelines.derivation import rederive_pods
+from timelines.ingest import ingest_observations
+from timelines.models import Cluster
+
+FLUSH_EVERY = 5_000  # observations per store batch: bounded memory for multi-GB logs
+SNIFF = 8192
+
+
+class UnreadableInput(Exception):
+    """A file that is not kubelet log text; the message is one line naming it and why."""
+
+
+def open_log(path: str) -> IO[bytes]:
+    """The file's bytes (gzip unpacked), after checking it looks like text."""
+    try:
+        raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 - closed by caller
+    except OSError as exc:
+        raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
+    reader = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
+    try:
+        head = reader.peek(SNIFF)[:SNIFF]
+    except OSError as exc:
+        raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if head[:2] == b"\x1f\x8b":
+        reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))  # type: ignore[arg-type]
+        try:
+            head = reader.peek(SNIFF)[:SNIFF]
+        except (OSError, EOFError) as exc:
+            raise UnreadableInput(f"{path}: broken gzip data ({exc})") from None
+    if b"\x00" in head:
+        offset = head.index(b"\x00")
+        raise UnreadableInput(
+            f"{path}: binary data (NUL byte at offset {offset}); expected kubelet log text "
+            "(klog, journald or JSON lines)"
+        )
+    return reader
+
+
+def text_lines(stream: IO[bytes]) -> Iterator[str]:
+    for raw in stream:
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+class Command(BaseCommand):
+    help = "Read kubelet logs (klog text, journald, JSON; gzip too) into a cluster's pod timelines."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("files", nargs="+", metavar="FILE", help="log files; - reads standard input")
+        parser.add_argument("--cluster", required=True, help="cluster name (created when new)")
+        parser.add_argument("--node", required=True, help="the node these logs come from")
+        parser.add_argument(
+            "--year", type=int, help="year of the first line (klog has none; default: this year)"
+        )
+        parser.add_argument(
+            "--tz", default="UTC", help="zone of the klog times, e.g. Europe/Paris (default UTC)"
+        )
+
+    def handle(
+        self, *args: object, files: list[str], cluster: str, node: str, year: int | None, tz: str, **o: object
+    ) -> None:
+        zone = self._zone(tz)
+        year = year or timezone.now().year
+        if not 1970 <= year <= 9999:
+            raise CommandError(f"--year {year} is not a plausible year: expected e.g. {timezone.now().year}")
+        try:
+            target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
+        except Exception as exc:
+            raise CommandError(f"--cluster {cluster!r}: {exc}") from None
+        failures: list[str] = []
+        touched: set[str] = set()
+        for path in files:
+            try:
+                stream = open_log(path)
+            except UnreadableInput as exc:
+                failures.append(str(exc))
+                self.stderr.write(f"error: {exc}")
+                continue
+            with stream:
+                touched |= self._ingest(target, path, stream, node=node, year=year, zone=zone)
+        derived = len(rederive_pods(target, touched))
+        self.stdout.write(
+            f"total: {len(touched)} pod{'s' if len(touched) != 1 else ''} touched, {derived} re-derived"
+        )
+        if failures:
+            raise CommandError(f"{len(failures)} of {len(files)} file(s) could not be read")
+
+    @staticmethod
+    def _zone(name: str) -> tzinfo:
+        if name.upper() == "UTC":
+            return UTC
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise CommandError(
+                f"--tz {name!r} is not a known time zone: expected e.g. UTC or Europe/Paris"
+            ) from None
+
+    def _ingest(
+        self, cluster: Cluster, path: str, stream: IO[bytes], *, node: str, year: int, zone: tzinfo
+    ) -> set[str]:
+        parser = KubeletLogParser(node=node, year=year, tz=zone)
+        pending = []
+        result = store.SaveResult()
+
+        def flush() -> None:
+            if pending:
+                result.merge(ingest_observations(cluster, pending, derive=False))
+                pending.clear()
+
+        try:
+            for line in text_lines(stream):
+                pending.extend(parser.feed(line))
+                if len(pending) >= FLUSH_EVERY:
+                    flush()
+        except (OSError, EOFError) as exc:  # e.g. a truncated gzip: keep what was read, say so
+            self.stderr.write(f"error: {path}: read stopped early ({exc}); kept the lines before it")
+        pending.extend(parser.close())
+        flush()
+        skipped = Counter(parser.skipped)
+        self.stdout.write(
+            f"{path}: {parser.lines_read} lines read, {result.received} observations "
+            f"({result.stored} stored, {result.duplicates} already stored, {len(result.rejected)} rejected), "
+            f"{len(result.pods_touched)} pods touched"
+        )
+        if skipped:
+            reasons = ", ".join(f"{reason} {count}" for reason, count in skipped.most_common())
+            self.stdout.write(f"  skipped lines by reason: {reasons}")
+        for rejected in result.rejected[:10]:
+            self.stderr.write(f"  rejected {rejected}")
+        return result.pods_touched

@@ -1,0 +1,27 @@
+"""``manage.py rederive``: rebuild intervals, markers and findings from the stored observations."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from timelines.derivation import rederive_cluster
+from timelines.models import Cluster
+from timelines.queries import NotFound, get_cluster
+
+
+class Command(BaseCommand):
+    help = "Rebuild every derived row (intervals, markers, findings, pods) from the observations."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        scope = parser.add_mutually_exclusive_group(required=True)
+        scope.add_argument("--cluster", help="one cluster by name")
+        scope.add_argument("--all", action="store_true", help="every cluster")
+
+    def handle(self, *args: object, cluster: str | None, all: bool, **options: object) -> None:
+        try:
+            clusters = list(Cluster.objects.all()) if all else [get_cluster(cluster or "")]
+        except NotFound as exc:
+            raise CommandError(str(exc)) from None
+        for c in clusters:
+            count = len(rederive_cluster(c))
+            self.stdout.write(f"{c.name}: re-derived {count} pod{'s' if count != 1 else ''}")

@@ -1,0 +1,89 @@
+"""``manage.py timeline``: one pod's timeline as a readable table or as podlife.timeline/v1 JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import orjson
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from timelines.lifecycle.timeline import PodTimeline, format_time
+from timelines.queries import NotFound, find_pods, get_cluster, pod_timeline, resolve_pod
+
+
+def _duration(start: datetime, end: datetime | None) -> str:
+    if end is None:
+        return "open"
+    seconds = (end - start).total_seconds()
+    return f"{seconds:.6f}s" if seconds < 60 else f"{seconds / 60:.1f}m"
+
+
+def render_text(timeline: PodTimeline, cluster: str) -> str:
+    """A table of lanes, then markers and findings; times in UTC with microseconds."""
+    out = [
+        f"pod {timeline.namespace}/{timeline.name}  uid {timeline.uid}  node {timeline.node or '-'}"
+        f"  cluster {cluster}  phase {timeline.phase or '-'}"
+    ]
+    rows = [("LANE", "STATE", "START", "END", "DURATION", "SOURCE")]
+    for lane, intervals in timeline.lanes.items():
+        for iv in intervals:
+            state = iv.state
+            if iv.attrs.get("reason"):
+                state += f"({iv.attrs['reason']})"
+            rows.append(
+                (
+                    lane,
+                    state,
+                    format_time(iv.start) or "",
+                    format_time(iv.end) or "-",
+                    _duration(iv.start, iv.end),
+                    iv.source,
+                )
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if timeline.markers:
+        out.append("")
+        out.append("MARKERS")
+        out += [f"  {format_time(m.at)}  {m.kind:<7} {m.reason}: {m.message}" for m in timeline.markers]
+    out.append("")
+    if timeline.findings:
+        out.append("FINDINGS")
+        out += [
+            f"  [{f.severity}] {f.kind}  {format_time(f.start)} → {format_time(f.end) or 'open'}\n      {f.message}"
+            for f in timeline.findings
+        ]
+    else:
+        out.append("FINDINGS: none")
+    return "\n".join(out)
+
+
+class Command(BaseCommand):
+    help = "Print one pod's timeline (text table or podlife.timeline/v1 JSON)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", required=True)
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--uid", help="the pod's UID")
+        which.add_argument("--pod", help="NAMESPACE/NAME (the newest incarnation when the name was reused)")
+        parser.add_argument("--format", choices=["text", "json"], default="text")
+
+    def handle(
+        self, *args: object, cluster: str, uid: str | None, pod: str | None, format: str, **o: object
+    ) -> None:
+        try:
+            c = get_cluster(cluster)
+            found = resolve_pod(c, uid=uid, pod_ref=pod)
+        except NotFound as exc:
+            raise CommandError(str(exc)) from None
+        timeline = pod_timeline(c, found)
+        if format == "json":
+            self.stdout.write(orjson.dumps(timeline.to_json(c.name), option=orjson.OPT_INDENT_2).decode())
+            return
+        self.stdout.write(render_text(timeline, c.name))
+        if pod:
+            others = [
+                p.uid for p in find_pods(c, namespace=found.namespace, name=found.name) if p.uid != found.uid
+            ]
+            if others:
+                self.stdout.write(f"\nearlier incarnations of {pod}: {', '.join(others)} (use --uid)")
