@@ -1,3 +1,9 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from collectors import views
+
+urlpatterns = [
+    path("metrics", views.metrics, name="collector-metrics"),
+]

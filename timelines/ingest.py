@@ -14,8 +14,8 @@ from typing import Any
 
 from timelines import store
 from timelines.derivation import rederive_pods
-from timelines.live import publish_timelines
 from timelines.lifecycle.observation import Observation
+from timelines.live import publish_timelines
 from timelines.models import Cluster
 
 
