@@ -14,11 +14,18 @@ from django.conf import settings
 from django.utils import timezone
 
 from timelines import store
+from timelines.lifecycle.cluster_objects import (
+    CoveredPod,
+    NodeTimeline,
+    PdbTimeline,
+    derive_node_timeline,
+    derive_pdb_timeline,
+)
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
-from timelines.models import Cluster
+from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
 from timelines.models import Observation as ObservationRow
 
 
@@ -76,3 +83,86 @@ def rederive_cluster(cluster: Cluster, *, now: datetime | None = None) -> list[P
         .distinct()
     )
     return rederive_pods(cluster, list(uids), now=now)
+
+
+NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS)
+
+
+def rederive_nodes(cluster: Cluster, names: Iterable[str]) -> list[NodeTimeline]:
+    """Re-derive the own lanes of each node in ``names`` (ready, cordoned, shutdown, working pods)."""
+    derived = []
+    for name in sorted(set(names)):
+        rows = list(ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name))
+        if not rows:
+            continue
+        timeline = derive_node_timeline(observation_from_row(r) for r in rows)
+        store.replace_node_timeline(cluster, timeline, {r.dedupe_key: r.id for r in rows})
+        derived.append(timeline)
+    return derived
+
+
+def _covered_pods(cluster: Cluster, namespace: str) -> list[CoveredPod]:
+    pods = list(Pod.objects.filter(cluster=cluster, namespace=namespace))
+    targets: dict[str, list[tuple[datetime, datetime | None]]] = {}
+    for uid, start, end in Interval.objects.filter(
+        cluster=cluster, namespace=namespace, lane="condition:DisruptionTarget", state="true"
+    ).values_list("pod_uid", "start", "end"):
+        targets.setdefault(uid, []).append((start, end))
+    return [
+        CoveredPod(
+            uid=p.uid,
+            namespace=p.namespace,
+            name=p.name,
+            node=p.node or None,
+            labels=p.labels or {},
+            has_controller=bool(p.owner_uid or p.owner_kind),
+            created_at=p.created_at or p.first_seen,
+            deleted_at=p.deleted_at,
+            disruption_target=tuple(sorted(targets.get(p.uid, []))),
+        )
+        for p in pods
+    ]
+
+
+def _cordons(cluster: Cluster) -> dict[str, list[tuple[datetime, datetime | None]]]:
+    spans: dict[str, list[tuple[datetime, datetime | None]]] = {}
+    for node, start, end in Interval.objects.filter(
+        cluster=cluster, pod_uid=None, lane="node:cordoned", state="cordoned"
+    ).values_list("node", "start", "end"):
+        spans.setdefault(node, []).append((start, end))
+    return spans
+
+
+def rederive_pdbs(cluster: Cluster, *, namespaces: Iterable[str] | None = None) -> list[PdbTimeline]:
+    """Re-derive the PDBs of ``namespaces`` (all when None): their lanes, coverage and findings."""
+    pdbs = PodDisruptionBudget.objects.filter(cluster=cluster)
+    if namespaces is not None:
+        pdbs = pdbs.filter(namespace__in=set(namespaces))
+    cordons = _cordons(cluster) if pdbs.exists() else {}
+    pods_by_ns: dict[str, list[CoveredPod]] = {}
+    derived = []
+    for pdb in pdbs:
+        rows = list(
+            ObservationRow.objects.filter(
+                cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=pdb.namespace, name=pdb.name
+            ).filter(payload__uid=pdb.uid)
+        )
+        rows += list(
+            ObservationRow.objects.filter(
+                cluster=cluster,
+                kind=Kind.EVENT,
+                namespace=pdb.namespace,
+                name=pdb.name,
+                payload__involved__kind="PodDisruptionBudget",
+            )
+        )
+        if not any(r.kind != Kind.EVENT for r in rows):
+            continue
+        if pdb.namespace not in pods_by_ns:
+            pods_by_ns[pdb.namespace] = _covered_pods(cluster, pdb.namespace)
+        timeline = derive_pdb_timeline(
+            (observation_from_row(r) for r in rows), pods=pods_by_ns[pdb.namespace], cordons=cordons
+        )
+        store.replace_pdb_timeline(cluster, timeline, {r.dedupe_key: r.id for r in rows})
+        derived.append(timeline)
+    return derived

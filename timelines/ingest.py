@@ -2,8 +2,8 @@
 
 Every source (API watch, kubelet logs, spans, metrics, offline kubectl output) enters here:
 ``ingest_observations(cluster, observations)`` appends them (``store.save_observations``), updates the
-current-state rows they describe (pods, nodes, PDBs, workloads), re-derives the timeline of every pod that
-got something new, and hands the changes to live push. Nothing here is Celery- or HTTP-specific, so a
+current-state rows they describe (nodes, PDBs, workloads), re-derives every pod, node and PDB that got
+something new, and hands the changed pods to live push. Nothing here is Celery- or HTTP-specific, so a
 task, a management command or a test calls the same function.
 """
 
@@ -13,22 +13,58 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from timelines import store
-from timelines.derivation import rederive_pods
-from timelines.lifecycle.observation import Observation
+from timelines.derivation import NODE_KINDS, rederive_cluster, rederive_nodes, rederive_pdbs, rederive_pods
+from timelines.lifecycle.observation import Kind, Observation
 from timelines.live import publish_timelines
 from timelines.models import Cluster
+from timelines.models import Observation as ObservationRow
+
+PDB_INPUTS = (Kind.PDB, Kind.PDB_DELETED, Kind.EVENT)
 
 
 def ingest_observations(
     cluster: Cluster | str, observations: Iterable[Observation | Mapping[str, Any]], *, derive: bool = True
 ) -> store.SaveResult:
-    """Store ``observations`` and update what derives from them; returns what was stored and rejected."""
+    """Store ``observations`` and update what derives from them; returns what was stored and rejected.
+
+    With ``derive=False`` only the observations and current-state rows are written; the caller calls
+    ``derive_new`` once at the end (bulk loads re-derive each pod once, not once per batch).
+    """
     cluster = store.cluster_for(cluster)
     batch = list(observations)
     result = store.save_observations(cluster, batch)
     if result.stored:
-        new = [o for o in batch if isinstance(o, Observation)]
+        new = [o for o in batch if isinstance(o, Observation) and o.dedupe_key in result.stored_keys]
         store.update_current_state(cluster, new)
-        if derive and result.pods_touched:
-            publish_timelines(cluster.name, rederive_pods(cluster, result.pods_touched))
+        if derive:
+            derive_new(cluster, result.pods_touched, new)
     return result
+
+
+def derive_new(cluster: Cluster, pods: Iterable[str], new: Iterable[Observation]) -> int:
+    """Re-derive the pods in ``pods`` and the nodes and PDBs that ``new`` observations concern, then
+    push the changed pods live. Returns how many pods were re-derived."""
+    timelines = rederive_pods(cluster, pods)
+    nodes: set[str] = set()
+    pdb_namespaces = {t.namespace for t in timelines if t.namespace}
+    for o in new:
+        if o.kind in NODE_KINDS and o.node:
+            nodes.add(o.node)
+        elif o.kind in PDB_INPUTS and o.namespace:
+            pdb_namespaces.add(o.namespace)
+    if nodes:
+        rederive_nodes(cluster, nodes)
+        rederive_pdbs(cluster)  # a cordon changes which PDBs block a drain, in any namespace
+    elif pdb_namespaces:
+        rederive_pdbs(cluster, namespaces=pdb_namespaces)
+    publish_timelines(cluster.name, timelines)
+    return len(timelines)
+
+
+def rederive_everything(cluster: Cluster) -> int:
+    """Rebuild pods, nodes and PDBs of ``cluster`` from its observations (``manage.py rederive``)."""
+    pods = rederive_cluster(cluster)
+    nodes = ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS).values_list("node", flat=True)
+    rederive_nodes(cluster, set(nodes))
+    rederive_pdbs(cluster)
+    return len(pods)

@@ -10,7 +10,7 @@ rejected with its key and the reason; the rest of its batch is stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +19,7 @@ import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
+from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
 from timelines.lifecycle.observation import InvalidObservation, Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import (
@@ -79,6 +80,7 @@ class SaveResult:
     duplicates: int = 0
     rejected: list[Rejected] = field(default_factory=list)
     pods_touched: set[str] = field(default_factory=set)
+    stored_keys: set[str] = field(default_factory=set)
 
     @property
     def nothing_new(self) -> bool:
@@ -90,6 +92,7 @@ class SaveResult:
         self.duplicates += other.duplicates
         self.rejected.extend(other.rejected)
         self.pods_touched |= other.pods_touched
+        self.stored_keys |= other.stored_keys
 
 
 def cluster_for(name_or_cluster: Cluster | str, *, origin: str = Cluster.Origin.LIVE) -> Cluster:
@@ -142,7 +145,8 @@ def save_observations(
             inserted = _insert_portable(cluster.pk, rows)
         result.stored = len(inserted)
         result.duplicates += len(rows) - len(inserted)
-        result.pods_touched = {uid for uid in inserted if uid}
+        result.pods_touched = {uid for uid, _key in inserted if uid}
+        result.stored_keys = {key for _uid, key in inserted}
     return result
 
 
@@ -214,8 +218,10 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-def _insert_postgres(rows: list[tuple[Any, ...]]) -> list[str | None]:
-    """COPY into a temporary staging table, then one INSERT … ON CONFLICT DO NOTHING; returns pod uids."""
+def _insert_postgres(rows: list[tuple[Any, ...]]) -> list[tuple[str | None, str]]:
+    """COPY into a temporary staging table, then one INSERT … ON CONFLICT DO NOTHING.
+
+    Returns (pod uid, dedupe key) of each row actually inserted."""
     cols = ", ".join(_COLUMNS)
     with transaction.atomic(), connection.cursor() as cursor:
         raw = cursor.cursor
@@ -225,15 +231,15 @@ def _insert_postgres(rows: list[tuple[Any, ...]]) -> list[str | None]:
                 copy.write_row(row)
         raw.execute(
             f"INSERT INTO timelines_observation ({cols}) SELECT {cols} FROM {_STAGE} "
-            f"ON CONFLICT ON CONSTRAINT observation_dedupe_per_cluster DO NOTHING RETURNING pod_uid"
+            f"ON CONFLICT ON CONSTRAINT observation_dedupe_per_cluster DO NOTHING RETURNING pod_uid, dedupe_key"
         )
-        inserted = [r[0] for r in raw.fetchall()]
+        inserted = [(r[0], r[1]) for r in raw.fetchall()]
         # The batch may run inside a caller's transaction, where ON COMMIT has not happened yet.
         raw.execute(f"TRUNCATE {_STAGE}")
     return inserted
 
 
-def _insert_portable(cluster_id: int, rows: dict[str, tuple[Any, ...]]) -> list[str | None]:
+def _insert_portable(cluster_id: int, rows: dict[str, tuple[Any, ...]]) -> list[tuple[str | None, str]]:
     """Any database: skip keys already stored, insert the rest with ON CONFLICT DO NOTHING.
 
     Knowing the stored keys first tells which rows are new without RETURNING; the conflict clause keeps a
@@ -263,7 +269,8 @@ def _insert_portable(cluster_id: int, rows: dict[str, tuple[Any, ...]]) -> list[
     )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(sql, params)
-    return [row[1] for row in new]
+    key = _COLUMNS.index("dedupe_key")
+    return [(row[1], row[key]) for row in new]
 
 
 def apply_retention(days: int, *, now: datetime | None = None) -> int:
@@ -288,27 +295,15 @@ def replace_pod_timeline(
     """
     uid = timeline.uid
     node, namespace = timeline.node or "", timeline.namespace or ""
-
-    def evidence(keys: Iterable[str]) -> list[int]:
-        return sorted({ids_by_key[k] for k in keys if k in ids_by_key})
-
-    intervals = [
-        Interval(
-            cluster=cluster,
-            pod_uid=uid,
-            node=node,
-            namespace=namespace,
-            lane=lane[:300],
-            state=iv.state,
-            start=iv.start,
-            end=iv.end,
-            source=iv.source,
-            attrs=iv.attrs,
-            evidence=evidence(iv.evidence),
-        )
-        for lane, items in timeline.lanes.items()
-        for iv in items
-    ]
+    evidence = _evidence_ids(ids_by_key)
+    intervals = _interval_rows(
+        cluster,
+        (iv for lane in timeline.lanes.values() for iv in lane),
+        evidence,
+        pod_uid=uid,
+        node=node,
+        namespace=namespace,
+    )
     markers = [
         Marker(
             cluster=cluster,
@@ -510,3 +505,82 @@ def _update_workload(cluster: Cluster, obs: Observation) -> None:
     if last is not None and all(getattr(last, k) == v for k, v in sample.items()):
         return
     WorkloadStatusSample.objects.create(workload=workload, at=obs.observed_at, **sample)
+
+
+def _evidence_ids(ids_by_key: Mapping[str, int]) -> Callable[[Iterable[str]], list[int]]:
+    """Maps the dedupe keys the lifecycle core cites as evidence to observation ids."""
+
+    def evidence(keys: Iterable[str]) -> list[int]:
+        return sorted({ids_by_key[k] for k in keys if k in ids_by_key})
+
+    return evidence
+
+
+def _interval_rows(
+    cluster: Cluster, intervals: Iterable[Any], evidence: Callable[[Iterable[str]], list[int]], **columns: Any
+) -> list[Interval]:
+    return [
+        Interval(
+            cluster=cluster,
+            lane=iv.lane[:300],
+            state=iv.state,
+            start=iv.start,
+            end=iv.end,
+            source=iv.source,
+            attrs=dict(iv.attrs),
+            evidence=evidence(iv.evidence),
+            **columns,
+        )
+        for iv in intervals
+    ]
+
+
+def replace_node_timeline(cluster: Cluster, timeline: NodeTimeline, ids_by_key: Mapping[str, int]) -> None:
+    """Replace a node's own lanes (``node:*`` intervals with no pod) in one transaction."""
+    evidence = _evidence_ids(ids_by_key)
+    rows = _interval_rows(
+        cluster,
+        (iv for lane in timeline.lanes.values() for iv in lane),
+        evidence,
+        pod_uid=None,
+        node=timeline.name,
+        namespace="",
+    )
+    with transaction.atomic():
+        Interval.objects.filter(
+            cluster=cluster, pod_uid=None, node=timeline.name, lane__startswith="node:"
+        ).delete()
+        Interval.objects.bulk_create(rows, batch_size=500)
+
+
+def replace_pdb_timeline(cluster: Cluster, timeline: PdbTimeline, ids_by_key: Mapping[str, int]) -> None:
+    """Replace a PDB's ``pdb:NAME`` lane and its findings in one transaction."""
+    evidence = _evidence_ids(ids_by_key)
+    rows = _interval_rows(
+        cluster, timeline.intervals, evidence, pod_uid=None, node="", namespace=timeline.namespace
+    )
+    for row in rows:
+        row.attrs["pdb_uid"] = timeline.uid
+    findings = [
+        Finding(
+            cluster=cluster,
+            pod_uid=f.attrs.get("pod_uid"),
+            node=f.attrs.get("node") or "",
+            namespace=timeline.namespace,
+            subject="pdb",
+            subject_name=f"{timeline.namespace}/{timeline.name}",
+            kind=f.kind,
+            severity=f.severity,
+            message=f.message,
+            start=f.start,
+            end=f.end,
+            attrs={**f.attrs, "pdb_uid": timeline.uid},
+            evidence=evidence(f.evidence),
+        )
+        for f in timeline.findings
+    ]
+    with transaction.atomic():
+        Interval.objects.filter(cluster=cluster, pod_uid=None, attrs__pdb_uid=timeline.uid).delete()
+        Finding.objects.filter(cluster=cluster, subject="pdb", attrs__pdb_uid=timeline.uid).delete()
+        Interval.objects.bulk_create(rows, batch_size=500)
+        Finding.objects.bulk_create(findings, batch_size=500)

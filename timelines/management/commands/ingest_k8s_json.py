@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.parsers.kubectl import OfflineResult, read_cluster_info_dump, read_kubectl_output
 from timelines import store
-from timelines.derivation import rederive_pods
-from timelines.ingest import ingest_observations
+from timelines.ingest import derive_new, ingest_observations
+from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
 
 MAX_FILE_BYTES = 2 * 1024**3  # a larger file is refused rather than read into memory
@@ -52,11 +52,13 @@ class Command(BaseCommand):
         except Exception as exc:
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         touched: set[str] = set()
+        new: list[Observation] = []
         failed = 0
         for name in paths:
             parsed = read_path(Path(name))
             saved = ingest_observations(target, parsed.observations, derive=False)
             touched |= saved.pods_touched
+            new += [o for o in parsed.observations if o.dedupe_key in saved.stored_keys]
             read = ", ".join(f"{n} {kind}" for kind, n in sorted(parsed.read.items())) or "nothing"
             self.stdout.write(
                 f"{name}: read {read}; {saved.received} observations "
@@ -71,7 +73,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"  rejected {rejected}")
             if parsed.errors and not parsed.observations:
                 failed += 1
-        derived = len(rederive_pods(target, touched))
+        derived = derive_new(target, touched, new)
         self.stdout.write(f"total: {len(touched)} pods touched, {derived} re-derived")
         if failed:
             raise CommandError(f"{failed} of {len(paths)} input(s) gave nothing usable")

@@ -16,8 +16,7 @@ from django.utils import timezone
 
 from collectors.parsers.kubelet_log import KubeletLogParser
 from timelines import store
-from timelines.derivation import rederive_pods
-from timelines.ingest import ingest_observations
+from timelines.ingest import derive_new, ingest_observations
 from timelines.models import Cluster
 
 FLUSH_EVERY = 5_000  # observations per store batch: bounded memory for multi-GB logs
@@ -95,7 +94,7 @@ class Command(BaseCommand):
                 continue
             with stream:
                 touched |= self._ingest(target, path, stream, node=node, year=year, zone=zone)
-        derived = len(rederive_pods(target, touched))
+        derived = derive_new(target, touched, ())
         self.stdout.write(
             f"total: {len(touched)} pod{'s' if len(touched) != 1 else ''} touched, {derived} re-derived"
         )

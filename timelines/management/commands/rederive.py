@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from timelines.derivation import rederive_cluster
+from timelines.ingest import rederive_everything
 from timelines.models import Cluster
 from timelines.queries import NotFound, get_cluster
 
@@ -23,5 +23,5 @@ class Command(BaseCommand):
         except NotFound as exc:
             raise CommandError(str(exc)) from None
         for c in clusters:
-            count = len(rederive_cluster(c))
+            count = rederive_everything(c)
             self.stdout.write(f"{c.name}: re-derived {count} pod{'s' if count != 1 else ''}")

@@ -1,0 +1,312 @@
+"""Timelines of what guards and hosts pods: nodes and PodDisruptionBudgets. Pure, order-independent.
+
+* A node's lanes: ``node:ready`` (ready / not_ready / unknown), ``node:cordoned``, ``node:shutdown`` (the
+  kubelet is shutting the node down, or it is tainted out-of-service) and ``node:working_pods`` (steps of
+  the kubelet's ``kubelet_working_pods`` by lifecycle, from metric scrapes).
+* A PDB's lane ``pdb:NAME``: ``allowed`` / ``blocked`` (disruptionsAllowed = 0) with the
+  DisruptionAllowed condition's reason, and its findings: ``pdb_blocking_drain`` (budget 0 while a covered
+  pod's node is cordoned or a covered pod carries DisruptionTarget) and ``pdb_unmanaged_pods``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.timeline import Finding, Interval, parse_time
+
+NODE_READY_LANE = "node:ready"
+NODE_CORDONED_LANE = "node:cordoned"
+NODE_SHUTDOWN_LANE = "node:shutdown"
+NODE_WORKING_PODS_LANE = "node:working_pods"
+PDB_LANE_PREFIX = "pdb:"
+OUT_OF_SERVICE_TAINTS = frozenset(
+    {"node.kubernetes.io/out-of-service", "node.cloudprovider.kubernetes.io/shutdown"}
+)
+UNMANAGED_REASON = "UnmanagedPods"
+
+Span = tuple[datetime, datetime | None]
+
+
+def _canonical(observations: Iterable[Observation], kinds: frozenset[str]) -> list[Observation]:
+    """Deduplicated by key and sorted by ``sort_key``: the order-free view every derivation starts from."""
+    unique = {o.dedupe_key: o for o in observations if o.kind in kinds}
+    return sorted(unique.values(), key=lambda o: o.sort_key)
+
+
+def _steps(
+    lane: str, points: Sequence[tuple[datetime, str | None, dict[str, Any], str]], end: datetime | None
+) -> tuple[Interval, ...]:
+    """Runs of equal states from time-ordered points ``(at, state or None for 'nothing', attrs, key)``."""
+    out: list[Interval] = []
+    current: tuple[datetime, str, dict[str, Any], list[str]] | None = None
+    for at, state, attrs, key in points:
+        if current is not None and state == current[1] and attrs == current[2]:
+            current[3].append(key)
+            continue
+        if current is not None:
+            out.append(
+                Interval(lane, current[1], current[0], at, "observed", current[2], tuple(sorted(current[3])))
+            )
+            current = None
+        if state is not None:
+            current = (at, state, attrs, [key])
+    if current is not None:
+        out.append(
+            Interval(lane, current[1], current[0], end, "observed", current[2], tuple(sorted(current[3])))
+        )
+    return tuple(out)
+
+
+def _condition(payload: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for c in payload.get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == kind:
+            return c
+    return None
+
+
+def _transition_time(cond: Mapping[str, Any] | None, observed_at: datetime) -> datetime:
+    """The condition's own transition time when it is plausible (not after we saw it), else when seen."""
+    try:
+        at = parse_time(cond.get("last_transition")) if cond else None
+    except ValueError:
+        at = None
+    return at if at is not None and at <= observed_at else observed_at
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTimeline:
+    name: str
+    lanes: dict[str, tuple[Interval, ...]] = field(hash=False)
+    deleted_at: datetime | None = None
+
+    def spans(self, lane: str, state: str) -> list[Span]:
+        return [(iv.start, iv.end) for iv in self.lanes.get(lane, ()) if iv.state == state]
+
+
+def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
+    """The lanes of one node from its node / node_deleted / node_metrics observations (any order)."""
+    obs = _canonical(observations, frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS}))
+    names = {o.payload.get("name") or o.node or o.name for o in obs} - {None, ""}
+    if len(names) > 1:
+        raise ValueError(f"observations of more than one node: {sorted(names)}")
+    name = next(iter(names), "")
+    snaps = [o for o in obs if o.kind in (Kind.NODE, Kind.NODE_DELETED)]
+    deleted_at = min((o.observed_at for o in snaps if o.kind == Kind.NODE_DELETED), default=None)
+    ready: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    cordon: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    shutdown: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    for o in snaps:
+        p = o.payload
+        cond = _condition(p, "Ready")
+        state = {"True": "ready", "False": "not_ready"}.get(str((cond or {}).get("status")), "unknown")
+        attrs = {"reason": (cond or {}).get("reason"), "message": (cond or {}).get("message")}
+        ready.append((_transition_time(cond, o.observed_at), state, attrs, o.dedupe_key))
+        cordon.append((o.observed_at, "cordoned" if p.get("unschedulable") else None, {}, o.dedupe_key))
+        taints = {t.get("key") for t in p.get("taints") or [] if isinstance(t, Mapping)}
+        message = str((cond or {}).get("message") or "").lower()
+        shutting = "shutting down" in message or bool(taints & OUT_OF_SERVICE_TAINTS)
+        shutdown.append((o.observed_at, "shutting_down" if shutting else None, {}, o.dedupe_key))
+    working: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    for o in obs:
+        if o.kind == Kind.NODE_METRICS and isinstance(o.payload.get("working_pods"), Mapping):
+            counts = {k: int(v) for k, v in sorted(o.payload["working_pods"].items()) if isinstance(v, int)}
+            working.append((o.observed_at, "working_pods", counts, o.dedupe_key))
+    ready.sort(key=lambda p: (p[0], p[3]))
+    lanes = {
+        NODE_READY_LANE: _steps(NODE_READY_LANE, ready, deleted_at),
+        NODE_CORDONED_LANE: _steps(NODE_CORDONED_LANE, cordon, deleted_at),
+        NODE_SHUTDOWN_LANE: _steps(NODE_SHUTDOWN_LANE, shutdown, deleted_at),
+        NODE_WORKING_PODS_LANE: _steps(NODE_WORKING_PODS_LANE, working, deleted_at),
+    }
+    return NodeTimeline(name=name, lanes={k: v for k, v in lanes.items() if v}, deleted_at=deleted_at)
+
+
+# ------------------------------------------------------------------------------------------------ PDBs
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics: matchLabels and matchExpressions (In, NotIn, Exists, DoesNotExist).
+
+    An empty selector matches every pod (policy/v1); a missing one (None) matches none.
+    """
+    if selector is None:
+        return False
+    for key, value in (selector.get("match_labels") or selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("match_expressions") or selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class CoveredPod:
+    """What a PDB rule needs to know about a pod (from the pod's current row and derived lanes)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str | None
+    labels: Mapping[str, str] = field(hash=False)
+    has_controller: bool = True
+    created_at: datetime | None = None
+    deleted_at: datetime | None = None
+    disruption_target: tuple[Span, ...] = ()  # spans where condition DisruptionTarget was True
+
+
+@dataclass(frozen=True, slots=True)
+class PdbTimeline:
+    uid: str
+    namespace: str
+    name: str
+    intervals: tuple[Interval, ...]
+    findings: tuple[Finding, ...]
+    covered: tuple[str, ...]  # pod uids
+    unmanaged: tuple[str, ...]  # pod uids with no controller
+    deleted_at: datetime | None = None
+
+
+def _overlap(a: Span, b: Span) -> Span | None:
+    start = max(a[0], b[0])
+    ends = [e for e in (a[1], b[1]) if e is not None]
+    end = min(ends) if ends else None
+    return (start, end) if end is None or end > start else None
+
+
+def _lifetime_overlaps(pod: CoveredPod, life: Span) -> bool:
+    """Whether the pod existed at some moment while the PDB did (ends inclusive; open ends unbounded)."""
+    pod_start = pod.created_at or life[0]
+    return (life[1] is None or pod_start <= life[1]) and (pod.deleted_at is None or pod.deleted_at >= life[0])
+
+
+def _uses_scale(payload: Mapping[str, Any]) -> bool:
+    """The disruption controller looks for controllers (and so meets unmanaged pods) only for
+    maxUnavailable or a percentage minAvailable (k8s-facts §7)."""
+    min_available = payload.get("min_available")
+    return payload.get("max_unavailable") is not None or isinstance(min_available, str)
+
+
+def derive_pdb_timeline(
+    observations: Iterable[Observation],
+    *,
+    pods: Sequence[CoveredPod] = (),
+    cordons: Mapping[str, Sequence[Span]] | None = None,
+) -> PdbTimeline:
+    """The ``pdb:NAME`` lane and findings of one PDB from its pdb / pdb_deleted observations and the
+    events regarding it, given the pods that may be covered and each node's cordoned spans."""
+    obs = _canonical(observations, frozenset({Kind.PDB, Kind.PDB_DELETED, Kind.EVENT}))
+    snaps = [o for o in obs if o.kind in (Kind.PDB, Kind.PDB_DELETED)]
+    if not snaps:
+        raise ValueError("no pdb observation: a PDB timeline needs at least one snapshot")
+    first, last = snaps[0].payload, snaps[-1].payload
+    uid, namespace, name = str(last.get("uid")), str(last.get("namespace") or ""), str(last.get("name"))
+    lane = PDB_LANE_PREFIX + name
+    deleted_at = min((o.observed_at for o in snaps if o.kind == Kind.PDB_DELETED), default=None)
+    points: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    for o in snaps:
+        status = o.payload.get("status") or {}
+        allowed = status.get("disruptions_allowed")
+        if not isinstance(allowed, int):
+            continue
+        cond = _condition(status, "DisruptionAllowed") or {}
+        attrs = {
+            "reason": cond.get("reason"),
+            "disruptions_allowed": allowed,
+            "current_healthy": status.get("current_healthy"),
+            "desired_healthy": status.get("desired_healthy"),
+            "expected_pods": status.get("expected_pods"),
+        }
+        points.append((o.observed_at, "blocked" if allowed <= 0 else "allowed", attrs, o.dedupe_key))
+    intervals = _steps(lane, points, deleted_at)
+
+    created = parse_time(first.get("created")) or snaps[0].observed_at
+    life: Span = (min(created, snaps[0].observed_at), deleted_at)
+    selectors = [o.payload.get("selector") for o in snaps]
+    covered = sorted(
+        (
+            p
+            for p in pods
+            if p.namespace == namespace
+            and _lifetime_overlaps(p, life)
+            and any(selector_matches(s, p.labels) for s in selectors)
+        ),
+        key=lambda p: p.uid,
+    )
+    unmanaged = [p for p in covered if not p.has_controller]
+    findings: list[Finding] = []
+    blocked = [iv for iv in intervals if iv.state == "blocked"]
+    for iv in blocked:
+        for pod in covered:
+            causes: list[tuple[Span, str]] = [(s, "carries DisruptionTarget") for s in pod.disruption_target]
+            if pod.node:
+                causes += [
+                    (s, f"runs on cordoned node {pod.node}") for s in (cordons or {}).get(pod.node, ())
+                ]
+            for span, why in causes:
+                hit = _overlap((iv.start, iv.end), span)
+                if hit is None:
+                    continue
+                findings.append(
+                    Finding(
+                        kind="pdb_blocking_drain",
+                        severity="warning",
+                        message=(
+                            f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions "
+                            f"({iv.attrs.get('current_healthy')} healthy, {iv.attrs.get('desired_healthy')} needed) "
+                            f"while pod {pod.namespace}/{pod.name} {why}: evictions of it are refused."
+                        ),
+                        start=hit[0],
+                        end=hit[1],
+                        evidence=iv.evidence,
+                        attrs={"pod_uid": pod.uid, "pod": f"{pod.namespace}/{pod.name}", "node": pod.node},
+                    )
+                )
+    events = [o for o in obs if o.kind == Kind.EVENT and o.payload.get("reason") == UNMANAGED_REASON]
+    if events or (unmanaged and any(_uses_scale(o.payload) for o in snaps)):
+        start = min(
+            [e.observed_at for e in events] + [p.created_at or life[0] for p in unmanaged] or [life[0]]
+        )
+        names = ", ".join(f"{p.namespace}/{p.name}" for p in unmanaged) or "(named in the event)"
+        message = (
+            f"PodDisruptionBudget {namespace}/{name} selects pods with no controller ({names}); its status "
+            "cannot be calculated correctly. Set .spec.minAvailable to an integer to account for them."
+        )
+        findings.append(
+            Finding(
+                kind="pdb_unmanaged_pods",
+                severity="warning",
+                message=message,
+                start=max(start, life[0]) if events else start,
+                end=deleted_at,
+                evidence=tuple(sorted({e.dedupe_key for e in events} | {snaps[-1].dedupe_key})),
+                attrs={
+                    "pods": [p.uid for p in unmanaged],
+                    "event": events[-1].payload.get("message") if events else None,
+                },
+            )
+        )
+    findings.sort(key=lambda f: (f.start, f.kind, str(f.attrs.get("pod_uid"))))
+    return PdbTimeline(
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        intervals=intervals,
+        findings=tuple(findings),
+        covered=tuple(p.uid for p in covered),
+        unmanaged=tuple(p.uid for p in unmanaged),
+        deleted_at=deleted_at,
+    )
