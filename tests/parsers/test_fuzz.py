@@ -1,0 +1,119 @@
+"""Property tests: no exception escapes any parser; parsing is deterministic and prefix-independent."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, timedelta, timezone
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors.parsers.k8s_objects import object_observation
+from collectors.parsers.kubectl import read_kubectl_output
+from collectors.parsers.kubelet_log import parse_kubelet_log
+
+FRAGMENTS = [
+    "I1019 00:23:45.896841     273 kubelet.go:1761] ",
+    "E0101 00:00:00.000001 1 pod_workers.go:1] ",
+    "Oct 19 00:23:45 kind-worker kubelet[273]: ",
+    "2024-06-07T06:54:47+0000 host kubelet[1]: ",
+    '"SyncPod enter" ',
+    '"Error syncing pod, skipping" err=<',
+    '"Pod is marked for graceful deletion, begin teardown" ',
+    'pod="default/x" ',
+    "podUID=d1c4757bcb230bf06ab7e866b62132a1 ",
+    'podUID="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3" ',
+    "event=&{ID:x Type:ContainerDied Data:{a [b]}} ",
+    'status={"phase":[',
+    "\t",
+    " > ",
+    '{"ts":1655581336241.7104,"msg":"SyncPod enter","podUID":"u","pod":{"name":"a","namespace":"b"}}',
+    "\\",
+    '"',
+    "\x00",
+    "\udcff",
+]
+
+line_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=8).map("".join)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(line_text, st.binary(max_size=80)), max_size=12), st.integers(1, 9998))
+def test_no_exception_escapes_the_kubelet_parser(lines, year):
+    result = parse_kubelet_log(lines, node="n", year=year, tz=UTC)
+    assert result.lines_read == len(lines)
+    for obs in result.observations:
+        assert obs.observed_at.utcoffset() == timedelta(0)
+
+
+@settings(max_examples=200)
+@given(st.lists(line_text, max_size=10))
+def test_parsing_is_deterministic(lines):
+    a = parse_kubelet_log(lines, node="n", year=2024, tz=timezone(timedelta(hours=-5)))
+    b = parse_kubelet_log(list(lines), node="n", year=2024, tz=timezone(timedelta(hours=-5)))
+    assert [(o.dedupe_key, o.observed_at, o.payload) for o in a.observations] == [
+        (o.dedupe_key, o.observed_at, o.payload) for o in b.observations
+    ]
+    assert a.skipped == b.skipped
+
+
+body = st.sampled_from(
+    [
+        '"SyncPod enter" pod="default/web-0" podUID=4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f',
+        '"syncTerminatingPod enter" pod="default/t" podUID=d1c4757bcb230bf06ab7e866b62132a1',
+        '"Killing container with a grace period" pod="a/b" podUID="x" containerName="c" gracePeriod=30',
+        '"Pod is being evicted by the kubelet, begin teardown" pod="a/b" podUID=x updateType="kill"',
+    ]
+)
+prefix = st.sampled_from(
+    [
+        "",
+        "Mar 01 10:00:00 host-1 kubelet[42]: ",
+        "Mar  1 10:00:00.123456 host-1 kubelet[42]: ",
+        "2023-03-01T10:00:00+0000 host-1 kubelet[42]: ",
+        "2023-03-01T10:00:00+00:00 host-1 kubelet: ",
+    ]
+)
+
+
+@given(body, prefix, st.integers(0, 999999), st.sampled_from(["I", "W", "E"]))
+def test_each_line_has_the_same_dedupe_key_whatever_its_journald_prefix(text, pre, micros, sev):
+    klog = f"{sev}0301 10:00:00.{micros:06d}      42 kubelet.go:1] {text}"
+    plain = parse_kubelet_log([klog], node="n", year=2023, tz=UTC).observations
+    prefixed = parse_kubelet_log([pre + klog], node="n", year=2023, tz=UTC).observations
+    assert plain and [o.dedupe_key for o in plain] == [o.dedupe_key for o in prefixed]
+    assert [o.observed_at for o in plain] == [o.observed_at for o in prefixed]
+    assert plain[0].observed_at.microsecond == micros
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+k8s_keys = st.sampled_from(["kind", "metadata", "items", "type", "object", "status", "spec", "name", "uid"])
+k8s_like = st.recursive(
+    json_values,
+    lambda children: st.dictionaries(k8s_keys, children, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300)
+@given(
+    k8s_like,
+    st.sampled_from(["Pod", "Event", "Node", "PodDisruptionBudget", "Deployment", "DaemonSet", None]),
+)
+def test_object_observation_raises_only_value_error(obj, hint):
+    with contextlib.suppress(ValueError):  # the only exception the contract allows
+        object_observation(obj, kind_hint=hint, watch_type="LIST", observed_at=None, source="offline")
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.text(max_size=300), k8s_like.map(json.dumps)))
+def test_kubectl_reader_never_raises(text):
+    result = read_kubectl_output(text, origin="fuzz")
+    assert isinstance(result.errors, list)

@@ -1,0 +1,100 @@
+"""Offline kubectl output to observations."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from collectors.parsers.kubectl import read_cluster_info_dump, read_kubectl_output
+from timelines.lifecycle.observation import Kind, Source
+
+WEB = "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47"
+
+
+def test_typed_list(k8s_fixture: Path):
+    result = read_kubectl_output((k8s_fixture / "pods-list.json").read_text(), origin="pods-list.json")
+    assert result.errors == [] and result.read == Counter(Pod=2)
+    assert [o.payload["name"] for o in result.observations] == [
+        "web-7d9f8b6c4-x2k9p",
+        "report-27912345-7xk2m",
+    ]
+    assert all(o.source == Source.OFFLINE and o.payload["watch"] == "LIST" for o in result.observations)
+
+
+def test_mixed_list_counts_unsupported_kinds(k8s_fixture: Path):
+    result = read_kubectl_output((k8s_fixture / "mixed-list.json").read_text(), origin="mixed")
+    assert result.read == Counter(Pod=1, Node=1, PodDisruptionBudget=1, Deployment=1, Event=1, Service=1)
+    assert [o.kind for o in result.observations] == [Kind.POD, Kind.NODE, Kind.PDB, Kind.WORKLOAD, Kind.EVENT]
+    assert result.skipped == Counter(unsupported_kind=1) and result.errors == []
+
+
+def test_multi_document_yaml_keeps_good_documents_and_names_the_bad_one(k8s_fixture: Path):
+    result = read_kubectl_output((k8s_fixture / "pods.yaml").read_text(), origin="pods.yaml")
+    assert [o.name for o in result.observations] == ["etcd-cp-1", "cache-0"]
+    assert result.skipped == Counter(invalid_object=1)
+    assert result.errors == [
+        "pods.yaml: document 3: Pod default/no-uid: expected metadata.uid (a string of 1-64 characters)"
+    ]
+
+
+def test_watch_stream_with_event_wrappers(k8s_fixture: Path):
+    result = read_kubectl_output((k8s_fixture / "pods-watch.json").read_text(), origin="watch")
+    assert [(o.kind, o.payload["watch"], o.payload["resource_version"]) for o in result.observations] == [
+        (Kind.POD, "ADDED", "48213"),
+        (Kind.POD, "MODIFIED", "48877"),
+        (Kind.POD, "MODIFIED", "48902"),
+        (Kind.POD_DELETED, "DELETED", "48902"),
+    ]
+    assert result.skipped == Counter(bookmark=1)
+    assert result.observations[1].payload["deletion_timestamp"] == "2021-11-03T14:07:45+00:00"
+
+
+def test_plain_watch_stream_of_pretty_objects(k8s_fixture: Path):
+    result = read_kubectl_output((k8s_fixture / "pods-watch-plain.json").read_text(), origin="w")
+    assert [o.dedupe_key for o in result.observations] == [f"pod:{WEB}:48213", f"pod:{WEB}:48877"]
+
+
+def test_truncated_stream_keeps_what_was_read_and_reports_the_line(k8s_fixture: Path):
+    text = (k8s_fixture / "pods-watch-plain.json").read_text()
+    cut = text[: len(text) - 200]
+    result = read_kubectl_output(cut, origin="cut.json")
+    assert len(result.observations) == 1
+    assert len(result.errors) == 1 and result.errors[0].startswith("cut.json: line ")
+    assert "expected a JSON object or list" in result.errors[0]
+
+
+def test_watch_error_event_and_garbage():
+    text = '{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 123 (456)","reason":"Expired","code":410}}\n42\n'
+    result = read_kubectl_output(text, origin="s")
+    assert result.skipped == Counter(watch_error=1, not_an_object=1)
+    assert "code 410" in result.errors[0] and "too old resource version" in result.errors[0]
+    assert read_kubectl_output("", origin="e").skipped == Counter(empty=1)
+    bad_yaml = read_kubectl_output("kind: Pod\n  bad: [", origin="b.yaml")
+    assert bad_yaml.skipped["invalid_yaml"] == 1 and bad_yaml.errors[0].startswith("b.yaml: line ")
+
+
+def test_cluster_info_dump_folder(k8s_fixture: Path):
+    result = read_cluster_info_dump(k8s_fixture / "cluster-info-dump")
+    assert result.errors == []
+    assert result.read == Counter(Node=1, Pod=2, Event=1, Deployment=1, ReplicaSet=1, DaemonSet=1)
+    assert result.skipped["container_logs"] == 1
+    kinds = Counter(o.kind for o in result.observations)
+    assert kinds == Counter({Kind.POD: 2, Kind.NODE: 1, Kind.EVENT: 1, Kind.WORKLOAD: 3})
+    ds = next(o for o in result.observations if o.payload.get("kind") == "DaemonSet")
+    assert ds.payload["status"]["desired_number_scheduled"] == 3 and ds.payload["spec_replicas"] is None
+
+
+def test_cluster_info_dump_stdout_skips_log_blocks(k8s_fixture: Path):
+    result = read_cluster_info_dump(k8s_fixture / "cluster-info-dump.txt")
+    assert result.errors == []
+    assert result.read == Counter(Node=1, Event=1, ReplicaSet=1, Pod=2, DaemonSet=1)
+    assert result.skipped["container_logs"] == 1
+
+
+def test_missing_dump_is_an_error_not_an_exception(tmp_path: Path):
+    result = read_cluster_info_dump(tmp_path / "nope")
+    assert result.observations == [] and "does not exist" in result.errors[0]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "nodes.json").write_text('{"kind": "NodeList", "items": [')
+    result = read_cluster_info_dump(tmp_path / "d")
+    assert result.errors and result.errors[0].startswith("nodes.json: line 1")

@@ -1,0 +1,636 @@
+"""Kubelet log lines to WORKER and KUBELET_MARKER observations."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from collectors.parsers.kubelet_log import MarkerReason, parse_kubelet_line, parse_kubelet_log
+from timelines.lifecycle.observation import Kind, Source, TerminationCause, Transition, digest_key
+
+STATIC_UID = "d1c4757bcb230bf06ab7e866b62132a1"
+PR113145 = [
+    'Oct 19 00:23:45 kind-worker kubelet[273]: I1019 00:23:45.896841     273 kubelet.go:1761] "syncTerminatingPod enter" pod="default/test-term-kind-worker" podUID=d1c4757bcb230bf06ab7e866b62132a1',
+    'Oct 19 00:23:45 kind-worker kubelet[273]: I1019 00:23:45.897362     273 kubelet.go:1791] "Pod terminating with grace period" pod="default/test-term-kind-worker" podUID=d1c4757bcb230bf06ab7e866b62132a1 gracePeriod=100',
+    'Oct 19 00:23:45 kind-worker kubelet[273]: I1019 00:23:45.897541     273 kuberuntime_container.go:698] "Killing container with a grace period override" pod="default/test-term-kind-worker" podUID=d1c4757bcb230bf06ab7e866b62132a1 containerName="main" containerID="containerd://453682542f97798080422795c40bba9d4b827098c17a28fbe609dfc78873447e" gracePeriod=100',
+]
+
+
+def _one(line: str, **kw: object):
+    args = {"node": "n1", "year": 2022, "tz": UTC, **kw}
+    result = parse_kubelet_line(line, **args)  # type: ignore[arg-type]
+    assert len(result.observations) == 1, (result.observations, result.skipped)
+    return result.observations[0]
+
+
+def _transitions(observations):
+    return [(o.pod_uid, o.payload["transition"]) for o in observations if o.kind == Kind.WORKER]
+
+
+def test_real_1_26_termination_lines_from_pr_113145():
+    result = parse_kubelet_log(PR113145, node="kind-worker", year=2022, tz=UTC)
+    enter, grace, kill = result.observations
+    assert enter.kind == Kind.WORKER and enter.source == Source.KUBELET_LOG
+    assert enter.payload["transition"] == Transition.TERMINATING_ENTER
+    assert enter.payload["message"] == "syncTerminatingPod enter"
+    assert enter.observed_at == datetime(2022, 10, 19, 0, 23, 45, 896841, tzinfo=UTC)
+    assert (enter.pod_uid, enter.namespace, enter.name, enter.node) == (
+        STATIC_UID,
+        "default",
+        "test-term-kind-worker",
+        "kind-worker",
+    )
+    assert enter.payload["pod_ref"] == "default/test-term-kind-worker"
+    assert enter.payload["caller"] == "kubelet.go:1761" and enter.payload["severity"] == "I"
+    assert grace.kind == Kind.KUBELET_MARKER
+    assert grace.payload["reason"] == MarkerReason.GRACE_PERIOD and grace.payload["grace_period"] == 100
+    assert kill.payload["reason"] == MarkerReason.KILLING_CONTAINER
+    assert (kill.payload["container"], kill.payload["grace_period"], kill.payload["override"]) == (
+        "main",
+        100,
+        True,
+    )
+    assert kill.payload["container_id"].startswith("containerd://4536825")
+    assert result.lines_read == 3 and not result.skipped
+
+
+def test_khi_killing_container_line_with_quoted_uid_and_collapsed_pid():
+    obs = _one(
+        'I1119 22:48:13.914655 1675 kuberuntime_container.go:808] "Killing container with a grace period" '
+        'pod="kube-system/kube-dns-58f547fd74-swzzt" podUID="34a3f9e5-4363-47a9-8bd9-3b37c60d107b" '
+        'containerName="sidecar" containerID="containerd://5e0d5f0eab7a" gracePeriod=30'
+    )
+    assert obs.pod_uid == "34a3f9e5-4363-47a9-8bd9-3b37c60d107b"
+    assert obs.observed_at == datetime(2022, 11, 19, 22, 48, 13, 914655, tzinfo=UTC)
+    assert (obs.payload["container"], obs.payload["grace_period"], obs.payload["override"]) == (
+        "sidecar",
+        30,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "cause"),
+    [
+        ("Pod is marked for graceful deletion, begin teardown", TerminationCause.DELETION),
+        ("Pod is in a terminal phase (success/failed), begin teardown", TerminationCause.TERMINAL_PHASE),
+        ("Pod is being evicted by the kubelet, begin teardown", TerminationCause.EVICTED),
+        ("Pod is being removed by the kubelet, begin teardown", TerminationCause.REMOVED),
+        ("Pod is orphaned and must be torn down", TerminationCause.ORPHANED),
+        ("pod is marked for graceful deletion -- begin teardown", TerminationCause.DELETION),
+    ],
+)
+def test_begin_teardown_messages_give_termination_requested_with_cause(message: str, cause: str):
+    obs = _one(
+        f'I0607 06:54:47.001537    1187 pod_workers.go:873] "{message}" pod="a/b" podUID=0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3 updateType="kill"'
+    )
+    assert obs.payload["transition"] == Transition.TERMINATION_REQUESTED
+    assert obs.payload["cause"] == cause
+    assert obs.payload["update_type"] == "kill" and obs.payload["work_type"] is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "transition"),
+    [
+        ("syncPod enter", "SyncPod enter", Transition.SYNC_ENTER),
+        ("syncPod exit", "SyncPod exit", Transition.SYNC_EXIT),
+        ("syncTerminatingPod enter", "SyncTerminatingPod enter", Transition.TERMINATING_ENTER),
+        ("syncTerminatingPod exit", "SyncTerminatingPod exit", Transition.TERMINATING_EXIT),
+        (
+            "syncTerminatingRuntimePod enter",
+            "SyncTerminatingRuntimePod enter",
+            Transition.TERMINATING_RUNTIME_ENTER,
+        ),
+        ("syncTerminatedPod enter", "SyncTerminatedPod enter", Transition.TERMINATED_ENTER),
+        ("syncTerminatedPod exit", "SyncTerminatedPod exit", Transition.TERMINATED_EXIT),
+    ],
+)
+def test_lowercase_1_22_and_capitalised_1_27_spellings_map_to_the_same_transition(
+    old: str, new: str, transition: str
+):
+    for message in (old, new):
+        obs = _one(
+            f'I0301 10:00:00.000001    1 kubelet.go:1 "{message}" pod="a/b" podUID=x'.replace('1 "', '1] "')
+        )
+        assert obs.payload["transition"] == transition
+
+
+@pytest.mark.parametrize(
+    ("message", "transition"),
+    [
+        ("Pod is being synced for the first time", Transition.FIRST_SEEN),
+        ("Pod worker has observed request to terminate", Transition.OBSERVED_TERMINATE),
+        (
+            "Pod indicated lifecycle completed naturally and should now terminate",
+            Transition.COMPLETED_NATURALLY,
+        ),
+        ("Pod terminated all containers successfully", Transition.CONTAINERS_TERMINATED),
+        (
+            "Pod terminated all orphaned containers successfully and worker can now stop",
+            Transition.ORPHAN_CONTAINERS_TERMINATED,
+        ),
+        ("Pod is complete and the worker can now stop", Transition.WORKER_DONE),
+        ("Pod cannot start ever", Transition.CANNOT_START_EVER),
+        ("Pod cannot start yet", Transition.CANNOT_START_YET),
+        ("Pod is terminal", Transition.POD_TERMINAL),
+        ("Pod is finished processing, no further updates", Transition.FINISHED_IGNORED),
+        (
+            "Pod is terminating but has been requested to restart with same UID, will be reconciled later",
+            Transition.RESTART_REQUESTED,
+        ),
+        (
+            "Pod has been terminated but another pod with the same UID was created, remove history to allow restart",
+            Transition.UID_REUSE_RESTART,
+        ),
+        ("Pod worker has stopped", Transition.WORKER_STOPPED),
+        (
+            "Pod has been terminated and is no longer known to the kubelet, remove all history",
+            Transition.FORGOTTEN,
+        ),
+        ("Sync exited with context cancellation error", Transition.CONTEXT_CANCELLED),
+        ("Cancelling current pod sync", Transition.CANCELLING_SYNC),
+        ("Pod is orphaned and has not been started", Transition.ORPHANED),
+        ("Pod is orphaned and still running, began terminating", Transition.ORPHANED),
+        ("Pod is orphaned and still terminating, notified the pod worker", Transition.ORPHANED),
+    ],
+)
+def test_every_pod_worker_message_maps_to_its_transition(message: str, transition: str):
+    obs = _one(
+        f'I0301 10:00:00.000001       1 pod_workers.go:1] "{message}" podUID=4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f'
+    )
+    assert obs.kind == Kind.WORKER
+    assert obs.payload["transition"] == transition
+    assert obs.pod_uid == "4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f"
+
+
+@pytest.mark.parametrize(
+    ("raw", "work"),
+    [("0", "sync"), ("1", "terminating"), ("2", "terminated"), ('"terminated"', "terminated")],
+)
+def test_numeric_update_type_is_the_work_type_in_work_type_messages(raw: str, work: str):
+    obs = _one(
+        f'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod cannot start ever" pod="a/b" podUID=x updateType={raw}'
+    )
+    assert obs.payload["work_type"] == work and obs.payload["update_type"] is None
+
+
+def test_update_type_is_the_sync_pod_type_elsewhere_and_work_type_key_is_read():
+    obs = _one(
+        'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod is being synced for the first time" pod="a/b" podUID=x updateType="create"'
+    )
+    assert (obs.payload["update_type"], obs.payload["work_type"]) == ("create", None)
+    obs = _one(
+        'I0301 10:00:00.000001       1 pod_workers.go:1] "Cancelling current pod sync" pod="a/b" podUID=x workType="terminating"'
+    )
+    assert obs.payload["work_type"] == "terminating"
+
+
+def test_sync_exit_is_terminal_and_json_values():
+    obs = _one(
+        'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod exit" pod="a/b" podUID="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3" isTerminal=true'
+    )
+    assert obs.payload["is_terminal"] is True
+    assert obs.pod_uid == "0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3"
+
+
+def test_static_pod_uid_32_hex_quoted_or_not():
+    for value in (STATIC_UID, f'"{STATIC_UID}"', STATIC_UID.upper()):
+        obs = _one(
+            f'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="kube-system/etcd-cp-1" podUID={value}'
+        )
+        assert obs.pod_uid == STATIC_UID
+
+
+def test_error_syncing_pod_is_a_transition_and_a_marker_with_distinct_keys():
+    result = parse_kubelet_line(
+        'E0301 10:00:00.000001       1 pod_workers.go:1300] "Error syncing pod, skipping" '
+        'err="failed to \\"StartContainer\\" for \\"app\\" with CrashLoopBackOff" pod="a/b" podUID=x',
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    worker, marker = result.observations
+    assert worker.payload["transition"] == Transition.SYNC_ERROR
+    assert worker.payload["error"] == 'failed to "StartContainer" for "app" with CrashLoopBackOff'
+    assert worker.payload["severity"] == "E"
+    assert marker.kind == Kind.KUBELET_MARKER and marker.payload["reason"] == MarkerReason.SYNC_ERROR
+    assert worker.dedupe_key != marker.dedupe_key
+
+
+def test_kill_errors_become_failed_kill_markers():
+    result = parse_kubelet_line(
+        '{"ts":1717743320603.55,"caller":"kubelet/pod_workers.go:1300","msg":"Error syncing pod, skipping",'
+        '"pod":{"name":"m","namespace":"mon"},"podUID":"7e6d5c4b-3a29-4180-9f8e-7d6c5b4a3928",'
+        '"err":"failed to \\"KillPodSandbox\\" for \\"7e6d\\" with KillPodSandboxError: \\"rpc error\\""}',
+        node="n1",
+        year=2024,
+        tz=UTC,
+    )
+    worker, marker = result.observations
+    assert worker.payload["severity"] == "E"
+    assert marker.payload["reason"] == MarkerReason.FAILED_KILL
+    assert (marker.namespace, marker.name) == ("mon", "m")
+    obs = _one(
+        'E0301 10:00:00.000001       1 kubelet.go:1] "error killing pod" pod="a/b" podUID=x err="timeout"'
+    )
+    assert obs.payload["reason"] == MarkerReason.FAILED_KILL and obs.payload["error"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (
+            '"Evicting pod" pod="a/b" podUID=x message="The node was low on resource: memory. "',
+            MarkerReason.EVICTING,
+        ),
+        ('"Eviction manager: pod is evicted successfully" pod="a/b"', MarkerReason.EVICTED),
+        ('"Eviction manager: pod failed to evict" err="boom" pod="a/b"', MarkerReason.EVICTION_FAILED),
+        ('"Eviction manager: cannot evict a critical pod" pod="a/b"', MarkerReason.EVICTION_SKIPPED_CRITICAL),
+        (
+            '"Failed to admit pod to node" pod="a/b" nodeCondition=["DiskPressure"]',
+            MarkerReason.ADMISSION_REJECTED,
+        ),
+        (
+            '"Shutdown manager killing pod with gracePeriod" pod="a/b" gracePeriod=20',
+            MarkerReason.SHUTDOWN_KILL,
+        ),
+        ('"Shutdown manager finished killing pod" pod="a/b"', MarkerReason.SHUTDOWN_KILLED),
+        ('"Shutdown manager killed pod" pod="a/b"', MarkerReason.SHUTDOWN_KILLED),
+        ('"Shutdown manager failed killing pod" err="x" pod="a/b"', MarkerReason.SHUTDOWN_KILL_FAILED),
+        (
+            '"Post-termination container state" pod="a/b" podUID=x containers="(app state=exited exitCode=0)"',
+            MarkerReason.CONTAINER_STATE,
+        ),
+        (
+            '"Pod termination stopped all running containers" pod="a/b" podUID=x',
+            MarkerReason.CONTAINERS_STOPPED,
+        ),
+        ('"Pod termination unmounted volumes" pod="a/b" podUID=x', MarkerReason.VOLUMES_UNMOUNTED),
+        (
+            '"Pod is terminated, but some volumes have not been cleaned up" pod="a/b" podUID=x',
+            MarkerReason.VOLUMES_PENDING,
+        ),
+        ('"Pod termination cleaned up volume paths" pod="a/b" podUID=x', MarkerReason.VOLUME_PATHS_CLEANED),
+        ('"Pod termination removed cgroups" pod="a/b" podUID=x', MarkerReason.CGROUPS_REMOVED),
+        (
+            '"Pod is terminated and will need no more status updates" pod="a/b" podUID=x',
+            MarkerReason.STATUS_FINAL,
+        ),
+        ('"Pod has been deleted and must be killed" pod="a/b" podUID=x', MarkerReason.DELETED_MUST_BE_KILLED),
+        (
+            '"Status for pod updated successfully" pod="a/b" statusVersion=3 status={"phase":"Failed","message":"Pod was rejected: Node didn\'t have enough resource: cpu"}',
+            None,
+        ),
+    ],
+)
+def test_marker_lines(line: str, reason: str | None):
+    result = parse_kubelet_line(f"I0301 10:00:00.000001       1 x.go:1] {line}", node="n1", year=2023, tz=UTC)
+    if reason is None:
+        assert result.observations == [] and result.skipped == Counter(unrecognized_message=1)
+        return
+    (obs,) = result.observations
+    assert obs.kind == Kind.KUBELET_MARKER and obs.payload["reason"] == reason
+    assert (obs.namespace, obs.name) == ("a", "b")
+
+
+def test_old_printf_style_lines_with_format_pod():
+    obs = _one(
+        "W0301 10:00:00.000001    2480 eviction_manager.go:168] Failed to admit pod "
+        "kube-flannel-ds-amd64-6wkdk_kube-system(e3f4c428-ab15-48af-92eb-f07ce06aa4af) - node has conditions: [DiskPressure]"
+    )
+    assert obs.payload["reason"] == MarkerReason.ADMISSION_REJECTED
+    assert (obs.pod_uid, obs.namespace, obs.name) == (
+        "e3f4c428-ab15-48af-92eb-f07ce06aa4af",
+        "kube-system",
+        "kube-flannel-ds-amd64-6wkdk",
+    )
+    assert obs.payload["severity"] == "W"
+
+
+def test_pod_lines_without_uid_borrow_the_last_uid_seen_for_that_pod():
+    result = parse_kubelet_log(
+        [
+            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="default/cache-0" podUID=0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a',
+            'I0301 10:00:01.000001       1 nodeshutdown.go:1] "Shutdown manager killing pod with gracePeriod" pod="default/cache-0" gracePeriod=20',
+            'I0301 10:00:02.000001       1 nodeshutdown.go:1] "Shutdown manager killing pod with gracePeriod" pod="default/other-0" gracePeriod=20',
+            'I0301 10:00:03.000001       1 pod_workers.go:1] "Pod worker has observed request to terminate" pod="default/other-0"',
+        ],
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    enter, known, unknown = result.observations
+    assert known.pod_uid == "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a" and known.payload["uid_inferred"] is True
+    assert known.payload["grace_period"] == 20
+    assert unknown.pod_uid is None and (unknown.namespace, unknown.name) == ("default", "other-0")
+    assert result.skipped == Counter(no_pod_uid=1)
+
+
+def test_skip_reasons_are_counted():
+    result = parse_kubelet_log(
+        [
+            "",
+            'Jun 18 19:42:16 host containerd[1]: time="2022-06-18T19:42:16Z" level=info msg="x"',
+            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncLoop ADD" source="api" pods=[default/x]',
+            'I0301 10:00:00.000001       1 pod_workers.go:1] "Processing pod event" pod="a/b" podUID=x updateType=0',
+            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b"',
+            'I0231 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+            "just some text",
+            "\tstray continuation",
+            '{"msg":"no ts"}',
+            "x" * 1_000_001,
+        ],
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    assert result.observations == []
+    assert result.lines_read == 10
+    assert result.skipped == Counter(
+        blank=1,
+        not_kubelet=1,
+        unrecognized_message=1,
+        untracked_worker_message=1,
+        no_pod_uid=1,
+        malformed=2,
+        not_klog=1,
+        orphan_continuation=1,
+        too_long=1,
+    )
+
+
+def test_year_rolls_over_from_december_to_january_inside_a_file():
+    result = parse_kubelet_log(
+        [
+            'I1231 23:59:59.999999       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+            'I1130 23:59:59.000000       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',  # a stale line, same year
+            'I0101 00:00:00.000001       1 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=x',
+            'I0102 00:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        ],
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    assert [o.observed_at.year for o in result.observations] == [2023, 2023, 2024, 2024]
+
+
+def test_short_iso_prefix_gives_the_year_and_handles_new_year_skew():
+    obs = _one(
+        '2024-01-01T00:00:00+0000 host kubelet[1]: I1231 23:59:59.999871       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        year=1999,
+    )
+    assert obs.observed_at == datetime(2023, 12, 31, 23, 59, 59, 999871, tzinfo=UTC)
+
+
+def test_header_time_is_read_in_the_given_zone_and_returned_in_utc():
+    cest = timezone(timedelta(hours=2))
+    obs = _one(
+        'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x', tz=cest, year=2024
+    )
+    assert obs.observed_at == datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
+    assert obs.observed_at.utcoffset() == timedelta(0)
+
+
+def test_same_line_from_journald_and_plain_file_has_the_same_dedupe_key():
+    plain = 'I1019 00:23:45.896841     273 kubelet.go:1761] "syncTerminatingPod enter" pod="default/t" podUID=d1c4757bcb230bf06ab7e866b62132a1'
+    keys = {
+        _one(text).dedupe_key
+        for text in (
+            plain,
+            f"Oct 19 00:23:45 kind-worker kubelet[273]: {plain}",
+            f"Oct 19 00:23:45.896900 kind-worker kubelet[273]: {plain}",
+            f"2022-10-19T00:23:45+0000 kind-worker kubelet[273]: {plain}",
+        )
+    }
+    assert keys == {digest_key("n1", plain)}
+    assert _one(plain, node="n2").dedupe_key != digest_key("n1", plain)
+
+
+def test_multi_line_block_with_journald_prefix_on_each_line():
+    lines = [
+        'Aug 14 09:15:40 w2 kubelet[2981]: E0814 09:15:40.118204    2981 pod_workers.go:1300] "Error syncing pod, skipping" err=<',
+        "Aug 14 09:15:40 w2 kubelet[2981]: \tline one",
+        "Aug 14 09:15:40 w2 kubelet[2981]: \tline two",
+        'Aug 14 09:15:40 w2 kubelet[2981]:  > pod="default/api" podUID=c3a1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e',
+    ]
+    result = parse_kubelet_log(lines, node="w2", year=2023, tz=UTC)
+    worker, marker = result.observations
+    assert worker.payload["error"] == "line one\nline two"
+    assert worker.pod_uid == "c3a1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e"
+    same = parse_kubelet_log(
+        [
+            lines[0].split("kubelet[2981]: ", 1)[1],
+            "\tline one",
+            "\tline two",
+            ' > pod="default/api" podUID=c3a1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e',
+        ],
+        node="w2",
+        year=2023,
+        tz=UTC,
+    )
+    assert [o.dedupe_key for o in same.observations] == [worker.dedupe_key, marker.dedupe_key]
+    assert result.lines_read == 4
+
+
+def test_block_cut_off_by_a_new_record_keeps_both():
+    result = parse_kubelet_log(
+        [
+            'E0301 10:00:00.000001       1 pod_workers.go:1] "Error syncing pod, skipping" pod="a/b" podUID=x err=<',
+            "\tonly line",
+            'I0301 10:00:01.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        ],
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    assert _transitions(result.observations) == [("x", Transition.SYNC_ERROR), ("x", Transition.SYNC_ENTER)]
+    assert result.observations[0].payload["error"] == "only line"
+
+
+def test_bytes_and_garbage_do_not_raise():
+    result = parse_kubelet_log(
+        [
+            b"\xff\xfe\x00garbage",
+            "\x00\x00",
+            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x\x00',
+        ],  # type: ignore[list-item]
+        node="n1",
+        year=2023,
+        tz=UTC,
+    )
+    assert result.lines_read == 3
+    assert len(result.observations) == 1
+
+
+# -- fixtures -----------------------------------------------------------------------------------------------
+
+
+def _parse_fixture(path: Path, node: str, year: int):
+    with path.open(encoding="utf-8") as f:
+        return parse_kubelet_log(f, node=node, year=year, tz=UTC)
+
+
+def test_fixture_1_22_graceful_delete(kubelet_fixture: Path):
+    result = _parse_fixture(kubelet_fixture / "v1.22-graceful-delete.journal", "worker-1", 2021)
+    web = "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47"
+    assert [t for uid, t in _transitions(result.observations) if uid == web] == [
+        Transition.FIRST_SEEN,
+        Transition.SYNC_ENTER,
+        Transition.SYNC_EXIT,
+        Transition.TERMINATION_REQUESTED,
+        Transition.OBSERVED_TERMINATE,
+        Transition.TERMINATING_ENTER,
+        Transition.TERMINATING_EXIT,
+        Transition.CONTAINERS_TERMINATED,
+        Transition.TERMINATED_ENTER,
+        Transition.TERMINATED_EXIT,
+        Transition.WORKER_DONE,
+        Transition.FORGOTTEN,
+        Transition.WORKER_STOPPED,
+    ]
+    teardown = next(
+        o for o in result.observations if o.payload.get("transition") == Transition.TERMINATION_REQUESTED
+    )
+    assert teardown.payload["cause"] == TerminationCause.DELETION
+    assert teardown.observed_at == datetime(2021, 11, 3, 14, 7, 15, 116122, tzinfo=UTC)
+    report = "2f8c1d3e-4a5b-4c6d-9e7f-8a9b0c1d2e3f"
+    report_transitions = [t for uid, t in _transitions(result.observations) if uid == report]
+    assert (
+        Transition.POD_TERMINAL in report_transitions and Transition.COMPLETED_NATURALLY in report_transitions
+    )
+    terminal = next(o for o in result.observations if o.payload.get("transition") == Transition.POD_TERMINAL)
+    assert terminal.payload["work_type"] == "sync"
+    exits = [
+        o.payload["is_terminal"]
+        for o in result.observations
+        if o.payload.get("transition") == Transition.SYNC_EXIT
+    ]
+    assert exits == [False, False, True]
+    markers = [(o.payload["reason"], o.pod_uid) for o in result.observations if o.kind == Kind.KUBELET_MARKER]
+    assert (MarkerReason.KILLING_CONTAINER, web) in markers
+    assert (MarkerReason.CONTAINER_STATE, web) in markers
+    assert result.skipped["not_kubelet"] == 1 and result.skipped["untracked_worker_message"] == 14
+    assert result.lines_read == 65
+    assert len({o.dedupe_key for o in result.observations}) == len(result.observations)
+
+
+def test_fixture_1_27_delete_during_setup(kubelet_fixture: Path):
+    result = _parse_fixture(kubelet_fixture / "v1.27-delete-during-setup.log", "worker-2", 2023)
+    slow = "9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1"
+    transitions = [t for uid, t in _transitions(result.observations) if uid == slow]
+    assert transitions == [
+        Transition.FIRST_SEEN,
+        Transition.SYNC_ENTER,
+        Transition.TERMINATION_REQUESTED,
+        Transition.CANCELLING_SYNC,
+        Transition.SYNC_EXIT,
+        Transition.CONTEXT_CANCELLED,
+        Transition.OBSERVED_TERMINATE,
+        Transition.TERMINATING_ENTER,
+        Transition.TERMINATING_EXIT,
+        Transition.CONTAINERS_TERMINATED,
+        Transition.TERMINATED_ENTER,
+        Transition.TERMINATED_EXIT,
+        Transition.WORKER_DONE,
+        Transition.FORGOTTEN,
+        Transition.WORKER_STOPPED,
+    ]
+    api = "c3a1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e"
+    error = next(
+        o
+        for o in result.observations
+        if o.pod_uid == api and o.payload.get("transition") == Transition.SYNC_ERROR
+    )
+    assert error.payload["error"].startswith('[failed to "StartContainer" for "api"')
+    assert error.payload["error"].endswith("waiting for volumes to attach or mount")
+    assert error.observed_at == datetime(2023, 8, 14, 9, 15, 40, 118204, tzinfo=UTC)
+    cancelled = next(
+        o for o in result.observations if o.payload.get("transition") == Transition.CONTEXT_CANCELLED
+    )
+    assert cancelled.payload["work_type"] == "sync"
+    assert result.lines_read == 49
+
+
+def test_fixture_json_logging_behind_short_iso(kubelet_fixture: Path):
+    result = _parse_fixture(kubelet_fixture / "v1.29-json.journal", "worker-3", 1970)
+    hog = "51d2e3f4-a5b6-4c7d-8e9f-a0b1c2d3e4f5"
+    teardown = next(
+        o for o in result.observations if o.payload.get("transition") == Transition.TERMINATION_REQUESTED
+    )
+    assert (teardown.pod_uid, teardown.payload["cause"], teardown.payload["update_type"]) == (
+        hog,
+        TerminationCause.EVICTED,
+        "kill",
+    )
+    assert teardown.observed_at == datetime(2024, 6, 7, 6, 54, 47, 1537, tzinfo=UTC)
+    assert (teardown.namespace, teardown.name) == ("batch", "hog-6f7c9d8b5-r8v2n")
+    reasons = [o.payload["reason"] for o in result.observations if o.kind == Kind.KUBELET_MARKER]
+    assert reasons == [
+        MarkerReason.EVICTION_RECLAIM,
+        MarkerReason.EVICTION_RECLAIM,
+        MarkerReason.EVICTING,
+        MarkerReason.GRACE_PERIOD,
+        MarkerReason.KILLING_CONTAINER,
+        MarkerReason.CONTAINERS_STOPPED,
+        MarkerReason.EVICTED,
+        MarkerReason.VOLUMES_UNMOUNTED,
+        MarkerReason.CGROUPS_REMOVED,
+        MarkerReason.FAILED_KILL,
+    ]
+    evicted = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.EVICTED)
+    assert evicted.pod_uid == hog and evicted.payload["uid_inferred"] is True
+    reclaim = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.EVICTION_RECLAIM)
+    assert reclaim.pod_uid is None and reclaim.payload["resource"] == "memory" and reclaim.node == "worker-3"
+    assert result.skipped["not_kubelet"] == 1
+
+
+def test_fixture_mixed_versions_shutdown_and_new_year(kubelet_fixture: Path):
+    result = _parse_fixture(kubelet_fixture / "mixed-upgrade-shutdown.journal", "cp-1", 2023)
+    by_uid: dict[str, list[str]] = {}
+    for uid, t in _transitions(result.observations):
+        by_uid.setdefault(uid, []).append(t)
+    assert by_uid[STATIC_UID] == [
+        Transition.SYNC_ENTER,
+        Transition.SYNC_EXIT,
+        Transition.TERMINATION_REQUESTED,
+        Transition.TERMINATING_ENTER,
+    ]
+    assert by_uid["5e8f0a2b4c6d8e0f1a3b5c7d9e1f3a5b"] == [
+        Transition.FIRST_SEEN,
+        Transition.SYNC_ENTER,
+        Transition.SYNC_EXIT,
+    ]
+    cache_old = by_uid["0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"]
+    assert cache_old[2:4] == [Transition.TERMINATION_REQUESTED, Transition.OBSERVED_TERMINATE]
+    assert cache_old[-1] == Transition.WORKER_DONE
+    removed = [o for o in result.observations if o.payload.get("cause") == TerminationCause.REMOVED]
+    assert [o.observed_at for o in removed] == [
+        datetime(2024, 1, 1, 0, 0, 3, 502190, tzinfo=UTC),
+        datetime(2024, 1, 1, 0, 0, 3, 503231, tzinfo=UTC),
+    ]
+    first = result.observations[0]
+    assert first.observed_at == datetime(2023, 12, 31, 23, 59, 58, 120087, tzinfo=UTC)
+    shutdown = [
+        (o.payload["reason"], o.pod_uid)
+        for o in result.observations
+        if o.payload.get("reason", "").startswith("Shutdown")
+    ]
+    assert shutdown == [
+        (MarkerReason.SHUTDOWN_KILL, "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"),
+        (MarkerReason.SHUTDOWN_KILL, STATIC_UID),
+        (MarkerReason.SHUTDOWN_KILLED, "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"),
+        (MarkerReason.SHUTDOWN_KILL_TIMEOUT, None),
+    ]
+    assert result.skipped["not_kubelet"] == 2
+    assert result.skipped["unrecognized_message"] >= 4  # includes the grouped 3-line mirror-pod error
+
+
+def test_fixtures_parse_the_same_whatever_the_order_of_files(kubelet_fixture: Path):
+    one = _parse_fixture(kubelet_fixture / "v1.27-delete-during-setup.log", "worker-2", 2023)
+    again = _parse_fixture(kubelet_fixture / "v1.27-delete-during-setup.log", "worker-2", 2023)
+    assert [(o.dedupe_key, o.payload) for o in one.observations] == [
+        (o.dedupe_key, o.payload) for o in again.observations
+    ]
