@@ -55,8 +55,14 @@ def observation_from_row(row: ObservationRow) -> Observation:
 
 
 def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None = None) -> list[PodTimeline]:
-    """Re-derive each pod in ``uids`` from all its stored observations; returns the new timelines."""
-    now = now or timezone.now()
+    """Re-derive each pod in ``uids`` from all its stored observations; returns the new timelines.
+
+    "Now" (for findings about intervals still open, such as a stuck termination) is the wall clock for a
+    live cluster; for offline and imported clusters it is each pod's newest observation, since their
+    history stopped when the logs or bundle were taken.
+    """
+    if now is None and cluster.origin == Cluster.Origin.LIVE:
+        now = timezone.now()
     thresholds = thresholds_from_settings()
     derived: list[PodTimeline] = []
     for uid in sorted(set(uids)):

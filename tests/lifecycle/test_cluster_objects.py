@@ -1,0 +1,205 @@
+"""Node and PDB timelines: golden lanes and findings, order independence."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from timelines.lifecycle.cluster_objects import (
+    CoveredPod,
+    derive_node_timeline,
+    derive_pdb_timeline,
+    selector_matches,
+)
+from timelines.lifecycle.observation import Kind, Observation, Source
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def node_obs(
+    seconds: float, *, ready: str = "True", unschedulable: bool = False, message: str = "", rv: int = 0
+):
+    return Observation(
+        kind=Kind.NODE,
+        source=Source.API,
+        observed_at=at(seconds),
+        dedupe_key=f"node:n1:{rv or int(seconds * 1000)}",
+        node="node-a",
+        name="node-a",
+        payload={
+            "name": "node-a",
+            "uid": "n1",
+            "unschedulable": unschedulable,
+            "taints": [],
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": message}],
+        },
+    )
+
+
+def metrics_obs(seconds: float, sync: int, terminating: int, terminated: int):
+    return Observation(
+        kind=Kind.NODE_METRICS,
+        source=Source.KUBELET_METRICS,
+        observed_at=at(seconds),
+        dedupe_key=f"node_metrics:node-a:{seconds}",
+        node="node-a",
+        payload={"working_pods": {"sync": sync, "terminating": terminating, "terminated": terminated}},
+    )
+
+
+def test_node_lanes_ready_cordon_shutdown_and_working_pods():
+    obs = [
+        node_obs(0),
+        node_obs(10, rv=2),  # heartbeat-like duplicate state: merged into one interval
+        node_obs(20, unschedulable=True),
+        node_obs(30, ready="False", unschedulable=True, message="node is shutting down"),
+        metrics_obs(5, 10, 0, 0),
+        metrics_obs(25, 8, 2, 0),
+        metrics_obs(35, 8, 2, 0),
+    ]
+    timeline = derive_node_timeline(obs)
+    ready = timeline.lanes["node:ready"]
+    assert [(iv.state, iv.start, iv.end) for iv in ready] == [
+        ("ready", at(0), at(30)),
+        ("not_ready", at(30), None),
+    ]
+    assert timeline.spans("node:cordoned", "cordoned") == [(at(20), None)]
+    assert timeline.spans("node:shutdown", "shutting_down") == [(at(30), None)]
+    working = timeline.lanes["node:working_pods"]
+    assert [(iv.start, iv.attrs) for iv in working] == [
+        (at(5), {"sync": 10, "terminated": 0, "terminating": 0}),
+        (at(25), {"sync": 8, "terminated": 0, "terminating": 2}),
+    ]
+    shuffled = list(obs) + obs[:3]
+    random.Random(3).shuffle(shuffled)
+    assert derive_node_timeline(shuffled) == timeline
+
+
+def pdb_obs(
+    seconds: float, allowed: int, *, healthy: int = 2, desired: int = 2, max_unavailable=None, rv=None
+):
+    reason = "SufficientPods" if allowed > 0 else "InsufficientPods"
+    return Observation(
+        kind=Kind.PDB,
+        source=Source.API,
+        observed_at=at(seconds),
+        dedupe_key=f"pdb:p1:{rv or seconds}",
+        namespace="shop",
+        name="web-pdb",
+        payload={
+            "uid": "p1",
+            "namespace": "shop",
+            "name": "web-pdb",
+            "created": T0.isoformat(),
+            "selector": {"match_labels": {"app": "web"}},
+            "min_available": None if max_unavailable is not None else 2,
+            "max_unavailable": max_unavailable,
+            "status": {
+                "disruptions_allowed": allowed,
+                "current_healthy": healthy,
+                "desired_healthy": desired,
+                "expected_pods": 2,
+                "conditions": [{"type": "DisruptionAllowed", "status": str(allowed > 0), "reason": reason}],
+            },
+        },
+    )
+
+
+def pod(
+    uid: str, name: str, *, node: str = "node-a", controller: bool = True, target=(), labels=None
+) -> CoveredPod:
+    return CoveredPod(
+        uid=uid,
+        namespace="shop",
+        name=name,
+        node=node,
+        labels=labels if labels is not None else {"app": "web"},
+        has_controller=controller,
+        created_at=T0 - timedelta(hours=1),
+        disruption_target=tuple(target),
+    )
+
+
+def test_pdb_blocked_while_node_cordoned_is_a_blocking_drain():
+    obs = [pdb_obs(0, 1, healthy=3), pdb_obs(60, 0), pdb_obs(180, 1, healthy=3)]
+    pods = [pod("u1", "web-1"), pod("u2", "web-2", node="node-b"), pod("x", "other", labels={"app": "db"})]
+    timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(90), None)]})
+    assert [(iv.state, iv.start, iv.end, iv.attrs["reason"]) for iv in timeline.intervals] == [
+        ("allowed", at(0), at(60), "SufficientPods"),
+        ("blocked", at(60), at(180), "InsufficientPods"),
+        ("allowed", at(180), None, "SufficientPods"),
+    ]
+    assert timeline.covered == ("u1", "u2")
+    [finding] = timeline.findings
+    assert finding.kind == "pdb_blocking_drain"
+    assert (finding.start, finding.end) == (at(90), at(180))
+    assert finding.attrs["pod_uid"] == "u1"
+    assert "shop/web-pdb allowed 0 disruptions (2 healthy, 2 needed)" in finding.message
+    assert "cordoned node node-a" in finding.message
+
+
+def test_pdb_blocking_a_pod_with_disruption_target():
+    obs = [pdb_obs(0, 0)]
+    timeline = derive_pdb_timeline(obs, pods=[pod("u1", "web-1", node=None, target=[(at(30), at(50))])])
+    [finding] = timeline.findings
+    assert (finding.kind, finding.start, finding.end) == ("pdb_blocking_drain", at(30), at(50))
+    assert "carries DisruptionTarget" in finding.message
+
+
+def test_unmanaged_pods_flagged_only_where_the_controller_lookup_happens():
+    pods = [pod("u1", "solo-1", controller=False), pod("u2", "web-2")]
+    with_int_min = derive_pdb_timeline([pdb_obs(0, 1)], pods=pods)
+    assert with_int_min.unmanaged == ("u1",)
+    assert not [f for f in with_int_min.findings if f.kind == "pdb_unmanaged_pods"]
+
+    scaled = derive_pdb_timeline([pdb_obs(0, 1, max_unavailable=1)], pods=pods)
+    [finding] = [f for f in scaled.findings if f.kind == "pdb_unmanaged_pods"]
+    assert "shop/solo-1" in finding.message and finding.attrs["pods"] == ["u1"]
+
+
+def test_unmanaged_pods_event_is_a_finding():
+    event = Observation(
+        kind=Kind.EVENT,
+        source=Source.API,
+        observed_at=at(5),
+        dedupe_key="event:e1:1",
+        namespace="shop",
+        name="web-pdb",
+        payload={"reason": "UnmanagedPods", "type": "Warning", "message": "Pods selected by this ..."},
+    )
+    timeline = derive_pdb_timeline([pdb_obs(0, 1), event], pods=[])
+    [finding] = timeline.findings
+    assert finding.kind == "pdb_unmanaged_pods" and finding.start == at(5)
+    assert "event:e1:1" in finding.evidence
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({"match_labels": {"app": "web"}}, {"app": "web", "x": "1"}, True),
+        ({"match_labels": {"app": "web"}}, {"app": "db"}, False),
+        ({}, {"anything": "goes"}, True),
+        (None, {"app": "web"}, False),
+        (
+            {"match_expressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+            {"tier": "b"},
+            True,
+        ),
+        (
+            {"match_expressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]},
+            {"tier": "a"},
+            False,
+        ),
+        ({"match_expressions": [{"key": "tier", "operator": "Exists"}]}, {}, False),
+        ({"match_expressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {}, True),
+        ({"matchLabels": {"app": "web"}}, {"app": "web"}, True),
+    ],
+)
+def test_selector_semantics(selector, labels, expected):
+    assert selector_matches(selector, labels) is expected
