@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from django.db.models import Q
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Max, Min, Q
+from django.utils import timezone
 
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
 from timelines.lifecycle.timeline import Marker as MarkerT
 from timelines.lifecycle.timeline import PodTimeline
-from timelines.models import Cluster, Finding, Interval, Marker, Pod
+from timelines.models import (
+    Cluster,
+    CollectorState,
+    Finding,
+    Interval,
+    Marker,
+    Node,
+    Observation,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
 
 
 class NotFound(LookupError):
@@ -68,12 +84,16 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
         for f in Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
+    def lane_order(name: str) -> tuple[int, str]:
+        rank = {"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3)
+        return (rank, name)
+
     return PodTimeline(
         uid=pod.uid,
         namespace=pod.namespace or None,
         name=pod.name or None,
         node=pod.node or None,
-        lanes={k: tuple(v) for k, v in lanes.items()},
+        lanes={k: tuple(lanes[k]) for k in sorted(lanes, key=lane_order)},
         markers=markers,
         findings=findings,
         static=pod.static,
@@ -96,3 +116,463 @@ def search_pods(cluster: Cluster, text: str, *, limit: int = 100) -> list[Pod]:
         | Q(node__icontains=text)
     )
     return list(Pod.objects.filter(cluster=cluster).filter(q).order_by("-last_seen")[:limit])
+
+
+# --- the dashboard and the API (timelines/views.py, timelines/api.py) ---------------------------------------
+# These take the readable namespaces (``namespaces``: None = all) from timelines/access.py, so a caller
+# can never forget to narrow a read to what its user may see.
+
+WINDOW_SCHEMA = "podlife.window/v1"
+MAX_WINDOW_PODS = 20_000
+
+
+def _ns_filter(qs: Any, namespaces: set[str] | None, field: str = "namespace") -> Any:
+    return qs if namespaces is None else qs.filter(**{f"{field}__in": sorted(namespaces)})
+
+
+def collector_health(cluster_ids: Iterable[int], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """CollectorState rows of the clusters as dicts with ``lag_seconds`` (now − last event)."""
+    now = now or timezone.now()
+    out = []
+    for row in (
+        CollectorState.objects.filter(cluster_id__in=list(cluster_ids))
+        .select_related("cluster")
+        .order_by("cluster__name", "resource")
+    ):
+        lag = (now - row.last_event_at).total_seconds() if row.last_event_at else None
+        out.append(
+            {
+                "cluster": row.cluster.name,
+                "resource": row.resource,
+                "resource_version": row.resource_version,
+                "last_event_at": row.last_event_at,
+                "last_step_at": row.last_step_at,
+                "lag_seconds": None if lag is None else max(0.0, lag),
+                "events_total": row.events_total,
+                "errors_total": row.errors_total,
+                "relists_total": row.relists_total,
+                "last_error": row.last_error,
+                "last_error_at": row.last_error_at,
+                "note": row.note,
+            }
+        )
+    return out
+
+
+def finding_counts(readable: Q) -> list[dict[str, Any]]:
+    """Findings counted by cluster, kind and severity (``readable`` from Access.q())."""
+    rows = (
+        Finding.objects.filter(readable)
+        .values("cluster__name", "kind", "severity")
+        .annotate(n=Count("id"))
+        .order_by("cluster__name", "kind", "severity")
+    )
+    return [
+        {"cluster": r["cluster__name"], "kind": r["kind"], "severity": r["severity"], "count": r["n"]}
+        for r in rows
+    ]
+
+
+def cluster_counts(cluster: Cluster, namespaces: set[str] | None) -> dict[str, int]:
+    pods = _ns_filter(Pod.objects.filter(cluster=cluster), namespaces)
+    return {
+        "pods": pods.count(),
+        "live_pods": pods.filter(deleted_at__isnull=True).count(),
+        "nodes": Node.objects.filter(cluster=cluster).count(),
+        "findings": _ns_filter(Finding.objects.filter(cluster=cluster), namespaces).count(),
+    }
+
+
+def node_summaries(cluster: Cluster, namespaces: set[str] | None) -> list[dict[str, Any]]:
+    """Every node known from Node rows or from pods, with its readable pod counts."""
+    counts = {
+        r["node"]: r
+        for r in _ns_filter(Pod.objects.filter(cluster=cluster).exclude(node=""), namespaces)
+        .values("node")
+        .annotate(pods=Count("id"), live=Count("id", filter=Q(deleted_at__isnull=True)))
+    }
+    nodes = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+    out = []
+    for name in sorted(set(nodes) | set(counts)):
+        n, c = nodes.get(name), counts.get(name, {})
+        out.append(
+            {
+                "name": name,
+                "ready": n.ready if n else None,
+                "unschedulable": n.unschedulable if n else False,
+                "deleted_at": n.deleted_at if n else None,
+                "last_seen": n.last_seen if n else None,
+                "pods": c.get("pods", 0),
+                "live_pods": c.get("live", 0),
+            }
+        )
+    return out
+
+
+def namespace_summaries(cluster: Cluster, namespaces: set[str] | None) -> list[dict[str, Any]]:
+    rows = (
+        _ns_filter(Pod.objects.filter(cluster=cluster), namespaces)
+        .values("namespace")
+        .annotate(pods=Count("id"), live=Count("id", filter=Q(deleted_at__isnull=True)))
+        .order_by("namespace")
+    )
+    findings = dict(
+        _ns_filter(Finding.objects.filter(cluster=cluster), namespaces)
+        .values_list("namespace")
+        .annotate(n=Count("id"))
+    )
+    return [
+        {
+            "name": r["namespace"],
+            "pods": r["pods"],
+            "live_pods": r["live"],
+            "findings": findings.get(r["namespace"], 0),
+        }
+        for r in rows
+    ]
+
+
+def search_visible_pods(
+    cluster: Cluster, text: str, namespaces: set[str] | None, *, limit: int = 100
+) -> list[Pod]:
+    """``search_pods`` narrowed to readable namespaces (the filter runs in SQL, before the limit)."""
+    text = text.strip()
+    if not text:
+        return []
+    q = (
+        Q(name__icontains=text)
+        | Q(namespace__icontains=text)
+        | Q(uid__istartswith=text)
+        | Q(owner_name__icontains=text)
+        | Q(node__icontains=text)
+    )
+    qs = _ns_filter(Pod.objects.filter(cluster=cluster).filter(q), namespaces)
+    return list(qs.order_by("-last_seen", "namespace", "name")[:limit])
+
+
+def data_extent(
+    cluster: Cluster, *, node: str = "", namespace: str = "", pod_uids: list[str] | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """Earliest start and latest start/end of the intervals in a scope (to pick a default window)."""
+    qs = Interval.objects.filter(cluster=cluster)
+    if node:
+        qs = qs.filter(node=node)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    if pod_uids is not None:
+        qs = qs.filter(pod_uid__in=pod_uids[:5000])
+    agg = qs.aggregate(first=Min("start"), last_start=Max("start"), last_end=Max("end"))
+    last = max((t for t in (agg["last_start"], agg["last_end"]) if t is not None), default=None)
+    return agg["first"], last
+
+
+def window_timelines(
+    cluster: Cluster,
+    *,
+    start: datetime,
+    end: datetime,
+    namespaces: set[str] | None,
+    node: str = "",
+    namespace: str = "",
+    pod_uids: list[str] | None = None,
+    lanes: Iterable[str] | None = ("worker",),
+    scope: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Every readable pod in a scope with something in ``[start, end)``: the chosen lanes (None = all),
+    markers and findings, in schema ``podlife.window/v1`` (compact rows; docs/api.md).
+
+    One query per table; rows are tuples, so a 10,000-pod namespace day stays a few hundred milliseconds.
+    """
+
+    def scoped(qs: Any) -> Any:
+        qs = qs.filter(cluster=cluster)
+        if node:
+            qs = qs.filter(node=node)
+        if namespace:
+            qs = qs.filter(namespace=namespace)
+        if pod_uids is not None:
+            qs = qs.filter(pod_uid__in=pod_uids)
+        return _ns_filter(qs, namespaces)
+
+    overlap = Q(start__lt=end) & (Q(end__isnull=True) | Q(end__gte=start))
+    iv_qs = scoped(Interval.objects.filter(overlap, pod_uid__isnull=False))
+    if lanes is not None:
+        iv_qs = iv_qs.filter(lane__in=list(lanes))
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(uid: str) -> dict[str, Any]:
+        r = rows.get(uid)
+        if r is None:
+            r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
+        return r
+
+    for uid, lane, state, s, e, source, evidence in iv_qs.order_by("pod_uid", "lane", "start").values_list(
+        "pod_uid", "lane", "state", "start", "end", "source", "evidence"
+    )[: MAX_WINDOW_PODS * 20]:
+        row(uid)["intervals"].append([lane, state, s, e, source, evidence])
+    for uid, at, kind, reason, message, evidence in (
+        scoped(Marker.objects.filter(at__gte=start, at__lt=end, pod_uid__isnull=False))
+        .order_by("at")
+        .values_list("pod_uid", "at", "kind", "reason", "message", "evidence")
+    ):
+        if uid in rows:
+            rows[uid]["markers"].append([at, kind, reason, message, evidence])
+    f_overlap = Q(start__lt=end) & (Q(end__isnull=True) | Q(end__gte=start))
+    for uid, kind, severity, message, s, e, evidence in (
+        scoped(Finding.objects.filter(f_overlap, pod_uid__isnull=False))
+        .order_by("start")
+        .values_list("pod_uid", "kind", "severity", "message", "start", "end", "evidence")
+    ):
+        row(uid)["findings"].append([kind, severity, message, s, e, evidence])
+    pods = []
+    uids = list(rows)
+    for i in range(0, len(uids), 900):  # SQLite caps bound parameters
+        for uid, ns, name, pnode, okind, oname, phase, created, deleted in Pod.objects.filter(
+            cluster=cluster, uid__in=uids[i : i + 900]
+        ).values_list(
+            "uid",
+            "namespace",
+            "name",
+            "node",
+            "owner_kind",
+            "owner_name",
+            "phase",
+            "created_at",
+            "deleted_at",
+        ):
+            r = rows[uid]
+            r.update(
+                namespace=ns,
+                name=name,
+                node=pnode,
+                owner_kind=okind,
+                owner_name=oname,
+                phase=phase,
+                created_at=created,
+                deleted_at=deleted,
+            )
+    for r in rows.values():
+        if "name" in r:
+            pods.append(r)
+    pods.sort(key=lambda r: (min((iv[2] for iv in r["intervals"]), default=end), r["namespace"], r["name"]))
+    node_lanes: dict[str, list[list[Any]]] = {}
+    if node:
+        for lane, state, s, e, source, evidence in (
+            Interval.objects.filter(
+                overlap, cluster=cluster, node=node, pod_uid__isnull=True, lane__startswith="node:"
+            )
+            .order_by("lane", "start")
+            .values_list("lane", "state", "start", "end", "source", "evidence")
+        ):
+            node_lanes.setdefault(lane, []).append([state, s, e, source, evidence])
+    return {
+        "schema": WINDOW_SCHEMA,
+        "cluster": cluster.name,
+        "scope": scope or {},
+        "window": {"from": start, "to": end},
+        "lanes": None if lanes is None else list(lanes),
+        "pods": pods[:MAX_WINDOW_PODS],
+        "truncated": len(pods) > MAX_WINDOW_PODS,
+        "node_lanes": node_lanes,
+    }
+
+
+def workload_tree(cluster: Cluster, workload: Workload) -> list[Workload]:
+    """``workload`` and the workloads it owns (a Deployment's ReplicaSets), oldest first."""
+    owned = list(
+        Workload.objects.filter(cluster=cluster, owner_uid=workload.uid).order_by("created_at", "name")
+    )
+    return [workload, *owned]
+
+
+def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str] | None) -> list[str]:
+    owners = [w.uid for w in workload_tree(cluster, workload)]
+    qs = _ns_filter(Pod.objects.filter(cluster=cluster, owner_uid__in=owners), namespaces)
+    return list(qs.values_list("uid", flat=True)[:MAX_WINDOW_PODS])
+
+
+def workload_samples(workload: Workload) -> list[dict[str, Any]]:
+    return list(
+        workload.samples.order_by("at").values("at", "replicas", "current", "ready", "updated", "available")
+    )
+
+
+def get_workload(cluster: Cluster, namespace: str, kind: str, name: str) -> Workload:
+    w = (
+        Workload.objects.filter(cluster=cluster, namespace=namespace, kind=kind, name=name)
+        .order_by("deleted_at", "-created_at")
+        .first()
+    )
+    if w is None:
+        raise NotFound(f"no {kind} {namespace}/{name} in cluster {cluster.name!r}")
+    return w
+
+
+def workloads(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") -> list[Workload]:
+    qs = _ns_filter(Workload.objects.filter(cluster=cluster), namespaces)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    return list(qs.order_by("namespace", "kind", "name"))
+
+
+def get_pdb(cluster: Cluster, namespace: str, name: str) -> PodDisruptionBudget:
+    pdb = (
+        PodDisruptionBudget.objects.filter(cluster=cluster, namespace=namespace, name=name)
+        .order_by("deleted_at", "-created_at")
+        .first()
+    )
+    if pdb is None:
+        raise NotFound(f"no PodDisruptionBudget {namespace}/{name} in cluster {cluster.name!r}")
+    return pdb
+
+
+def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") -> list[PodDisruptionBudget]:
+    qs = _ns_filter(PodDisruptionBudget.objects.filter(cluster=cluster), namespaces)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    return list(qs.order_by("namespace", "name"))
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (``matchLabels`` / ``matchExpressions``, either spelling) against labels.
+
+    An empty selector matches every pod (policy/v1 semantics for PDBs).
+    """
+    match_labels = selector.get("matchLabels") or selector.get("match_labels") or {}
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expr in selector.get("matchExpressions") or selector.get("match_expressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
+    pods = Pod.objects.filter(cluster_id=pdb.cluster_id, namespace=pdb.namespace).order_by(
+        "name", "-last_seen"
+    )
+    return [p for p in pods if selector_matches(pdb.selector or {}, p.labels or {})]
+
+
+def pdb_samples(pdb: PodDisruptionBudget) -> list[dict[str, Any]]:
+    return list(
+        pdb.samples.order_by("at").values(
+            "at", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "reason"
+        )
+    )
+
+
+def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = None) -> list[dict[str, Any]]:
+    """Spans where ``disruptions_allowed`` was 0, from consecutive status samples (open end = still)."""
+    out: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for s in samples:
+        blocked = s["disruptions_allowed"] <= 0
+        if blocked and current is None:
+            current = {"start": s["at"], "end": None, "reason": s.get("reason") or ""}
+        elif not blocked and current is not None:
+            current["end"] = s["at"]
+            out.append(current)
+            current = None
+    if current is not None:
+        current["end"] = until
+        out.append(current)
+    return out
+
+
+def pdb_lane(pdb: PodDisruptionBudget) -> list[Interval]:
+    """The derived ``pdb:NAME`` intervals when the lifecycle core made them."""
+    return list(
+        Interval.objects.filter(
+            cluster_id=pdb.cluster_id, pod_uid__isnull=True, attrs__pdb_uid=pdb.uid
+        ).order_by("start")
+    )
+
+
+def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[Observation]:
+    return list(
+        Observation.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("observed_at", "id")[:limit]
+    )
+
+
+def observations_by_id(
+    cluster: Cluster, ids: Iterable[int], namespaces: set[str] | None
+) -> list[Observation]:
+    qs = _ns_filter(Observation.objects.filter(cluster=cluster, id__in=list(ids)[:1000]), namespaces)
+    return list(qs.order_by("observed_at", "id"))
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": [1]}}`` → ``{"a.b[0]": 1}``; lists of named objects are keyed by name or type."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        if not value and prefix:
+            out[prefix] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list):
+        if not value and prefix:
+            out[prefix] = []
+        for i, v in enumerate(value):
+            key = v.get("name") or v.get("type") if isinstance(v, dict) else None
+            out.update(flatten(v, f"{prefix}[{key}]" if isinstance(key, str) else f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def payload_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What changed between two payloads, path by path (``resource_version`` and ``watch`` included)."""
+    a, b = flatten(dict(before)), flatten(dict(after))
+    return [
+        {
+            "path": k,
+            "before": a.get(k),
+            "after": b.get(k),
+            "change": "added" if k not in a else "removed" if k not in b else "changed",
+        }
+        for k in sorted(set(a) | set(b))
+        if a.get(k, _MISSING) != b.get(k, _MISSING)
+    ]
+
+
+_MISSING = object()
+
+
+def findings_filtered(
+    readable: Q,
+    *,
+    cluster: str = "",
+    namespace: str = "",
+    kind: str = "",
+    severity: str = "",
+    start: datetime | None = None,
+    end: datetime | None = None,
+    limit: int = 500,
+) -> tuple[list[Finding], int]:
+    """Findings matching every given filter (blank = any) and readable; returns (page, total)."""
+    qs = Finding.objects.filter(readable).select_related("cluster")
+    if cluster:
+        qs = qs.filter(cluster__name=cluster)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if severity:
+        qs = qs.filter(severity=severity)
+    if start is not None:
+        qs = qs.filter(Q(end__isnull=True) | Q(end__gte=start))
+    if end is not None:
+        qs = qs.filter(start__lt=end)
+    return list(qs.order_by("-start", "id")[:limit]), qs.count()
+
+
+def finding_kinds(readable: Q) -> list[str]:
+    return list(Finding.objects.filter(readable).values_list("kind", flat=True).distinct().order_by("kind"))

@@ -507,11 +507,19 @@ def _update_workload(cluster: Cluster, obs: Observation) -> None:
     WorkloadStatusSample.objects.create(workload=workload, at=obs.observed_at, **sample)
 
 
+MAX_EVIDENCE = 200  # a long-running pod's setup cites every SyncPod pass; keep its first and last ones
+
+
 def _evidence_ids(ids_by_key: Mapping[str, int]) -> Callable[[Iterable[str]], list[int]]:
-    """Maps the dedupe keys the lifecycle core cites as evidence to observation ids."""
+    """Maps the dedupe keys the lifecycle core cites as evidence to observation ids (at most
+    ``MAX_EVIDENCE``: the earliest and the latest half each, which are what a reader clicks through to)."""
 
     def evidence(keys: Iterable[str]) -> list[int]:
-        return sorted({ids_by_key[k] for k in keys if k in ids_by_key})
+        ids = sorted({ids_by_key[k] for k in keys if k in ids_by_key})
+        if len(ids) > MAX_EVIDENCE:
+            half = MAX_EVIDENCE // 2
+            ids = ids[:half] + ids[-half:]
+        return ids
 
     return evidence
 

@@ -1,4 +1,41 @@
 """The lifecycle core: pure code from observations of one pod to its timeline and findings.
 
 Imports no Django, Celery, Channels or kubernetes client (a test guards this).
+
+Entry points: ``derive_pod_timeline(observations, thresholds=..., now=...) -> PodTimeline`` and
+``PodTimeline.to_json(cluster)`` / ``PodTimeline.from_json(data)`` (schema in docs/timeline-schema.md).
 """
+
+from __future__ import annotations
+
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_findings
+from timelines.lifecycle.timeline import (
+    SCHEMA,
+    ApiState,
+    ContainerState,
+    Finding,
+    Interval,
+    Marker,
+    PodTimeline,
+    WorkerPhase,
+    format_time,
+    parse_time,
+)
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "SCHEMA",
+    "ApiState",
+    "ContainerState",
+    "Finding",
+    "Interval",
+    "Marker",
+    "PodTimeline",
+    "Thresholds",
+    "WorkerPhase",
+    "derive_pod_timeline",
+    "detect_findings",
+    "format_time",
+    "parse_time",
+]

@@ -90,7 +90,7 @@ class NodeTimeline:
 def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
     """The lanes of one node from its node / node_deleted / node_metrics observations (any order)."""
     obs = _canonical(observations, frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS}))
-    names = {o.payload.get("name") or o.node or o.name for o in obs} - {None, ""}
+    names = {str(o.payload.get("name") or o.node or o.name or "") for o in obs} - {""}
     if len(names) > 1:
         raise ValueError(f"observations of more than one node: {sorted(names)}")
     name = next(iter(names), "")

@@ -1,0 +1,223 @@
+"""Finding rules on small hand-built timelines, plus the contract errors of derive / detect_findings."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.lifecycle import scenarios
+from tests.lifecycle.factories import at, cond, ctr, finding_rows, last_terminated, pod, rows, t, worker
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_findings, human_duration
+from timelines.lifecycle.observation import Kind, Observation, Source
+
+UID = scenarios.UID
+
+
+def F(kind: str, severity: str, start: float, end: float | None) -> tuple[str, str, str | None, str | None]:
+    return (kind, severity, at(start), at(end))
+
+
+def test_container_started_after_termination_request_is_the_race() -> None:
+    obs = scenarios.delete_during_setup()[:7] + [
+        # The sidecar still starts at 7, after the kubelet saw the deletion at 6.45.
+        pod(
+            UID,
+            110,
+            7.1,
+            start_time=2,
+            deletion=36,
+            deletion_grace=30,
+            containers=[ctr("app", reason="ContainerCreating"), ctr("sidecar", "running", started=7)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    found = {f.kind: f for f in tl.findings}
+    race = found["started_after_termination_requested"]
+    assert (race.severity, race.start, race.end) == ("critical", t(6.45), t(7))
+    assert race.message == (
+        "Container sidecar of pod default/web-1 started at 2024-06-07 06:54:47 UTC, 0.6s after termination was "
+        "requested at 2024-06-07 06:54:46.450 UTC; this is the race kubernetes PR #102344 fixed."
+    )
+    assert "pod:" + UID + ":110" in race.evidence
+    assert found["killed_during_setup"].attrs["not_started"] == ["app", "sidecar"]
+
+
+def test_status_change_after_terminal_phase() -> None:
+    base = {"start_time": 1, "conditions": [cond("PodScheduled", "True", 0)]}
+    obs = [
+        pod(UID, 100, 2.5, phase="Running", **base, containers=[ctr(state="running", started=2)]),
+        pod(
+            UID,
+            101,
+            10.2,
+            phase="Succeeded",
+            **base,
+            containers=[ctr(state="terminated", reason="Completed", exit_code=0, started=2, finished=10)],
+        ),
+        pod(UID, 102, 12.0, phase="Running", **base, containers=[ctr(state="running", started=11)]),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert finding_rows(tl) == [F("status_after_terminal", "warning", 12, None)]
+    assert tl.findings[0].message == (
+        "Pod default/web-1 changed status at 2024-06-07 06:54:52 UTC after reaching phase Succeeded at "
+        "2024-06-07 06:54:50.200 UTC: phase Succeeded → Running."
+    )
+    assert tl.findings[0].evidence == (f"pod:{UID}:101", f"pod:{UID}:102")
+    # The api lane stays terminal: a later report of an earlier stage does not move it back.
+    assert rows(tl, "api")[-1] == ("succeeded", at(10), None, "observed")
+
+
+def test_slow_cleanup_from_kubelet_lines() -> None:
+    obs = [
+        o
+        for o in scenarios.graceful_delete()
+        if not (o.kind == Kind.WORKER and o.payload["transition"] in ("worker_done", "terminated_exit"))
+        and not (o.kind == Kind.SPAN and o.payload["name"] == "syncTerminatedPod")
+    ]
+    obs.append(worker(UID, 250.0, "worker_done"))
+    tl = derive_pod_timeline(obs)
+    assert rows(tl, "worker")[-1] == ("cleanup", at(23.2015), at(250), "observed")
+    assert finding_rows(tl) == [F("slow_cleanup", "warning", 23.2015, 250)]
+    assert tl.findings[0].message == (
+        "Pod default/web-1 spent 3m46s in cleanup (volumes, cgroups) since 2024-06-07 06:55:03.201 UTC, "
+        "more than the 2m00s threshold."
+    )
+
+
+def test_grace_exceeded_from_container_finish_times() -> None:
+    obs = scenarios.api_start() + [
+        pod(
+            UID,
+            105,
+            20.4,
+            phase="Running",
+            start_time=2,
+            deletion=25,
+            deletion_grace=5,
+            containers=[ctr(state="running", started=4)],
+        ),
+        pod(
+            UID,
+            106,
+            40.5,
+            phase="Failed",
+            start_time=2,
+            deletion=25,
+            deletion_grace=5,
+            containers=[ctr(state="terminated", reason="Error", exit_code=137, started=4, finished=40)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert rows(tl, "worker") == [
+        ("setup", at(1), at(4), "inferred"),
+        ("terminating", at(20), at(40), "inferred"),
+        ("cleanup", at(40), None, "inferred"),
+    ]
+    assert finding_rows(tl) == [F("grace_exceeded", "warning", 20, 40)]
+    assert tl.findings[0].message == (
+        "Pod default/web-1: its containers took 20.0s to stop after termination was requested at "
+        "2024-06-07 06:55:00 UTC, longer than the 5.0s grace period."
+    )
+
+
+def test_inferred_cleanup_of_an_undeleted_finished_pod_is_not_slow() -> None:
+    obs = [
+        pod(UID, 100, 2.5, phase="Running", start_time=1, containers=[ctr(state="running", started=2)]),
+        pod(
+            UID,
+            101,
+            10.2,
+            phase="Succeeded",
+            start_time=1,
+            containers=[ctr(state="terminated", reason="Completed", exit_code=0, started=2, finished=10)],
+        ),
+        pod(
+            UID,
+            102,
+            900.0,
+            phase="Succeeded",
+            start_time=1,
+            containers=[ctr(state="terminated", reason="Completed", exit_code=0, started=2, finished=10)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    # Terminating is empty (the containers had already exited); cleanup stays open as nobody deletes it.
+    assert rows(tl, "worker") == [("setup", at(1), at(2), "inferred"), ("cleanup", at(10), None, "inferred")]
+    assert tl.findings == ()
+
+
+def test_crash_loop_by_restart_count_alone() -> None:
+    obs = [
+        pod(
+            UID,
+            100,
+            300.0,
+            phase="Running",
+            start_time=0,
+            containers=[ctr(state="running", started=290, restarts=5, last=last_terminated(200, 280))],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert [f.kind for f in tl.findings] == ["crash_loop"]
+    assert tl.findings[0].attrs["restarts_in_window"] == 5
+    quiet = derive_pod_timeline(obs, thresholds=Thresholds(crash_loop_restarts=6))
+    assert quiet.findings == ()
+
+
+def test_detect_findings_is_what_derive_attaches() -> None:
+    obs = scenarios.stuck_terminating()
+    tl = derive_pod_timeline(obs)
+    assert detect_findings(tl, obs) == tl.findings
+    assert detect_findings(tl, obs, DEFAULT_THRESHOLDS, t(100)) == tuple(
+        f for f in tl.findings if f.kind != "stuck_terminating"
+    )
+
+
+def test_contract_errors_name_the_input() -> None:
+    other = pod("another-uid", 1, 0.0)
+    with pytest.raises(ValueError, match="pod UIDs"):
+        derive_pod_timeline([pod(UID, 1, 0.0), other])
+    with pytest.raises(ValueError, match="no observation names a pod UID"):
+        derive_pod_timeline([])
+    with pytest.raises(ValueError, match="naive"):
+        derive_pod_timeline(scenarios.normal_start(), now=datetime(2024, 6, 7))
+    with pytest.raises(ValueError, match="crash_loop_restarts"):
+        Thresholds(crash_loop_restarts=0)
+    with pytest.raises(ValueError, match="slow_cleanup"):
+        Thresholds(slow_cleanup=timedelta(seconds=-1))
+
+
+def test_unreadable_payload_values_are_reported_not_fatal() -> None:
+    bad = Observation(
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=t(1),
+        dedupe_key=f"pod:{UID}:7",
+        pod_uid=UID,
+        payload={
+            "uid": UID,
+            "created": "yesterday",
+            "start_time": "2024-06-07T06:54:41",
+            "phase": "Running",
+            "containers": "nope",
+        },
+    )
+    tl = derive_pod_timeline([bad])
+    assert tl.problems == (
+        f"pod:{UID}:7: containers is not a list",
+        f"pod:{UID}:7: created: time 'yesterday' is not ISO 8601; expected e.g. 2024-06-07T06:54:47.000000+00:00",
+        f"pod:{UID}:7: start_time: time '2024-06-07T06:54:41' has no offset; expected e.g. 2024-06-07T06:54:47+00:00",
+    )
+    assert rows(tl, "api") == [("running", at(1), None, "observed")]
+
+
+def test_human_duration() -> None:
+    assert [human_duration(timedelta(seconds=s)) for s in (0.5, 89.9, 90, 3599, 7300)] == [
+        "0.5s",
+        "89.9s",
+        "1m30s",
+        "59m59s",
+        "2h01m",
+    ]

@@ -1,0 +1,88 @@
+"""The timeline value types: time spelling, JSON shape and from_json errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.lifecycle import scenarios
+from timelines.lifecycle import SCHEMA, PodTimeline, derive_pod_timeline, format_time, parse_time
+
+
+def test_times_are_utc_with_microseconds_always() -> None:
+    assert format_time(datetime(2024, 6, 7, 6, 54, 47, tzinfo=UTC)) == "2024-06-07T06:54:47.000000+00:00"
+    cest = timezone(timedelta(hours=2))
+    assert (
+        format_time(datetime(2024, 6, 7, 8, 54, 47, 120, tzinfo=cest)) == "2024-06-07T06:54:47.000120+00:00"
+    )
+    assert format_time(None) is None
+    with pytest.raises(ValueError, match="naive"):
+        format_time(datetime(2024, 6, 7))
+    assert parse_time("2024-06-07T06:54:47Z") == datetime(2024, 6, 7, 6, 54, 47, tzinfo=UTC)
+    assert parse_time(None) is None
+    with pytest.raises(ValueError, match="no offset"):
+        parse_time("2024-06-07T06:54:47")
+
+
+def test_json_shape_of_the_graceful_delete() -> None:
+    data = json.loads(json.dumps(derive_pod_timeline(scenarios.graceful_delete()).to_json("prod-eu")))
+    assert data["schema"] == SCHEMA == "podlife.timeline/v1"
+    assert data["pod"]["uid"] == scenarios.UID
+    assert (data["pod"]["namespace"], data["pod"]["name"], data["pod"]["node"]) == (
+        "default",
+        "web-1",
+        "node-a",
+    )
+    assert list(data["lanes"])[:3] == ["worker", "api", "container:app"]
+    assert data["lanes"]["worker"][1] == {
+        "state": "terminating",
+        "start": "2024-06-07T06:55:00.450000+00:00",
+        "end": "2024-06-07T06:55:03.201500+00:00",
+        "source": "observed",
+        "attrs": {
+            "cycle": 0,
+            "start_from": "termination_requested",
+            "end_from": "containers_terminated",
+            "cause": "deletion",
+            "grace_seconds": 30,
+        },
+        "evidence": data["lanes"]["worker"][1]["evidence"],
+    }
+    assert data["lanes"]["api"][-1]["state"] == "deleted"
+    assert data["markers"][0] == {
+        "at": "2024-06-07T06:54:41.000000+00:00",
+        "kind": "event",
+        "reason": "Scheduled",
+        "message": "Successfully assigned default/web-1 to node-a",
+        "attrs": data["markers"][0]["attrs"],
+        "evidence": ["event:ev-sched:1"],
+    }
+    assert data["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error"),
+    [
+        (lambda d: d.update(schema="podlife.timeline/v0"), "schema"),
+        (lambda d: d.pop("lanes"), "timeline.lanes"),
+        (lambda d: d["lanes"]["worker"][0].update(source="guessed"), "source"),
+        (lambda d: d["lanes"]["worker"][0].update(start="yesterday"), r"lanes\['worker'\]\[0\]\.start"),
+        (lambda d: d["pod"].update(uid=""), "pod.uid"),
+    ],
+)
+def test_from_json_names_what_is_wrong(mutate: object, error: str) -> None:
+    data = derive_pod_timeline(scenarios.graceful_delete()).to_json("c")
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(ValueError, match=error):
+        PodTimeline.from_json(data)
+
+
+def test_the_schema_doc_example_reads_back() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "timeline-schema.md").read_text(encoding="utf-8")
+    example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
+    timeline = PodTimeline.from_json(example)
+    assert [iv.state for iv in timeline.lane("worker")] == ["setup", "terminating", "cleanup"]
+    assert timeline.to_json(example["cluster"]) == example

@@ -1,0 +1,874 @@
+"""Derive one pod's timeline from its observations: pure, and independent of arrival order.
+
+Lanes (states in ``timeline.py``):
+
+* ``api``: the API server's view, from pod / pod_deleted snapshots, using the times inside the object
+  (creation, condition transitions, startTime, container startedAt / finishedAt, deletionTimestamp minus
+  the deletion grace) where they are more precise than when the watch delivered the snapshot.
+* ``worker``: the kubelet pod worker (setup / terminating / cleanup). ``observed`` from worker log lines
+  and spans when there are any; otherwise ``inferred`` from the API.
+* ``container:NAME``: waiting(reason) / running / terminated(reason, exit code), one interval per run.
+* ``condition:TYPE``: true / false / unknown spans with reason and message.
+
+Every lane goes through ``_settle`` last, which sorts and clips so intervals never overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from timelines.lifecycle.facts import (
+    STATIC_UID,
+    Incarnation,
+    PodFacts,
+    PodSnapshot,
+    Run,
+    WorkerEvent,
+    all_containers_started_at,
+    collect_facts,
+    first_run_start,
+)
+from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_facts_findings
+from timelines.lifecycle.observation import Observation, TerminationCause, Transition
+from timelines.lifecycle.timeline import (
+    API_LANE,
+    CONDITION_LANE_PREFIX,
+    CONTAINER_LANE_PREFIX,
+    WORKER_LANE,
+    ApiState,
+    ContainerState,
+    Finding,
+    Interval,
+    IntervalSource,
+    Marker,
+    PodTimeline,
+    WorkerPhase,
+    format_time,
+)
+
+CONDITION_ORDER = (
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+    "DisruptionTarget",
+)
+CONTAINER_KIND_ORDER = {"init": 0, "regular": 1, "ephemeral": 2}
+API_RANK = {state: i for i, state in enumerate(ApiState.ORDER)}
+API_RANK[ApiState.FAILED] = API_RANK[ApiState.SUCCEEDED]  # two spellings of "terminal phase"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def derive_pod_timeline(
+    observations: Iterable[Observation],
+    *,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    now: datetime | None = None,
+) -> PodTimeline:
+    """Build the ``PodTimeline`` of ONE pod UID from its observations.
+
+    Contract: the same observations in any order, with or without duplicates (same ``dedupe_key``),
+    give an equal timeline. Intervals in a lane are sorted and never overlap; an interval with no end
+    yet is open (``end is None``). ``now`` only affects findings about still-open intervals; it
+    defaults to the newest ``observed_at`` so that the result depends on the observations alone.
+    Raises ValueError when the observations name no pod UID or more than one.
+    """
+    facts = collect_facts(observations)
+    timeline = derive_from_facts(facts)
+    findings = detect_facts_findings(timeline, facts, thresholds, now)
+    return _replace_findings(timeline, findings)
+
+
+def derive_from_facts(facts: PodFacts) -> PodTimeline:
+    """The timeline without findings, from already collected facts (see ``derive_pod_timeline``)."""
+    snaps = facts.snapshots
+    latest = snaps[-1] if snaps else None
+    deleted_at = facts.incarnations[-1].deleted_at if facts.incarnations else None
+    lanes: dict[str, tuple[Interval, ...]] = {
+        WORKER_LANE: _settle(_worker_lane(facts)),
+        API_LANE: _settle(_api_lane(facts)),
+    }
+    lanes.update(_container_lanes(facts))
+    lanes.update(_condition_lanes(facts))
+    return PodTimeline(
+        uid=facts.uid,
+        namespace=_latest(facts, "namespace"),
+        name=_latest(facts, "name"),
+        node=_latest(facts, "node"),
+        lanes=lanes,
+        markers=_markers(facts),
+        findings=(),
+        static=any(s.static for s in snaps) or bool(STATIC_UID.match(facts.uid)),
+        owner=latest.owner if latest is not None else None,
+        created_at=facts.incarnations[0].created if facts.incarnations else None,
+        deleted_at=deleted_at,
+        phase=latest.phase if latest is not None else None,
+        first_observed=min((o.observed_at.astimezone(UTC) for o in facts.observations), default=None),
+        last_observed=facts.latest_observed.astimezone(UTC) if facts.latest_observed else None,
+        problems=facts.problems,
+    )
+
+
+def _replace_findings(timeline: PodTimeline, findings: tuple[Finding, ...]) -> PodTimeline:
+    return replace(timeline, findings=findings)
+
+
+# --------------------------------------------------------------------------------------------- identity
+
+
+def _latest(facts: PodFacts, attr: str) -> str | None:
+    """The newest non-empty namespace / name / node: snapshots first, then any observation, then pod_ref."""
+    for snap in reversed(facts.snapshots):
+        value = getattr(snap, attr)
+        if value:
+            return str(value)
+    for obs in reversed(facts.observations):
+        value = getattr(obs, attr)
+        if value:
+            return str(value)
+    if attr in ("namespace", "name"):
+        for ev in reversed(facts.worker_events):
+            ref = ev.payload.get("pod_ref")
+            if isinstance(ref, str) and "/" in ref:
+                namespace, name = ref.split("/", 1)
+                return namespace if attr == "namespace" else name
+    return None
+
+
+# --------------------------------------------------------------------------------------------- settling
+
+
+def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
+    """Sort and clip a lane so that intervals never overlap.
+
+    An interval starting inside an earlier one (or after an open one) cuts the earlier one there.
+    Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane.
+    """
+    ordered = sorted(
+        intervals, key=lambda iv: (iv.start, iv.end is None, iv.end or iv.start, iv.state, iv.evidence)
+    )
+    out: list[Interval] = []
+    for iv in ordered:
+        if iv.end is not None and iv.end < iv.start:
+            iv = _with(iv, end=iv.start)
+        if out:
+            prev = out[-1]
+            if prev.end is None or prev.end > iv.start:
+                out[-1] = _with(prev, end=iv.start)
+        out.append(iv)
+    return tuple(
+        iv for iv in out if iv.end != iv.start or iv.state == ApiState.DELETED and iv.lane == API_LANE
+    )
+
+
+def _with(iv: Interval, *, end: datetime | None) -> Interval:
+    return Interval(iv.lane, iv.state, iv.start, end, iv.source, iv.attrs, iv.evidence)
+
+
+def _chain(
+    lane: str, points: list[_Point], end: datetime | None, source: IntervalSource = "observed"
+) -> list[Interval]:
+    """Intervals from a step function: each point starts a state that lasts until the next point."""
+    out: list[Interval] = []
+    for i, pt in enumerate(points):
+        stop = points[i + 1].at if i + 1 < len(points) else end
+        if stop is not None and stop < pt.at:
+            stop = pt.at
+        out.append(
+            Interval(lane, pt.state, pt.at, stop, source, dict(pt.attrs), tuple(sorted(set(pt.evidence))))
+        )
+    return out
+
+
+@dataclass
+class _Point:
+    at: datetime
+    state: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)
+
+
+def _merge_points(points: list[_Point], identity: Callable[[_Point], object]) -> list[_Point]:
+    """Collapse consecutive points with the same identity; later points add their evidence."""
+    merged: list[_Point] = []
+    for pt in points:
+        if merged and identity(merged[-1]) == identity(pt):
+            merged[-1].evidence.extend(pt.evidence)
+            continue
+        if merged and merged[-1].at == pt.at:
+            # Same instant, different state: the later report wins; keep the earlier evidence too.
+            pt = _Point(pt.at, pt.state, pt.attrs, merged[-1].evidence + pt.evidence)
+            merged.pop()
+            if merged and identity(merged[-1]) == identity(pt):
+                merged[-1].evidence.extend(pt.evidence)
+                continue
+        merged.append(pt)
+    return merged
+
+
+# --------------------------------------------------------------------------------------------- api lane
+
+
+def _api_lane(facts: PodFacts) -> list[Interval]:
+    out: list[Interval] = []
+    for inc in facts.incarnations:
+        out.extend(_api_incarnation(inc))
+    return out
+
+
+def snapshot_api_state(snap: PodSnapshot) -> str:
+    """The api-lane state a single snapshot shows on its own."""
+    if snap.deleted:
+        return ApiState.DELETED
+    if snap.phase == "Succeeded":
+        return ApiState.SUCCEEDED
+    if snap.phase == "Failed":
+        return ApiState.FAILED
+    if snap.deletion_timestamp is not None:
+        return ApiState.TERMINATING
+    if snap.phase == "Running":
+        return ApiState.RUNNING
+    if snap.start_time is not None:
+        return ApiState.INITIALIZING
+    scheduled = snap.condition("PodScheduled")
+    if snap.node or (scheduled is not None and scheduled.status == "True"):
+        return ApiState.SCHEDULED
+    return ApiState.PENDING
+
+
+def _terminal_time(inc: Incarnation, snap: PodSnapshot) -> datetime:
+    """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``."""
+    finishes = []
+    for c in snap.containers:
+        if c.kind != "regular":
+            continue
+        if c.state != "terminated" or c.finished_at is None:
+            return snap.at
+        finishes.append(c.finished_at)
+    if finishes and max(finishes) <= snap.at:
+        return max(finishes)
+    return snap.at
+
+
+def _api_incarnation(inc: Incarnation) -> list[Interval]:
+    # Milestones: the earliest time any snapshot proves each state was reached.
+    milestones: dict[str, tuple[datetime, dict[str, Any], list[str]]] = {}
+
+    def reach(
+        state: str, at: datetime | None, snap: PodSnapshot, attrs: dict[str, Any] | None = None
+    ) -> None:
+        # Evidence: the snapshot that dates the state, plus every snapshot showing it as its own state.
+        if at is None:
+            return
+        have = milestones.get(state)
+        if have is None or at < have[0]:
+            milestones[state] = (at, attrs or {}, [snap.key] + (have[2] if have else []))
+        elif snapshot_api_state(snap) == state:
+            have[2].append(snap.key)
+
+    for snap in inc.snapshots:
+        state = snapshot_api_state(snap)
+        reach(ApiState.PENDING, snap.created or snap.at, snap)
+        scheduled = snap.condition("PodScheduled")
+        if scheduled is not None and scheduled.status == "True":
+            reach(ApiState.SCHEDULED, scheduled.last_transition or snap.start_time or snap.at, snap)
+        elif snap.node:
+            reach(ApiState.SCHEDULED, snap.start_time or snap.at, snap)
+        reach(ApiState.INITIALIZING, snap.start_time, snap)
+        if snap.phase in ("Running", "Succeeded", "Failed"):
+            starts = [
+                r.started_at
+                for c in snap.containers
+                if c.kind == "regular"
+                for r in (c.current_run, c.last)
+                if r is not None and r.started_at is not None
+            ]
+            if starts or snap.phase == "Running":
+                reach(ApiState.RUNNING, min(starts) if starts else snap.at, snap)
+        if snap.deletion_timestamp is not None:
+            attrs = {
+                "deletion_timestamp": format_time(snap.deletion_timestamp),
+                "grace_seconds": snap.deletion_grace_seconds,
+            }
+            reach(ApiState.TERMINATING, snap.deletion_requested_at, snap, attrs)
+        if snap.terminal and state in (ApiState.SUCCEEDED, ApiState.FAILED):
+            attrs = {"reason": snap.reason, "message": snap.message}
+            reach(state, _terminal_time(inc, snap), snap, attrs)
+        if snap.deleted:
+            reach(ApiState.DELETED, snap.at, snap)
+
+    ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]], kv[0]))
+    points: list[_Point] = []
+    best_rank = -1
+    for state, (at, attrs, evidence) in ordered:
+        rank = API_RANK[state]
+        if rank <= best_rank:
+            continue  # a later report of an earlier stage (e.g. deletion of an already finished pod)
+        best_rank = rank
+        points.append(_Point(at, state, dict(attrs), list(evidence)))
+    # Ready / not ready within running.
+    points = _split_running_by_ready(inc, points)
+    end = points[-1].at if points and points[-1].state == ApiState.DELETED else None
+    return _chain(API_LANE, points, end)
+
+
+def _split_running_by_ready(inc: Incarnation, points: list[_Point]) -> list[_Point]:
+    for i, pt in enumerate(points):
+        if pt.state != ApiState.RUNNING:
+            continue
+        stop = points[i + 1].at if i + 1 < len(points) else None
+        changes: list[tuple[datetime, bool, str]] = []
+        for snap in inc.snapshots:
+            ready = snap.condition("Ready")
+            if ready is None or snapshot_api_state(snap) != ApiState.RUNNING:
+                continue
+            changes.append((ready.last_transition or snap.at, ready.status == "True", snap.key))
+        changes.sort()
+        initial = False
+        for at, value, _ in changes:
+            if at <= pt.at:
+                initial = value
+        split = [_Point(pt.at, pt.state, {**pt.attrs, "ready": initial}, list(pt.evidence))]
+        for at, value, key in changes:
+            if at <= pt.at or (stop is not None and at >= stop):
+                continue
+            if split[-1].attrs["ready"] == value:
+                split[-1].evidence.append(key)
+                continue
+            split.append(_Point(at, pt.state, {**pt.attrs, "ready": value}, [key]))
+        return points[:i] + split + points[i + 1 :]
+    return points
+
+
+# --------------------------------------------------------------------------------------------- worker lane
+
+# Roles of worker events in the pod worker's state machine (k8s-facts.md §1.4, §2.1, §2.2).
+SETUP_START = {
+    Transition.FIRST_SEEN,
+    Transition.SYNC_ENTER,
+    Transition.CANNOT_START_YET,
+    "span:syncPod:start",
+}
+SYNC_RAN = {Transition.SYNC_ENTER, Transition.SYNC_EXIT, Transition.CANNOT_START_YET, "span:syncPod:start"}
+TERM_START = {
+    Transition.TERMINATION_REQUESTED,
+    Transition.OBSERVED_TERMINATE,
+    Transition.COMPLETED_NATURALLY,
+    Transition.TERMINATING_ENTER,
+    Transition.TERMINATING_RUNTIME_ENTER,
+    Transition.CANNOT_START_EVER,
+    Transition.ORPHANED,
+    "span:syncTerminatingPod:start",
+}
+TERM_DONE = {Transition.CONTAINERS_TERMINATED, Transition.ORPHAN_CONTAINERS_TERMINATED}
+TERM_EXIT = {Transition.TERMINATING_EXIT, Transition.TERMINATING_RUNTIME_EXIT, "span:syncTerminatingPod:end"}
+CLEAN_START = {Transition.TERMINATED_ENTER, "span:syncTerminatedPod:start"}
+CLEAN_DONE = {Transition.WORKER_DONE}
+CLEAN_EXIT = {Transition.TERMINATED_EXIT, "span:syncTerminatedPod:end"}
+WORKER_GONE = {Transition.FORGOTTEN, Transition.WORKER_STOPPED, Transition.UID_REUSE_RESTART}
+
+
+def _stage(name: str) -> int:
+    """0 setup, 1 terminating, 2 cleanup, 3 done; -1 for events that do not move the worker."""
+    if name in SETUP_START:
+        return 0
+    if name in TERM_START or name in TERM_EXIT:
+        return 1
+    if name in TERM_DONE or name in CLEAN_START or name in CLEAN_EXIT:
+        return 2
+    if name in CLEAN_DONE or name in WORKER_GONE:
+        return 3
+    return -1
+
+
+def worker_cycles(events: tuple[WorkerEvent, ...]) -> list[list[WorkerEvent]]:
+    """Split worker events into cycles: a new cycle starts when setup evidence follows termination.
+
+    With one UID, that only happens when a static pod reuses its UID after the old worker finished.
+    """
+    cycles: list[list[WorkerEvent]] = []
+    top = -1
+    for ev in sorted(events, key=lambda e: (e.at, _stage(e.name), e.name, e.key)):
+        stage = _stage(ev.name)
+        if not cycles or (stage == 0 and top >= 1):
+            cycles.append([])
+            top = -1
+        cycles[-1].append(ev)
+        top = max(top, stage)
+    return cycles
+
+
+def _first(events: list[WorkerEvent], names: set[str]) -> WorkerEvent | None:
+    return next((e for e in events if e.name in names), None)
+
+
+def _last(events: list[WorkerEvent], names: set[str]) -> WorkerEvent | None:
+    return next((e for e in reversed(events) if e.name in names), None)
+
+
+def _grace_from(events: Iterable[WorkerEvent]) -> int | None:
+    for ev in events:
+        value = ev.payload.get("grace_period")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _observed_cycle(cycle: list[WorkerEvent], index: int, facts: PodFacts) -> list[Interval]:
+    setup_start = _first(cycle, SETUP_START)
+    term_start = _first(cycle, TERM_START)
+    term_done = _first(cycle, TERM_DONE)
+    clean_start_ev = _first(cycle, CLEAN_START)
+    # Terminating ends when the worker records terminatedAt ("Pod terminated all containers
+    # successfully"); without that line, at the last SyncTerminatingPod exit, else when cleanup starts.
+    term_end: WorkerEvent | None = term_done or _last(cycle, TERM_EXIT) or clean_start_ev
+    if term_end is not None and term_start is not None and term_end.at < term_start.at:
+        term_end = (
+            clean_start_ev if clean_start_ev is not None and clean_start_ev.at >= term_start.at else None
+        )
+    orphan_done = term_done is not None and term_done.name == Transition.ORPHAN_CONTAINERS_TERMINATED
+    clean_from: WorkerEvent | None = None
+    if clean_start_ev is not None or (term_done is not None and not orphan_done):
+        clean_from = term_end if term_end is not None else clean_start_ev
+    clean_end = _first(cycle, CLEAN_DONE) or _last(cycle, CLEAN_EXIT) or _first(cycle, WORKER_GONE)
+    if clean_from is None and orphan_done:
+        clean_end = None
+
+    bounds: list[tuple[str, WorkerEvent, WorkerEvent | None]] = []
+    ran_sync = any(e.name in SYNC_RAN for e in cycle)
+    if setup_start is not None and (ran_sync or term_start is None):
+        # "Pod is being synced for the first time" straight followed by teardown, with no SyncPod in
+        # between, is not setup: the pod went straight to termination (e.g. rejected at admission).
+        stop = term_start or term_end or clean_from or (clean_end if clean_from is None else None)
+        bounds.append((WorkerPhase.SETUP, setup_start, stop))
+    if term_start is not None:
+        stop = term_end
+        if stop is None and term_done is None and clean_from is None:
+            stop = _first(cycle, WORKER_GONE)
+        bounds.append((WorkerPhase.TERMINATING, term_start, stop))
+    if clean_from is not None:
+        bounds.append((WorkerPhase.CLEANUP, clean_from, clean_end))
+
+    out: list[Interval] = []
+    for state, begin, stop in bounds:
+        stop_at = stop.at if stop is not None else None
+        if stop_at is not None and stop_at < begin.at:
+            stop_at = begin.at
+        members = [
+            e
+            for e in cycle
+            if e.at >= begin.at
+            and (stop_at is None or e.at <= stop_at)
+            and (_stage(e.name) in (-1, WorkerPhase.ALL.index(state)) or e is begin or e is stop)
+        ]
+        attrs: dict[str, Any] = {
+            "cycle": index,
+            "start_from": begin.name,
+            "end_from": stop.name if stop else None,
+        }
+        if state == WorkerPhase.TERMINATING:
+            requested = _first(cycle, {Transition.TERMINATION_REQUESTED})
+            cause = requested.payload.get("cause") if requested is not None else None
+            if cause is None and _first(cycle, {Transition.COMPLETED_NATURALLY}) is not None:
+                cause = TerminationCause.TERMINAL_PHASE
+            attrs["cause"] = cause
+            # The kubelet's own number first (a kill may shorten it), then the API's; 0 is a real value.
+            grace = _grace_from(members)
+            if grace is None:
+                grace = _marker_grace(facts, begin.at, stop_at)
+            if grace is None:
+                grace = _api_grace(facts)
+            attrs["grace_seconds"] = grace
+        out.append(
+            Interval(
+                WORKER_LANE,
+                state,
+                begin.at,
+                stop_at,
+                "observed",
+                attrs,
+                tuple(sorted({e.key for e in members})),
+            )
+        )
+    return out
+
+
+def _marker_grace(facts: PodFacts, start: datetime, stop: datetime | None) -> int | None:
+    for m in facts.kubelet_markers:
+        if m.at >= start and (stop is None or m.at <= stop):
+            value = m.payload.get("grace_period")
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def _api_grace(facts: PodFacts, inc: Incarnation | None = None) -> int | None:
+    snaps = inc.snapshots if inc is not None else facts.snapshots
+    for snap in reversed(snaps):
+        if snap.deletion_grace_seconds is not None:
+            return snap.deletion_grace_seconds
+    for snap in reversed(snaps):
+        if snap.grace_seconds is not None:
+            return snap.grace_seconds
+    return None
+
+
+def _worker_lane(facts: PodFacts) -> list[Interval]:
+    """Observed from kubelet evidence when it yields any interval, else inferred from the API.
+
+    When the kubelet's log begins mid-life (the first cycle has no setup evidence at all, not even
+    "being synced for the first time"), the setup before it is filled in from the API as ``inferred``.
+    """
+    inferred: list[Interval] = []
+    for inc in facts.incarnations:
+        inferred.extend(_inferred_incarnation(inc, facts))
+    observed: list[Interval] = []
+    cycles = worker_cycles(facts.worker_events)
+    for i, cycle in enumerate(cycles):
+        observed.extend(_observed_cycle(cycle, i, facts))
+    if not observed:
+        return inferred
+    first = min(observed, key=lambda iv: iv.start)
+    if not any(e.name in SETUP_START for e in cycles[0]):
+        for iv in inferred:
+            if iv.state == WorkerPhase.SETUP and iv.start < first.start:
+                end = first.start if iv.end is None or iv.end > first.start else iv.end
+                observed.append(
+                    Interval(
+                        iv.lane, iv.state, iv.start, end, "inferred", {**iv.attrs, "cycle": 0}, iv.evidence
+                    )
+                )
+                break
+    return observed
+
+
+@dataclass(frozen=True, slots=True)
+class TerminationRequest:
+    """When and why the API shows termination was requested (the three doors)."""
+
+    at: datetime
+    cause: str
+    key: str
+
+
+def termination_request(inc: Incarnation) -> TerminationRequest | None:
+    """The earliest termination request the API shows for this incarnation, or None.
+
+    Doors: deletion timestamp (minus the deletion grace), a terminal phase (when it was reached),
+    DisruptionTarget=True set by the kubelet (TerminationByKubelet), or phase Failed reason Evicted.
+    """
+    found: list[tuple[datetime, int, str, str]] = []
+    for snap in inc.snapshots:
+        if snap.deletion_requested_at is not None:
+            found.append((snap.deletion_requested_at, 0, TerminationCause.DELETION, snap.key))
+        target = snap.condition("DisruptionTarget")
+        if target is not None and target.status == "True" and target.reason == "TerminationByKubelet":
+            found.append((target.last_transition or snap.at, 1, TerminationCause.REMOVED, snap.key))
+        if snap.terminal and not snap.deleted:
+            cause = TerminationCause.EVICTED if snap.reason == "Evicted" else TerminationCause.TERMINAL_PHASE
+            found.append((_terminal_time(inc, snap), 2, cause, snap.key))
+    if not found:
+        return None
+    at, _, cause, key = min(found)
+    return TerminationRequest(at, cause, key)
+
+
+def _bound_at(inc: Incarnation) -> tuple[datetime, str] | None:
+    times: list[tuple[datetime, str]] = []
+    for snap in inc.snapshots:
+        scheduled = snap.condition("PodScheduled")
+        if scheduled is not None and scheduled.status == "True" and scheduled.last_transition is not None:
+            times.append((scheduled.last_transition, snap.key))
+        elif snap.start_time is not None:
+            times.append((snap.start_time, snap.key))
+        elif snap.node:
+            times.append((snap.at, snap.key))
+    return min(times) if times else None
+
+
+def _no_container_runs_at(inc: Incarnation, after: TerminationRequest) -> tuple[datetime, str] | None:
+    """When, after the request, the API first shows no container running (with container finish times)."""
+    ever_ran = bool(first_run_start(inc, ("regular", "init", "ephemeral")))
+    for snap in inc.snapshots:
+        state = snapshot_api_state(snap)
+        if state not in (ApiState.TERMINATING, ApiState.SUCCEEDED, ApiState.FAILED, ApiState.DELETED):
+            continue
+        if snap.at < after.at and snap.key != after.key:
+            continue
+        if any(c.state == "running" for c in snap.containers):
+            continue
+        if snap.deleted and not snap.containers and ever_ran:
+            return None  # the last state says nothing about the containers
+        finishes = [
+            c.finished_at for c in snap.containers if c.state == "terminated" and c.finished_at is not None
+        ]
+        if finishes:
+            return max(after.at, max(finishes)), snap.key
+        return (after.at if not ever_ran else max(after.at, snap.at)), snap.key
+    return None
+
+
+def _inferred_incarnation(inc: Incarnation, facts: PodFacts) -> list[Interval]:
+    bound = _bound_at(inc)
+    if bound is None:
+        return []  # never on a node: no pod worker ever had it
+    request = termination_request(inc)
+    started = all_containers_started_at(inc)
+    deleted_at = inc.deleted_at
+    out: list[Interval] = []
+    setup_end: datetime | None = None
+    if started is not None:
+        setup_end = started
+    if request is not None and (setup_end is None or request.at < setup_end):
+        setup_end = request.at
+    if setup_end is None and deleted_at is not None:
+        setup_end = deleted_at
+    keys = tuple(sorted({s.key for s in inc.snapshots if s.at <= (setup_end or s.at)} | {bound[1]}))
+    out.append(
+        Interval(
+            WORKER_LANE,
+            WorkerPhase.SETUP,
+            bound[0],
+            setup_end,
+            "inferred",
+            {
+                "cycle": inc.index,
+                "until": "all_containers_started" if setup_end == started else "termination",
+            },
+            keys,
+        )
+    )
+    if request is None:
+        return out
+    stop = _no_container_runs_at(inc, request)
+    closed_by = "containers_stopped"
+    if stop is None and deleted_at is not None:
+        stop, closed_by = (deleted_at, inc.snapshots[-1].key), "api_deleted"
+    grace = _api_grace(facts, inc)
+    term_attrs: dict[str, Any] = {
+        "cycle": inc.index,
+        "cause": request.cause,
+        "grace_seconds": grace,
+        "end_from": closed_by if stop else None,
+    }
+    term_keys = sorted({request.key} | ({stop[1]} if stop else set()))
+    out.append(
+        Interval(
+            WORKER_LANE,
+            WorkerPhase.TERMINATING,
+            request.at,
+            stop[0] if stop else None,
+            "inferred",
+            term_attrs,
+            tuple(term_keys),
+        )
+    )
+    if stop is not None and closed_by == "containers_stopped":
+        gone = inc.snapshots[-1].key if deleted_at is not None else None
+        clean_keys = sorted({stop[1]} | ({gone} if gone else set()))
+        out.append(
+            Interval(
+                WORKER_LANE,
+                WorkerPhase.CLEANUP,
+                stop[0],
+                deleted_at,
+                "inferred",
+                {"cycle": inc.index, "end_from": "api_deleted" if deleted_at else None},
+                tuple(clean_keys),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- containers
+
+
+def _container_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
+    kinds: dict[str, str] = {}
+    for snap in facts.snapshots:
+        for c in snap.containers:
+            kinds[c.name] = c.kind
+    names = sorted(kinds, key=lambda n: (CONTAINER_KIND_ORDER.get(kinds[n], 3), n))
+    return {
+        CONTAINER_LANE_PREFIX + n: _settle(
+            iv for inc in facts.incarnations for iv in _container_lane(inc, n, kinds[n])
+        )
+        for n in names
+    }
+
+
+@dataclass
+class _RunInfo:
+    started_at: datetime | None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    restart: int | None = None
+    evidence: set[str] = field(default_factory=set)
+
+
+def _container_lane(inc: Incarnation, name: str, kind: str) -> list[Interval]:
+    """One container's runs within one incarnation; the last interval ends when the object is gone."""
+    deleted_at = inc.deleted_at
+    lane = CONTAINER_LANE_PREFIX + name
+    runs: dict[datetime, _RunInfo] = {}
+    orphan_finishes: list[_RunInfo] = []
+    waits: list[tuple[datetime, str | None, str | None, str, datetime | None]] = []
+
+    def add(run: Run, restart: int | None, key: str, fallback_finish: datetime) -> None:
+        if run.started_at is None:
+            if run.finished_at is not None or run.reason is not None or run.exit_code is not None:
+                info = _RunInfo(
+                    None, run.finished_at or fallback_finish, run.reason, run.exit_code, run.signal
+                )
+                info.evidence.add(key)
+                orphan_finishes.append(info)
+            return
+        info = runs.setdefault(run.started_at, _RunInfo(run.started_at))
+        info.evidence.add(key)
+        if run.finished_at is not None and info.finished_at is None:
+            info.finished_at = run.finished_at
+            info.reason, info.exit_code, info.signal = run.reason, run.exit_code, run.signal
+        if restart is not None and (info.restart is None or restart < info.restart):
+            info.restart = restart
+
+    for snap in inc.snapshots:
+        for c in snap.containers:
+            if c.name != name:
+                continue
+            if c.last is not None:
+                add(c.last, max(c.restart_count - 1, 0), snap.key, snap.at)
+            current = c.current_run
+            if current is not None:
+                add(current, c.restart_count, snap.key, snap.at)
+            elif c.state == "waiting":
+                waits.append((snap.at, c.reason, c.message, snap.key, snap.start_time))
+
+    run_list = sorted(runs.values(), key=lambda r: r.started_at or r.finished_at or _EPOCH)
+    spans: list[tuple[datetime, datetime | None]] = [
+        (r.started_at, r.finished_at) for r in run_list if r.started_at
+    ]
+    points: list[tuple[datetime, int, _Point]] = []
+    for r in run_list:
+        assert r.started_at is not None
+        attrs: dict[str, Any] = {"kind": kind, "restart": r.restart if r.restart is not None else 0}
+        points.append(
+            (r.started_at, 2, _Point(r.started_at, ContainerState.RUNNING, attrs, sorted(r.evidence)))
+        )
+        if r.finished_at is not None:
+            points.append(
+                (
+                    r.finished_at,
+                    0,
+                    _Point(
+                        r.finished_at, ContainerState.TERMINATED, _term_attrs(kind, r), sorted(r.evidence)
+                    ),
+                )
+            )
+    for r in orphan_finishes:
+        assert r.finished_at is not None
+        points.append(
+            (
+                r.finished_at,
+                0,
+                _Point(r.finished_at, ContainerState.TERMINATED, _term_attrs(kind, r), sorted(r.evidence)),
+            )
+        )
+    first_known = min((p[0] for p in points), default=None)
+    for at, reason, message, key, start_time in waits:
+        if any(s <= at and (f is None or at < f) for s, f in spans):
+            continue  # the container was running then, by its own start / finish times
+        if (first_known is None or at <= first_known) and start_time is not None and start_time < at:
+            at = start_time  # waiting since the kubelet started the pod
+        points.append(
+            (
+                at,
+                1,
+                _Point(
+                    at, ContainerState.WAITING, {"kind": kind, "reason": reason, "message": message}, [key]
+                ),
+            )
+        )
+    points.sort(key=lambda p: (p[0], p[1], p[2].state, sorted(p[2].evidence)))
+
+    def identity(pt: _Point) -> object:
+        if pt.state == ContainerState.WAITING:
+            return (pt.state, pt.attrs.get("reason"))
+        return (pt.state, pt.at, id(pt))  # every run start / finish is its own interval
+
+    merged = _merge_points([p[2] for p in points], identity)
+    return _chain(lane, merged, deleted_at if merged and deleted_at and deleted_at >= merged[-1].at else None)
+
+
+def _term_attrs(kind: str, r: _RunInfo) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"kind": kind, "reason": r.reason, "exit_code": r.exit_code}
+    if r.signal is not None:
+        attrs["signal"] = r.signal
+    if r.restart is not None:
+        attrs["restart"] = r.restart
+    return attrs
+
+
+# --------------------------------------------------------------------------------------------- conditions
+
+
+def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
+    types = {c.type for s in facts.snapshots for c in s.conditions}
+    order = [t for t in CONDITION_ORDER if t in types] + sorted(types - set(CONDITION_ORDER))
+    lanes: dict[str, tuple[Interval, ...]] = {}
+    for ctype in order:
+        lane = CONDITION_LANE_PREFIX + ctype
+        intervals: list[Interval] = []
+        for inc in facts.incarnations:
+            points: list[tuple[datetime, int, _Point]] = []
+            for i, snap in enumerate(inc.snapshots):
+                cond = snap.condition(ctype)
+                if cond is None:
+                    continue
+                at = cond.last_transition or snap.at
+                attrs = {"reason": cond.reason, "message": cond.message}
+                points.append((at, i, _Point(at, cond.status.lower(), attrs, [snap.key])))
+            points.sort(key=lambda p: (p[0], p[1]))
+            merged = _merge_points([p[2] for p in points], lambda pt: (pt.state, pt.attrs.get("reason")))
+            gone = inc.deleted_at
+            intervals.extend(
+                _chain(lane, merged, gone if merged and gone and gone >= merged[-1].at else None)
+            )
+        lanes[lane] = _settle(intervals)
+    return lanes
+
+
+# --------------------------------------------------------------------------------------------- markers
+
+
+def _markers(facts: PodFacts) -> tuple[Marker, ...]:
+    by_uid: dict[str, list[Any]] = {}
+    for ev in facts.events:
+        by_uid.setdefault(ev.uid, []).append(ev)
+    markers: list[Marker] = []
+    for records in by_uid.values():
+        best = max(records, key=lambda r: (r.count, r.at, r.key))
+        involved = best.payload.get("involved")
+        field_path = involved.get("field_path") if isinstance(involved, Mapping) else None
+        attrs = {
+            "type": best.type,
+            "count": best.count,
+            "component": best.payload.get("component"),
+            "first": best.payload.get("first"),
+            "last": best.payload.get("last"),
+            "field_path": field_path,
+            "event_uid": best.uid,
+        }
+        markers.append(
+            Marker(best.at, "event", best.reason, best.message, attrs, tuple(sorted(r.key for r in records)))
+        )
+    for m in facts.kubelet_markers:
+        attrs = {k: v for k, v in sorted(m.payload.items()) if k not in ("reason", "message")}
+        markers.append(Marker(m.at, "kubelet", m.reason, m.message, attrs, (m.key,)))
+    markers.sort(key=lambda m: (m.at, m.kind, m.reason, m.evidence))
+    return tuple(markers)

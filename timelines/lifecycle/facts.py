@@ -1,0 +1,501 @@
+"""Read the observations of one pod into typed, ordered facts that ``derive`` and ``findings`` share.
+
+The payload shapes are those of ``docs/observations.md``. Reading is tolerant: a value that cannot be
+read is skipped and named in ``PodFacts.problems`` (never fatal, never silent). Duplicates (same
+``dedupe_key``) collapse to one deterministic representative, and everything is ordered by a key that
+does not depend on arrival order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.timeline import parse_time
+
+POD_KINDS = frozenset({Kind.POD, Kind.POD_DELETED})
+USED_KINDS = frozenset({Kind.POD, Kind.POD_DELETED, Kind.EVENT, Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER})
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+STATIC_UID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One pod condition as a snapshot reported it."""
+
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str | None
+    message: str | None
+    last_transition: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a container (identified by its ``started_at``), from ``state`` or ``last_state``."""
+
+    started_at: datetime | None
+    finished_at: datetime | None
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatus:
+    """One container status as a snapshot reported it."""
+
+    name: str
+    kind: str  # "regular" | "init" | "ephemeral"
+    state: str | None  # "waiting" | "running" | "terminated" | None
+    reason: str | None
+    message: str | None
+    exit_code: int | None
+    signal: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    restart_count: int
+    last: Run | None
+
+    @property
+    def current_run(self) -> Run | None:
+        """The run in ``state`` when the container is running or terminated."""
+        if self.state in ("running", "terminated"):
+            finished = self.finished_at if self.state == "terminated" else None
+            return Run(self.started_at, finished, self.reason, self.exit_code, self.signal)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSnapshot:
+    """One ``pod`` / ``pod_deleted`` observation, read."""
+
+    key: str
+    at: datetime
+    deleted: bool
+    resource_version: int | None
+    uid: str | None
+    namespace: str | None
+    name: str | None
+    node: str | None
+    created: datetime | None
+    deletion_timestamp: datetime | None
+    deletion_grace_seconds: int | None
+    grace_seconds: int | None
+    static: bool
+    owner: dict[str, Any] | None
+    phase: str | None
+    reason: str | None
+    message: str | None
+    start_time: datetime | None
+    conditions: tuple[Condition, ...]
+    containers: tuple[ContainerStatus, ...]
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of that type, or None."""
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    @property
+    def deletion_requested_at(self) -> datetime | None:
+        """When the DELETE was requested: deletionTimestamp minus deletionGracePeriodSeconds."""
+        if self.deletion_timestamp is None:
+            return None
+        return self.deletion_timestamp - timedelta(seconds=self.deletion_grace_seconds or 0)
+
+    @property
+    def terminal(self) -> bool:
+        """True when the phase is Succeeded or Failed."""
+        return self.phase in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True)
+class Incarnation:
+    """The snapshots of one API object lifetime under this UID (a static pod may reuse its UID)."""
+
+    index: int
+    created: datetime | None
+    snapshots: tuple[PodSnapshot, ...]
+
+    @property
+    def first_at(self) -> datetime:
+        """Observation time of its first snapshot."""
+        return self.snapshots[0].at
+
+    @property
+    def deleted_at(self) -> datetime | None:
+        """When the API object was seen gone (first pod_deleted), else None."""
+        for snap in self.snapshots:
+            if snap.deleted:
+                return snap.at
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEvent:
+    """A pod-worker transition (a ``worker`` observation) or one end of a ``span``."""
+
+    at: datetime
+    name: str  # a Transition constant, or "span:syncPod:start" / "span:syncPod:end" …
+    key: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """A ``event`` observation, read."""
+
+    key: str
+    at: datetime
+    uid: str
+    reason: str
+    type: str
+    message: str
+    count: int
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletMarkerRecord:
+    """A ``kubelet_marker`` observation, read."""
+
+    key: str
+    at: datetime
+    reason: str
+    message: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """All facts about one pod UID, deduplicated and ordered."""
+
+    uid: str
+    observations: tuple[Observation, ...]
+    incarnations: tuple[Incarnation, ...]
+    worker_events: tuple[WorkerEvent, ...]
+    events: tuple[EventRecord, ...]
+    kubelet_markers: tuple[KubeletMarkerRecord, ...]
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def snapshots(self) -> tuple[PodSnapshot, ...]:
+        """Every snapshot of every incarnation, in order."""
+        return tuple(s for inc in self.incarnations for s in inc.snapshots)
+
+    @property
+    def latest_observed(self) -> datetime | None:
+        """The newest ``observed_at`` of any observation (the default ``now``)."""
+        return max((o.observed_at for o in self.observations), default=None)
+
+
+def canonical_observations(observations: Iterable[Observation]) -> tuple[Observation, ...]:
+    """Deduplicate by ``dedupe_key`` and sort by ``sort_key``; the result does not depend on input order.
+
+    When two observations share a key but differ (which the contract forbids), the one with the
+    smallest (sort_key, canonical payload JSON) wins, so the choice is still order-free.
+    """
+    chosen: dict[str, tuple[tuple[datetime, str, str], str, Observation]] = {}
+    for obs in observations:
+        rank = (obs.sort_key, _canonical_json(obs.payload), obs)
+        best = chosen.get(obs.dedupe_key)
+        if best is None or rank[:2] < best[:2]:
+            chosen[obs.dedupe_key] = rank
+    return tuple(sorted((r[2] for r in chosen.values()), key=lambda o: o.sort_key))
+
+
+def _canonical_json(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, default=str, ensure_ascii=True)
+
+
+def collect_facts(observations: Iterable[Observation]) -> PodFacts:
+    """Read the observations of ONE pod UID into ``PodFacts``.
+
+    Kinds other than pod, pod_deleted, event, worker, span and kubelet_marker are ignored. Raises
+    ValueError when the observations carry more than one pod UID, or none at all.
+    """
+    canon = canonical_observations(o for o in observations if o.kind in USED_KINDS)
+    uids = sorted({o.pod_uid for o in canon if o.pod_uid})
+    if len(uids) > 1:
+        raise ValueError(f"observations of one pod expected, got pod UIDs {uids[:5]}")
+    if not uids:
+        raise ValueError("no observation names a pod UID; expected the observations of one pod")
+    reader = _Reader()
+    snapshots = [reader.snapshot(o) for o in canon if o.kind in POD_KINDS]
+    snapshots.sort(
+        key=lambda s: (s.at, s.resource_version if s.resource_version is not None else -1, s.deleted, s.key)
+    )
+    worker_events: list[WorkerEvent] = []
+    events: list[EventRecord] = []
+    markers: list[KubeletMarkerRecord] = []
+    for obs in canon:
+        if obs.kind == Kind.WORKER:
+            name = obs.payload.get("transition")
+            if isinstance(name, str) and name:
+                worker_events.append(WorkerEvent(_utc(obs.observed_at), name, obs.dedupe_key, obs.payload))
+            else:
+                reader.problem(obs, f"transition {name!r} is not a Transition name")
+        elif obs.kind == Kind.SPAN:
+            worker_events.extend(reader.span_events(obs))
+        elif obs.kind == Kind.EVENT:
+            events.append(reader.event(obs))
+        elif obs.kind == Kind.KUBELET_MARKER:
+            markers.append(
+                KubeletMarkerRecord(
+                    key=obs.dedupe_key,
+                    at=_utc(obs.observed_at),
+                    reason=_str(obs.payload.get("reason")) or "",
+                    message=_str(obs.payload.get("message")) or "",
+                    payload=obs.payload,
+                )
+            )
+    worker_events.sort(key=lambda e: (e.at, e.name, e.key))
+    return PodFacts(
+        uid=uids[0],
+        observations=canon,
+        incarnations=_incarnations(snapshots),
+        worker_events=tuple(worker_events),
+        events=tuple(events),
+        kubelet_markers=tuple(markers),
+        problems=tuple(reader.problems),
+    )
+
+
+def _incarnations(snapshots: list[PodSnapshot]) -> tuple[Incarnation, ...]:
+    """Group snapshots by creation time: a different ``created`` is a new API object under this UID."""
+    groups: dict[datetime | None, list[PodSnapshot]] = {}
+    order: list[datetime | None] = []
+    current: datetime | None = None
+    for snap in snapshots:
+        created = snap.created if snap.created is not None else current
+        if created not in groups:
+            groups[created] = []
+            order.append(created)
+        groups[created].append(snap)
+        current = created
+    # A snapshot without a creation time joined the incarnation before it; if it came first it forms a
+    # group keyed None, which merges into the first dated incarnation.
+    if None in groups and len(order) > 1:
+        first_dated = next(c for c in order if c is not None)
+        groups[first_dated] = sorted(
+            groups.pop(None) + groups[first_dated],
+            key=lambda s: (
+                s.at,
+                s.resource_version if s.resource_version is not None else -1,
+                s.deleted,
+                s.key,
+            ),
+        )
+        order.remove(None)
+    dated = sorted(order, key=lambda c: (c is None, c or datetime.min.replace(tzinfo=UTC)))
+    return tuple(Incarnation(i, created, tuple(groups[created])) for i, created in enumerate(dated))
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _str(value: object) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+class _Reader:
+    """Reads payload values, collecting what it could not read instead of raising."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def problem(self, obs: Observation, text: str) -> None:
+        self.problems.append(f"{obs.dedupe_key}: {text}")
+
+    def time(self, obs: Observation, data: Mapping[str, Any], key: str) -> datetime | None:
+        try:
+            return parse_time(data.get(key))
+        except ValueError as exc:
+            self.problem(obs, f"{key}: {exc}")
+            return None
+
+    def int(self, obs: Observation, data: Mapping[str, Any], key: str) -> int | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            self.problem(obs, f"{key} {value!r} is not an integer")
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str | float):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        self.problem(obs, f"{key} {value!r} is not an integer")
+        return None
+
+    def mapping(self, obs: Observation, data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            return value
+        self.problem(obs, f"{key} is not an object")
+        return None
+
+    def items(self, obs: Observation, data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+        value = data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.problem(obs, f"{key} is not a list")
+            return []
+        good = [v for v in value if isinstance(v, Mapping)]
+        if len(good) != len(value):
+            self.problem(obs, f"{key} has {len(value) - len(good)} entries that are not objects")
+        return good
+
+    def snapshot(self, obs: Observation) -> PodSnapshot:
+        p = obs.payload
+        conditions = []
+        for c in self.items(obs, p, "conditions"):
+            ctype = _str(c.get("type"))
+            if not ctype:
+                self.problem(obs, "a condition has no type")
+                continue
+            conditions.append(
+                Condition(
+                    type=ctype,
+                    status=_str(c.get("status")) or "Unknown",
+                    reason=_str(c.get("reason")),
+                    message=_str(c.get("message")),
+                    last_transition=self.time(obs, c, "last_transition"),
+                )
+            )
+        containers = []
+        for c in self.items(obs, p, "containers"):
+            cname = _str(c.get("name"))
+            if not cname:
+                self.problem(obs, "a container status has no name")
+                continue
+            last = self.mapping(obs, c, "last_state")
+            last_run = None
+            if last is not None and last.get("state") == "terminated":
+                last_run = Run(
+                    started_at=self.time(obs, last, "started_at"),
+                    finished_at=self.time(obs, last, "finished_at"),
+                    reason=_str(last.get("reason")),
+                    exit_code=self.int(obs, last, "exit_code"),
+                    signal=self.int(obs, last, "signal"),
+                )
+            state = _str(c.get("state"))
+            if state not in (None, "waiting", "running", "terminated"):
+                self.problem(obs, f"container {cname} state {state!r} is not waiting|running|terminated")
+                state = None
+            containers.append(
+                ContainerStatus(
+                    name=cname,
+                    kind=_str(c.get("kind")) or "regular",
+                    state=state,
+                    reason=_str(c.get("reason")),
+                    message=_str(c.get("message")),
+                    exit_code=self.int(obs, c, "exit_code"),
+                    signal=self.int(obs, c, "signal"),
+                    started_at=self.time(obs, c, "started_at"),
+                    finished_at=self.time(obs, c, "finished_at"),
+                    restart_count=self.int(obs, c, "restart_count") or 0,
+                    last=last_run,
+                )
+            )
+        owner = self.mapping(obs, p, "owner")
+        return PodSnapshot(
+            key=obs.dedupe_key,
+            at=_utc(obs.observed_at),
+            deleted=obs.kind == Kind.POD_DELETED,
+            resource_version=self.int(obs, p, "resource_version"),
+            uid=_str(p.get("uid")) or obs.pod_uid,
+            namespace=_str(p.get("namespace")) or obs.namespace,
+            name=_str(p.get("name")) or obs.name,
+            node=_str(p.get("node")) or obs.node,
+            created=self.time(obs, p, "created"),
+            deletion_timestamp=self.time(obs, p, "deletion_timestamp"),
+            deletion_grace_seconds=self.int(obs, p, "deletion_grace_seconds"),
+            grace_seconds=self.int(obs, p, "grace_seconds"),
+            static=bool(p.get("static", False)),
+            owner=dict(owner) if owner is not None else None,
+            phase=_str(p.get("phase")),
+            reason=_str(p.get("reason")),
+            message=_str(p.get("message")),
+            start_time=self.time(obs, p, "start_time"),
+            conditions=tuple(conditions),
+            containers=tuple(containers),
+        )
+
+    def span_events(self, obs: Observation) -> list[WorkerEvent]:
+        p = obs.payload
+        name = _str(p.get("name")) or ""
+        canonical = {
+            "syncpod": "syncPod",
+            "syncterminatingpod": "syncTerminatingPod",
+            "syncterminatedpod": "syncTerminatedPod",
+        }
+        span = canonical.get(name.lower())
+        if span is None:
+            self.problem(obs, f"span name {name!r} is not syncPod, syncTerminatingPod or syncTerminatedPod")
+            return []
+        start = self.time(obs, p, "start") or _utc(obs.observed_at)
+        end = self.time(obs, p, "end")
+        out = [WorkerEvent(start, f"span:{span}:start", obs.dedupe_key, p)]
+        if end is not None:
+            if end < start:
+                self.problem(obs, f"span ends ({end.isoformat()}) before it starts ({start.isoformat()})")
+                end = start
+            out.append(WorkerEvent(end, f"span:{span}:end", obs.dedupe_key, p))
+        return out
+
+    def event(self, obs: Observation) -> EventRecord:
+        p = obs.payload
+        count = self.int(obs, p, "count")
+        return EventRecord(
+            key=obs.dedupe_key,
+            at=_utc(obs.observed_at),
+            uid=_str(p.get("uid")) or obs.dedupe_key,
+            reason=_str(p.get("reason")) or "",
+            type=_str(p.get("type")) or "Normal",
+            message=_str(p.get("message")) or "",
+            count=count if count is not None else 1,
+            payload=p,
+        )
+
+
+def first_run_start(inc: Incarnation, kinds: tuple[str, ...] = ("regular",)) -> dict[str, datetime]:
+    """Per container name (of the given kinds), the earliest start time any snapshot reports."""
+    starts: dict[str, datetime] = {}
+    for snap in inc.snapshots:
+        for c in snap.containers:
+            if c.kind not in kinds:
+                continue
+            for run in (c.current_run, c.last):
+                if (
+                    run is not None
+                    and run.started_at is not None
+                    and (c.name not in starts or run.started_at < starts[c.name])
+                ):
+                    starts[c.name] = run.started_at
+    return starts
+
+
+def all_containers_started_at(inc: Incarnation) -> datetime | None:
+    """When every regular container had started at least once, or None if some never did (as far as known)."""
+    names = {c.name for s in inc.snapshots for c in s.containers if c.kind == "regular"}
+    starts = first_run_start(inc)
+    if not names or any(n not in starts for n in names):
+        return None
+    return max(starts.values())
