@@ -83,6 +83,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return items
 
 
+# Several threads write in the demo (one per watched resource): WAL lets readers go on during a write, and
+# IMMEDIATE transactions take the write lock up front, so two writers queue for `timeout` seconds instead of
+# failing at once with "database is locked" when both try to upgrade a read lock.
+# https://docs.djangoproject.com/en/5.2/ref/databases/#database-is-locked-errors
+SQLITE_OPTIONS = {
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
 _DB_FORM = "postgres://USER:PASSWORD@HOST:PORT/NAME, postgresql://…, or sqlite:////ABSOLUTE/PATH"
 
 
@@ -117,7 +127,7 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
             raise ImproperlyConfigured(
                 f"{name}={url!r} is not an SQLite URL with a path: expected {_DB_FORM}"
             )
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": {"timeout": 30}}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": dict(SQLITE_OPTIONS)}
     raise ImproperlyConfigured(f"{name}={url!r} has an unsupported scheme {scheme!r}: expected {_DB_FORM}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podlife_site.env import (
+    SQLITE_OPTIONS,
     database_from_url,
     env_bool,
     env_float,
@@ -78,8 +79,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": BASE_DIR / "podlife.sqlite3",
-            # A long busy timeout: the demo writes from the collector and reads from the web in one process.
-            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -6,8 +6,8 @@ from django.urls import include, path
 from timelines import views
 
 urlpatterns = [
-    path("", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
+    path("", include("timelines.urls")),
 ]

@@ -48,6 +48,7 @@ def test_database_urls():
     assert pg["OPTIONS"] == {"sslmode": "require"}
     lite = env.database_from_url("DATABASE_URL", "sqlite:////tmp/x.sqlite3")
     assert lite["NAME"] == "/tmp/x.sqlite3"
+    assert lite["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     for bad in ["mysql://x/y", "postgres://host:notaport/db", "postgres:///", "sqlite://"]:
         with pytest.raises(ImproperlyConfigured, match="DATABASE_URL="):
             env.database_from_url("DATABASE_URL", bad)

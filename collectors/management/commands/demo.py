@@ -1,20 +1,114 @@
-"""``manage.py demo``: the whole podlife on one machine, on the embedded default."""
+"""``manage.py demo``: the whole podlife on one machine — demo cluster, collector, web server.
+
+On the embedded default (no REDIS_URL) everything runs in this one process, because the in-memory channel
+layer reaches only its own process: the demo cluster (``collectors/sim``, realtime), the collector threads
+(``collectors/kube/runner.py``) and the ASGI server. With DATABASE_URL and REDIS_URL set, the collector
+runs as a real Celery worker and beat (subprocesses) and the web server pushes through the Redis layer.
+
+Shutdown order: the web server returns (Ctrl-C), then the collector stops (threads, or the Celery
+processes are terminated), then the demo cluster closes its watch streams.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
 import uvicorn
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from collectors.kube.config import ClusterSource, cluster_name_for, contexts_of, register_cluster
+from collectors.kube.runner import Collector
+from collectors.sim import run_sim
+from collectors.sim.scenarios import ALL_NAMES
+
+DEMO_USER, DEMO_PASSWORD = "demo", "demo"
+
+
+def ensure_demo_user() -> None:
+    """A demo login that sees everything (only ever created by this command)."""
+    User = get_user_model()
+    user, created = User.objects.get_or_create(
+        username=DEMO_USER, defaults={"is_staff": True, "is_superuser": True}
+    )
+    if created or not user.check_password(DEMO_PASSWORD):
+        user.set_password(DEMO_PASSWORD)
+        user.save()
 
 
 class Command(BaseCommand):
-    help = "Serve podlife on the embedded default (SQLite, in-process channel layer and tasks)."
+    help = "Run the demo: a simulated cluster, the collector and the web server (Ctrl-C stops all)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)), help="HTTP port")
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+        parser.add_argument("--scenario", default="mixed", choices=sorted(ALL_NAMES), help="demo scenario")
+        parser.add_argument("--speed", type=float, default=1.0, help="demo cluster time factor (default 1)")
 
-    def handle(self, *args: object, port: int, host: str, **options: object) -> None:
-        self.stdout.write(f"podlife is at http://{host}:{port}/  (Ctrl-C stops it)")
-        uvicorn.run(
-            "podlife_site.asgi:application", host=host, port=port, log_level="warning", lifespan="off"
+    def handle(
+        self, *args: object, port: int, host: str, scenario: str, speed: float, **options: object
+    ) -> None:
+        if not 0 < port < 65536:
+            raise CommandError(f"--port {port} is not a TCP port: expected 1-65535")
+        ensure_demo_user()
+        var = Path(settings.BASE_DIR) / "var"
+        var.mkdir(exist_ok=True)
+        kubeconfig = var / "demo-kubeconfig.yaml"
+        with ExitStack() as stack:
+            sim = stack.enter_context(
+                run_sim(
+                    scenario, realtime=True, speed=speed, kubeconfig_path=kubeconfig, heartbeat_interval=10.0
+                )
+            )
+            _, context = contexts_of(str(kubeconfig))
+            cluster = cluster_name_for(context or "demo")
+            if settings.REDIS_URL:
+                self._celery(stack, kubeconfig, context or "")
+                how = "Celery worker + beat on Redis"
+            else:
+                register_cluster(ClusterSource(cluster, str(kubeconfig), context))
+                collector = Collector([cluster]).start()
+                stack.callback(collector.stop)
+                how = "in-process collector"
+            self.stdout.write(
+                f"demo cluster {scenario!r} at {sim.base_url} (kubeconfig {kubeconfig}); {how} → cluster {cluster!r}\n"
+                f"podlife is at http://{host}:{port}/  — log in as {DEMO_USER} / {DEMO_PASSWORD}  (Ctrl-C stops it)"
+            )
+            self.stdout.flush()
+            uvicorn.run(
+                "podlife_site.asgi:application", host=host, port=port, log_level="warning", lifespan="off"
+            )
+
+    def _celery(self, stack: ExitStack, kubeconfig: Path, context: str) -> None:
+        env = {**os.environ, "PODLIFE_KUBECONFIG": str(kubeconfig), "PODLIFE_KUBE_CONTEXTS": context}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "podlife_site",
+                "worker",
+                "-B",
+                "--loglevel=WARNING",
+                "--concurrency=4",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env=env,
         )
+
+        def stop() -> None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+        stack.callback(stop)
