@@ -283,3 +283,44 @@ class CollectorState(models.Model):
             models.UniqueConstraint(fields=["cluster", "resource"], name="collector_state_per_resource")
         ]
         ordering = ["cluster", "resource"]
+
+
+# --- access (the dashboard and the API) -------------------------------------------------------------------
+
+
+class ClusterGrant(models.Model):
+    """Read access for a group: a whole cluster (``namespace`` blank) or one namespace of it.
+
+    Superusers see everything; everyone else sees the union of their groups' grants (timelines/access.py).
+    """
+
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="cluster_grants")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="grants")
+    namespace = models.CharField(max_length=253, blank=True, help_text="Blank grants every namespace.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "cluster", "namespace"], name="grant_unique_per_scope")
+        ]
+        ordering = ["cluster", "namespace"]
+
+    def __str__(self) -> str:
+        return f"{self.group} → {self.cluster}/{self.namespace or '*'}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for scripts. Only the SHA-256 of the token is stored; it is shown once, at creation."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.prefix}…"

@@ -84,6 +84,7 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
         for f in Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
+
     def lane_order(name: str) -> tuple[int, str]:
         rank = {"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3)
         return (rank, name)

@@ -1,24 +1,358 @@
+"""The dashboard's pages. Each view parses the request, reads through ``queries`` narrowed by ``access``,
+hands the result to ``figures`` where something is drawn on the server, and renders a template. Pages that
+draw Gantt charts fetch their rows from the REST API (``timelines/api``) so the first paint and every later
+refetch (window change, live sequence gap) take the same path.
+"""
+
 from __future__ import annotations
 
+import gzip
+import hashlib
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import plotly
+from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
-from timelines.models import Cluster, Observation, Pod
+from timelines import figures, queries
+from timelines.access import access_for
+from timelines.api.views import ApiError, parse_when, readable_cluster, require_namespace
+from timelines.lifecycle.timeline import format_time
+from timelines.live import group_name
+from timelines.models import Finding, Observation, Workload
+from timelines.routing import node_ws_path
 
 
-def landing(request: HttpRequest) -> HttpResponse:
-    """What podlife collects and how to connect a cluster, with what this instance holds so far."""
+def _cluster_or_404(request: HttpRequest, name: str) -> Any:
+    try:
+        return readable_cluster(access_for(request), name)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
+
+
+def _namespace_or_404(request: HttpRequest, cluster: Any, namespace: str) -> None:
+    try:
+        require_namespace(access_for(request), cluster, namespace)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
+
+
+def _gantt_page(
+    request: HttpRequest, template: str, context: dict[str, Any], page: dict[str, Any]
+) -> HttpResponse:
+    page = {"gantt": figures.gantt_config(), "plotly_js": reverse("plotly-js"), **page}
+    return render(request, template, {**context, "page": page})
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    """Clusters, collector health and findings by kind / severity; and what podlife collects."""
+    access = access_for(request)
+    clusters = list(access.clusters())
+    rows = [{"cluster": c, "counts": queries.cluster_counts(c, access.namespace_filter(c))} for c in clusters]
+    health = queries.collector_health([c.id for c in clusters]) if clusters else []
     context = {
-        "clusters": Cluster.objects.all()[:50],
-        "observation_count": Observation.objects.count(),
-        "pod_count": Pod.objects.count(),
+        "clusters": rows,
+        "health": health,
+        "finding_counts": queries.finding_counts(access.q()),
+        "observation_count": Observation.objects.filter(cluster__in=clusters).count()
+        if access.superuser
+        else None,
         "database": connection.vendor,
     }
-    return render(request, "landing.html", context)
+    return render(request, "timelines/overview.html", context)
+
+
+@login_required
+def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
+    access = access_for(request)
+    c = _cluster_or_404(request, cluster)
+    namespaces = access.namespace_filter(c)
+    q = request.GET.get("q", "")
+    context = {
+        "cluster": c,
+        "counts": queries.cluster_counts(c, namespaces),
+        "nodes": queries.node_summaries(c, namespaces),
+        "namespaces": queries.namespace_summaries(c, namespaces),
+        "q": q,
+        "results": queries.search_visible_pods(c, q, namespaces) if q.strip() else None,
+        "health": queries.collector_health([c.id]),
+    }
+    return render(request, "timelines/cluster.html", context)
+
+
+@login_required
+def node(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
+    c = _cluster_or_404(request, cluster)
+    page = {
+        "kind": "node",
+        "cluster": c.name,
+        "title": node,
+        "api": reverse("api-node-timeline", args=[c.name, node]),
+        "ws": node_ws_path(c.name, node),
+        "pod_url": reverse("pod", args=[c.name, "UID"]),
+        "group": group_name("node", c.name, node),
+    }
+    return _gantt_page(request, "timelines/node.html", {"cluster": c, "node": node}, page)
+
+
+@login_required
+def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpResponse:
+    access = access_for(request)
+    c = _cluster_or_404(request, cluster)
+    _namespace_or_404(request, c, namespace)
+    page = {
+        "kind": "namespace",
+        "cluster": c.name,
+        "title": namespace,
+        "api": reverse("api-namespace-timeline", args=[c.name, namespace]),
+        "pod_url": reverse("pod", args=[c.name, "UID"]),
+    }
+    context = {
+        "cluster": c,
+        "namespace": namespace,
+        "workloads": queries.workloads(c, access.namespace_filter(c), namespace=namespace),
+        "pdbs": queries.pdbs(c, access.namespace_filter(c), namespace=namespace),
+    }
+    return _gantt_page(request, "timelines/namespace.html", context, page)
+
+
+@login_required
+def workload(request: HttpRequest, cluster: str, namespace: str, kind: str, name: str) -> HttpResponse:
+    c = _cluster_or_404(request, cluster)
+    _namespace_or_404(request, c, namespace)
+    if kind not in Workload.Kind.values:
+        raise Http404(f"kind {kind!r} is not one of {', '.join(Workload.Kind.values)}")
+    try:
+        w = queries.get_workload(c, namespace, kind, name)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
+    samples = queries.workload_samples(w)
+    fields = [
+        ("replicas", "replicas"),
+        ("ready", "ready"),
+        ("updated", "updated"),
+        ("available", "available"),
+    ]
+    page = {
+        "kind": "workload",
+        "cluster": c.name,
+        "title": f"{kind} {namespace}/{name}",
+        "api": reverse("api-workload-timeline", args=[c.name, namespace, kind, name]),
+        "pod_url": reverse("pod", args=[c.name, "UID"]),
+        "group_by_owner": True,
+        "status_figure": figures.series_figure(
+            samples, fields, title="replicas over time", until=w.deleted_at or datetime.now(UTC)
+        )
+        if samples
+        else None,
+    }
+    context = {"cluster": c, "workload": w, "owned": queries.workload_tree(c, w)[1:], "samples": samples}
+    return _gantt_page(request, "timelines/workload.html", context, page)
+
+
+@login_required
+def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
+    access = access_for(request)
+    c = _cluster_or_404(request, cluster)
+    try:
+        p = queries.resolve_pod(c, uid=uid)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
+    if not access.can_namespace(c, p.namespace):
+        raise Http404(f"no pod with UID {uid!r} in cluster {c.name!r}")
+    timeline = queries.pod_timeline(c, p).to_json(c.name)
+    observations = queries.pod_observations(c, p)
+    by_id = {o.id: o for o in observations}
+    diff = None
+    a, b = request.GET.get("a", ""), request.GET.get("b", "")
+    if a.isdigit() and b.isdigit() and int(a) in by_id and int(b) in by_id:
+        diff = {
+            "a": by_id[int(a)],
+            "b": by_id[int(b)],
+            "changes": queries.payload_diff(by_id[int(a)].payload, by_id[int(b)].payload),
+        }
+    findings = [
+        {**f, "evidence_ids": [int(e) for e in f["evidence"] if str(e).isdigit()]}
+        for f in timeline["findings"]
+    ]
+    lanes = figures.lane_order(timeline["lanes"])
+    page = {
+        "kind": "pod",
+        "cluster": c.name,
+        "title": f"{p.namespace}/{p.name}",
+        "timeline": timeline,
+        "lanes": lanes,
+        "api": reverse("api-pod-timeline", args=[c.name, p.uid]),
+    }
+    incarnations = queries.find_pods(c, namespace=p.namespace, name=p.name) if p.name else []
+    context = {
+        "cluster": c,
+        "pod": p,
+        "timeline": timeline,
+        "findings": findings,
+        "markers": timeline["markers"],
+        "observations": [
+            {"row": o, "at": format_time(o.observed_at), "summary": _summary(o)} for o in observations
+        ],
+        "diff": diff,
+        "a": a,
+        "b": b,
+        "other_incarnations": [x for x in incarnations if x.uid != p.uid],
+        "pdbs": [
+            x
+            for x in queries.pdbs(c, None, namespace=p.namespace)
+            if queries.selector_matches(x.selector or {}, p.labels or {})
+        ],
+    }
+    return _gantt_page(request, "timelines/pod.html", context, page)
+
+
+def _summary(o: Observation) -> str:
+    """One readable line per observation: the log message, event reason, phase, span name."""
+    p = o.payload or {}
+    if o.kind == "worker":
+        return str(p.get("message") or p.get("transition") or "")
+    if o.kind == "kubelet_marker":
+        return f"{p.get('reason', '')}: {p.get('message', '')}"
+    if o.kind == "event":
+        return f"{p.get('type', '')} {p.get('reason', '')}: {p.get('message', '')}"
+    if o.kind == "span":
+        return f"{p.get('name', '')} {p.get('start', '')} → {p.get('end', '')}"
+    if o.kind in ("pod", "pod_deleted"):
+        deletion = " deletionTimestamp=" + str(p["deletion_timestamp"]) if p.get("deletion_timestamp") else ""
+        return f"{p.get('watch', '')} rv={p.get('resource_version', '')} phase={p.get('phase', '')}{deletion}"
+    return ""
+
+
+@login_required
+def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    c = _cluster_or_404(request, cluster)
+    _namespace_or_404(request, c, namespace)
+    try:
+        p = queries.get_pdb(c, namespace, name)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
+    samples = queries.pdb_samples(p)
+    until = p.deleted_at or datetime.now(UTC)
+    blocked = queries.blocked_periods(samples, until=None if p.deleted_at is None else p.deleted_at)
+    fields = [
+        ("disruptions_allowed", "disruptionsAllowed"),
+        ("current_healthy", "currentHealthy"),
+        ("desired_healthy", "desiredHealthy"),
+        ("expected_pods", "expectedPods"),
+    ]
+    page = {
+        "kind": "pdb",
+        "cluster": c.name,
+        "title": f"{namespace}/{name}",
+        "status_figure": figures.series_figure(
+            samples, fields, title="status over time", until=until, shade=blocked
+        )
+        if samples
+        else None,
+    }
+    context = {
+        "cluster": c,
+        "pdb": p,
+        "samples": samples,
+        "blocked": blocked,
+        "covered": queries.pdb_covered_pods(p),
+        "lane": queries.pdb_lane(p),
+        "findings": Finding.objects.filter(cluster=c, subject="pdb", attrs__pdb_uid=p.uid).order_by("-start")[
+            :200
+        ],
+    }
+    return _gantt_page(request, "timelines/pdb.html", context, page)
+
+
+@login_required
+def findings(request: HttpRequest) -> HttpResponse:
+    access = access_for(request)
+    g = request.GET
+    error = ""
+    try:
+        start, end = parse_when(g.get("from"), "from"), parse_when(g.get("to"), "to")
+    except ApiError as exc:
+        error, start, end = exc.message, None, None
+    rows, total = queries.findings_filtered(
+        access.q(),
+        cluster=g.get("cluster", ""),
+        namespace=g.get("namespace", ""),
+        kind=g.get("kind", ""),
+        severity=g.get("severity", ""),
+        start=start,
+        end=end,
+        limit=500,
+    )
+    context = {
+        "rows": rows,
+        "total": total,
+        "error": error,
+        "f": {k: g.get(k, "") for k in ("cluster", "namespace", "kind", "severity", "from", "to")},
+        "clusters": access.clusters(),
+        "kinds": queries.finding_kinds(access.q()),
+        "severities": Finding.Severity.values,
+    }
+    return render(request, "timelines/findings.html", context)
+
+
+@login_required
+def pod_by_ref(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    """``/c/C/pods/NS/NAME``: the newest incarnation (a shareable link that survives pod re-creation)."""
+    c = _cluster_or_404(request, cluster)
+    _namespace_or_404(request, c, namespace)
+    pods = queries.find_pods(c, namespace=namespace, name=name)
+    if not pods:
+        raise Http404(f"no pod {namespace}/{name} in cluster {c.name!r}")
+    return redirect("pod", cluster=c.name, uid=pods[0].uid)
+
+
+# --- plotly.js from the installed package (never a CDN: clusters are air-gapped) ----------------------------
+_PLOTLY_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+_plotly_cache: dict[str, bytes] = {}
+_plotly_lock = threading.Lock()
+
+
+def _plotly_bytes(encoding: str) -> bytes:
+    with _plotly_lock:
+        if "raw" not in _plotly_cache:
+            raw = _PLOTLY_PATH.read_bytes()
+            _plotly_cache["raw"] = raw
+            _plotly_cache["gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
+            _plotly_cache["etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
+        return _plotly_cache[encoding]
+
+
+@require_GET
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    etag = '"' + _plotly_bytes("etag").decode() + '"'
+    if request.headers.get("If-None-Match") == etag:
+        response = HttpResponse(status=304)
+    else:
+        gz = "gzip" in request.headers.get("Accept-Encoding", "")
+        response = HttpResponse(
+            _plotly_bytes("gzip" if gz else "raw"), content_type="text/javascript; charset=utf-8"
+        )
+        if gz:
+            response["Content-Encoding"] = "gzip"
+    response["ETag"] = etag
+    response["Vary"] = "Accept-Encoding"
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+landing = overview  # the name podlife_site/urls.py used before the dashboard

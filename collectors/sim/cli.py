@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import resource
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,15 +34,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bookmark-interval", type=float, default=5.0, help="seconds between watch bookmarks"
     )
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=None,
+        help="virtual seconds between node status heartbeats; 0 = none (default 10; scale: slower)",
+    )
+    parser.add_argument(
+        "--history-limit",
+        type=int,
+        default=None,
+        help="watch history entries kept for replay (default 200000; scale: ~pods/3)",
+    )
+    parser.add_argument(
+        "--kubelet-log-lines",
+        type=int,
+        default=None,
+        help="klog lines kept per kubelet (default 20000; scale: ~2M lines over all nodes)",
+    )
+    parser.add_argument(
+        "--event-ttl", type=float, default=3600.0, help="seconds an Event lives after its last update"
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build the cluster, print build time, memory and counts, and exit (sizing a scale run)",
+    )
+
+
+def build(opts: argparse.Namespace, start: datetime | None = None) -> SimCluster:
+    """The cluster the options describe, with its scenario installed and time 0 run."""
+    cluster = SimCluster(
+        seed=opts.seed,
+        start=start,
+        history_limit=opts.history_limit,
+        kubelet_log_limit=opts.kubelet_log_lines,
+        heartbeat_interval=opts.heartbeat_interval,
+        event_ttl=opts.event_ttl,
+    )
+    with cluster.engine.lock:
+        install(cluster, opts.scenario, nodes=opts.nodes, pods_per_node=opts.pods_per_node, churn=opts.churn)
+        cluster.advance(0.0)
+    return cluster
+
+
+def report_build(opts: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Build, then churn 60 virtual seconds; print seconds, peak RSS and what was built."""
+    t0 = time.perf_counter()
+    cluster = build(opts)
+    built = time.perf_counter() - t0
+    rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    with cluster.engine.lock:
+        cluster.advance(60.0)
+    ran = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    store = cluster.store
+    print(
+        f"scenario={opts.scenario} nodes={len(cluster.kubelets)} pods={store.count('pods')} "
+        f"build_s={built:.1f} peak_rss_after_build_mib={rss_built:.0f} "
+        f"then 60 virtual s (churn {opts.churn}/s) in {ran:.1f} s: peak_rss_mib={rss:.0f} "
+        f"events={store.count('events')} resourceVersion={store.rv} history={len(store._hist)}/"
+        f"{store.history_limit} kubelet_lines={sum(len(k.lines) for k in cluster.kubelets.values())}",
+        file=out,
+        flush=True,
+    )
+    return 0
 
 
 def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Event | None = None) -> int:
     """Build the cluster, serve it until ``stop`` is set or SIGINT/SIGTERM; prints one ready line."""
+    if getattr(opts, "build_only", False):
+        return report_build(opts, out)
     # Real start time, so ages kubectl computes from creationTimestamp look right; tests fix it instead.
-    cluster = SimCluster(seed=opts.seed, start=datetime.now(UTC).replace(microsecond=0))
-    with cluster.engine.lock:
-        install(cluster, opts.scenario, nodes=opts.nodes, pods_per_node=opts.pods_per_node, churn=opts.churn)
-        cluster.advance(0.0)
+    cluster = build(opts, start=datetime.now(UTC).replace(microsecond=0))
     server = SimServer(
         cluster, port=opts.port, speed=opts.speed, realtime=True, bookmark_interval=opts.bookmark_interval
     )

@@ -1,5 +1,6 @@
 """SimCluster: the demo cluster's state and its control plane (API writes, scheduler, ReplicaSet,
-Deployment and disruption controllers, the eviction subresource) plus one SimKubelet per node.
+Deployment, StatefulSet, DaemonSet and disruption controllers, the eviction subresource, event expiry)
+plus one SimKubelet per node, which also posts its node's status heartbeat.
 
 Everything runs under ``engine.lock`` at virtual time; HTTP handlers that write (eviction, delete, the
 hooks) take the same lock, so the cluster is only ever changed by one thread at a time.
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import copy
 import random
-from collections import defaultdict
+import zlib
+from collections import defaultdict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .engine import Engine
+from . import workloads
+from .engine import Engine, Process
 from .kubelet import Behaviour, SimKubelet, Worker
 from .objects import (
     condition,
@@ -45,6 +48,12 @@ UNMANAGED_MESSAGE = (
 )
 PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
 
+# Defaults; ``scale`` lowers the memory-bound ones (see scenarios.scale_limits) unless set explicitly.
+HISTORY_LIMIT = 200_000  # watch-cache entries kept for replay
+KUBELET_LOG_LIMIT = 20_000  # klog lines kept per kubelet
+HEARTBEAT_INTERVAL = 10.0  # kubelet nodeStatusUpdateFrequency
+EVENT_TTL = 3600.0  # kube-apiserver --event-ttl
+
 
 def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
     if isinstance(value, str) and value.endswith("%"):
@@ -61,14 +70,34 @@ class SimCluster:
         self,
         seed: int = 0,
         start: datetime | None = None,
-        history_limit: int = 200_000,
-        kubelet_log_limit: int = 20_000,
+        history_limit: int | None = None,
+        kubelet_log_limit: int | None = None,
         forbidden: tuple[str, ...] = (),
+        heartbeat_interval: float | None = None,
+        event_ttl: float = EVENT_TTL,
     ) -> None:
+        """``history_limit``, ``kubelet_log_limit`` and ``heartbeat_interval`` (0 = no heartbeats) left
+        as None take the defaults above, or the ``scale`` scenario's lower ones."""
         self.rng = random.Random(seed)
         self.engine = Engine(start or DEFAULT_START)
-        self.store = Store(history_limit)
-        self.kubelet_log_limit = kubelet_log_limit
+        self.explicit = {
+            k
+            for k, v in (
+                ("history_limit", history_limit),
+                ("kubelet_log_limit", kubelet_log_limit),
+                ("heartbeat_interval", heartbeat_interval),
+            )
+            if v is not None
+        }
+        self.store = Store(HISTORY_LIMIT if history_limit is None else history_limit)
+        self.kubelet_log_limit = KUBELET_LOG_LIMIT if kubelet_log_limit is None else kubelet_log_limit
+        self.heartbeat_interval = HEARTBEAT_INTERVAL if heartbeat_interval is None else heartbeat_interval
+        self.event_ttl = event_ttl
+        # (elapsed at creation, namespace, name, dedupe key) of each event, oldest first, for the TTL
+        self._event_born: deque[tuple[float, str, str, tuple[str, str, str, str]]] = deque()
+        self._event_touched: dict[tuple[str, str], float] = {}
+        self._event_gc_started = False
+        self._node_cidr: dict[str, str] = {}
         self.forbidden = set(forbidden)  # resource names (or "nodes/proxy") answered with 403
         self.kubelets: dict[str, SimKubelet] = {}
         self.behaviours: dict[tuple[str, str], Behaviour] = {}
@@ -114,19 +143,59 @@ class SimCluster:
                     },
                 )
 
-    def add_node(self, name: str, labels: dict[str, str] | None = None) -> SimKubelet:
+    def add_node(
+        self, name: str, labels: dict[str, str] | None = None, created: datetime | None = None
+    ) -> SimKubelet:
+        """A node joins (``created`` may lie before the simulation began); its kubelet starts posting
+        status heartbeats, and DaemonSets that select it get a pod there."""
         with self.engine.lock:
             idx = len(self._node_ips)
             ip = f"10.{(idx >> 16) & 255}.{(idx >> 8) & 255}.{idx & 255 or 1}" if idx else "10.0.0.10"
             self._node_ips[name] = ip
             cidr = f"10.{100 + ((idx >> 8) & 127)}.{idx & 255}.0/24"
-            node = make_node(name, new_uid(self.rng), self.now, labels or {}, ip, cidr, KUBELET_VERSION)
+            self._node_cidr[name] = cidr
+            node = make_node(
+                name,
+                new_uid(self.rng),
+                created or self.now,
+                labels or {},
+                ip,
+                cidr,
+                KUBELET_VERSION,
+                heartbeat=self.now,
+            )
             self.store.put("nodes", node)
             kubelet = SimKubelet(
                 self, name, pid=self.rng.randrange(250, 4000), log_limit=self.kubelet_log_limit
             )
             self.kubelets[name] = kubelet
+            if self.heartbeat_interval > 0:
+                # Spread nodes over the interval by name, without drawing from the scenario's rng.
+                phase = (zlib.crc32(name.encode()) % 1000) / 1000 * self.heartbeat_interval
+                self.engine.spawn(
+                    self._heartbeats(name), delay=phase or self.heartbeat_interval, background=True
+                )
+            if self.store.count("daemonsets"):
+                self._mark_dirty("dsall", "", "")
             return kubelet
+
+    def _heartbeats(self, name: str) -> Process:
+        """The kubelet's node status loop: while nothing else changed, only ``lastHeartbeatTime`` of
+        each condition (and so the resourceVersion) moves. A stopped kubelet posts nothing."""
+        while name in self.kubelets:
+            if self.kubelets[name].running:
+                now = ts(self.now)
+                node = self.store.get("nodes", "", name)
+                conds = [
+                    c
+                    for c in (node or {}).get("status", {}).get("conditions", [])
+                    if c["status"] != "Unknown"
+                ]
+                if node is not None and any(c["lastHeartbeatTime"] != now for c in conds):
+                    for c in conds:
+                        c["lastHeartbeatTime"] = now
+                    self.store.put("nodes", node)
+            yield self.heartbeat_interval
 
     def node_ip(self, node: str) -> str:
         return self._node_ips.get(node, "10.0.0.1")
@@ -134,8 +203,8 @@ class SimCluster:
     def pod_ip(self, node: str) -> str:
         n = self._pod_ip_next[node]
         self._pod_ip_next[node] = n + 1 if n < 250 else 2
-        node_obj = self.store.get("nodes", "", node)
-        base = node_obj["spec"]["podCIDR"].rsplit(".", 1)[0] if node_obj else "10.244.0"
+        cidr = self._node_cidr.get(node)
+        base = cidr.rsplit(".", 1)[0] if cidr else "10.244.0"
         return f"{base}.{n}"
 
     def update_node(self, name: str, fn: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
@@ -149,10 +218,11 @@ class SimCluster:
     def _set_node_ready(self, node: dict[str, Any], st: str, reason: str, message: str) -> None:
         now = ts(self.now)
         for c in node["status"]["conditions"]:
+            c["lastHeartbeatTime"] = now  # the kubelet posts every condition with each status update
             if c["type"] == "Ready":
                 if c["status"] != st:
                     c["lastTransitionTime"] = now
-                c.update(status=st, reason=reason, message=message, lastHeartbeatTime=now)
+                c.update(status=st, reason=reason, message=message)
 
     def cordon(self, name: str) -> None:
         def fn(node: dict[str, Any]) -> None:
@@ -261,16 +331,18 @@ class SimCluster:
             self.kubelets[name] = kubelet
 
             def fn(n: dict[str, Any]) -> None:
+                now = ts(self.now)
                 for c in n["status"]["conditions"]:
                     if c["type"] == "Ready":
                         c.update(
                             status="True",
                             reason="KubeletReady",
                             message="kubelet is posting ready status",
-                            lastTransitionTime=ts(self.now),
+                            lastTransitionTime=now,
+                            lastHeartbeatTime=now,
                         )
                     else:
-                        c.update(status="False", lastTransitionTime=ts(self.now))
+                        c.update(status="False", lastTransitionTime=now, lastHeartbeatTime=now)
                 n["spec"]["taints"] = [
                     t
                     for t in n["spec"].get("taints", [])
@@ -319,6 +391,17 @@ class SimCluster:
             self._pod_changed(pod)
             return pod
 
+    def add_running_pod(self, pod: dict[str, Any]) -> None:
+        """Store a pod that already runs on its node (bulk population: no scheduler, no controllers,
+        no events). The caller registers its worker with ``SimKubelet.adopt_running``."""
+        meta = pod["metadata"]
+        self.store.put("pods", pod)
+        self._pods_on_node[pod["spec"]["nodeName"]].add((meta["namespace"], meta["name"]))
+
+    def pods_on_node(self, node: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the API pods bound to ``node``."""
+        return self._pods_on_node.get(node, set())
+
     def new_pod(
         self,
         namespace: str,
@@ -353,12 +436,14 @@ class SimCluster:
         if pod is None or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
             return
         sel = pod["spec"].get("nodeSelector") or {}
-        if "kubernetes.io/hostname" in sel:
-            candidates = (
-                [sel["kubernetes.io/hostname"]] if sel["kubernetes.io/hostname"] in self.kubelets else []
-            )
+        pinned = sel.get("kubernetes.io/hostname") or workloads.pinned_node(pod)
+        if pinned:
+            candidates = [pinned] if pinned in self.kubelets else []
         else:
             candidates = list(self.kubelets)
+        tolerates_cordon = any(
+            t.get("key") == "node.kubernetes.io/unschedulable" for t in pod["spec"].get("tolerations") or []
+        )
         fit: list[tuple[int, str]] = []
         reasons: dict[str, int] = defaultdict(int)
         for name in candidates:
@@ -369,7 +454,7 @@ class SimCluster:
             if any(labels.get(k) != v for k, v in sel.items()):
                 reasons["didn't match Pod's node affinity/selector"] += 1
                 continue
-            if node["spec"].get("unschedulable"):
+            if node["spec"].get("unschedulable") and not tolerates_cordon:
                 reasons["were unschedulable"] += 1
                 continue
             ready = get_condition(node, "Ready")
@@ -652,6 +737,7 @@ class SimCluster:
                     else:
                         ev["count"] = ev.get("count", 1) + 1
                         ev["lastTimestamp"] = ts(now)
+                    self._event_touched[existing] = self.engine.elapsed
                     return self.store.put("events", ev)
             involved: dict[str, Any] = {
                 "kind": kind,
@@ -698,7 +784,35 @@ class SimCluster:
                     reportingInstance=host,
                 )
             self._event_index[ikey] = (namespace, name)
+            self._track_event_ttl(namespace, name, ikey)
             return self.store.put("events", ev)
+
+    def _track_event_ttl(self, namespace: str, name: str, ikey: tuple[str, str, str, str]) -> None:
+        if self.event_ttl <= 0:
+            return
+        self._event_born.append((self.engine.elapsed, namespace, name, ikey))
+        self._event_touched[(namespace, name)] = self.engine.elapsed
+        if not self._event_gc_started:
+            self._event_gc_started = True
+            self.engine.spawn(self._expire_events(), delay=min(60.0, self.event_ttl), background=True)
+
+    def _expire_events(self) -> Process:
+        """Events live ``event_ttl`` after their last write (an etcd lease, refreshed on every update);
+        then they vanish, and watchers see DELETED, as on a real API server."""
+        while True:
+            now = self.engine.elapsed
+            born = self._event_born
+            while born and born[0][0] + self.event_ttl <= now:
+                _, ns, name, ikey = born.popleft()
+                touched = self._event_touched.get((ns, name), 0.0)
+                if touched + self.event_ttl > now:
+                    born.append((touched, ns, name, ikey))
+                    continue
+                self._event_touched.pop((ns, name), None)
+                if self._event_index.get(ikey) == (ns, name):
+                    del self._event_index[ikey]
+                self.store.delete("events", ns, name)
+            yield min(60.0, self.event_ttl)
 
     @staticmethod
     def _kind_of(obj: dict[str, Any]) -> str:
@@ -712,6 +826,10 @@ class SimCluster:
             return "PodDisruptionBudget"
         if "strategy" in spec:
             return "Deployment"
+        if "serviceName" in spec:
+            return "StatefulSet"
+        if "updateStrategy" in spec:
+            return "DaemonSet"
         if "template" in spec:
             return "ReplicaSet"
         del meta
@@ -719,15 +837,21 @@ class SimCluster:
 
     @staticmethod
     def _api_version_of(kind: str) -> str:
-        return {"PodDisruptionBudget": "policy/v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1"}.get(
-            kind, "v1"
-        )
+        return {
+            "PodDisruptionBudget": "policy/v1",
+            "Deployment": "apps/v1",
+            "ReplicaSet": "apps/v1",
+            "StatefulSet": "apps/v1",
+            "DaemonSet": "apps/v1",
+        }.get(kind, "v1")
 
     # ---- controllers (debounced reconciles) ---------------------------------------------------
     def _pod_changed(self, pod: dict[str, Any], deleted: bool = False) -> None:
         ctrl = controller_of(pod)
-        if ctrl and ctrl["kind"] == "ReplicaSet":
-            self._mark_dirty("rs", pod["metadata"]["namespace"], ctrl["name"])
+        if ctrl:
+            kind = {"ReplicaSet": "rs", "StatefulSet": "sts", "DaemonSet": "ds"}.get(ctrl["kind"])
+            if kind:
+                self._mark_dirty(kind, pod["metadata"]["namespace"], ctrl["name"])
         if self.store.count("poddisruptionbudgets"):
             self._mark_dirty("pdbns", pod["metadata"]["namespace"], "")
 
@@ -746,6 +870,13 @@ class SimCluster:
             elif kind == "pdbns":
                 for pdb in self.store.iter_objects("poddisruptionbudgets", namespace):
                     self._reconcile_pdb(pdb)
+            elif kind == "sts":
+                workloads.reconcile_statefulset(self, namespace, name)
+            elif kind == "ds":
+                workloads.reconcile_daemonset(self, namespace, name)
+            elif kind == "dsall":
+                for ns, ds_name in self.store.keys("daemonsets"):
+                    workloads.reconcile_daemonset(self, ns, ds_name)
 
         self.engine.schedule(0.02 if kind != "pdbns" else 0.05, run)
 
@@ -763,6 +894,51 @@ class SimCluster:
             "Succeeded",
             "Failed",
         )
+
+    # ---- StatefulSets and DaemonSets (collectors/sim/workloads.py) ---------------------------------
+    def create_statefulset(
+        self,
+        namespace: str,
+        name: str,
+        replicas: int,
+        image: str,
+        labels: dict[str, str],
+        node_selector: dict[str, str] | None = None,
+        behaviour: Behaviour | None = None,
+        grace: int = 30,
+        service_name: str | None = None,
+    ) -> dict[str, Any]:
+        with self.engine.lock:
+            return workloads.create_statefulset(
+                self, namespace, name, replicas, image, labels, node_selector, behaviour, grace, service_name
+            )
+
+    def update_statefulset(self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]) -> None:
+        with self.engine.lock:
+            workloads.update_statefulset(self, namespace, name, fn)
+
+    def delete_statefulset(self, namespace: str, name: str) -> None:
+        with self.engine.lock:
+            workloads.delete_workload(self, "statefulsets", namespace, name)
+
+    def create_daemonset(
+        self,
+        namespace: str,
+        name: str,
+        image: str,
+        labels: dict[str, str],
+        node_selector: dict[str, str] | None = None,
+        behaviour: Behaviour | None = None,
+        grace: int = 30,
+    ) -> dict[str, Any]:
+        with self.engine.lock:
+            return workloads.create_daemonset(
+                self, namespace, name, image, labels, node_selector, behaviour, grace
+            )
+
+    def delete_daemonset(self, namespace: str, name: str) -> None:
+        with self.engine.lock:
+            workloads.delete_workload(self, "daemonsets", namespace, name)
 
     def create_deployment(
         self,
@@ -1122,6 +1298,12 @@ class SimCluster:
                     scales[dctrl["uid"]] = dep["spec"]["replicas"] if dep else 0
                 else:
                     scales[ctrl["uid"]] = rs["spec"]["replicas"] if rs else 0
+            elif ctrl["kind"] == "StatefulSet":
+                sts = self.store.get("statefulsets", pod["metadata"]["namespace"], ctrl["name"])
+                scales[ctrl["uid"]] = sts["spec"]["replicas"] if sts else 0
+            elif ctrl["kind"] == "DaemonSet":
+                ds = self.store.get("daemonsets", pod["metadata"]["namespace"], ctrl["name"])
+                scales[ctrl["uid"]] = ds["status"].get("desiredNumberScheduled", 0) if ds else 0
             else:
                 scales[ctrl["uid"]] = 1
         return sum(scales.values()), unmanaged

@@ -4,6 +4,10 @@ Everything the simulated cluster does happens at a virtual instant. Tests step t
 (``advance`` / ``run_until_idle``); the server drives it from the wall clock through ``RealtimeDriver``.
 A process is a generator that yields how many virtual seconds to sleep before it resumes, so a scenario
 reads top to bottom like the story it tells.
+
+Housekeeping that never ends (node heartbeats, event expiry) is scheduled as *background* work: it runs
+like anything else while time passes, but ``run_until_idle`` does not wait for it, so "idle" still means
+"the story is over".
 """
 
 from __future__ import annotations
@@ -25,20 +29,24 @@ class Engine:
             raise ValueError("Engine start time must be timezone-aware (UTC)")
         self.start = start
         self.elapsed = 0.0  # virtual seconds since start
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, bool, Callable[[], None]]] = []
         self._seq = 0
+        self._foreground = 0  # queued entries that are not background housekeeping
         self.lock = threading.RLock()
 
     @property
     def now(self) -> datetime:
         return self.start + timedelta(seconds=self.elapsed)
 
-    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
-        """Run ``fn`` ``delay`` virtual seconds from now (never in the past)."""
+    def schedule(self, delay: float, fn: Callable[[], None], background: bool = False) -> None:
+        """Run ``fn`` ``delay`` virtual seconds from now (never in the past). ``background`` work does not
+        keep ``run_until_idle`` going."""
         self._seq += 1
-        heapq.heappush(self._queue, (self.elapsed + max(0.0, delay), self._seq, fn))
+        if not background:
+            self._foreground += 1
+        heapq.heappush(self._queue, (self.elapsed + max(0.0, delay), self._seq, background, fn))
 
-    def spawn(self, proc: Process, delay: float = 0.0) -> None:
+    def spawn(self, proc: Process, delay: float = 0.0, background: bool = False) -> None:
         """Start a generator process after ``delay`` seconds; each yielded number is a sleep."""
 
         def step() -> None:
@@ -46,15 +54,23 @@ class Engine:
                 wait = next(proc)
             except StopIteration:
                 return
-            self.schedule(float(wait), step)
+            self.schedule(float(wait), step, background)
 
-        self.schedule(delay, step)
+        self.schedule(delay, step, background)
 
     def pending(self) -> int:
-        return len(self._queue)
+        """Queued foreground callbacks (background housekeeping is not counted)."""
+        return self._foreground
 
     def next_due(self) -> float | None:
         return self._queue[0][0] if self._queue else None
+
+    def _pop_and_run(self) -> None:
+        due, _, background, fn = heapq.heappop(self._queue)
+        if not background:
+            self._foreground -= 1
+        self.elapsed = max(self.elapsed, due)
+        fn()
 
     def advance(self, seconds: float) -> int:
         """Run everything due within the next ``seconds`` virtual seconds; returns callbacks run."""
@@ -62,22 +78,19 @@ class Engine:
         ran = 0
         with self.lock:
             while self._queue and self._queue[0][0] <= target:
-                due, _, fn = heapq.heappop(self._queue)
-                self.elapsed = max(self.elapsed, due)
-                fn()
+                self._pop_and_run()
                 ran += 1
             self.elapsed = max(self.elapsed, target)
         return ran
 
     def run_until_idle(self, max_seconds: float = 3600.0) -> float:
-        """Run until nothing is queued or ``max_seconds`` of virtual time passed; returns time used."""
+        """Run until no foreground work is queued or ``max_seconds`` of virtual time passed; returns the
+        virtual time used. Background work due meanwhile runs in order with the rest."""
         begin = self.elapsed
         limit = begin + max_seconds
         with self.lock:
-            while self._queue and self._queue[0][0] <= limit:
-                due, _, fn = heapq.heappop(self._queue)
-                self.elapsed = max(self.elapsed, due)
-                fn()
+            while self._foreground and self._queue[0][0] <= limit:
+                self._pop_and_run()
         return self.elapsed - begin
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .objects import condition, container_id, set_condition, ts
+from .objects import condition, container_id, image_id, set_condition, ts
 
 if TYPE_CHECKING:
     from .cluster import SimCluster
@@ -115,7 +115,7 @@ class Behaviour:
     runtime_hang_seconds: float = 0.0  # after SIGKILL, the runtime takes this long to reap it
 
 
-@dataclass
+@dataclass(slots=True)
 class Worker:
     uid: str  # the kubelet's UID: the API uid, or 32 hex for a static pod
     namespace: str
@@ -235,6 +235,22 @@ class SimKubelet:
         self.workers[uid] = w
         self.by_api[(w.namespace, w.api_name)] = uid
         self._start_setup(w)
+
+    def adopt_running(self, pod: dict[str, Any], behaviour: Behaviour, started: datetime) -> Worker:
+        """A pod this kubelet set up before the simulation began (the ``scale`` population): its worker
+        is in ``sync``, started, with running containers. No log lines and no events: that happened
+        before anyone was watching."""
+        meta = pod["metadata"]
+        w = Worker(meta["uid"], meta["namespace"], meta["name"], False, behaviour, meta["name"])
+        w.started = True
+        w.first_seen = started
+        for cs in pod["status"].get("containerStatuses") or []:
+            w.containers[cs["name"]] = cs["containerID"]
+        self.workers[w.uid] = w
+        self.by_api[(w.namespace, w.api_name)] = w.uid
+        self.started_pods_total += 1
+        self.started_containers_total += len(w.containers)
+        return w
 
     def _start_setup(self, w: Worker) -> None:
         self._wlog("Pod is being synced for the first time", w, updateType="create")
@@ -358,12 +374,7 @@ class SimKubelet:
                 cs["ready"] = True
                 cs["started"] = True
                 cs["containerID"] = w.containers.get(cs["name"], "")
-                cs["imageID"] = (
-                    "docker.io/library/"
-                    + cs["image"].split("/")[-1].split(":")[0]
-                    + "@sha256:"
-                    + f"{abs(hash(cs['image'])):064x}"[:64]
-                )
+                cs["imageID"] = image_id(cs["image"])
             set_condition(st["conditions"], condition("ContainersReady", True, now))
             set_condition(st["conditions"], condition("Ready", True, now))
 

@@ -6,6 +6,7 @@ second precision as on the wire; ``eventTime`` and kubelet log lines keep micros
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import uuid
@@ -16,13 +17,14 @@ SAFE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand 
 
 
 def ts(t: datetime) -> str:
-    """RFC 3339 with second precision, as metav1.Time serializes."""
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 with second precision, as metav1.Time serializes (``t`` is UTC; isoformat is ~4x
+    faster than strftime, which matters when building 150,000 pods)."""
+    return t.isoformat(timespec="seconds")[:19] + "Z"
 
 
 def ts_micro(t: datetime) -> str:
-    """RFC 3339 with microseconds, as metav1.MicroTime serializes."""
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 with microseconds, as metav1.MicroTime serializes (``t`` is UTC)."""
+    return t.isoformat(timespec="microseconds")[:26] + "Z"
 
 
 def new_uid(rng: random.Random) -> str:
@@ -40,6 +42,23 @@ def container_id(rng: random.Random) -> str:
 def template_hash(template: dict[str, Any]) -> str:
     """A stable pod-template-hash-like string (the real one is an FNV hash rendered with SAFE_CHARS)."""
     digest = hashlib.sha256(repr(sorted(template.items())).encode()).digest()
+    return "".join(SAFE_CHARS[b % len(SAFE_CHARS)] for b in digest[:10])
+
+
+@functools.lru_cache(maxsize=256)
+def image_id(image: str) -> str:
+    """A stable ``imageID`` (repo digest) for an image reference."""
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    if "/" not in repo:
+        repo = "docker.io/library/" + repo
+    elif "." not in repo.split("/", 1)[0]:
+        repo = "docker.io/" + repo
+    return f"{repo}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def revision_hash(obj: Any) -> str:
+    """A controller-revision-hash-like suffix (the real one is an FNV hash of the template)."""
+    digest = hashlib.sha256(repr(obj).encode()).digest()
     return "".join(SAFE_CHARS[b % len(SAFE_CHARS)] for b in digest[:10])
 
 
@@ -157,7 +176,10 @@ def make_pod(
     finalizers: list[str] | None = None,
     node_name: str | None = None,
     priority: int = 0,
+    extra_spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A pod as the API server stores it at creation (``extra_spec`` adds or replaces spec fields, e.g.
+    the affinity/tolerations a DaemonSet sets or a StatefulSet pod's hostname/subdomain)."""
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -166,7 +188,7 @@ def make_pod(
         "creationTimestamp": ts(created),
         "labels": dict(labels),
     }
-    if name and owner and owner.get("kind") == "ReplicaSet":
+    if name and owner and owner.get("kind") in ("ReplicaSet", "DaemonSet"):
         meta["generateName"] = owner["name"] + "-"
     if annotations:
         meta["annotations"] = dict(annotations)
@@ -215,10 +237,78 @@ def make_pod(
         spec["nodeSelector"] = dict(node_selector)
     if node_name:
         spec["nodeName"] = node_name
+    if extra_spec:
+        spec.update(extra_spec)
     return {
         "metadata": meta,
         "spec": spec,
         "status": {"phase": "Pending", "qosClass": "BestEffort"},
+    }
+
+
+def running_status(
+    pod: dict[str, Any],
+    *,
+    scheduled: datetime,
+    started: datetime,
+    host_ip: str,
+    pod_ip: str,
+    container_ids: dict[str, str],
+) -> dict[str, Any]:
+    """``status`` of a pod whose containers all run and are ready, as the kubelet leaves it after setup."""
+    conds = [
+        condition("PodReadyToStartContainers", True, started),
+        condition("Initialized", True, scheduled),
+        condition("Ready", True, started),
+        condition("ContainersReady", True, started),
+        condition("PodScheduled", True, scheduled),
+    ]
+    return {
+        "phase": "Running",
+        "conditions": conds,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": ts(scheduled),
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "state": {"running": {"startedAt": ts(started)}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": c["image"],
+                "imageID": image_id(c["image"]),
+                "containerID": container_ids.get(c["name"], ""),
+                "started": True,
+            }
+            for c in pod["spec"]["containers"]
+        ],
+        "qosClass": pod["status"].get("qosClass", "BestEffort"),
+    }
+
+
+DAEMONSET_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def daemon_pod_affinity(node: str) -> dict[str, Any]:
+    """The node affinity the DaemonSet controller pins each of its pods with (matchFields on the name)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
     }
 
 
@@ -230,8 +320,9 @@ def make_node(
     ip: str,
     pod_cidr: str,
     kubelet_version: str,
+    heartbeat: datetime | None = None,
 ) -> dict[str, Any]:
-    hb = ts(created)
+    hb = ts(heartbeat or created)
     conds = [
         ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
         ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),

@@ -212,6 +212,72 @@ def static_pod_uid_reuse(c: SimCluster, loop: int = 0) -> Process:
     yield 30.0
 
 
+def _statefulset_settled(c: SimCluster, ns: str, name: str) -> bool:
+    sts = c.store.get("statefulsets", ns, name)
+    if sts is None:
+        return True
+    st, want = sts["status"], sts["spec"]["replicas"]
+    return (
+        st.get("observedGeneration") == sts["metadata"]["generation"]
+        and st.get("readyReplicas") == want == st.get("updatedReplicas") == st.get("currentReplicas")
+        and st.get("currentRevision") == st.get("updateRevision")
+    )
+
+
+def _daemonset_settled(c: SimCluster, ns: str, name: str) -> bool:
+    ds = c.store.get("daemonsets", ns, name)
+    if ds is None:
+        return True
+    st = ds["status"]
+    return bool(st.get("desiredNumberScheduled")) and st.get("numberReady") == st["desiredNumberScheduled"]
+
+
+def statefulset_daemonset(c: SimCluster, loop: int = 0) -> Process:
+    """A StatefulSet comes up in order (web-0 Ready before web-1 is created) beside a DaemonSet with one
+    pod per node; a node joins and the DaemonSet follows it; a new image rolls the StatefulSet from the
+    highest ordinal down, each pod deleted and re-created under the same name with a new UID."""
+    nodes = _nodes(c, "apps", 2)
+    ns, sfx = NAMESPACE, _sfx(loop)
+    sts, ds = f"web{sfx}", f"node-agent{sfx}"
+    pool = {"podlife.dev/pool": "apps"}
+    c.create_daemonset(
+        ns,
+        ds,
+        "ghcr.io/podlife/node-agent:0.9.2",
+        {"app": ds},
+        node_selector=pool,
+        behaviour=Behaviour(setup_seconds=0.8, stop_seconds=0.3),
+    )
+    c.create_statefulset(
+        ns,
+        sts,
+        2,
+        "nginx:1.26.2",
+        {"app": f"nginx{sfx}"},
+        node_selector=pool,
+        behaviour=Behaviour(setup_seconds=1.5, stop_seconds=0.5),
+        grace=10,
+    )
+    yield from _wait(lambda: _statefulset_settled(c, ns, sts) and _daemonset_settled(c, ns, ds))
+    yield 30.0
+    joiner = f"apps-node-{len(nodes) + 1}"
+    if joiner not in c.kubelets:
+        c.add_node(joiner, pool)
+        yield from _wait(lambda: _daemonset_settled(c, ns, ds))
+    yield 5.0
+
+    def new_image(obj: dict[str, Any]) -> None:
+        obj["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.27.3"
+
+    c.update_statefulset(ns, sts, new_image)
+    yield 1.0
+    yield from _wait(lambda: _statefulset_settled(c, ns, sts))
+    yield 10.0
+    c.delete_statefulset(ns, sts)
+    c.delete_daemonset(ns, ds)
+    yield 30.0
+
+
 def pdb_unmanaged_pods(c: SimCluster, loop: int = 0) -> Process:
     """A PDB with maxUnavailable over bare pods: UnmanagedPods warnings, and a budget stuck at 0."""
     nodes = _nodes(c, "unmanaged", 2)
@@ -239,6 +305,7 @@ SCENARIOS: dict[str, Callable[[SimCluster, int], Process]] = {
     "node-shutdown": node_shutdown,
     "static-pod-uid-reuse": static_pod_uid_reuse,
     "pdb-unmanaged-pods": pdb_unmanaged_pods,
+    "statefulset-daemonset": statefulset_daemonset,
 }
 ALL_NAMES = (*SCENARIOS, "mixed", "scale")
 
@@ -251,34 +318,84 @@ def _looping(c: SimCluster, fn: Callable[[SimCluster, int], Process], pause: flo
         loop += 1
 
 
-def scale(c: SimCluster, nodes: int = 50, pods_per_node: int = 10, churn: float = 1.0) -> Process:
-    """Load: ``nodes`` × ``pods_per_node`` running pods created directly in their final state, then
-    ``churn`` pods per second deleted (full worker teardown) and replaced on the same node."""
-    from .objects import make_pod, new_uid
+SCALE_NAMESPACE = "load"
+SCALE_IMAGE = "registry.k8s.io/pause:3.10"
 
+
+def scale_limits(nodes: int, pods_per_node: int) -> dict[str, float]:
+    """Memory-bound defaults for ``scale``: a watch history of ~1/3 of the pods (at least 20,000
+    entries, at most 200,000), a kubelet log budget of ~2M lines shared by all nodes, and heartbeats
+    every 10 s up to 100 nodes, then slower so the whole cluster stays near 10 node writes a second
+    (at most every 60 s)."""
+    pods = nodes * pods_per_node
+    return {
+        "history_limit": max(20_000, min(200_000, pods // 3)),
+        "kubelet_log_limit": max(500, min(20_000, 2_000_000 // max(1, nodes))),
+        "heartbeat_interval": min(60.0, max(10.0, nodes / 10)),
+    }
+
+
+def populate_scale(c: SimCluster, nodes: int, pods_per_node: int) -> None:
+    """``nodes`` × ``pods_per_node`` pods that were started before the simulation began: written
+    directly in their Running state (one ADDED each, then the history is compacted), their kubelets
+    holding started workers, and no events or kubelet lines for them. Pod and node ages are spread
+    over the hours before ``c.now``."""
+    from datetime import timedelta
+
+    from .objects import container_id, make_pod, new_uid, running_status
+
+    limits = scale_limits(nodes, pods_per_node)
+    if "history_limit" not in c.explicit:
+        c.store.history_limit = int(limits["history_limit"])
+    if "kubelet_log_limit" not in c.explicit:
+        c.kubelet_log_limit = int(limits["kubelet_log_limit"])
+    if "heartbeat_interval" not in c.explicit:
+        c.heartbeat_interval = limits["heartbeat_interval"]
     now = c.now
+    rng = c.rng
+    behaviour = Behaviour()  # shared: every scale pod behaves alike
+    containers = [{"name": "app", "image": SCALE_IMAGE}]
+    c.ensure_namespace(SCALE_NAMESPACE)
     for i in range(nodes):
         node = f"scale-node-{i:05d}"
-        kubelet = c.add_node(node, {"podlife.dev/pool": "scale"})
-        kubelet.lines.clear()
+        kubelet = c.add_node(node, {"podlife.dev/pool": "scale"}, created=now - timedelta(days=3))
+        host_ip = c.node_ip(node)
         for j in range(pods_per_node):
-            name = f"load-{i:05d}-{j:03d}"
+            created = now - timedelta(seconds=rng.randrange(600, 6 * 3600))
             pod = make_pod(
-                namespace="load",
-                name=name,
-                uid=new_uid(c.rng),
-                created=now,
+                namespace=SCALE_NAMESPACE,
+                name=f"load-{i:05d}-{j:03d}",
+                uid=new_uid(rng),
+                created=created,
                 labels={"app": "load"},
-                containers=[{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+                containers=containers,
                 node_name=node,
             )
-            c.create_pod(pod)
+            started = created + timedelta(seconds=2)
+            pod["status"] = running_status(
+                pod,
+                scheduled=created,
+                started=started,
+                host_ip=host_ip,
+                pod_ip=c.pod_ip(node),
+                container_ids={"app": container_id(rng)},
+            )
+            c.add_running_pod(pod)
+            kubelet.adopt_running(pod, behaviour, started)
+    c.store.compact()  # an API server that has run a while: the build is not replayable history
+
+
+def scale(c: SimCluster, nodes: int = 50, pods_per_node: int = 10, churn: float = 1.0) -> Process:
+    """Churn on the ``populate_scale`` population: ``churn`` pods a second are deleted (the full
+    graceful teardown: SyncLoop DELETE, SyncTerminatingPod, SyncTerminatedPod, Killing event, removal)
+    and replaced by a new pod on the same node (scheduled, pulled, started: events and kubelet lines)."""
     yield 5.0
     period = 1.0 / churn if churn > 0 else 0.0
     n = 0
     while period:
         i = c.rng.randrange(nodes)
-        keys = sorted(c._pods_on_node[f"scale-node-{i:05d}"])
+        node = f"scale-node-{i:05d}"
+        keys = sorted(c.pods_on_node(node))
         if keys:
             ns, victim = keys[c.rng.randrange(len(keys))]
             pod = c.store.get("pods", ns, victim)
@@ -286,7 +403,11 @@ def scale(c: SimCluster, nodes: int = 50, pods_per_node: int = 10, churn: float 
                 c.delete_pod(ns, victim, grace=5)
                 n += 1
                 c.new_pod(
-                    "load", f"load-{i:05d}-c{n:07d}", node=f"scale-node-{i:05d}", labels={"app": "load"}
+                    SCALE_NAMESPACE,
+                    f"load-{i:05d}-c{n:07d}",
+                    node=node,
+                    labels={"app": "load"},
+                    image=SCALE_IMAGE,
                 )
         yield period
 
@@ -294,14 +415,9 @@ def scale(c: SimCluster, nodes: int = 50, pods_per_node: int = 10, churn: float 
 def install(c: SimCluster, name: str, **opts: Any) -> None:
     """Start scenario ``name`` on the cluster (``mixed`` loops every scenario forever)."""
     if name == "scale":
-        c.engine.spawn(
-            scale(
-                c,
-                int(opts.get("nodes", 50)),
-                int(opts.get("pods_per_node", 10)),
-                float(opts.get("churn", 1.0)),
-            )
-        )
+        nodes, per_node = int(opts.get("nodes", 50)), int(opts.get("pods_per_node", 10))
+        populate_scale(c, nodes, per_node)
+        c.engine.spawn(scale(c, nodes, per_node, float(opts.get("churn", 1.0))))
     elif name == "mixed":
         for i, fn in enumerate(SCENARIOS.values()):
             c.engine.spawn(_looping(c, fn, pause=20.0), delay=i * 0.5)

@@ -61,7 +61,9 @@ def _age(created: str, now: datetime) -> str:
     return f"{secs // 86400}d"
 
 
-def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
+def pod_row(pod: dict[str, Any], now: datetime, include_object: str = "Metadata") -> dict[str, Any]:
+    """One ``kubectl get pods`` row; ``include_object`` is the request's ``includeObject``
+    (``Metadata`` by default, ``Object`` for the whole pod, ``None`` for no object)."""
     st = pod.get("status", {})
     cs = st.get("containerStatuses") or []
     ready = sum(1 for c in cs if c.get("ready"))
@@ -76,7 +78,7 @@ def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
         reason = "Terminating"
     restarts = sum(c.get("restartCount", 0) for c in cs)
     meta = pod["metadata"]
-    return {
+    row: dict[str, Any] = {
         "cells": [
             meta["name"],
             f"{ready}/{len(pod['spec']['containers'])}",
@@ -88,7 +90,29 @@ def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
             "<none>",
             "<none>",
         ],
-        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+    }
+    if include_object == "Object":
+        row["object"] = {"kind": "Pod", "apiVersion": "v1", **pod}
+    elif include_object != "None":
+        row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+    return row
+
+
+def wants_table(rtype: ResourceType, accept: str) -> bool:
+    """kubectl asks for ``as=Table``; only pods have server-side columns here, other kinds fall back to
+    the plain object, which kubectl accepts (it then prints NAME/AGE)."""
+    return rtype.name == "pods" and "as=Table" in accept
+
+
+def pod_table(
+    pods: list[dict[str, Any]], now: datetime, rv: str, include_object: str, headers: bool = True
+) -> dict[str, Any]:
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": rv},
+        "columnDefinitions": POD_COLUMNS if headers else None,
+        "rows": [pod_row(p, now, include_object) for p in pods],
     }
 
 
@@ -449,16 +473,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._status(400, "BadRequest", str(exc))
             return
-        accept = self.headers.get("Accept", "")
-        if rtype.name == "pods" and "as=Table" in accept:
-            now = self.sim.cluster.now
-            table = {
-                "kind": "Table",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": {"resourceVersion": str(rv), **({"continue": cont} if cont else {})},
-                "columnDefinitions": POD_COLUMNS,
-                "rows": [pod_row(orjson.loads(d), now) for d in items],
-            }
+        if wants_table(rtype, self.headers.get("Accept", "")) and not shape:
+            table = pod_table(
+                [orjson.loads(d) for d in items],
+                self.sim.cluster.now,
+                str(rv),
+                q.get("includeObject") or "Metadata",
+            )
+            if cont:
+                table["metadata"]["continue"] = cont
             self._json(200, table)
             return
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -489,9 +512,18 @@ class _Handler(BaseHTTPRequestHandler):
         sel = _selector_fn(q.get("fieldSelector"), q.get("labelSelector"))
         api_version = self._api_version(rtype, shape).encode()
         kind = rtype.kind.encode()
+        table = wants_table(rtype, self.headers.get("Accept", "")) and not shape
+        include_object = q.get("includeObject") or "Metadata"
+        headers_sent = [False]  # the API server sends column definitions with the first event only
 
         def line(etype: str, data: bytes) -> bytes:
-            if shape:
+            if table:
+                pod = orjson.loads(data)
+                rv = pod["metadata"].get("resourceVersion", "")
+                tbl = pod_table([pod], self.sim.cluster.now, rv, include_object, not headers_sent[0])
+                headers_sent[0] = True
+                obj = orjson.dumps(tbl)
+            elif shape:
                 obj = orjson.dumps(event_to_events_v1(orjson.loads(data)))
             else:
                 obj = b'{"kind":"' + kind + b'","apiVersion":"' + api_version + b'",' + data[1:]
@@ -512,18 +544,22 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
         first: list[bytes] = []
+        # The initial state is snapshotted under the lock (references to the stored bytes, cheap even
+        # for 150,000 pods) and rendered and sent outside it, in chunks.
+        snapshot: list[tuple[tuple[str, str], bytes, str]] = []
+        end_initial: bytes = b""
         with store.cond:
             epoch = store.epoch
             if rv_param in ("", "0") or initial:
+                pods = rtype.name == "pods"
                 for key in store.keys(rtype.name, ns):
                     data = store.get_raw(rtype.name, *key)
-                    node = store.node_of(*key) if rtype.name == "pods" else ""
-                    if data is not None and (sel is None or sel(key[0], key[1], node, data)):
-                        first.append(line("ADDED", data))
+                    if data is not None:
+                        snapshot.append((key, data, store.node_of(*key) if pods else ""))
                 seq = store.head_position()
                 seen_rv = store.rv
                 if initial and bookmarks:
-                    first.append(bookmark(seen_rv, end_initial=True))
+                    end_initial = bookmark(seen_rv, end_initial=True)
             else:
                 try:
                     seen_rv = int(rv_param)
@@ -543,6 +579,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.server.track(self.connection, True)
         try:
+            batch: list[bytes] = []
+            for key, data, node in snapshot:
+                if sel is None or sel(key[0], key[1], node, data):
+                    batch.append(line("ADDED", data))
+                    if len(batch) >= 500:
+                        self._chunk(b"".join(batch))
+                        batch = []
+            del snapshot
+            first = batch + first + ([end_initial] if end_initial else [])
             if first:
                 self._chunk(b"".join(first))
             deadline = time.monotonic() + (timeout if seq >= 0 else 0.0)
@@ -807,13 +852,27 @@ def run_sim(
     bookmark_interval: float = 5.0,
     forbidden: tuple[str, ...] = (),
     token: str | None = TOKEN,
+    heartbeat_interval: float | None = None,
+    history_limit: int | None = None,
+    kubelet_log_limit: int | None = None,
+    event_ttl: float = 3600.0,
     **scenario_opts: Any,
 ) -> Iterator[SimServer]:
     """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).
 
     ``server.base_url`` is the API server URL; with ``kubeconfig_path`` a kubeconfig is written there.
+    ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` are SimCluster's;
+    other keyword arguments go to the scenario (``nodes``, ``pods_per_node``, ``churn`` for ``scale``).
     """
-    cluster = SimCluster(seed=seed, start=start, forbidden=forbidden)
+    cluster = SimCluster(
+        seed=seed,
+        start=start,
+        forbidden=forbidden,
+        heartbeat_interval=heartbeat_interval,
+        history_limit=history_limit,
+        kubelet_log_limit=kubelet_log_limit,
+        event_ttl=event_ttl,
+    )
     if scenario:
         with cluster.engine.lock:
             install(cluster, scenario, **scenario_opts)

@@ -1,7 +1,8 @@
 """The demo cluster's etcd + watch cache: objects as JSON bytes, one global resourceVersion, a history.
 
 Objects are kept serialized (orjson bytes) rather than as dicts: a 150,000-pod cluster stays a few hundred
-megabytes and a list page is a join of ready bytes. Every write takes the next value of one counter shared
+megabytes and a list page is a join of ready bytes. ``_compact_bytes`` matters: orjson returns its output
+buffer without shrinking it (a 2 KB pod can hold 8-16 KB), so what is stored is an exact-size copy. Every write takes the next value of one counter shared
 by all resources, as etcd's revision is. The history is what watches replay; ``compact`` drops it so a
 watch from an older resourceVersion gets 410 Expired, as after an etcd compaction.
 """
@@ -9,6 +10,7 @@ watch from an older resourceVersion gets 410 Expired, as after an etcd compactio
 from __future__ import annotations
 
 import base64
+import sys
 import threading
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
@@ -17,6 +19,11 @@ from typing import Any
 import orjson
 
 Key = tuple[str, str]  # (namespace or "", name)
+
+
+def _compact_bytes(obj: Any) -> bytes:
+    """``orjson.dumps(obj)`` copied into an exactly sized bytes object (see the module docstring)."""
+    return bytes(memoryview(orjson.dumps(obj)))
 
 
 @dataclass(frozen=True)
@@ -155,11 +162,11 @@ class Store:
     def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an object; stamps a new resourceVersion into ``obj`` and returns it."""
         meta = obj["metadata"]
-        key = (meta.get("namespace", ""), meta["name"])
+        key = (sys.intern(meta.get("namespace", "")), meta["name"])
         with self.cond:
             self.rv += 1
             meta["resourceVersion"] = str(self.rv)
-            data = orjson.dumps(obj)
+            data = _compact_bytes(obj)
             objs = self._objs[resource]
             event = "MODIFIED" if key in objs else "ADDED"
             if event == "ADDED":
@@ -184,7 +191,7 @@ class Store:
             obj = orjson.loads(data)
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
-            data = orjson.dumps(obj)
+            data = _compact_bytes(obj)
             node = self._nodes_of.pop(key, "") if resource == "pods" else ""
             self._append(Entry(self.rv, resource, namespace, name, "DELETED", data, node))
         return obj

@@ -304,3 +304,113 @@ def test_kubectl_get_and_watch(tmp_path) -> None:
             proc.wait(timeout=5)
         assert first.split()[:2] == ["NAMESPACE", "NAME"] and second.split()[0] == "demo"
         assert sim.cluster.store.rv > 0
+
+
+def test_pod_watch_answers_table_requests_with_headers_once(sim: SimServer) -> None:
+    """kubectl get pods -w asks for as=Table on the watch too: every event carries a one-row Table, and
+    only the first one the column definitions (the API server sets NoHeaders after it)."""
+    rv = sim.cluster.store.rv
+    with sim.cluster.engine.lock:
+        sim.cluster.spawn_pod("rollout-node-1", name="table-row")
+        sim.cluster.advance(3)
+    req = urllib.request.Request(
+        f"{sim.base_url}/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=1",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        events = [orjson.loads(x) for x in resp.read().splitlines() if x.strip()]
+    assert len(events) >= 3
+    tables = [e["object"] for e in events]
+    assert all(t["kind"] == "Table" and t["apiVersion"] == "meta.k8s.io/v1" for t in tables)
+    assert [c["name"] for c in tables[0]["columnDefinitions"]][:5] == [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "Age",
+    ]
+    assert all(t["columnDefinitions"] is None for t in tables[1:])
+    assert all(len(t["rows"]) == 1 for t in tables)
+    mine = [t["rows"][0]["cells"] for t in tables if t["rows"][0]["cells"][0] == "table-row"]
+    assert mine[0][1:3] == ["0/1", "Pending"] and mine[-1][1:3] == ["1/1", "Running"]
+    assert mine[-1][6] == "rollout-node-1"
+    assert tables[0]["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_kubectl_get_pods_all_namespaces_watch(tmp_path) -> None:
+    """GIVEN kubectl get pods -A -w WHEN a pod is created and starts THEN its rows appear under the usual
+    columns as it moves from Pending to Running."""
+    kc = tmp_path / "kc"
+    with run_sim("rollout", seed=4, kubeconfig_path=kc, bookmark_interval=0.5) as sim:
+        sim.cluster.advance(10)
+        env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.Popen(
+            ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-A", "-w"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 15
+            while not any(ln.startswith("demo ") for ln in lines) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with sim.cluster.engine.lock:
+                sim.cluster.spawn_pod("rollout-node-2", namespace="demo", name="watched")
+                sim.cluster.advance(5)
+            while sum("watched" in ln for ln in lines) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait(timeout=5)
+            reader.join(timeout=5)
+        assert lines[0].split()[:6] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"], lines
+        assert sum(ln.split()[0] == "NAMESPACE" for ln in lines) == 1  # headers once
+        watched = [ln.split() for ln in lines if ln.split()[1:2] == ["watched"]]
+        assert watched[0][:4] == ["demo", "watched", "0/1", "Pending"], watched
+        assert watched[-1][:4] == ["demo", "watched", "1/1", "Running"], watched
+
+
+def test_scale_cluster_pages_and_streams_over_http(tmp_path) -> None:
+    """200 nodes x 30 pods through the real client: paged lists hold one revision and count every pod;
+    a watch from resourceVersion 0 streams them all as ADDED, then churn arrives on the same stream."""
+    with run_sim(
+        "scale", seed=2, kubeconfig_path=tmp_path / "kc", nodes=200, pods_per_node=30, churn=20
+    ) as sim:
+        core = client.CoreV1Api(api_client(tmp_path / "kc"))
+        names, token, rvs = set(), None, set()
+        while True:
+            page = _raw(core.list_pod_for_all_namespaces(limit=500, _continue=token, _preload_content=False))
+            rvs.add(page["metadata"]["resourceVersion"])
+            names |= {i["metadata"]["name"] for i in page["items"]}
+            token = page["metadata"].get("continue")
+            if not token:
+                break
+            assert page["metadata"]["remainingItemCount"] == 6000 - len(names)
+        assert len(names) == 6000 and len(rvs) == 1
+        nodes = core.list_node(limit=50)
+        assert len(nodes.items) == 50 and nodes.metadata._continue
+        with sim.cluster.engine.lock:
+            sim.cluster.advance(7)  # churn begins at 5 s
+        current = sim.cluster.store.count("pods")
+        url = f"{sim.base_url}/api/v1/namespaces/load/pods?watch=1&resourceVersion=0&timeoutSeconds=1"
+        got: list[bytes] = []
+
+        def read() -> None:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                got.extend(resp.read().splitlines())
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.4)
+        with sim.cluster.engine.lock:
+            sim.cluster.advance(3)
+        reader.join(10)
+        events = [orjson.loads(x) for x in got]
+        types = [e["type"] for e in events]
+        assert types[:current] == ["ADDED"] * current and all(e["object"]["kind"] == "Pod" for e in events)
+        assert {"MODIFIED", "DELETED", "ADDED"} <= set(types[current:])

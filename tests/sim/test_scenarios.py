@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 import re
+import time
 from collections import defaultdict
+from datetime import datetime
 
 import orjson
 import pytest
@@ -11,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.sim import SCENARIOS, SimCluster, install
 from collectors.sim.kubelet import SHUTDOWN_MESSAGE
+from collectors.sim.objects import controller_of, is_ready, ts
 
 from .conftest import KHI_RE
 
@@ -250,11 +255,186 @@ def test_deterministic_given_seed() -> None:
     assert [e.data for e in a.store._hist] == [e.data for e in b.store._hist]
 
 
-def test_scale_lists_fast_and_churns() -> None:
+def test_scale_population_starts_running_then_churns_with_full_lifecycles() -> None:
+    """GIVEN 200 nodes x 30 pods WHEN built THEN every pod is Running/Ready with a started worker, with no
+    startup events or kubelet lines and no replayable build history, quickly; WHEN time runs with churn
+    THEN deleted pods go through the whole teardown and replacements through the whole startup."""
     c = SimCluster(seed=1)
-    install(c, "scale", nodes=200, pods_per_node=30, churn=50)
-    c.advance(10)
-    assert c.store.count("pods") >= 6000
-    items, _, token, _ = c.store.list_page("pods", None, 500, None)
-    assert len(items) == 500 and token
-    assert sum(1 for ln in all_lines(c) if '"SyncTerminatedPod exit"' in ln) > 100
+    began = time.perf_counter()
+    install(c, "scale", nodes=200, pods_per_node=30, churn=20)
+    assert time.perf_counter() - began < 5.0
+    assert c.store.count("pods") == 6000 and len(c.kubelets) == 200
+    assert c.store.count("events") == 0 and all_lines(c) == []
+    assert [e for e in c.store._hist if e.resource == "pods"] == []  # compacted: a list is the way in
+    # scale's memory-bound defaults
+    assert c.store.history_limit == 20_000 and c.kubelet_log_limit == 10_000
+    assert all(k.lines.maxlen == 10_000 for k in c.kubelets.values())
+
+    names, token, list_rv, pages = [], None, None, 0
+    while True:
+        items, rv, token, remaining = c.store.list_page("pods", "load", 500, token)
+        list_rv = list_rv or rv
+        assert rv == list_rv and len(items) == 500
+        pages += 1
+        names += [orjson.loads(i)["metadata"]["name"] for i in items]
+        if token is None:
+            break
+        assert remaining == 6000 - 500 * pages
+    assert pages == 12 and len(set(names)) == 6000 and names == sorted(names)
+
+    pod = c.store.get("pods", "load", "load-00007-011")
+    assert pod["status"]["phase"] == "Running" and is_ready(pod)
+    assert pod["metadata"]["creationTimestamp"] < ts(c.now)
+    cs = pod["status"]["containerStatuses"][0]
+    kubelet = c.kubelets["scale-node-00007"]
+    worker = kubelet.workers[pod["metadata"]["uid"]]
+    assert worker.state == "sync" and worker.started and worker.containers == {"app": cs["containerID"]}
+    working = kubelet.working_pods()
+    assert working[("sync", "desired", "")] == 30 and sum(working.values()) == 30
+
+    c.advance(15)  # churn starts at 5 s: ~200 pods replaced
+
+    hist = [(e.type, orjson.loads(e.data)) for e in c.store._hist if e.resource == "pods"]
+    deleted = {o["metadata"]["uid"] for t, o in hist if t == "DELETED"}
+    added = {o["metadata"]["uid"]: o["metadata"]["name"] for t, o in hist if t == "ADDED"}
+    assert len(deleted) > 150 and len(added) > 150
+    assert all(re.fullmatch(r"load-\d{5}-c\d{7}", n) for n in added.values())
+    lines = all_lines(c)
+    ended = {m.group(1) for ln in lines if '"SyncTerminatedPod exit"' in ln and (m := UID_RE.search(ln))}
+    assert deleted <= ended  # every removed pod went through the full worker teardown first
+    started = {m.group(1) for ln in lines if '"SyncPod exit"' in ln and (m := UID_RE.search(ln))}
+    assert len(started & set(added)) > 150  # replacements were set up, not written as Running
+    reasons = {e["reason"] for e in c.store.iter_objects("events")}
+    assert {"Scheduled", "Pulled", "Created", "Started", "Killing"} <= reasons
+    assert 6000 <= c.store.count("pods") <= 6000 + 40  # replacements overlap their victims' teardown
+    assert sum(len(k.workers) for k in c.kubelets.values()) >= 6000
+
+
+def test_statefulset_pods_come_up_in_order_and_roll_back_to_front() -> None:
+    c = run("statefulset-daemonset")
+    pods = history(c, "pods")
+    sts_pods = [(t, o) for t, o in pods if (controller_of(o) or {}).get("kind") == "StatefulSet"]
+    adds = [(o["metadata"]["name"], o["metadata"]["uid"]) for t, o in sts_pods if t == "ADDED"]
+    assert [n for n, _ in adds] == ["web-0", "web-1", "web-1", "web-0"]  # up in order, update 1 then 0
+    assert len({u for _, u in adds}) == 4  # same names, new UIDs
+    # web-1 is created only once web-0 is Running and Ready
+    seq = [(t, o) for t, o in sts_pods]
+    first_web1 = next(i for i, (t, o) in enumerate(seq) if t == "ADDED" and o["metadata"]["name"] == "web-1")
+    assert any(o["metadata"]["name"] == "web-0" and is_ready(o) for _, o in seq[:first_web1])
+    web0 = next(o for _, o in sts_pods if o["metadata"]["name"] == "web-0")
+    assert web0["spec"]["hostname"] == "web-0" and web0["spec"]["subdomain"] == "web"
+    assert web0["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "web-0"
+    ref = controller_of(web0)
+    assert ref["apiVersion"] == "apps/v1" and ref["name"] == "web" and ref["blockOwnerDeletion"]
+
+    states = [o for _, o in history(c, "statefulsets")]
+    for st in (o["status"] for o in states if o["status"].get("updateRevision")):
+        assert max(st.get("currentReplicas", 0), st.get("updatedReplicas", 0)) <= st["replicas"] <= 2
+        assert st["availableReplicas"] == st.get("readyReplicas", 0) <= st["replicas"]
+        assert st["collisionCount"] == 0
+    revs = [(o["status"].get("currentRevision"), o["status"].get("updateRevision")) for o in states]
+    old, new = revs[-1][0], revs[-1][1]
+    assert old == new and any(cur != upd for cur, upd in revs if cur)  # mid-rollout they differ
+    final = states[-1]["status"]
+    assert final["observedGeneration"] == 2 and final["currentReplicas"] == final["updatedReplicas"] == 2
+    msgs = [e["message"] for _, e in history(c, "events") if e["involvedObject"]["kind"] == "StatefulSet"]
+    assert msgs[:2] == [
+        "create Pod web-0 in StatefulSet web successful",
+        "create Pod web-1 in StatefulSet web successful",
+    ]
+    assert "delete Pod web-1 in StatefulSet web successful" in msgs
+
+
+def test_daemonset_runs_one_pod_per_node_and_follows_a_joining_node() -> None:
+    c = run("statefulset-daemonset")
+    pods = [
+        o
+        for t, o in history(c, "pods")
+        if t == "ADDED" and (controller_of(o) or {}).get("kind") == "DaemonSet"
+    ]
+    pinned = sorted(
+        p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]["matchFields"][0]["values"][0]
+        for p in pods
+    )
+    assert pinned == ["apps-node-1", "apps-node-2", "apps-node-3"]
+    assert all(p["metadata"]["generateName"] == "node-agent-" for p in pods)
+    assert all(
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+        in p["spec"]["tolerations"]
+        for p in pods
+    )
+    bound = {
+        o["metadata"]["name"]: o["spec"].get("nodeName")
+        for _, o in history(c, "pods")
+        if o["spec"].get("nodeName")
+    }
+    assert sorted(bound[p["metadata"]["name"]] for p in pods) == pinned
+    statuses = [o["status"] for _, o in history(c, "daemonsets")]
+    desired = [st["desiredNumberScheduled"] for st in statuses]
+    assert 2 in desired and desired[-1] == 3
+    for st in statuses:
+        assert st["numberMisscheduled"] == 0
+        assert st["numberReady"] <= st["currentNumberScheduled"] <= st["desiredNumberScheduled"]
+        assert st.get("numberUnavailable", 0) == st["desiredNumberScheduled"] - st["numberReady"]
+    assert any(st["numberReady"] == 3 == st.get("numberAvailable") for st in statuses)
+    created = [
+        e["message"]
+        for _, e in history(c, "events")
+        if e["reason"] == "SuccessfulCreate" and e["involvedObject"]["kind"] == "DaemonSet"
+    ]
+    assert sorted(created) == sorted(f"Created pod: {p['metadata']['name']}" for p in pods)
+
+
+def test_node_heartbeats_change_only_heartbeat_time_and_resource_version() -> None:
+    c = run("rollout")
+    assert c.engine.elapsed < 200  # background heartbeats do not keep run_until_idle going
+    versions = [o for _, o in history(c, "nodes") if o["metadata"]["name"] == "rollout-node-2"]
+    assert len(versions) >= 6
+
+    def strip(node: dict) -> dict:
+        node = copy.deepcopy(node)
+        del node["metadata"]["resourceVersion"]
+        for cond in node["status"]["conditions"]:
+            del cond["lastHeartbeatTime"]
+        return node
+
+    assert all(strip(v) == strip(versions[0]) for v in versions)
+    beats = [datetime.fromisoformat(v["status"]["conditions"][0]["lastHeartbeatTime"]) for v in versions[1:]]
+    assert {(b - a).total_seconds() for a, b in itertools.pairwise(beats)} == {10.0}
+    assert all(len({c["lastHeartbeatTime"] for c in v["status"]["conditions"]}) == 1 for v in versions)
+
+
+def test_no_heartbeats_from_a_node_that_shut_down() -> None:
+    """Heartbeats go on while the node shuts down gracefully (the kubelet still runs), stop once the
+    kubelet has stopped, and resume, fresh, when the node boots again."""
+    c = run("node-shutdown")
+    versions = [o for _, o in history(c, "nodes") if o["metadata"]["name"] == "shutdown-node-1"]
+    ready = [next(x for x in v["status"]["conditions"] if x["type"] == "Ready") for v in versions]
+    at = datetime.fromisoformat
+    off = next(i for i, r in enumerate(ready) if r["status"] == "False")
+    boot = next(i for i, r in enumerate(ready) if i > off and r["status"] == "True")
+    assert any(r["status"] == "Unknown" for r in ready[off:boot])
+    last_beat = max(at(r["lastHeartbeatTime"]) for r in ready[off:boot])
+    assert (last_beat - at(ready[off]["lastTransitionTime"])).total_seconds() <= 21  # grace 20 + 1
+    assert (at(ready[boot]["lastTransitionTime"]) - last_beat).total_seconds() > 60
+    assert ready[boot]["lastHeartbeatTime"] == ready[boot]["lastTransitionTime"]
+    assert len(ready) - boot >= 3  # beating again
+
+
+def test_events_expire_after_their_ttl() -> None:
+    c = SimCluster(seed=1, event_ttl=20)
+    install(c, "rollout")
+    c.run_until_idle(600)
+    c.advance(120)
+    gone = [e for e in c.store._hist if e.resource == "events" and e.type == "DELETED"]
+    assert gone and c.store.count("events") == 0
+    assert not c._event_index  # nothing left to bump
+
+
+def test_heartbeats_can_be_turned_off() -> None:
+    c = SimCluster(seed=1, heartbeat_interval=0)
+    install(c, "rollout")
+    c.run_until_idle(600)
+    assert [t for t, o in history(c, "nodes")] == ["ADDED"] * 3

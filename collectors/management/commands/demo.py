@@ -22,6 +22,7 @@ import uvicorn
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from collectors.kube.config import ClusterSource, cluster_name_for, contexts_of, register_cluster
 from collectors.kube.runner import Collector
@@ -62,8 +63,15 @@ class Command(BaseCommand):
         kubeconfig = var / "demo-kubeconfig.yaml"
         with ExitStack() as stack:
             sim = stack.enter_context(
+                # The demo cluster's clock starts now: object timestamps and the collector's receive times
+                # must tell one story.
                 run_sim(
-                    scenario, realtime=True, speed=speed, kubeconfig_path=kubeconfig, heartbeat_interval=10.0
+                    scenario,
+                    start=timezone.now(),
+                    realtime=True,
+                    speed=speed,
+                    kubeconfig_path=kubeconfig,
+                    heartbeat_interval=10.0,
                 )
             )
             _, context = contexts_of(str(kubeconfig))
