@@ -117,6 +117,11 @@ CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to anot
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------
+PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)
+# The cap after gzip/deflate: a small body that inflates past it is refused (a gzip bomb never fills memory).
+PODLIFE_INGEST_MAX_DECODED_BYTES = env_int("PODLIFE_INGEST_MAX_DECODED_BYTES", 64 * 1024**2, minimum=1024)
+
 # --- lifecycle thresholds (timelines.lifecycle.findings.Thresholds) ----------------------------------------
 PODLIFE_STUCK_TERMINATING_SLACK_S = env_float("PODLIFE_STUCK_TERMINATING_SLACK_S", 60.0, minimum=0)
 PODLIFE_GRACE_EXCEEDED_SLACK_S = env_float("PODLIFE_GRACE_EXCEEDED_SLACK_S", 2.0, minimum=0)

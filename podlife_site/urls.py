@@ -9,5 +9,6 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
+    path("", include("collectors.ingest_urls")),
     path("", include("timelines.urls")),
 ]

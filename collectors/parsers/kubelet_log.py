@@ -388,7 +388,7 @@ def _pod_uid(values: dict[str, Any]) -> str | None:
     return text.lower() if len(text) in (32, 36) else text
 
 
-def _is_kubelet_ident(ident: str) -> bool:
+def is_kubelet_ident(ident: str) -> bool:
     low = ident.lower()
     return any(name in low for name in _KUBELET_IDENTS)
 
@@ -472,7 +472,7 @@ class KubeletLogParser:
         if not rest or rest.isspace():
             self.skipped["blank"] += 1
             return out
-        if prefix is not None and not _is_kubelet_ident(prefix.ident):
+        if prefix is not None and not is_kubelet_ident(prefix.ident):
             self.skipped["not_kubelet"] += 1
             return out
         if rest.startswith("{"):

@@ -14,12 +14,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from collectors.parsers.kubelet_log import KubeletLogParser
+from collectors.kubelet_logs import KubeletLogIngest
 from timelines import store
-from timelines.ingest import derive_new, ingest_observations
+from timelines.ingest import derive_new
 from timelines.models import Cluster
 
-FLUSH_EVERY = 5_000  # observations per store batch: bounded memory for multi-GB logs
 SNIFF = 8192
 
 
@@ -115,24 +114,15 @@ class Command(BaseCommand):
     def _ingest(
         self, cluster: Cluster, path: str, stream: IO[bytes], *, node: str, year: int, zone: tzinfo
     ) -> set[str]:
-        parser = KubeletLogParser(node=node, year=year, tz=zone)
-        pending = []
-        result = store.SaveResult()
-
-        def flush() -> None:
-            if pending:
-                result.merge(ingest_observations(cluster, pending, derive=False))
-                pending.clear()
-
+        # The same parser and batching as the HTTP endpoint (collectors/ingest_http.py).
+        ingest = KubeletLogIngest(cluster, node=node, year=year, tz=zone)
         try:
             for line in text_lines(stream):
-                pending.extend(parser.feed(line))
-                if len(pending) >= FLUSH_EVERY:
-                    flush()
+                ingest.feed(line)
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip: keep what was read, say so
             self.stderr.write(f"error: {path}: read stopped early ({exc}); kept the lines before it")
-        pending.extend(parser.close())
-        flush()
+        result = ingest.close()
+        parser = ingest.parser
         skipped = Counter(parser.skipped)
         self.stdout.write(
             f"{path}: {parser.lines_read} lines read, {result.received} observations "
