@@ -50,10 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubelet-log-lines",
         type=int,
         default=None,
-        help="klog lines kept per kubelet (default 20000; scale: ~2M lines over all nodes)",
+        help="klog lines kept per kubelet (default 20000; scale: ~1M lines over all nodes)",
     )
     parser.add_argument(
-        "--event-ttl", type=float, default=3600.0, help="seconds an Event lives after its last update"
+        "--event-ttl",
+        type=float,
+        default=None,
+        help="seconds an Event lives after its last update; 0 = forever (default 3600; scale: 900)",
     )
     parser.add_argument(
         "--build-only",

@@ -74,10 +74,11 @@ class SimCluster:
         kubelet_log_limit: int | None = None,
         forbidden: tuple[str, ...] = (),
         heartbeat_interval: float | None = None,
-        event_ttl: float = EVENT_TTL,
+        event_ttl: float | None = None,
     ) -> None:
-        """``history_limit``, ``kubelet_log_limit`` and ``heartbeat_interval`` (0 = no heartbeats) left
-        as None take the defaults above, or the ``scale`` scenario's lower ones."""
+        """``history_limit``, ``kubelet_log_limit``, ``heartbeat_interval`` (0 = no heartbeats) and
+        ``event_ttl`` (0 = events live forever) left as None take the defaults above, or the ``scale``
+        scenario's (scenarios.scale_limits)."""
         self.rng = random.Random(seed)
         self.engine = Engine(start or DEFAULT_START)
         self.explicit = {
@@ -86,13 +87,14 @@ class SimCluster:
                 ("history_limit", history_limit),
                 ("kubelet_log_limit", kubelet_log_limit),
                 ("heartbeat_interval", heartbeat_interval),
+                ("event_ttl", event_ttl),
             )
             if v is not None
         }
         self.store = Store(HISTORY_LIMIT if history_limit is None else history_limit)
         self.kubelet_log_limit = KUBELET_LOG_LIMIT if kubelet_log_limit is None else kubelet_log_limit
         self.heartbeat_interval = HEARTBEAT_INTERVAL if heartbeat_interval is None else heartbeat_interval
-        self.event_ttl = event_ttl
+        self.event_ttl = EVENT_TTL if event_ttl is None else event_ttl
         # (elapsed at creation, namespace, name, dedupe key) of each event, oldest first, for the TTL
         self._event_born: deque[tuple[float, str, str, tuple[str, str, str, str]]] = deque()
         self._event_touched: dict[tuple[str, str], float] = {}

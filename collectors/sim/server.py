@@ -855,7 +855,7 @@ def run_sim(
     heartbeat_interval: float | None = None,
     history_limit: int | None = None,
     kubelet_log_limit: int | None = None,
-    event_ttl: float = 3600.0,
+    event_ttl: float | None = None,
     **scenario_opts: Any,
 ) -> Iterator[SimServer]:
     """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).

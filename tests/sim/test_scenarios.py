@@ -267,8 +267,9 @@ def test_scale_population_starts_running_then_churns_with_full_lifecycles() -> N
     assert c.store.count("events") == 0 and all_lines(c) == []
     assert [e for e in c.store._hist if e.resource == "pods"] == []  # compacted: a list is the way in
     # scale's memory-bound defaults
-    assert c.store.history_limit == 20_000 and c.kubelet_log_limit == 10_000
-    assert all(k.lines.maxlen == 10_000 for k in c.kubelets.values())
+    assert c.store.history_limit == 20_000 and c.kubelet_log_limit == 5_000
+    assert all(k.lines.maxlen == 5_000 for k in c.kubelets.values())
+    assert c.heartbeat_interval == 20.0 and c.event_ttl == 900.0
 
     names, token, list_rv, pages = [], None, None, 0
     while True:
