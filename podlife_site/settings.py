@@ -122,6 +122,11 @@ PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 102
 # The cap after gzip/deflate: a small body that inflates past it is refused (a gzip bomb never fills memory).
 PODLIFE_INGEST_MAX_DECODED_BYTES = env_int("PODLIFE_INGEST_MAX_DECODED_BYTES", 64 * 1024**2, minimum=1024)
 
+# --- incident bundles -------------------------------------------------------------------------------------
+PODLIFE_EXPORT_DIR = Path(env_str("PODLIFE_EXPORT_DIR", str(BASE_DIR / "var" / "exports")))
+# Import parses a bundle in memory: the cap on its decompressed size (also stops a gzip bomb).
+PODLIFE_IMPORT_MAX_BYTES = env_int("PODLIFE_IMPORT_MAX_BYTES", 256 * 1024**2, minimum=1024)
+
 # --- lifecycle thresholds (timelines.lifecycle.findings.Thresholds) ----------------------------------------
 PODLIFE_STUCK_TERMINATING_SLACK_S = env_float("PODLIFE_STUCK_TERMINATING_SLACK_S", 60.0, minimum=0)
 PODLIFE_GRACE_EXCEEDED_SLACK_S = env_float("PODLIFE_GRACE_EXCEEDED_SLACK_S", 2.0, minimum=0)

@@ -10,5 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
     path("", include("collectors.ingest_urls")),
+    path("", include("timelines.export.urls")),
     path("", include("timelines.urls")),
 ]

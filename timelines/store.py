@@ -122,13 +122,18 @@ def save_observations(
             f"cluster {cluster.name!r} is read-only (an imported incident) and takes no observations"
         )
     received_at = now or timezone.now()
+    return _append(cluster.pk, ((record, received_at) for record in batch))
+
+
+def _append(cluster_id: int, pairs: Iterable[tuple[Observation | Mapping[str, Any], datetime]]) -> SaveResult:
+    """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs."""
     result = SaveResult()
     rows: dict[str, tuple[Any, ...]] = {}
-    for record in batch:
+    for record, received_at in pairs:
         result.received += 1
         try:
             obs = _coerce(record)
-            row = _row(cluster.pk, obs, received_at)
+            row = _row(cluster_id, obs, received_at)
         except (InvalidObservation, TypeError, ValueError) as exc:
             key = _record_key(record)
             result.rejected.append(Rejected(key, _reason(exc)))
@@ -142,7 +147,7 @@ def save_observations(
         if connection.vendor == "postgresql":
             inserted = _insert_postgres(list(rows.values()))
         else:
-            inserted = _insert_portable(cluster.pk, rows)
+            inserted = _insert_portable(cluster_id, rows)
         result.stored = len(inserted)
         result.duplicates += len(rows) - len(inserted)
         result.pods_touched = {uid for uid, _key in inserted if uid}
@@ -592,3 +597,50 @@ def replace_pdb_timeline(cluster: Cluster, timeline: PdbTimeline, ids_by_key: Ma
         Finding.objects.filter(cluster=cluster, subject="pdb", attrs__pdb_uid=timeline.uid).delete()
         Interval.objects.bulk_create(rows, batch_size=500)
         Finding.objects.bulk_create(findings, batch_size=500)
+
+
+# --- imported incident bundles (timelines/export/importer.py) -----------------------------------------------
+# An imported cluster is read-only from the moment it exists: ``save_observations`` refuses it. The importer
+# writes through an ``ImportSession``, which only ``begin_import`` makes, only for a cluster it creates in
+# the caller's transaction, and which closes when that transaction commits. So no later writer (a
+# collector, an ingest command, a second import) can ever add to an imported cluster.
+
+
+class ImportSession:
+    """Write access to the observations of one newly created imported cluster, until commit."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._open = True
+        transaction.on_commit(self._close)
+
+    def _close(self) -> None:
+        self._open = False
+
+    def save_observations(self, batch: Iterable[tuple[Observation, datetime]]) -> SaveResult:
+        """Append ``(observation, received_at)`` pairs (the bundle keeps when the source received each
+        one). Same rules as ``save_observations``: duplicates are stored once, invalid ones rejected."""
+        if not self._open or not connection.in_atomic_block:
+            raise PermissionError(
+                f"the import session of {self.cluster.name!r} is closed: imported clusters never change"
+            )
+        return _append(self.cluster.pk, batch)
+
+
+def begin_import(name: str, *, description: str = "") -> ImportSession:
+    """Create the read-only imported cluster ``name`` and return the one session that may fill it.
+
+    Must run inside ``transaction.atomic()`` (the import is all or nothing). Raises ValueError when the
+    name is taken or invalid.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("begin_import must run inside transaction.atomic(): an import is all or nothing")
+    if Cluster.objects.filter(name=name).exists():
+        raise ValueError(f"a cluster named {name!r} already exists")
+    cluster = Cluster(name=name, origin=Cluster.Origin.IMPORTED, read_only=True, description=description)
+    try:
+        cluster.full_clean()
+    except Exception as exc:  # ValidationError: say which field and why, as a ValueError
+        raise ValueError(f"cluster name {name!r}: {exc}") from None
+    cluster.save()
+    return ImportSession(cluster)

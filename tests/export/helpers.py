@@ -1,0 +1,59 @@
+"""Helpers shared by the export tests."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import orjson
+
+from tests.export.conftest import SINCE, UNTIL
+from timelines.export import Scope, export_incident
+from timelines.export.bundle import canonical_observation
+from timelines.models import Cluster, Finding, Interval, Marker, Observation, Pod
+
+
+def export_json(cluster: Cluster, scope: Scope | None = None, **kwargs: Any) -> bytes:
+    buf = io.BytesIO()
+    export_incident(cluster, scope or Scope.one("node", "node-a"), SINCE, UNTIL, "json", buf, **kwargs)
+    return buf.getvalue()
+
+
+def row_counts() -> dict[str, int]:
+    return {m.__name__: m.objects.count() for m in (Cluster, Observation, Pod, Interval, Marker, Finding)}
+
+
+def normalized_pods(bundle: dict[str, Any]) -> dict[str, Any]:
+    """Pods keyed by UID, evidence ids replaced by dedupe keys, the cluster name dropped."""
+    key_of = {str(o["id"]): o["dedupe_key"] for o in bundle["observations"]}
+    out = {}
+    for tl in bundle["pods"]:
+        tl = orjson.loads(orjson.dumps(tl))
+        tl.pop("cluster")
+        for ivs in tl["lanes"].values():
+            for iv in ivs:
+                iv["evidence"] = sorted(key_of[e] for e in iv["evidence"])
+        for item in tl["markers"] + tl["findings"]:
+            item["evidence"] = sorted(key_of[e] for e in item["evidence"])
+        out[tl["pod"]["uid"]] = tl
+    return out
+
+
+def finding_rows(bundle: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (
+            f["subject"],
+            f["subject_name"],
+            f["pod_uid"],
+            f["kind"],
+            f["severity"],
+            f["start"],
+            f["end"],
+            f["message"],
+        )
+        for f in bundle["findings"]
+    )
+
+
+def observation_rows(bundle: dict[str, Any]) -> list[bytes]:
+    return [canonical_observation(o) for o in bundle["observations"]]

@@ -1,0 +1,209 @@
+"""Scope resolution, the JSON / CSV bundles, and the export_incident command."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zipfile
+from datetime import timedelta
+
+import orjson
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.export.conftest import HOSTILE, SINCE, UNTIL, uid_for
+from tests.export.helpers import export_json
+from tests.lifecycle.factories import T0
+from timelines import queries
+from timelines.export import Scope, ScopeError, export_incident, iter_export, reads, resolve
+from timelines.export.bundle import canonical_observation
+from timelines.models import Pod
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
+
+
+def names(cluster, scope, since=SINCE, until=UNTIL, **kw):
+    return [p.name for p in resolve(cluster, scope, since, until, **kw).pods]
+
+
+def test_scopes_resolve_to_the_pods_alive_in_the_window(source_cluster):
+    shop = ["web-a", "web-b", "web-c", "web-d", "web-e", HOSTILE]
+    assert sorted(names(source_cluster, Scope.one("node", "node-a"))) == sorted(shop)
+    assert names(source_cluster, Scope.one("node", "node-b")) == ["api-x"]
+    assert sorted(names(source_cluster, Scope.one("namespace", "shop"))) == sorted(shop)
+    # Deployment → ReplicaSet web-7d9 → pods (owner references)
+    assert sorted(names(source_cluster, Scope.one("workload", "Deployment/shop/web"))) == sorted(shop)
+    assert sorted(names(source_cluster, Scope.one("pdb", "shop/web-pdb"))) == sorted(shop)
+    assert names(source_cluster, Scope.pods([uid_for("web-b")])) == ["web-b"]
+    # Every pod was created at T0: a window that ends before it holds none, one after their deletion
+    # holds the ones never deleted (web-a and web-b were deleted within seconds).
+    assert names(source_cluster, Scope.one("node", "node-a"), T0 - timedelta(hours=3), T0) == []
+    later = names(
+        source_cluster, Scope.one("node", "node-a"), T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    )
+    assert "web-a" not in later and "web-b" not in later and "web-d" in later
+    # readable namespaces narrow everything, and drop node lanes (they belong to no namespace)
+    narrowed = resolve(source_cluster, Scope.one("node", "node-b"), SINCE, UNTIL, namespaces={"shop"})
+    assert narrowed.pods == [] and narrowed.nodes == []
+
+
+@pytest.mark.parametrize(
+    "scope, message",
+    [
+        (lambda: Scope.one("workload", "Deployment/web"), "KIND/NAMESPACE/NAME"),
+        (lambda: Scope.one("pdb", "web-pdb"), "NAMESPACE/NAME"),
+        (lambda: Scope.one("planet", "x"), "not one of"),
+    ],
+)
+def test_malformed_scopes_name_what_was_expected(scope, message):
+    with pytest.raises(ScopeError, match=message):
+        scope()
+
+
+def test_unknown_things_are_named(source_cluster):
+    with pytest.raises(queries.NotFound, match="no pod with UID 'nope'"):
+        resolve(source_cluster, Scope.pods(["nope"]), SINCE, UNTIL)
+    with pytest.raises(queries.NotFound, match="no Deployment shop/api"):
+        resolve(source_cluster, Scope.one("workload", "Deployment/shop/api"), SINCE, UNTIL)
+    with pytest.raises(ScopeError, match="is not before"):
+        export_incident(source_cluster, Scope.one("node", "node-a"), UNTIL, SINCE, "json", io.BytesIO())
+
+
+def test_bulk_reader_gives_exactly_the_timeline_queries_gives(source_cluster):
+    pods = list(Pod.objects.filter(cluster=source_cluster).order_by("uid"))
+    bulk = dict(reads.pod_timelines(source_cluster, pods))
+    for pod in pods:
+        assert bulk[pod] == queries.pod_timeline(source_cluster, pod).to_json(source_cluster.name)
+
+
+def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):
+    bundle = orjson.loads(export_json(source_cluster))
+    meta = bundle["metadata"]
+    assert bundle["schema"] == "podlife.incident/v1"
+    assert meta["cluster"]["name"] == "src" and meta["scope"] == {
+        "kind": "node",
+        "values": ["node-a"],
+        "label": "node node-a",
+    }
+    assert meta["window"] == {
+        "since": "2024-06-07T05:54:40.000000+00:00",
+        "until": "2024-06-07T08:54:40.000000+00:00",
+    }
+    assert meta["podlife_version"] and meta["generated_at"].endswith("+00:00")
+    assert all(p["schema"] == "podlife.timeline/v1" for p in bundle["pods"])
+    # every evidence reference of a pod resolves to an observation in the bundle
+    ids = {str(o["id"]) for o in bundle["observations"]}
+    refs = {e for p in bundle["pods"] for ivs in p["lanes"].values() for iv in ivs for e in iv["evidence"]}
+    refs |= {e for p in bundle["pods"] for m in p["markers"] + p["findings"] for e in m["evidence"]}
+    assert refs and refs <= ids
+    # node, PDB and workload sections; the node's snapshot from before the window came along
+    (node,) = bundle["nodes"]
+    assert [iv["state"] for iv in node["lanes"]["node:cordoned"]] == ["cordoned"]
+    assert [s["disruptions_allowed"] for s in bundle["pdbs"][0]["samples"]] == [1, 0, 1]
+    assert {w["kind"] for w in bundle["workloads"]} == {"Deployment", "ReplicaSet"}
+    assert {"pdb_blocking_drain", "stuck_terminating", "killed_during_setup"} <= {
+        f["kind"] for f in bundle["findings"]
+    }
+    import hashlib
+
+    sha = hashlib.sha256(b"".join(canonical_observation(o) for o in bundle["observations"])).hexdigest()
+    assert meta["digest"]["observations_sha256"] == sha
+    assert (
+        bundle["trailer"]["counts"]["observations"]
+        == len(bundle["observations"])
+        == meta["counts"]["observations"]
+    )
+
+
+def test_json_is_streamed_item_by_item(source_cluster):
+    resolved = resolve(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL)
+    chunks = list(iter_export(resolved, "json"))
+    assert len(chunks) > 20  # a chunk per item, not one document
+    assert max(len(c) for c in chunks[:-3]) < 64 * 1024
+    progress = []
+    list(iter_export(resolved, "json", progress=lambda *a: progress.append(a)))
+    assert progress[-1] == ("done", 13, 13)
+
+
+def test_csv_zip_has_one_file_per_kind_with_headers(source_cluster):
+    buf = io.BytesIO()
+    export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "csv", buf)
+    bundle = orjson.loads(export_json(source_cluster))
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as zf:
+        assert sorted(zf.namelist()) == sorted(
+            ["intervals.csv", "markers.csv", "findings.csv", "observations.csv", "metadata.json"]
+        )
+        tables = {
+            n: list(csv.DictReader(io.StringIO(zf.read(n).decode("utf-8-sig"))))
+            for n in zf.namelist()
+            if n.endswith(".csv")
+        }
+        meta = orjson.loads(zf.read("metadata.json"))
+    pod_intervals = sum(len(ivs) for p in bundle["pods"] for ivs in p["lanes"].values())
+    node_intervals = sum(len(ivs) for n in bundle["nodes"] for ivs in n["lanes"].values())
+    pdb_intervals = sum(len(ivs) for n in bundle["pdbs"] for ivs in n["lanes"].values())
+    assert len(tables["intervals.csv"]) == pod_intervals + node_intervals + pdb_intervals
+    assert len(tables["markers.csv"]) == sum(len(p["markers"]) for p in bundle["pods"])
+    assert len(tables["findings.csv"]) == len(bundle["findings"])
+    assert len(tables["observations.csv"]) == len(bundle["observations"])
+    assert meta["digest"] == bundle["metadata"]["digest"]
+    row = next(r for r in tables["intervals.csv"] if r["pod_name"] == "web-a" and r["lane"] == "worker")
+    assert row["start_utc"].endswith("+00:00") and len(row["start_utc"]) == 32  # microseconds, always
+    assert float(row["duration_s"]) > 0
+    obs = tables["observations.csv"][0]
+    assert orjson.loads(obs["payload"]) == bundle["observations"][0]["payload"]
+
+
+def test_csv_cells_cannot_become_formulas():
+    from timelines.export.csvzip import cell
+
+    assert cell('=HYPERLINK("http://x")') == '\'=HYPERLINK("http://x")'
+    assert cell("-1") == "'-1" and cell("@SUM(A1)") == "'@SUM(A1)"
+    assert cell("web-1") == "web-1" and cell(3) == 3 and cell(None) == ""
+
+
+def test_command_writes_json_to_stdout_and_gzip_to_a_file(source_cluster, tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    args = [
+        "--cluster",
+        "src",
+        "--node",
+        "node-a",
+        "--since",
+        SINCE.isoformat(),
+        "--until",
+        UNTIL.isoformat(),
+    ]
+    call_command("export_incident", *args, stdout=out, stderr=err)
+    assert orjson.loads(out.getvalue())["metadata"]["counts"]["pods"] == 6
+    assert err.getvalue() == ""  # no progress bar: stderr is not a terminal
+    path = tmp_path / "incident.json.gz"
+    call_command("export_incident", *args, "-o", str(path), "--progress", stdout=out, stderr=err)
+    assert orjson.loads(gzip.decompress(path.read_bytes()))["schema"] == "podlife.incident/v1"
+    assert "100%" in err.getvalue() and f"wrote {path}: 6 pods" in err.getvalue()
+    assert not (tmp_path / "incident.json.gz.part").exists()
+    call_command("export_incident", *args, "--format", "html", "-o", str(tmp_path / "i.html"), stderr=err)
+    assert (tmp_path / "i.html").read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+def test_command_names_bad_input(source_cluster):
+    base = ["--cluster", "src", "--since", SINCE.isoformat(), "--until", UNTIL.isoformat()]
+    with pytest.raises(CommandError, match="no cluster named 'nope'"):
+        call_command("export_incident", *base[:1], "nope", *base[2:], "--node", "n")
+    with pytest.raises(CommandError, match="KIND/NAMESPACE/NAME"):
+        call_command("export_incident", *base, "--workload", "web")
+    with pytest.raises(CommandError, match="give -o PATH"):
+        call_command("export_incident", *base, "--node", "node-a", "--format", "csv")
+    with pytest.raises(CommandError, match="not ISO 8601"):
+        call_command(
+            "export_incident",
+            "--cluster",
+            "src",
+            "--node",
+            "node-a",
+            "--since",
+            "yesterday",
+            "--until",
+            UNTIL.isoformat(),
+        )

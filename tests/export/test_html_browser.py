@@ -1,0 +1,103 @@
+"""The HTML bundle in a real Chromium with the network cut off: it renders, asks for nothing, and a
+hostile pod name stays text."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.export.conftest import HOSTILE, SINCE, UNTIL
+from timelines.export import Scope, export_incident
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"needs Chromium at {CHROMIUM}"),
+]
+
+
+@pytest.fixture
+def html_file(source_cluster, tmp_path) -> Path:
+    buf = io.BytesIO()
+    export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "html", buf)
+    path = tmp_path / "incident.html"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(html_file):
+    """GIVEN the HTML bundle of node-a (one pod is named like an <img onerror> injection)
+    WHEN Chromium opens it from disk with every request but the file itself blocked
+    THEN no other request is attempted, no dialog opens, the Gantt has one bar per worker and API
+    interval, and the hostile name shows as plain text in the axis and the summary table."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    file_url = html_file.as_uri()
+    attempted: list[str] = []
+    dialogs: list[str] = []
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            context = browser.new_context(offline=True)
+            page = context.new_page()
+
+            def route(r):  # type: ignore[no-untyped-def]
+                if r.request.url == file_url:
+                    r.continue_()
+                else:
+                    attempted.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("request", lambda req: None if req.url == file_url else attempted.append(req.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(file_url, wait_until="load")
+            page.wait_for_selector("#gantt .main-svg", timeout=20_000)
+            page.wait_for_timeout(300)
+
+            data = page.evaluate("JSON.parse(document.getElementById('incident-data').textContent)")
+            expected_bars = sum(len(p["lanes"]["worker"]) + len(p["lanes"]["api"]) for p in data["pods"])
+            bars = page.locator("#gantt g.trace.bars g.point").count()
+            ticks = page.locator("#gantt g.ytick text").all_text_contents()
+            summary = page.locator("#summary td").all_text_contents()
+            injected = page.locator("img").count()
+            rows = page.locator("#findings tr").count()
+        finally:
+            browser.close()
+    assert attempted == []
+    assert dialogs == []
+    assert errors == []
+    assert expected_bars > 20
+    assert bars == expected_bars
+    assert len(data["pods"]) == 6
+    assert any(HOSTILE in t for t in ticks), ticks
+    assert f"shop/{HOSTILE}" in summary
+    assert injected == 0
+    assert rows == len(data["findings"]) + 1  # header row
+
+
+def test_html_bundle_inlines_plotly_and_escapes_the_data_block(html_file):
+    text = html_file.read_text()
+    assert "<script src" not in text and '<link rel="stylesheet"' not in text
+    assert "plotly.js v" in text  # the library is inside the file
+    block = text.split('<script type="application/json" id="incident-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in block and ">" not in block  # a name cannot close the block
+    assert "\\u003cimg src=x onerror=alert(1)\\u003e" in block
+    assert "connect-src 'none'" in text

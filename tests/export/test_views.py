@@ -1,0 +1,133 @@
+"""The HTTP side: streamed downloads, background jobs with progress, the upload form, access rules."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+from django.contrib.auth.models import Group, User
+
+from tests.export.conftest import SINCE, UNTIL
+from tests.export.helpers import export_json, row_counts
+from timelines.access import create_token
+from timelines.models import Cluster, ClusterGrant
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.export.urls")]
+
+WINDOW = {"since": SINCE.isoformat(), "until": UNTIL.isoformat()}
+
+
+@pytest.fixture(autouse=True)
+def export_dir(settings, tmp_path):
+    settings.PODLIFE_EXPORT_DIR = tmp_path / "exports"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+
+
+@pytest.fixture
+def admin(db):
+    return User.objects.create_superuser("admin", "a@example.org", "pw")
+
+
+@pytest.fixture
+def shop_reader(source_cluster):
+    user = User.objects.create_user("reader", password="pw")
+    group = Group.objects.create(name="other-readers")
+    ClusterGrant.objects.create(group=group, cluster=source_cluster, namespace="other")
+    user.groups.add(group)
+    return user
+
+
+def body(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def test_download_streams_the_bundle_with_a_file_name(client, admin, source_cluster):
+    client.force_login(admin)
+    response = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "json"})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Disposition"] == 'attachment; filename="src_node-node-a_20240607T0554Z.json"'
+    bundle = orjson.loads(body(response))
+    assert bundle["metadata"]["counts"]["pods"] == 6
+    gz = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "json.gz"})
+    import gzip
+
+    assert orjson.loads(gzip.decompress(body(gz)))["schema"] == "podlife.incident/v1"
+    html = client.get("/c/src/export", {"namespace": "shop", **WINDOW, "format": "html"})
+    assert body(html).startswith(b"<!DOCTYPE html>")
+
+
+def test_bad_requests_say_what_is_wrong(client, admin, source_cluster, monkeypatch):
+    client.force_login(admin)
+    r = client.get("/c/src/export", {"node": "node-a", "namespace": "shop", **WINDOW})
+    assert r.status_code == 400 and "exactly one of" in r.json()["error"]
+    r = client.get("/c/src/export", {"node": "node-a", "since": "x", "until": WINDOW["until"]})
+    assert r.status_code == 400 and "not ISO 8601" in r.json()["error"]
+    assert client.get("/c/nope/export", {"node": "n", **WINDOW}).status_code == 404
+    monkeypatch.setattr("timelines.export.views.SYNC_MAX_PODS", 2)
+    r = client.get("/c/src/export", {"node": "node-a", **WINDOW})
+    assert r.status_code == 413 and "/c/src/export/jobs" in r.json()["error"]
+
+
+def test_background_job_reports_progress_and_serves_the_file(client, admin, source_cluster):
+    """GIVEN a logged-in user WHEN they start a job (run eagerly here) THEN its status is done with
+    progress at its total, and the download is the same bundle a direct export gives."""
+    client.force_login(admin)
+    r = client.post("/c/src/export/jobs", {"namespace": "shop", **WINDOW, "format": "json"})
+    assert r.status_code == 202, r.content
+    job = r.json()
+    status = client.get(job["status_url"]).json()
+    assert status["state"] == "done"
+    assert status["progress"]["done"] == status["progress"]["total"] > 0
+    got = orjson.loads(body(client.get(job["download_url"])))
+    assert got["metadata"]["counts"]["pods"] == 6
+    # another user cannot see it
+    other = User.objects.create_superuser("other", "o@example.org", "pw")
+    other.is_superuser = False
+    other.save()
+    client.force_login(other)
+    assert client.get(job["status_url"]).status_code == 404
+
+
+def test_namespace_grant_limits_what_an_export_holds(client, shop_reader, source_cluster):
+    client.force_login(shop_reader)
+    r = client.get("/c/src/export", {"node": "node-a", **WINDOW})
+    bundle = orjson.loads(body(r))
+    assert bundle["pods"] == [] and bundle["nodes"] == []
+    r = client.get("/c/src/export", {"namespace": "other", **WINDOW})
+    assert [p["pod"]["name"] for p in orjson.loads(body(r))["pods"]] == ["api-x"]
+    assert client.get("/c/src/export", {"namespace": "shop", **WINDOW}).status_code == 404
+
+
+def test_bearer_token_works_and_anonymous_is_refused(client, admin, source_cluster):
+    token = create_token(admin)
+    r = client.get("/c/src/export", {"node": "node-b", **WINDOW}, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert r.status_code == 200
+    assert (
+        client.get("/c/src/export", {"node": "node-b", **WINDOW}, HTTP_ACCEPT="application/json").status_code
+        == 401
+    )
+    assert client.get("/c/src/export", {"node": "node-b", **WINDOW}).status_code == 302  # to the login page
+
+
+def test_upload_form_imports_and_refuses(client, admin, source_cluster):
+    client.force_login(admin)
+    assert b'name="bundle"' in client.get("/import").content
+    raw = export_json(source_cluster)
+    r = client.post(
+        "/import", {"bundle": io.BytesIO(raw), "name": "uploaded"}, HTTP_ACCEPT="application/json"
+    )
+    assert r.status_code == 201, r.content
+    assert r.json()["differences"] == []
+    assert Cluster.objects.get(name="uploaded").read_only
+    before = row_counts()
+    damaged = io.BytesIO(raw[:-100])
+    damaged.name = "incident.json"
+    r = client.post("/import", {"bundle": damaged, "name": "broken"})
+    assert r.status_code == 400 and b"truncated" in r.content
+    assert row_counts() == before
+
+
+def test_only_staff_import(client, shop_reader):
+    client.force_login(shop_reader)
+    assert client.get("/import").status_code == 403

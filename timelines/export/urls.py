@@ -1,0 +1,16 @@
+"""Export and import endpoints. The site includes them with
+``path("", include("timelines.export.urls"))`` in timelines/urls.py (or podlife_site/urls.py)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from timelines.export import views
+
+urlpatterns = [
+    path("c/<str:cluster>/export", views.export_download, name="export-download"),
+    path("c/<str:cluster>/export/jobs", views.export_job_create, name="export-job-create"),
+    path("export/jobs/<str:job_id>", views.export_job_status, name="export-job-status"),
+    path("export/jobs/<str:job_id>/download", views.export_job_download, name="export-job-download"),
+    path("import", views.import_bundle, name="import-bundle"),
+]
