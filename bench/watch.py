@@ -1,0 +1,227 @@
+"""Collector benchmark: the demo cluster's ``scale`` scenario -> collector -> database, against baselines
+measured in the same run.
+
+    python bench/watch.py [--nodes 100] [--pods-per-node 100] [--backlog 20] [--churn 200]
+
+1. Throughput. The collector lists every pod and node (``run_step``), then the demo cluster churns pods
+   for ``--backlog`` seconds while nobody watches; one watch step from the stored resourceVersion then
+   replays that backlog as fast as the collector takes it. Everything goes through the real kubernetes
+   client over loopback HTTP and ``timelines.ingest.ingest_observations`` (store only unless
+   ``--derive``: derivation is the lifecycle core's cost, not the collector's). The baseline is a raw COPY (SQLite: executemany INSERT) of the same rows into a scratch table.
+   Ratio = collector obs/s / COPY obs/s (goal on PostgreSQL: >= 0.5).
+2. Memory. A second, fresh cluster name is listed under tracemalloc; the peak is compared with a
+   slim-tuple baseline of the same pods ((uid, namespace, name, node, resourceVersion, phase) per pod,
+   built from the same list pages). Both per 10k pods; ratio goal <= 3.
+
+The demo cluster runs in a subprocess so neither its time nor its memory is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+from _setup import ROOT, setup_django
+
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
+setup_django()
+
+import orjson  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from collectors.kube import config, watch  # noqa: E402
+from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
+from collectors.kube.watch import StepControl, run_step  # noqa: E402
+from timelines import store  # noqa: E402
+from timelines.models import Cluster  # noqa: E402
+from timelines.models import Observation as ObservationRow  # noqa: E402
+
+
+def start_sim(args: argparse.Namespace, kubeconfig: Path) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(args.nodes),
+        "--pods-per-node", str(args.pods_per_node), "--churn", str(args.churn), "--speed", "1",
+        "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        proc.kill()
+        raise SystemExit(f"the demo cluster did not start: {line!r}")
+    return proc
+
+
+def sim_hook(cluster: str, name: str) -> None:
+    """POST a demo-cluster fault hook (``/_sim/NAME``) through the collector's own client."""
+    client = config.api_client(cluster)
+    client.call_api(
+        f"/_sim/{name}", "POST", auth_settings=["BearerToken"], _preload_content=False
+    ).release_conn()
+
+
+def collect(cluster: str, tunables: Tunables, backlog: float) -> tuple[int, float, dict[str, int]]:
+    """List pods and nodes, let a backlog build, replay it; returns (observations stored, seconds, counts)."""
+    control = StepControl(tunables=tunables)
+    counts: dict[str, int] = {}
+    busy = 0.0
+    for resource in ("nodes", "pods"):
+        started = time.perf_counter()
+        result = run_step(cluster, resource, control=control)
+        busy += time.perf_counter() - started
+        assert result.ok, result.error
+        counts[f"{resource} listed"] = result.listed
+    time.sleep(backlog)  # churn builds a history nobody has read yet
+    sim_hook(cluster, "pause")  # then the cluster stands still, so the backlog has an end
+    counts["backlog events"] = 0
+    while True:  # watch steps until one finds nothing left of the backlog
+        result = run_step(cluster, "pods", control=control)
+        assert result.ok, result.error
+        # A watch step lasts its timeoutSeconds; count only the time until its last object was stored.
+        busy += result.busy_seconds
+        counts["backlog events"] += result.events
+        if result.events == 0:
+            break
+    sim_hook(cluster, "resume")
+    stored = ObservationRow.objects.filter(cluster__name=cluster).count()
+    return stored, busy, counts
+
+
+def copy_baseline(cluster: str) -> float:
+    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table."""
+    found = Cluster.objects.get(name=cluster)
+    received = timezone.now()
+    rows = []
+    for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000):
+        rows.append(
+            (found.pk, obs.pod_uid, obs.kind, obs.source, obs.observed_at, received, obs.dedupe_key, obs.node,
+             obs.namespace, obs.name, orjson.dumps(obs.payload).decode())
+        )  # fmt: skip
+    cols = ", ".join(store._COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_watch_raw")
+        if connection.vendor == "postgresql":
+            cursor.execute("CREATE TABLE bench_watch_raw (LIKE timelines_observation INCLUDING ALL)")
+        else:
+            cursor.execute("CREATE TABLE bench_watch_raw AS SELECT * FROM timelines_observation WHERE 0")
+            cursor.execute(
+                "CREATE UNIQUE INDEX bench_watch_raw_dedupe ON bench_watch_raw (cluster_id, dedupe_key)"
+            )
+    try:
+        started = time.perf_counter()
+        for i in range(0, len(rows), 500):  # the collector's batch size
+            chunk = rows[i : i + 500]
+            with transaction.atomic(), connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    with cursor.cursor.copy(f"COPY bench_watch_raw ({cols}) FROM STDIN") as copy:
+                        for row in chunk:
+                            copy.write_row(row)
+                else:
+                    marks = ", ".join(["%s"] * len(store._COLUMNS))
+                    adapt = connection.ops.adapt_datetimefield_value
+                    params = [(*r[:4], adapt(r[4]), adapt(r[5]), *r[6:]) for r in chunk]
+                    cursor.executemany(f"INSERT INTO bench_watch_raw ({cols}) VALUES ({marks})", params)
+        return time.perf_counter() - started
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS bench_watch_raw")
+
+
+def memory(cluster: str, tunables: Tunables) -> tuple[int, int, int]:
+    """(collector peak bytes while listing all pods, slim-tuple bytes for the same pods, pods)."""
+    from kubernetes import client as kclient
+
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    result = run_step(cluster, "pods", control=StepControl(tunables=tunables))
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    assert result.ok, result.error
+
+    api = kclient.CoreV1Api(config.api_client(cluster))
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    slim: list[tuple[str, str, str, str, str, str]] = []
+    token = None
+    while True:
+        body = orjson.loads(
+            api.list_pod_for_all_namespaces(
+                limit=tunables.list_page_size, _continue=token, _preload_content=False
+            ).data
+        )
+        for item in body["items"]:
+            meta = item["metadata"]
+            slim.append(
+                (meta["uid"], meta["namespace"], meta["name"], item["spec"].get("nodeName", ""),
+                 meta["resourceVersion"], item["status"].get("phase", ""))
+            )  # fmt: skip
+        token = body["metadata"].get("continue")
+        del body
+        if not token:
+            break
+    retained = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return peak, retained, len(slim)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods-per-node", type=int, default=100)
+    parser.add_argument(
+        "--churn", type=float, default=200.0, help="pods replaced per second during the backlog"
+    )
+    parser.add_argument("--backlog", type=float, default=10.0, help="seconds of churn nobody watches")
+    parser.add_argument(
+        "--derive",
+        action="store_true",
+        help="also re-derive every touched pod inside ingest, as deployed (default: store only, the "
+        "collector's own path; derivation is timelines' cost and is measured separately)",
+    )
+    args = parser.parse_args()
+    if not args.derive:
+        watch.ingest_observations = functools.partial(watch.ingest_observations, derive=False)
+
+    tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
+    tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
+    kubeconfig = tmp / "kubeconfig"
+    sim = start_sim(args, kubeconfig)
+    names = [f"bench-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for name in names:
+        config.register_cluster(ClusterSource(name, str(kubeconfig), "podlife-demo", False, False, False))
+    try:
+        stored, busy, counts = collect(names[0], tunables, args.backlog)
+        baseline = copy_baseline(names[0])
+        peak, slim, pods = memory(names[1], tunables)
+    finally:
+        sim.terminate()
+        sim.wait(10)
+        Cluster.objects.filter(name__in=names).delete()
+    ours, raw = stored / busy, stored / baseline
+    what = "COPY" if connection.vendor == "postgresql" else "executemany INSERT"
+    per10k = 10_000 / max(1, pods)
+    print(f"database: {connection.vendor}; derivation {'on' if args.derive else 'off'}; {counts}")
+    print(f"collector end to end: {stored} observations in {busy:.2f} s = {ours:10,.0f} obs/s")
+    print(f"raw {what} of the same rows: {baseline:.2f} s = {raw:10,.0f} obs/s")
+    print(f"ratio collector / raw {what}: {ours / raw:.2f}  (goal on PostgreSQL: >= 0.5)")
+    print(f"collector peak while listing {pods} pods: {peak * per10k / 2**20:8.1f} MiB per 10k pods")
+    print(f"slim tuples of the same pods:           {slim * per10k / 2**20:8.1f} MiB per 10k pods")
+    print(f"ratio collector / slim tuples: {peak / max(1, slim):.2f}  (goal: <= 3)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,582 @@
+"""List and watch one resource of one cluster, one bounded step at a time.
+
+``run_step(cluster, resource)`` is the unit everything schedules: the Celery chain (``collectors/tasks.py``),
+the foreground ``collect`` command (``collectors/kube/runner.py``) and the tests. A step either lists (when
+no resourceVersion is stored, or after the watch expired) or runs ONE watch request bounded by
+``timeoutSeconds``. It stores what it saw through ``timelines.ingest.ingest_observations`` and then saves
+the resourceVersion it reached, in that order, so a worker killed mid-step loses nothing: the next step
+resumes from the stored version and a re-delivered event dedupes in the store.
+
+Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.watch.Watch``:
+* the generated ``list_*`` methods are called with ``_preload_content=False`` and bodies are parsed with
+  orjson; the client's model objects are never built;
+* the resourceVersion is tracked from every event, BOOKMARKs included (the client's Watch skips them);
+* ERROR 410 (reason Expired or Gone), in-band or as the HTTP status, always relists (the client retries
+  once from the same version, and can end silently); the relist reconciles against the store: an object
+  stored as alive that the list no longer has gets a synthetic deletion (source ``synthetic``);
+* a stale ``continue`` token (HTTP 410 on a later page) restarts the list;
+* a malformed line or an object the parsers reject is logged, counted in CollectorState and skipped;
+* a node update whose fingerprint equals the last stored one (a heartbeat) is dropped here;
+* every other error is logged and counted, never fatal: the step returns it and the caller backs off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.db import connection
+from django.utils import timezone
+
+from collectors.kube import state
+from collectors.kube.config import Tunables, api_client
+from collectors.kube.resources import ResourceSpec, resource_spec
+from collectors.kube.stream import END, LineReader, close_response
+from collectors.parsers.k8s_objects import object_observation
+from timelines import store
+from timelines.ingest import ingest_observations
+from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
+from timelines.models import Observation as ObservationRow
+
+log = logging.getLogger(__name__)
+
+MAX_LIST_RESTARTS = 5  # a continue token expiring this many times in a row ends the step with an error
+
+
+class Expired(Exception):
+    """The watch's resourceVersion (or a list's continue token) is older than the server keeps: 410."""
+
+
+class WatchError(Exception):
+    """The server reported an error inside the stream (an ERROR event other than 410)."""
+
+
+class LeaseLost(Exception):
+    """Another chain owns this (cluster, resource) now; this one must stop without writing more."""
+
+
+@dataclass
+class StepControl:
+    """Hooks from whoever runs the step (all optional).
+
+    ``heartbeat`` renews the lease and returns False when it was lost; ``cancel`` ends the step early
+    (the ``collect`` command's --duration); ``tunables`` overrides the settings.
+    """
+
+    heartbeat: Callable[[], bool] | None = None
+    cancel: threading.Event | None = None
+    tunables: Tunables | None = None
+
+
+@dataclass
+class StepResult:
+    cluster: str
+    resource: str
+    resource_version: str = ""
+    action: str = "watch"  # watch | list
+    listed: int = 0  # objects in the list
+    events: int = 0  # watch events with an object (ADDED / MODIFIED / DELETED)
+    bookmarks: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    dropped: int = 0  # no-op updates (node heartbeats) dropped at the source
+    malformed: int = 0  # lines or objects logged and skipped
+    synthetic_deletions: int = 0
+    expired: bool = False  # the watch hit 410 and this step relisted
+    error: str | None = None
+    seconds: float = 0.0
+    busy_seconds: float = 0.0  # from the step's start until its last object was stored (idle tail excluded)
+    pods_touched: set[str] = field(default_factory=set)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# -- process-level caches --------------------------------------------------------------------------------
+
+_events_api: dict[str, bool] = {}  # cluster -> True when events.k8s.io/v1 is missing (use core/v1)
+_fingerprints: dict[int, tuple[str, dict[str, str]]] = {}  # cluster pk -> (rv valid at, node -> fingerprint)
+_cache_lock = threading.Lock()
+
+
+def forget_caches() -> None:
+    """Drop what this process remembers between steps (tests; a cluster re-registered)."""
+    with _cache_lock:
+        _events_api.clear()
+        _fingerprints.clear()
+
+
+# -- the step --------------------------------------------------------------------------------------------
+
+
+def run_step(
+    cluster_name: str,
+    resource: str,
+    resource_version: str = "",
+    *,
+    control: StepControl | None = None,
+) -> StepResult:
+    """Run one step for (cluster, resource): a list, or one bounded watch request.
+
+    The stored resourceVersion wins over ``resource_version`` (which a chain passes along): a re-delivered
+    step of a killed worker then resumes where the stored state is, not where the message was.
+    Never raises for collection errors: they are logged, counted in CollectorState and returned in
+    ``StepResult.error``. Raises LookupError for an unknown cluster and ValueError for an unknown resource.
+    """
+    spec = resource_spec(resource)
+    control = control or StepControl()
+    tunables = control.tunables or Tunables.from_settings()
+    started = time.monotonic()
+    cluster = store.cluster_for(cluster_name)
+    current = state.get(cluster, resource).resource_version or resource_version
+    stepper = _Stepper(cluster, spec, api_client(cluster_name), control, tunables)
+    result = stepper.result
+    result.resource_version = current
+    try:
+        if not current:
+            stepper.relist()
+        else:
+            try:
+                stepper.watch(current)
+            except Expired as exc:
+                log.info("%s/%s: watch from %s expired (%s); relisting", cluster.name, resource, current, exc)
+                result.expired = True
+                state.save_resource_version(cluster, resource, "")  # a crash mid-relist relists again
+                stepper.relist()
+    except LeaseLost:
+        result.error = "lease lost: another chain owns this watch"
+        log.warning("%s/%s: %s; stopping this chain", cluster.name, resource, result.error)
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.warning("%s/%s: step failed: %s", cluster.name, resource, result.error, exc_info=True)
+        state.record_error(cluster, resource, result.error)
+    finally:
+        result.seconds = time.monotonic() - started
+        _keep_fingerprints(cluster, result, stepper.fingerprints)
+        state.record_step(cluster, resource, events=result.events + result.listed, seconds=result.seconds)
+    return result
+
+
+class _Stepper:
+    """One step's working state. Lives for one step only; process-level caches are above."""
+
+    def __init__(
+        self, cluster: Cluster, spec: ResourceSpec, client: Any, control: StepControl, tunables: Tunables
+    ) -> None:
+        self.cluster = cluster
+        self.spec = spec
+        self.client = client
+        self.control = control
+        self.tunables = tunables
+        self.result = StepResult(cluster.name, spec.name)
+        self.fingerprints: dict[str, str] | None = None
+        self.started = time.monotonic()
+
+    # ---- API calls ---------------------------------------------------------------------------------
+    def _method(self) -> Callable[..., Any]:
+        from kubernetes import client as kclient
+
+        spec = self.spec
+        if spec.fallback_api and _events_api.get(self.cluster.name):
+            return getattr(getattr(kclient, spec.fallback_api)(self.client), spec.fallback_method)
+        return getattr(getattr(kclient, spec.api)(self.client), spec.method)
+
+    def _call(self, **kwargs: Any) -> Any:
+        """Call the list method raw; on a 404 for events.k8s.io/v1, switch to core/v1 and call again."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._method()(_preload_content=False, **kwargs)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(_status_message(exc)) from None
+            if exc.status == 404 and self.spec.fallback_api and not _events_api.get(self.cluster.name):
+                _events_api[self.cluster.name] = True
+                note = "events.k8s.io/v1 is not served (404): watching core/v1 events"
+                log.info("%s: %s", self.cluster.name, note)
+                state.set_note(self.cluster, self.spec.name, note)
+                return self._call(**kwargs)
+            raise
+
+    def _beat(self) -> None:
+        if self.control.heartbeat is not None and not self.control.heartbeat():
+            raise LeaseLost()
+
+    def _cancelled(self) -> bool:
+        return self.control.cancel is not None and self.control.cancel.is_set()
+
+    # ---- list ----------------------------------------------------------------------------------------
+    def relist(self) -> str:
+        """List everything (paged), store it, reconcile against the store, save the list's version."""
+        result = self.result
+        result.action = "list"
+        restarts = 0
+        while True:
+            seen: set[str] = set()
+            try:
+                rv = self._list_pages(seen)
+                break
+            except Expired as exc:  # a stale continue token: the list must start over
+                restarts += 1
+                message = f"list continue token expired ({exc}); restarting the list"
+                log.warning("%s/%s: %s", self.cluster.name, self.spec.name, message)
+                state.record_error(self.cluster, self.spec.name, message)
+                if restarts >= MAX_LIST_RESTARTS:
+                    raise
+        if self.spec.reconcile:
+            self._reconcile(seen)
+        state.record_relist(self.cluster, self.spec.name)
+        state.save_resource_version(self.cluster, self.spec.name, rv)
+        result.resource_version = rv
+        return rv
+
+    def _list_pages(self, seen: set[str]) -> str:
+        token: str | None = None
+        first = True
+        while True:
+            kwargs: dict[str, Any] = {
+                "limit": self.tunables.list_page_size,
+                "_request_timeout": (10, 120),
+            }
+            if token:
+                kwargs["_continue"] = token
+            try:
+                response = self._call(**kwargs)
+            except Expired:
+                if first:  # a plain list never expires; a 410 here is a server problem, not a token
+                    raise WatchError("list answered 410 without a continue token") from None
+                raise
+            try:
+                body = orjson.loads(response.data)
+            finally:
+                close_response(response)
+            first = False
+            items = body.pop("items", None) or []
+            self.result.listed += len(items)
+            now = timezone.now()
+            batch = self._observations(((item, "LIST") for item in items), now, seen)
+            self._ingest(batch)
+            state.record_events(self.cluster, self.spec.name, len(items))
+            self._beat()
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                rv = str(meta.get("resourceVersion") or "")
+                if not rv:
+                    raise WatchError("the list carried no metadata.resourceVersion")
+                return rv
+            if self._cancelled():
+                raise WatchError("cancelled during a paged list")
+
+    # ---- watch ---------------------------------------------------------------------------------------
+    def watch(self, rv: str) -> str:
+        """One watch request from ``rv``; stores events in batches and saves the version after each."""
+        tunables = self.tunables
+        response = self._call(
+            watch=True,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=tunables.watch_timeout_s,
+            # connect, read: a server that goes silent past its own timeout is a dead connection.
+            _request_timeout=(10, tunables.watch_timeout_s + 30),
+        )
+        reader = LineReader(response, name=f"watch-{self.cluster.name}-{self.spec.name}")
+        pending: list[tuple[dict[str, Any], str]] = []
+        pending_rv = rv  # the version reached by what is in ``pending`` (saved once it is stored)
+        saved_rv = rv
+        last_flush = time.monotonic()
+        try:
+            while True:
+                if self._cancelled():
+                    break
+                wait = max(0.05, tunables.batch_seconds - (time.monotonic() - last_flush))
+                try:
+                    lines = reader.get(timeout=wait if pending or pending_rv != saved_rv else 0.5)
+                except Exception:
+                    # The connection broke: keep what arrived before it, then report the error.
+                    self._flush(pending, pending_rv)
+                    raise
+                if lines is END:
+                    break
+                if lines is not None:
+                    for line in lines:  # type: ignore[union-attr]
+                        event = self._decode(line)
+                        if event is None:
+                            continue
+                        etype, obj = event
+                        obj_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                        if etype == "BOOKMARK":
+                            self.result.bookmarks += 1
+                        else:
+                            self.result.events += 1
+                            pending.append((obj, etype))
+                        if obj_rv:
+                            pending_rv = obj_rv
+                due = time.monotonic() - last_flush >= tunables.batch_seconds
+                if len(pending) >= tunables.batch_size or ((pending or pending_rv != saved_rv) and due):
+                    self._flush(pending, pending_rv)
+                    saved_rv = pending_rv
+                    pending = []
+                    last_flush = time.monotonic()
+                    self._beat()
+            self._flush(pending, pending_rv)
+            saved_rv = pending_rv
+        finally:
+            reader.close()
+        self.result.resource_version = saved_rv
+        return saved_rv
+
+    def _decode(self, line: bytes) -> tuple[str, dict[str, Any]] | None:
+        """(type, object) of one watch line; raises Expired / WatchError for ERROR; None when skipped."""
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._malformed(f"malformed watch line ({exc}): {line[:200]!r}")
+            return None
+        if not isinstance(event, dict):
+            self._malformed(f"watch line is not a JSON object: {line[:200]!r}")
+            return None
+        etype, obj = event.get("type"), event.get("object")
+        if not isinstance(obj, dict):
+            self._malformed(f"watch event without an object: {line[:200]!r}")
+            return None
+        if etype == "ERROR":
+            code, reason = obj.get("code"), obj.get("reason")
+            message = obj.get("message") or ""
+            if code == 410 or reason in ("Expired", "Gone"):
+                raise Expired(f"{reason}: {message}")
+            raise WatchError(f"watch ERROR {code} {reason}: {message}")
+        if etype not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+            self._malformed(f"unknown watch event type {etype!r}: {line[:200]!r}")
+            return None
+        return etype, obj
+
+    def _malformed(self, message: str) -> None:
+        self.result.malformed += 1
+        log.warning("%s/%s: %s; skipped", self.cluster.name, self.spec.name, message)
+        state.record_error(self.cluster, self.spec.name, message)
+
+    # ---- storing -------------------------------------------------------------------------------------
+    def _flush(self, pending: list[tuple[dict[str, Any], str]], rv: str) -> None:
+        """Store ``pending`` and then record the version it reached (in this order: nothing is lost)."""
+        if pending:
+            batch = self._observations(pending, timezone.now(), None)
+            self._ingest(batch)
+        state.record_events(self.cluster, self.spec.name, len(pending), resource_version=rv)
+
+    def _observations(
+        self, items: Iterable[tuple[dict[str, Any], str]], now: datetime, seen: set[str] | None
+    ) -> list[Observation]:
+        """Observations of raw objects; skips (and counts) invalid ones and node heartbeats."""
+        out: list[Observation] = []
+        is_node = self.spec.name == "nodes"
+        for obj, etype in items:
+            if seen is not None:
+                identity = _identity(self.spec, obj)
+                if identity:
+                    seen.add(identity)
+            try:
+                obs = object_observation(
+                    obj, kind_hint=self.spec.kind, watch_type=etype, observed_at=now, source=Source.API
+                )
+            except ValueError as exc:
+                self._malformed(f"{etype} object rejected by the parser: {exc}")
+                continue
+            if obs is None:
+                continue
+            if seen is not None:  # a mirror pod's observation keys on its static uid, not metadata.uid
+                seen.add(_observed_identity(self.spec, obs))
+            if is_node and self._is_heartbeat(obs):
+                self.result.dropped += 1
+                continue
+            out.append(obs)
+        return out
+
+    def _is_heartbeat(self, obs: Observation) -> bool:
+        """True for a node snapshot whose fingerprint equals the last stored one (then dropped)."""
+        if self.fingerprints is None:
+            self.fingerprints = _node_fingerprints(self.cluster, self.result.resource_version)
+        name = obs.name or ""
+        if obs.kind == Kind.NODE_DELETED:
+            self.fingerprints.pop(name, None)
+            return False
+        fingerprint = obs.payload.get("fingerprint")
+        if fingerprint and self.fingerprints.get(name) == fingerprint:
+            return True
+        if fingerprint:
+            self.fingerprints[name] = fingerprint
+        return False
+
+    def _ingest(self, batch: list[Observation]) -> None:
+        if not batch:
+            return
+        saved = ingest_observations(self.cluster, batch)
+        self.result.busy_seconds = time.monotonic() - self.started
+        result = self.result
+        result.stored += saved.stored
+        result.duplicates += saved.duplicates
+        result.rejected += len(saved.rejected)
+        result.pods_touched |= saved.pods_touched
+        for rejected in saved.rejected:
+            state.record_error(self.cluster, self.spec.name, f"store rejected {rejected}")
+
+    # ---- reconcile -----------------------------------------------------------------------------------
+    def _reconcile(self, seen: set[str]) -> None:
+        """Objects the store holds as alive but the fresh list lacks were deleted during the gap."""
+        gone = [
+            (identity, row)
+            for identity, row in _alive_in_store(self.cluster, self.spec)
+            if identity not in seen
+        ]
+        if not gone:
+            return
+        now = timezone.now()
+        synthetic = []
+        for identity, row in gone:
+            obs = _synthetic_deletion(self.cluster, self.spec, identity, row, now)
+            if obs is not None:
+                synthetic.append(obs)
+        log.info(
+            "%s/%s: %d object(s) vanished during the gap; storing synthetic deletions",
+            self.cluster.name,
+            self.spec.name,
+            len(synthetic),
+        )
+        self._ingest(synthetic)
+        self.result.synthetic_deletions += len(synthetic)
+
+
+def _status_message(exc: Any) -> str:
+    try:
+        body = orjson.loads(exc.body or b"{}")
+        return f"{body.get('reason') or exc.reason}: {body.get('message') or ''}"
+    except (orjson.JSONDecodeError, TypeError):
+        return f"{exc.status} {exc.reason}"
+
+
+def _identity(spec: ResourceSpec, obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    if spec.name == "nodes":
+        return str(meta.get("name") or "")
+    return str(meta.get("uid") or "")
+
+
+def _observed_identity(spec: ResourceSpec, obs: Observation) -> str:
+    if spec.name == "pods":
+        return obs.pod_uid or ""
+    if spec.name == "nodes":
+        return obs.name or ""
+    return str(obs.payload.get("uid") or "")
+
+
+def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dict[str, str]]]:
+    """(identity, row fields) of every object of ``spec``'s kind the store holds as not deleted."""
+    if spec.name == "pods":
+        rows = Pod.objects.filter(cluster=cluster, deleted_at__isnull=True).values("uid", "namespace", "name")
+        return [(r["uid"], r) for r in rows]
+    if spec.name == "nodes":
+        rows = Node.objects.filter(cluster=cluster, deleted_at__isnull=True).values("uid", "name")
+        return [(r["name"], r) for r in rows]
+    if spec.name == "poddisruptionbudgets":
+        rows = PodDisruptionBudget.objects.filter(cluster=cluster, deleted_at__isnull=True).values(
+            "uid", "namespace", "name"
+        )
+        return [(r["uid"], r) for r in rows]
+    rows = Workload.objects.filter(cluster=cluster, kind=spec.kind, deleted_at__isnull=True).values(
+        "uid", "namespace", "name"
+    )
+    return [(r["uid"], r) for r in rows]
+
+
+def _synthetic_deletion(
+    cluster: Cluster, spec: ResourceSpec, identity: str, row: dict[str, str], now: datetime
+) -> Observation | None:
+    """A deletion (source ``synthetic``, watch ``RELIST_GONE``) carrying the last stored state."""
+    rows = ObservationRow.objects.filter(cluster=cluster, kind=spec.live_kind).order_by("-observed_at", "-id")
+    if spec.name == "pods":
+        rows = rows.filter(pod_uid=identity)
+    elif spec.name == "nodes":
+        rows = rows.filter(name=identity)
+    else:
+        rows = rows.filter(namespace=row.get("namespace") or "", name=row.get("name") or "")
+    last = None
+    for candidate in rows[:20]:
+        payload = candidate.payload or {}
+        if spec.name == "nodes" or payload.get("uid") == row.get("uid") or spec.name == "pods":
+            last = candidate
+            break
+    if last is None:
+        payload: dict[str, Any] = {
+            "uid": row.get("uid"),
+            "namespace": row.get("namespace"),
+            "name": row.get("name"),
+        }
+        if spec.live_kind == Kind.WORKLOAD:
+            payload["kind"] = spec.kind
+        key = f"{spec.name}:{identity}:gone"
+        last_fields = {"pod_uid": identity if spec.name == "pods" else None, "node": None}
+    else:
+        payload = dict(last.payload or {})
+        key = f"{last.dedupe_key}:gone"
+        last_fields = {"pod_uid": last.pod_uid, "node": last.node or None}
+    payload["watch"] = "RELIST_GONE"
+    name = row.get("name") or None
+    return Observation(
+        kind=spec.deleted_kind,
+        source=Source.SYNTHETIC,
+        observed_at=now,
+        dedupe_key=key[:200],
+        pod_uid=last_fields["pod_uid"],
+        node=last_fields["node"] or (identity if spec.name == "nodes" else None),
+        namespace=row.get("namespace") or None,
+        name=name,
+        payload=payload,
+    )
+
+
+def _node_fingerprints(cluster: Cluster, rv: str) -> dict[str, str]:
+    """The last stored fingerprint of every node, from this process's cache when it is still current.
+
+    The cache is current when this process saved it at the version the step starts from (it ran the
+    previous step); a chain that hopped to another worker reads the store instead, so a heartbeat is
+    never compared with a fingerprint another worker has since replaced.
+    """
+    with _cache_lock:
+        cached = _fingerprints.get(cluster.pk)
+        if cached is not None and cached[0] == rv and rv:
+            return dict(cached[1])
+    found: dict[str, str] = {}
+    rows = (
+        ObservationRow.objects.filter(cluster=cluster, kind__in=(Kind.NODE, Kind.NODE_DELETED))
+        .order_by("name", "-observed_at", "-id")
+        .values_list("name", "kind", "payload__fingerprint")
+    )
+    if connection.vendor == "postgresql":
+        rows = rows.distinct("name")
+    done: set[str] = set()
+    for name, kind, fingerprint in rows.iterator(chunk_size=2000):
+        if name in done:
+            continue
+        done.add(name)
+        if kind == Kind.NODE and fingerprint:
+            found[name] = fingerprint
+    return found
+
+
+def _keep_fingerprints(cluster: Cluster, result: StepResult, fingerprints: dict[str, str] | None) -> None:
+    """Cache the node fingerprints at the version a clean step reached (a failed step's may be ahead of
+    what was stored, so they are dropped)."""
+    with _cache_lock:
+        if fingerprints is not None and result.ok and result.resource_version:
+            _fingerprints[cluster.pk] = (result.resource_version, dict(fingerprints))
+        elif fingerprints is not None:
+            _fingerprints.pop(cluster.pk, None)

@@ -1,0 +1,171 @@
+"""A real Celery worker on Redis, killed with SIGKILL mid-step: nothing is lost, one chain lives on.
+
+The worker is a subprocess. It must write to the database this test reads, so the test runs with
+``transaction=True`` (the worker's commits are visible here and nothing is held in a test transaction)
+and hands the worker the test database's name in DATABASE_URL. The demo cluster runs in this process;
+the worker reaches it over loopback through the kubeconfig given in PODLIFE_KUBECONFIG.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from collectors import tasks
+from collectors.kube import config, lease
+from timelines.lifecycle.observation import Kind
+from timelines.models import CollectorState
+from timelines.models import Observation as ObservationRow
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = "podlife-demo"  # the demo kubeconfig's context, which names the cluster
+QUEUE_KEYS = ("celery", "unacked", "unacked_index", "unacked_mutex")
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+
+
+def wait_for(what: str, predicate: Callable[[], object], timeout: float = 20.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def stored_uids(kind: str) -> set[str]:
+    return set(
+        ObservationRow.objects.filter(cluster__name=CLUSTER, kind=kind).values_list("pod_uid", flat=True)
+    )
+
+
+@pytest.fixture
+def worker_env(make_sim, monkeypatch, tmp_path) -> Iterator[tuple[dict[str, str], object]]:
+    sim = make_sim("mixed", advance=25)
+    config.unregister_cluster("sim")  # this test's cluster comes from settings, as a worker's does
+    db = connection.settings_dict
+    url = urlsplit(os.environ["DATABASE_URL"])
+    test_db_url = urlunsplit((url.scheme, url.netloc, "/" + db["NAME"], url.query, url.fragment))
+    knobs = {
+        "PODLIFE_KUBECONFIG": str(sim.kubeconfig),
+        "PODLIFE_KUBE_CONTEXTS": CLUSTER,
+        "PODLIFE_WATCH_TIMEOUT_S": "2",
+        "PODLIFE_WATCH_LEASE_S": "4",
+        "PODLIFE_KUBELET_METRICS": "0",
+        "PODLIFE_KUBELET_LOGS": "0",
+    }
+    for key, value in knobs.items():  # this process arms chains, so it reads the same clusters
+        monkeypatch.setenv(key, value)
+    env = {**os.environ, **knobs, "DATABASE_URL": test_db_url, "REDIS_URL": settings.REDIS_URL}
+    backend = lease.leases()
+    assert isinstance(backend, lease.RedisLeases)
+    backend.redis.delete(*QUEUE_KEYS)
+    yield env, sim
+    backend.redis.delete(*QUEUE_KEYS)
+
+
+class Worker:
+    def __init__(self, env: dict[str, str], name: str, log_dir: Path) -> None:
+        self.log_path = log_dir / f"{name}.log"
+        self.log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "podlife_site",
+                "worker",
+                "--pool=solo",
+                "-n",
+                f"{name}@%h",
+                "-l",
+                "info",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: SIGKILL takes everything it started
+        )
+        wait_for(f"worker {name} to start", lambda: b"ready." in self.log_path.read_bytes(), timeout=30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_env, tmp_path):
+    """GIVEN a watch chain on a real worker WHEN the worker is SIGKILLed while a watch request is open,
+    and pods are created and deleted while no worker runs THEN the beat cannot arm a second chain while
+    the dead chain's lease lives; once it expires the re-armed chain on a new worker resumes from the
+    stored resourceVersion (no relist), every pod and deletion is stored, and exactly one chain is live."""
+    env, sim = worker_env
+    open_watches = sim.server._httpd.open_watches
+    workers = [Worker(env, "first", tmp_path)]
+    try:
+        assert tasks.rearm_watches(["pods"]) == [f"{CLUSTER}/pods"]
+        first_token = lease.leases().holder(lease.watch_key(CLUSTER, "pods"))
+        wait_for("the list", lambda: stored_uids(Kind.POD) >= sim.uids("pods"))
+        early = sim.spawn(2)
+        wait_for("watched pods", lambda: stored_uids(Kind.POD) >= early)
+        wait_for("a watch request in flight", lambda: open_watches() == 1)
+
+        workers[0].kill()  # mid-step: the watch request is open
+        reached = CollectorState.objects.get(cluster__name=CLUSTER, resource="pods").resource_version
+
+        created = sim.spawn(3)
+        victim = sorted(early)[0]
+        sim.remove(victim)
+        sim.advance(2)
+
+        workers.append(Worker(env, "second", tmp_path))
+        assert tasks.rearm_watches(["pods"]) == []  # the dead chain's lease still lives
+        wait_for(
+            "the dead chain's lease to expire",
+            lambda: lease.leases().holder(lease.watch_key(CLUSTER, "pods")) is None,
+        )
+        assert tasks.rearm_watches(["pods"]) == [f"{CLUSTER}/pods"]
+        token = lease.leases().holder(lease.watch_key(CLUSTER, "pods"))
+        assert token and token != first_token
+
+        wait_for(
+            "pods created while no worker ran", lambda: stored_uids(Kind.POD) >= created | sim.uids("pods")
+        )
+        wait_for("the deletion made while no worker ran", lambda: victim in stored_uids(Kind.POD_DELETED))
+
+        def pods_state() -> CollectorState:
+            return CollectorState.objects.get(cluster__name=CLUSTER, resource="pods")
+
+        # The version is saved just after what it covers is stored.
+        wait_for("the version to move on", lambda: int(pods_state().resource_version) > int(reached))
+        assert pods_state().relists_total == 1  # resumed from the stored version: no second list
+        assert not ObservationRow.objects.filter(cluster__name=CLUSTER, source="synthetic").exists()
+        # Exactly one live chain: never two watch requests, the same lease holder, re-arming refused.
+        for _ in range(30):
+            assert open_watches() <= 1
+            assert lease.leases().holder(lease.watch_key(CLUSTER, "pods")) == token
+            time.sleep(0.1)
+        assert tasks.rearm_watches(["pods"]) == []
+        assert pods_state().lease_owner == token
+    finally:
+        for worker in workers:
+            worker.kill()
+        connection.close()

@@ -1,0 +1,87 @@
+"""Kubelet metrics and logs through the API server's node proxy."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.kube.kubelet import metrics_payload, pull_kubelet_logs, pull_kubelet_metrics
+from collectors.kube.state import KUBELET_LOGS, KUBELET_METRICS, node_logs_resource
+from timelines.lifecycle.observation import Kind, Source
+from timelines.models import CollectorState
+
+from .conftest import CLUSTER, stored
+
+pytestmark = pytest.mark.django_db
+
+METRICS = """\
+# HELP kubelet_working_pods [ALPHA] Number of pods the kubelet is actually running
+# TYPE kubelet_working_pods gauge
+kubelet_working_pods{config="desired",lifecycle="sync",static=""} 3
+kubelet_working_pods{config="desired",lifecycle="sync",static="true"} 1
+kubelet_working_pods{config="orphan",lifecycle="terminating",static=""} 2
+kubelet_working_pods{config="runtime_only",lifecycle="terminated",static="unknown"} 0
+# HELP kubelet_desired_pods [ALPHA] The number of pods the kubelet is being instructed to run.
+# TYPE kubelet_desired_pods gauge
+kubelet_desired_pods{static=""} 3
+kubelet_desired_pods{static="true"} 1
+# HELP kubelet_restarted_pods_total [ALPHA] Number of pods restarted because of UID reuse
+# TYPE kubelet_restarted_pods_total counter
+kubelet_restarted_pods_total{static=""} 0
+kubelet_restarted_pods_total{static="true"} 2
+"""
+
+
+def state(resource: str) -> CollectorState:
+    return CollectorState.objects.get(cluster__name=CLUSTER, resource=resource)
+
+
+def test_metrics_payload_sums_working_pods_by_lifecycle():
+    payload = metrics_payload(METRICS)
+    assert payload["working_pods"] == {"sync": 4, "terminating": 2, "terminated": 0}
+    assert payload["desired_pods"] == 4 and payload["restarted_pods_total"] == 2
+    assert payload["mirror_pods"] is None  # not exported by this kubelet
+    assert {"lifecycle": "sync", "config": "desired", "static": "true", "value": 1} in payload[
+        "working_pods_detail"
+    ]
+    assert metrics_payload(METRICS)["fingerprint"] == payload["fingerprint"]
+    assert metrics_payload(METRICS.replace("} 2\n", "} 3\n"))["fingerprint"] != payload["fingerprint"]
+
+
+def test_metrics_pull_stores_one_observation_per_node_and_drops_unchanged(sim):
+    nodes = sorted(sim.server.cluster.kubelets)
+    result = pull_kubelet_metrics(CLUSTER)
+    assert result.skipped is None and not result.errors
+    assert result.stored == len(nodes)
+    obs = {o.node: o for o in stored(Kind.NODE_METRICS)}
+    assert set(obs) == set(nodes)
+    sample = obs[nodes[0]]
+    assert sample.source == Source.KUBELET_METRICS
+    expected = sum(sim.server.cluster.kubelets[nodes[0]].working_pods().values())
+    assert sum(sample.payload["working_pods"].values()) == expected
+
+    again = pull_kubelet_metrics(CLUSTER)  # nothing changed on the kubelets
+    assert again.stored == 0 and again.unchanged == len(nodes)
+
+
+def test_log_pull_parses_kubelet_lines_and_remembers_where_it_stopped(sim):
+    node = next(n for n, k in sorted(sim.server.cluster.kubelets.items()) if k.lines)
+    first = pull_kubelet_logs(CLUSTER, nodes=[node])
+    assert first.skipped is None and not first.errors, first.errors
+    assert first.lines > 0 and first.stored > 0
+    assert stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).count() == first.stored
+    assert state(node_logs_resource(node)).resource_version  # the time pulled up to
+
+    second = pull_kubelet_logs(CLUSTER, nodes=[node])
+    assert second.stored == 0  # only the boundary second again: it dedupes
+
+
+def test_forbidden_node_proxy_skips_with_a_status_note(make_sim):
+    make_sim(forbidden=("nodes/proxy",))
+    logs = pull_kubelet_logs(CLUSTER)
+    metrics = pull_kubelet_metrics(CLUSTER)
+    for result, resource in ((logs, KUBELET_LOGS), (metrics, KUBELET_METRICS)):
+        assert result.skipped and "403" in result.skipped
+        note = state(resource).note
+        assert note.startswith("skipped:") and "HTTP 403" in note and "nodes/proxy" in note
+    assert not stored((Kind.WORKER, Kind.NODE_METRICS)).exists()
+    assert pull_kubelet_logs(CLUSTER).skipped == state(KUBELET_LOGS).note  # not asked again for a while

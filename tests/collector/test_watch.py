@@ -1,0 +1,218 @@
+"""List + watch through the real kubernetes client against the demo cluster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from timelines.lifecycle.observation import Kind, Source
+from timelines.models import CollectorState
+
+from .conftest import CLUSTER, FAST, stored
+
+pytestmark = pytest.mark.django_db
+
+
+def state(resource: str) -> CollectorState:
+    return CollectorState.objects.get(cluster__name=CLUSTER, resource=resource)
+
+
+def test_list_then_watch_stores_every_kind(sim):
+    """GIVEN the mixed demo cluster WHEN every resource is listed and then watched
+    THEN pods, events, PDBs, nodes and all four workload kinds are stored, and later changes arrive."""
+    for resource in (
+        "pods",
+        "events",
+        "poddisruptionbudgets",
+        "nodes",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "replicasets",
+    ):
+        result = sim.step(resource)
+        assert result.ok, result.error
+        assert result.action == "list"
+        assert state(resource).resource_version == result.resource_version != ""
+    assert {o.pod_uid for o in stored(Kind.POD)} == sim.uids("pods")
+    assert {o.payload["uid"] for o in stored(Kind.PDB)} == sim.uids("poddisruptionbudgets") != set()
+    assert {o.name for o in stored(Kind.NODE)} == {
+        n["metadata"]["name"] for n in sim.store.iter_objects("nodes")
+    }
+    for resource, kind in (
+        ("deployments", "Deployment"),
+        ("statefulsets", "StatefulSet"),
+        ("daemonsets", "DaemonSet"),
+        ("replicasets", "ReplicaSet"),
+    ):
+        assert {o.payload["uid"] for o in stored(Kind.WORKLOAD, payload__kind=kind)} == sim.uids(resource)
+    assert stored(Kind.EVENT).count() > 0
+    assert all(o.source == Source.API for o in stored((Kind.POD, Kind.EVENT, Kind.NODE)))
+
+    before = sim.uids("pods")
+    sim.spawn(3)
+    sim.remove(sorted(before)[0])
+    sim.advance(10)
+    after = sim.uids("pods")
+    assert after - before and before - after
+    result = sim.step("pods")
+    assert result.ok and result.action == "watch" and result.events > 0
+    assert {o.pod_uid for o in stored(Kind.POD)} >= after
+    assert {o.pod_uid for o in stored(Kind.POD_DELETED)} >= before - after
+    assert state("pods").resource_version == result.resource_version
+    assert state("pods").events_total == result.events + len(before)
+
+
+def test_bookmarks_move_the_resource_version(sim):
+    """GIVEN a watch on a quiet resource WHEN other resources change THEN BOOKMARKs carry the newer
+    resourceVersion into CollectorState (the client's own Watch would not track them)."""
+    sim.step("statefulsets")
+    listed = int(state("statefulsets").resource_version)
+    sim.advance(5)  # pods change; statefulsets do not
+    assert sim.store.rv > listed
+    result = sim.step("statefulsets")
+    assert result.ok and result.events == 0 and result.bookmarks > 0
+    assert int(state("statefulsets").resource_version) == sim.store.rv
+
+
+def test_expired_watch_relists_and_reconciles(sim):
+    """GIVEN a stored watch position WHEN the history is compacted while a pod is created and another
+    is force-deleted THEN the watch gets 410, the step relists, no pod is lost, and the pod that vanished
+    during the gap gets a synthetic deletion carrying its last state."""
+    assert sim.step("pods").ok
+    listed = sim.uids("pods")
+    victim = sorted(listed)[0]
+    created = sim.spawn(2)
+    sim.remove(victim)
+    sim.server.cluster.compact()
+
+    result = sim.step("pods")
+
+    assert result.ok, result.error
+    assert result.expired and result.action == "list"
+    assert {o.pod_uid for o in stored(Kind.POD)} >= sim.uids("pods") | created
+    gone = stored(Kind.POD_DELETED, pod_uid=victim).get()
+    assert gone.source == Source.SYNTHETIC
+    assert gone.payload["watch"] == "RELIST_GONE" and gone.payload["uid"] == victim
+    assert result.synthetic_deletions == 1
+    assert not stored(Kind.POD_DELETED, source=Source.SYNTHETIC).exclude(pod_uid=victim).exists()
+    st = state("pods")
+    assert st.relists_total == 2 and st.resource_version == result.resource_version
+
+    again = sim.step("pods")  # the next step watches from the relist's version: nothing expires
+    assert again.ok and again.action == "watch" and not again.expired
+
+
+def test_dropped_connection_resumes_from_the_stored_version(sim):
+    """GIVEN a watch in progress WHEN the server cuts the connection mid-stream THEN what arrived before
+    the cut is stored, and the next step resumes from that version: nothing is lost, nothing relisted."""
+    import threading
+    import time
+
+    sim.step("pods")
+    first = sim.spawn(2)
+    later: set[str] = set()
+
+    def cut_then_change() -> None:  # the sim side only: the database stays on the test's thread
+        deadline = time.monotonic() + 5
+        while sim.server._httpd.open_watches() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        sim.server.drop_watches("reset")
+        later.update(sim.spawn(2))
+
+    cutter = threading.Thread(target=cut_then_change)
+    cutter.start()
+    cut = sim.step("pods")
+    cutter.join(10)
+
+    assert cut.error is not None and cut.stored >= len(first)
+    reached = state("pods").resource_version
+    assert {o.pod_uid for o in stored(Kind.POD, pod_uid__in=first)} == first
+
+    result = sim.step("pods")
+
+    assert result.ok and result.action == "watch" and not result.expired
+    assert {o.pod_uid for o in stored(Kind.POD)} >= first | later | sim.uids("pods")
+    st = state("pods")
+    assert st.relists_total == 1 and st.errors_total == 1
+    assert int(reached) < int(result.resource_version)
+
+
+def test_duplicated_event_is_stored_once(sim):
+    sim.step("pods")
+    (uid,) = sim.spawn(1)
+    sim.server.cluster.redeliver_last()
+
+    result = sim.step("pods")
+
+    assert result.ok and result.duplicates >= 1
+    latest = stored(Kind.POD, pod_uid=uid).order_by("-observed_at").first()
+    assert stored((Kind.POD,), dedupe_key=latest.dedupe_key).count() == 1
+
+
+def test_malformed_line_is_logged_counted_and_skipped(sim, caplog):
+    sim.step("pods")
+    errors_before = state("pods").errors_total
+    (before,) = sim.spawn(1)
+    sim.server.cluster.inject_malformed()  # a truncated line, between two pods in the stream
+    (after,) = sim.spawn(1)
+
+    result = sim.step("pods")
+
+    assert result.ok and result.malformed == 1
+    assert stored(Kind.POD, pod_uid=before).exists()
+    assert stored(Kind.POD, pod_uid=after).exists()  # the stream goes on past the bad line
+    st = state("pods")
+    assert st.errors_total == errors_before + 1 and "malformed watch line" in st.last_error
+    assert any("malformed watch line" in r.getMessage() for r in caplog.records)
+
+
+def test_node_heartbeats_are_dropped_at_the_source(sim):
+    """GIVEN stored nodes WHEN a node only heartbeats THEN nothing is stored; WHEN it is cordoned
+    THEN that change is stored."""
+    sim.step("nodes")
+    node = next(
+        n["metadata"]["name"] for n in sim.store.iter_objects("nodes") if not n["spec"].get("unschedulable")
+    )
+    count = stored(Kind.NODE, name=node).count()
+
+    def heartbeat(obj):
+        for cond in obj["status"]["conditions"]:
+            cond["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
+
+    for _ in range(3):
+        sim.server.cluster.update_node(node, heartbeat)
+    result = sim.step("nodes")
+    assert result.ok and result.events >= 3 and result.dropped >= 3
+    assert stored(Kind.NODE, name=node).count() == count
+
+    sim.server.cluster.cordon(node)
+    result = sim.step("nodes")
+    assert result.ok and result.stored >= 1
+    assert (
+        stored(Kind.NODE, name=node).order_by("-observed_at", "-id").first().payload["unschedulable"] is True
+    )
+
+
+def test_stale_continue_token_restarts_the_list(sim):
+    """GIVEN a paged list WHEN its continue token expires between pages THEN the list starts over and
+    completes; the expiry is counted as an error."""
+    pages = []
+
+    def between_pages() -> bool:
+        pages.append(1)
+        if len(pages) == 1:  # after the first page: a write, then a compaction past the list's version
+            sim.spawn(1)
+            sim.server.cluster.compact()
+        return True
+
+    result = sim.step("pods", heartbeat=between_pages, tunables=replace(FAST, list_page_size=4))
+
+    assert result.ok, result.error
+    assert {o.pod_uid for o in stored(Kind.POD)} >= sim.uids("pods")
+    st = state("pods")
+    assert st.errors_total == 1 and "continue token expired" in st.last_error
+    assert st.relists_total == 1
+    assert len(pages) == 1 + -(-len(sim.uids("pods")) // 4)  # one page, then the whole list again
