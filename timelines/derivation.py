@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -40,6 +41,26 @@ def thresholds_from_settings() -> Thresholds:
     )
 
 
+_OBSERVATION_FIELDS = (
+    "kind",
+    "source",
+    "observed_at",
+    "dedupe_key",
+    "pod_uid",
+    "node",
+    "namespace",
+    "name",
+    "payload",
+)
+
+
+def _observation(fields: list[Any] | tuple[Any, ...]) -> Observation:
+    kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, payload = fields
+    return Observation(
+        kind, source, observed_at, dedupe_key, pod_uid, node or None, namespace or None, name or None, payload
+    )
+
+
 def observation_from_row(row: ObservationRow) -> Observation:
     return Observation(
         kind=row.kind,
@@ -54,6 +75,9 @@ def observation_from_row(row: ObservationRow) -> Observation:
     )
 
 
+CHUNK = 200  # pods per read-derive-replace round
+
+
 def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None = None) -> list[PodTimeline]:
     """Re-derive each pod in ``uids`` from all its stored observations; returns the new timelines.
 
@@ -65,19 +89,34 @@ def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None
         now = timezone.now()
     thresholds = thresholds_from_settings()
     derived: list[PodTimeline] = []
-    for uid in sorted(set(uids)):
-        rows = list(ObservationRow.objects.filter(cluster=cluster, pod_uid=uid).order_by("observed_at", "id"))
-        if not rows:
-            continue
-        observations = [observation_from_row(r) for r in rows]
-        timeline = derive_pod_timeline(observations, thresholds=thresholds, now=now)
-        ids_by_key = {r.dedupe_key: r.id for r in rows}
-        labels = next(
-            (r.payload.get("labels") or {} for r in reversed(rows) if r.kind in (Kind.POD, Kind.POD_DELETED)),
-            {},
-        )
-        store.replace_pod_timeline(cluster, timeline, ids_by_key, labels=labels)
-        derived.append(timeline)
+    ordered = sorted(set(uids))
+    # A chunk of pods at a time: one read of their observations, one replace of what derives from them.
+    for i in range(0, len(ordered), CHUNK):
+        chunk = ordered[i : i + CHUNK]
+        rows_by_uid: dict[str, list[ObservationRow]] = {}
+        for row in ObservationRow.objects.filter(cluster=cluster, pod_uid__in=chunk).order_by(
+            "pod_uid", "observed_at", "id"
+        ):
+            rows_by_uid.setdefault(row.pod_uid or "", []).append(row)
+        batch: list[store.DerivedPod] = []
+        for uid in chunk:
+            rows = rows_by_uid.get(uid)
+            if not rows:
+                continue
+            timeline = derive_pod_timeline(
+                (observation_from_row(r) for r in rows), thresholds=thresholds, now=now
+            )
+            labels = next(
+                (
+                    r.payload.get("labels") or {}
+                    for r in reversed(rows)
+                    if r.kind in (Kind.POD, Kind.POD_DELETED)
+                ),
+                {},
+            )
+            batch.append(store.DerivedPod(timeline, {r.dedupe_key: r.id for r in rows}, labels))
+        store.replace_pod_timelines(cluster, batch)
+        derived.extend(d.timeline for d in batch)
     return derived
 
 

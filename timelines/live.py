@@ -82,13 +82,13 @@ sequences = _Sequences()
 def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
     """Send each timeline's delta to its pod, node and namespace groups; returns messages sent.
 
-    A failing channel layer is logged, never raised: live push must not fail ingestion.
+    All messages of one call go out from one event-loop hop. A failing channel layer is logged, never
+    raised: live push must not fail ingestion.
     """
     layer = get_channel_layer()
     if layer is None:
         return 0
-    sent = 0
-    send = async_to_sync(layer.group_send)
+    messages: list[PodDelta] = []
     for timeline in timelines:
         body = timeline.to_json(cluster)
         groups = [group_name("pod", cluster, timeline.uid)]
@@ -97,16 +97,26 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
         if timeline.namespace:
             groups.append(group_name("ns", cluster, timeline.namespace))
         for group in groups:
-            message: PodDelta = {
-                "type": "timeline.delta",
-                "schema": DELTA_SCHEMA,
-                "group": group,
-                "seq": sequences.next(group),
-                "timeline": body,
-            }
+            messages.append(
+                {
+                    "type": "timeline.delta",
+                    "schema": DELTA_SCHEMA,
+                    "group": group,
+                    "seq": sequences.next(group),
+                    "timeline": body,
+                }
+            )
+    if not messages:
+        return 0
+
+    async def send_all() -> int:
+        sent = 0
+        for message in messages:
             try:
-                send(group, message)
+                await layer.group_send(message["group"], message)
                 sent += 1
             except Exception:
-                log.exception("live push to %s failed", group)
-    return sent
+                log.exception("live push to %s failed", message["group"])
+        return sent
+
+    return async_to_sync(send_all)()

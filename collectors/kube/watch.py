@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -180,6 +180,7 @@ class _Stepper:
         self.result = StepResult(cluster.name, spec.name)
         self.fingerprints: dict[str, str] | None = None
         self.started = time.monotonic()
+        self._last_stamp: datetime | None = None
 
     # ---- API calls ---------------------------------------------------------------------------------
     def _method(self) -> Callable[..., Any]:
@@ -263,7 +264,7 @@ class _Stepper:
             items = body.pop("items", None) or []
             self.result.listed += len(items)
             now = timezone.now()
-            batch = self._observations(((item, "LIST") for item in items), now, seen)
+            batch = self._observations(((item, "LIST", now) for item in items), seen)
             self._ingest(batch)
             state.record_events(self.cluster, self.spec.name, len(items))
             self._beat()
@@ -290,7 +291,7 @@ class _Stepper:
             _request_timeout=(10, tunables.watch_timeout_s + 30),
         )
         reader = LineReader(response, name=f"watch-{self.cluster.name}-{self.spec.name}")
-        pending: list[tuple[dict[str, Any], str]] = []
+        pending: list[tuple[dict[str, Any], str, datetime]] = []
         pending_rv = rv  # the version reached by what is in ``pending`` (saved once it is stored)
         saved_rv = rv
         last_flush = time.monotonic()
@@ -318,7 +319,7 @@ class _Stepper:
                             self.result.bookmarks += 1
                         else:
                             self.result.events += 1
-                            pending.append((obj, etype))
+                            pending.append((obj, etype, self._stamp()))
                         if obj_rv:
                             pending_rv = obj_rv
                 due = time.monotonic() - last_flush >= tunables.batch_seconds
@@ -366,20 +367,29 @@ class _Stepper:
         state.record_error(self.cluster, self.spec.name, message)
 
     # ---- storing -------------------------------------------------------------------------------------
-    def _flush(self, pending: list[tuple[dict[str, Any], str]], rv: str) -> None:
+    def _stamp(self) -> datetime:
+        """When an event arrived: strictly increasing per watcher, so the store's time order of one
+        object's snapshots is the order the watch delivered them, even within one microsecond."""
+        now = timezone.now()
+        if self._last_stamp is not None and now <= self._last_stamp:
+            now = self._last_stamp + timedelta(microseconds=1)
+        self._last_stamp = now
+        return now
+
+    def _flush(self, pending: list[tuple[dict[str, Any], str, datetime]], rv: str) -> None:
         """Store ``pending`` and then record the version it reached (in this order: nothing is lost)."""
         if pending:
-            batch = self._observations(pending, timezone.now(), None)
+            batch = self._observations(pending, None)
             self._ingest(batch)
         state.record_events(self.cluster, self.spec.name, len(pending), resource_version=rv)
 
     def _observations(
-        self, items: Iterable[tuple[dict[str, Any], str]], now: datetime, seen: set[str] | None
+        self, items: Iterable[tuple[dict[str, Any], str, datetime]], seen: set[str] | None
     ) -> list[Observation]:
         """Observations of raw objects; skips (and counts) invalid ones and node heartbeats."""
         out: list[Observation] = []
         is_node = self.spec.name == "nodes"
-        for obj, etype in items:
+        for obj, etype, now in items:
             if seen is not None:
                 identity = _identity(self.spec, obj)
                 if identity:

@@ -80,24 +80,6 @@ def stored(kind: str | tuple[str, ...], **filters: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _current_state_until_it_lands(monkeypatch: pytest.MonkeyPatch) -> None:
-    """ingest_observations calls ``store.update_current_state``; until the lead's lands, a no-op stands in."""
-    from timelines import store
-
-    if not hasattr(store, "update_current_state"):
-        monkeypatch.setattr(store, "update_current_state", lambda cluster, observations: None, raising=False)
-    try:
-        import timelines.derivation  # noqa: F401
-    except ImportError:
-        import sys
-        import types
-
-        stub = types.ModuleType("timelines.derivation")
-        stub.rederive_pods = lambda cluster, uids: 0  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "timelines.derivation", stub)
-
-
-@pytest.fixture(autouse=True)
 def _fresh_collector_process() -> Iterator[None]:
     """Each test starts with no process-level collector state (clients, caches, local leases)."""
     watch.forget_caches()
