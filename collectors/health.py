@@ -26,7 +26,7 @@ class Health:
     last_event_at: datetime | None
     lag_seconds: float | None  # now - last event; None before the first event
     events_total: int
-    events_per_second: float | None  # None while the model has no column for it
+    events_per_second: float
     errors_total: int
     relists_total: int
     last_error: str
@@ -52,7 +52,7 @@ def health_rows(*, now: datetime | None = None) -> list[Health]:
                 last_event_at=row.last_event_at,
                 lag_seconds=max(0.0, lag) if lag is not None else None,
                 events_total=row.events_total,
-                events_per_second=getattr(row, "events_per_second", None),
+                events_per_second=row.events_per_second,
                 errors_total=row.errors_total,
                 relists_total=row.relists_total,
                 last_error=row.last_error,
@@ -109,8 +109,7 @@ class CollectorHealth(Collector):
             if h.last_event_at is not None:
                 last.add_metric(values, h.last_event_at.timestamp())
             events.add_metric(values, h.events_total)
-            if h.events_per_second is not None:
-                rate.add_metric(values, h.events_per_second)
+            rate.add_metric(values, h.events_per_second)
             errors.add_metric(values, h.errors_total)
             relists.add_metric(values, h.relists_total)
             up.add_metric(values, 1.0 if h.lease_expires and h.lease_expires > now else 0.0)

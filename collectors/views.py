@@ -18,7 +18,7 @@ _registry.register(CollectorHealth())
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     # Scrapers cannot log in; when PODLIFE_METRICS_TOKEN is set they must send it as a bearer token.
-    token = getattr(settings, "PODLIFE_METRICS_TOKEN", "") or ""
+    token = settings.PODLIFE_METRICS_TOKEN
     if token:
         sent = request.headers.get("Authorization", "")
         if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):

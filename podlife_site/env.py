@@ -75,6 +75,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
     value = _raw(name)
     if value is None:
         return list(default)
+    if value == "":
+        return []
     items = [item.strip() for item in value.split(",")]
     if any(not item for item in items):
         raise ImproperlyConfigured(

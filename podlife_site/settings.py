@@ -117,6 +117,25 @@ CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to anot
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# --- the collector (docs/collector.md) --------------------------------------------------------------------
+# Clusters every Celery worker collects from: kubeconfig contexts and/or the cluster podlife runs in.
+PODLIFE_KUBECONFIG = env_str("PODLIFE_KUBECONFIG")
+PODLIFE_KUBE_CONTEXTS = env_list("PODLIFE_KUBE_CONTEXTS", [])  # empty: the kubeconfig's current context
+PODLIFE_IN_CLUSTER = env_bool("PODLIFE_IN_CLUSTER", False)
+PODLIFE_IN_CLUSTER_NAME = env_str("PODLIFE_IN_CLUSTER_NAME", "in-cluster")
+PODLIFE_KUBELET_METRICS = env_bool("PODLIFE_KUBELET_METRICS", True)  # needs get on nodes/proxy
+PODLIFE_KUBELET_LOGS = env_bool("PODLIFE_KUBELET_LOGS", True)  # needs the kubelet's system log handler
+PODLIFE_KUBELET_INTERVAL_S = env_float("PODLIFE_KUBELET_INTERVAL_S", 60.0, minimum=1)
+PODLIFE_WATCH_TIMEOUT_S = env_int("PODLIFE_WATCH_TIMEOUT_S", 60, minimum=1)  # one watch step
+# A chain whose lease is not renewed for this long is dead, and beat re-arms it.
+PODLIFE_WATCH_LEASE_S = env_float("PODLIFE_WATCH_LEASE_S", 2 * PODLIFE_WATCH_TIMEOUT_S + 30.0, minimum=2)
+PODLIFE_LIST_PAGE_SIZE = env_int("PODLIFE_LIST_PAGE_SIZE", 200, minimum=1)
+PODLIFE_WATCH_BATCH = env_int("PODLIFE_WATCH_BATCH", 500, minimum=1)
+PODLIFE_WATCH_BATCH_S = env_float("PODLIFE_WATCH_BATCH_S", 1.0, minimum=0)
+PODLIFE_WATCH_BACKOFF_S = env_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0)
+PODLIFE_WATCH_BACKOFF_MAX_S = env_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0)
+PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
+
 # --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------
 PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)
 # The cap after gzip/deflate: a small body that inflates past it is refused (a gzip bomb never fills memory).

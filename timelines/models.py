@@ -274,6 +274,7 @@ class CollectorState(models.Model):
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     events_total = models.BigIntegerField(default=0)
+    events_per_second = models.FloatField(default=0.0, help_text="Over the last step.")
     errors_total = models.BigIntegerField(default=0)
     relists_total = models.BigIntegerField(default=0)
     note = models.CharField(max_length=300, blank=True, help_text="e.g. why a kubelet pull is skipped")

@@ -5,13 +5,12 @@ Clusters come from two places: settings (``PODLIFE_KUBECONFIG`` with ``PODLIFE_K
 and tests), which only the calling process sees. A cluster is named after its kubeconfig context unless
 a name is given.
 
-Each tunable is read from settings when settings define it, else from the environment variable of the
-same name, so the collector runs before (and without) the settings entries docs/collector.md lists.
+Tunables and sources come from settings (``podlife_site/settings.py`` reads them from the environment;
+docs/collector.md lists them).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -19,57 +18,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def setting_str(name: str, default: str = "") -> str:
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, "").strip() or default
-    return str(value)
-
-
-def setting_bool(name: str, default: bool) -> bool:
-    value = getattr(settings, name, None)
-    if isinstance(value, bool):
-        return value
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    lowered = raw.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ImproperlyConfigured(
-        f"{name}={raw!r} is not a boolean: expected one of 1/0, true/false, yes/no, on/off"
-    )
-
-
-def setting_float(name: str, default: float, *, minimum: float = 0.0) -> float:
-    value = getattr(settings, name, None)
-    if value is None:
-        raw = os.environ.get(name, "").strip()
-        if not raw:
-            return default
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ImproperlyConfigured(f"{name}={raw!r} is not a number: expected e.g. {default}") from None
-    if float(value) < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is too small: expected at least {minimum}")
-    return float(value)
-
-
-def setting_list(name: str) -> list[str]:
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, "")
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
 
 
 @dataclass(frozen=True)
@@ -87,16 +35,15 @@ class Tunables:
 
     @classmethod
     def from_settings(cls) -> Tunables:
-        timeout = int(setting_float("PODLIFE_WATCH_TIMEOUT_S", 60, minimum=1))
         return cls(
-            watch_timeout_s=timeout,
-            lease_ttl_s=setting_float("PODLIFE_WATCH_LEASE_S", 2 * timeout + 30, minimum=2),
-            list_page_size=int(setting_float("PODLIFE_LIST_PAGE_SIZE", 200, minimum=1)),
-            batch_size=int(setting_float("PODLIFE_WATCH_BATCH", 500, minimum=1)),
-            batch_seconds=setting_float("PODLIFE_WATCH_BATCH_S", 1.0, minimum=0.0),
-            backoff_base_s=setting_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0.0),
-            backoff_cap_s=setting_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0.0),
-            kubelet_interval_s=setting_float("PODLIFE_KUBELET_INTERVAL_S", 60.0, minimum=1.0),
+            watch_timeout_s=settings.PODLIFE_WATCH_TIMEOUT_S,
+            lease_ttl_s=settings.PODLIFE_WATCH_LEASE_S,
+            list_page_size=settings.PODLIFE_LIST_PAGE_SIZE,
+            batch_size=settings.PODLIFE_WATCH_BATCH,
+            batch_seconds=settings.PODLIFE_WATCH_BATCH_S,
+            backoff_base_s=settings.PODLIFE_WATCH_BACKOFF_S,
+            backoff_cap_s=settings.PODLIFE_WATCH_BACKOFF_MAX_S,
+            kubelet_interval_s=settings.PODLIFE_KUBELET_INTERVAL_S,
         )
 
 
@@ -157,11 +104,10 @@ def unregister_cluster(name: str) -> None:
 def configured_clusters() -> dict[str, ClusterSource]:
     """Every cluster this process collects from: registered ones, then those from settings."""
     found: dict[str, ClusterSource] = {}
-    metrics = setting_bool("PODLIFE_KUBELET_METRICS", True)
-    logs = setting_bool("PODLIFE_KUBELET_LOGS", True)
-    kubeconfig = setting_str("PODLIFE_KUBECONFIG")
+    metrics, logs = settings.PODLIFE_KUBELET_METRICS, settings.PODLIFE_KUBELET_LOGS
+    kubeconfig = settings.PODLIFE_KUBECONFIG
     if kubeconfig:
-        contexts = setting_list("PODLIFE_KUBE_CONTEXTS")
+        contexts = list(settings.PODLIFE_KUBE_CONTEXTS)
         if not contexts:
             _, current = contexts_of(kubeconfig)
             if current is None:
@@ -172,8 +118,8 @@ def configured_clusters() -> dict[str, ClusterSource]:
         for ctx in contexts:
             name = cluster_name_for(ctx)
             found[name] = ClusterSource(name, kubeconfig, ctx, False, metrics, logs)
-    if setting_bool("PODLIFE_IN_CLUSTER", False):
-        name = setting_str("PODLIFE_IN_CLUSTER_NAME", "in-cluster")
+    if settings.PODLIFE_IN_CLUSTER:
+        name = settings.PODLIFE_IN_CLUSTER_NAME
         found[name] = ClusterSource(name, in_cluster=True, kubelet_metrics=metrics, kubelet_logs=logs)
     with _lock:
         found.update(_registered)

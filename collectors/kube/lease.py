@@ -117,7 +117,7 @@ _backend_lock = threading.Lock()
 def leases() -> Leases:
     """Redis leases when ``REDIS_URL`` is set, else the process-local table (one per process)."""
     global _backend, _backend_url
-    url = getattr(settings, "REDIS_URL", "") or ""
+    url = settings.REDIS_URL or ""
     with _backend_lock:
         if _backend is None or _backend_url != url:
             _backend = RedisLeases(url) if url else LocalLeases()

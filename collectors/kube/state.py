@@ -24,10 +24,6 @@ KUBELET_LOGS = "kubelet-logs"
 _MAX_ERROR = 2000
 _MAX_NOTE = 300
 
-# ``events_per_second`` is stored when the model has the column (docs/collector.md asks for it); until
-# then the rate is only exported from the counters.
-_HAS_RATE = any(f.name == "events_per_second" for f in CollectorState._meta.get_fields())
-
 
 def node_logs_resource(node: str) -> str:
     """The CollectorState.resource remembering the last log pull from ``node`` (at most 64 chars)."""
@@ -77,11 +73,9 @@ def record_events(
 def record_step(
     cluster: Cluster, resource: str, *, events: int, seconds: float, at: datetime | None = None
 ) -> None:
-    """A step ended; ``events`` in ``seconds`` gives the rate when the model stores one."""
-    fields: dict[str, object] = {"last_step_at": at or timezone.now()}
-    if _HAS_RATE:
-        fields["events_per_second"] = events / seconds if seconds > 0 else 0.0
-    _update(cluster, resource, **fields)
+    """A step ended; ``events`` in ``seconds`` gives its rate."""
+    rate = events / seconds if seconds > 0 else 0.0
+    _update(cluster, resource, last_step_at=at or timezone.now(), events_per_second=rate)
 
 
 def record_error(cluster: Cluster, resource: str, message: str, *, at: datetime | None = None) -> None:

@@ -77,8 +77,8 @@ def test_stale_chain_step_ends_without_touching_the_watch(sim):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_collect_command_runs_steps_and_stops_after_duration(sim, monkeypatch, capsys):
-    monkeypatch.setenv("PODLIFE_WATCH_TIMEOUT_S", "1")
+def test_collect_command_runs_steps_and_stops_after_duration(sim, settings, capsys):
+    settings.PODLIFE_WATCH_TIMEOUT_S = 1
     # SQLite's in-memory test database locks whole tables between connections: one writer thread there.
     resources = "pods,nodes" if connection.vendor == "postgresql" else "pods"
     started = time.monotonic()
