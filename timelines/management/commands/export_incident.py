@@ -102,6 +102,10 @@ class Command(BaseCommand):
                 )
         except (ScopeError, NotFound) as exc:
             raise CommandError(str(exc)) from None
+        except BrokenPipeError:
+            # The reader went away (`… | head`): stop quietly, as other command-line tools do.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
 
     def _to_file(
         self, cluster: Any, scope: Scope, options: dict[str, Any], fmt: str, path: Path, progress: Any
