@@ -394,6 +394,35 @@ def normalize_pod(obj: Mapping[str, Any], *, watch: str = "SNAPSHOT") -> dict[st
     }
 
 
+def _snapshot(
+    obj: Mapping[str, Any],
+    payload: dict[str, Any],
+    kinds: tuple[str, str],
+    what: str,
+    *,
+    watch_type: str,
+    observed_at: datetime | None,
+    source: str,
+    pod_uid: str | None = None,
+    node: str | None = None,
+    namespace: str | None = None,
+) -> Observation:
+    """The observation of one object snapshot: ``kinds`` = (live kind, deleted kind); the dedupe key is
+    ``<live kind>:<uid>:<resourceVersion>`` (``:deleted`` for a DELETED watch event)."""
+    deleted = watch_type.upper() == "DELETED"
+    return Observation(
+        kind=kinds[1] if deleted else kinds[0],
+        source=source,
+        observed_at=_observed_at(obj, observed_at, _describe(obj, what)),
+        dedupe_key=_object_key(kinds[0], payload["uid"], _map(obj.get("metadata")), obj, deleted),
+        pod_uid=pod_uid,
+        node=node,
+        namespace=namespace,
+        name=payload["name"],
+        payload=payload,
+    )
+
+
 def pod_observation(
     obj: Mapping[str, Any], *, watch_type: str, observed_at: datetime | None, source: str
 ) -> Observation:
@@ -405,18 +434,17 @@ def pod_observation(
     ValueError for an invalid pod.
     """
     payload = normalize_pod(obj, watch=watch_type)
-    deleted = watch_type.upper() == "DELETED"
-    meta = _map(obj.get("metadata"))
-    return Observation(
-        kind=Kind.POD_DELETED if deleted else Kind.POD,
+    return _snapshot(
+        obj,
+        payload,
+        (Kind.POD, Kind.POD_DELETED),
+        "Pod",
+        watch_type=watch_type,
+        observed_at=observed_at,
         source=source,
-        observed_at=_observed_at(obj, observed_at, _describe(obj, "Pod")),
-        dedupe_key=_object_key("pod", payload["uid"], meta, obj, deleted),
         pod_uid=payload["uid"],
         node=payload["node"],
         namespace=payload["namespace"],
-        name=payload["name"],
-        payload=payload,
     )
 
 
@@ -580,16 +608,15 @@ def node_observation(
     """
     payload = normalize_node(obj)
     payload["watch"] = watch_type
-    deleted = watch_type.upper() == "DELETED"
-    meta = _map(obj.get("metadata"))
-    return Observation(
-        kind=Kind.NODE_DELETED if deleted else Kind.NODE,
+    return _snapshot(
+        obj,
+        payload,
+        (Kind.NODE, Kind.NODE_DELETED),
+        "Node",
+        watch_type=watch_type,
+        observed_at=observed_at,
         source=source,
-        observed_at=_observed_at(obj, observed_at, _describe(obj, "Node")),
-        dedupe_key=_object_key("node", payload["uid"], meta, obj, deleted),
         node=payload["name"],
-        name=payload["name"],
-        payload=payload,
     )
 
 
@@ -635,16 +662,15 @@ def pdb_observation(
     """A PDB (PDB_DELETED) observation; ``dedupe_key`` ``pdb:<uid>:<rv>``. Raises ValueError if invalid."""
     payload = normalize_pdb(obj)
     payload["watch"] = watch_type
-    deleted = watch_type.upper() == "DELETED"
-    meta = _map(obj.get("metadata"))
-    return Observation(
-        kind=Kind.PDB_DELETED if deleted else Kind.PDB,
+    return _snapshot(
+        obj,
+        payload,
+        (Kind.PDB, Kind.PDB_DELETED),
+        "PodDisruptionBudget",
+        watch_type=watch_type,
+        observed_at=observed_at,
         source=source,
-        observed_at=_observed_at(obj, observed_at, _describe(obj, "PodDisruptionBudget")),
-        dedupe_key=_object_key("pdb", payload["uid"], meta, obj, deleted),
         namespace=payload["namespace"],
-        name=payload["name"],
-        payload=payload,
     )
 
 
@@ -750,16 +776,15 @@ def workload_observation(
     """
     payload = normalize_workload(obj, kind_hint=kind_hint)
     payload["watch"] = watch_type
-    deleted = watch_type.upper() == "DELETED"
-    meta = _map(obj.get("metadata"))
-    return Observation(
-        kind=Kind.WORKLOAD_DELETED if deleted else Kind.WORKLOAD,
+    return _snapshot(
+        obj,
+        payload,
+        (Kind.WORKLOAD, Kind.WORKLOAD_DELETED),
+        payload["kind"],
+        watch_type=watch_type,
+        observed_at=observed_at,
         source=source,
-        observed_at=_observed_at(obj, observed_at, _describe(obj, payload["kind"])),
-        dedupe_key=_object_key("workload", payload["uid"], meta, obj, deleted),
         namespace=payload["namespace"],
-        name=payload["name"],
-        payload=payload,
     )
 
 
