@@ -82,6 +82,10 @@ else:
             "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Tests on SQLite use a file, not the shared in-memory database: the collector, the ASGI server and the
+    # ingest endpoints write from threads, which an in-memory database serializes by locking whole tables.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "podlife-test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Observations older than this are dropped in bulk by the retention task; 0 keeps everything.

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+from django.db import connection
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
 from timelines.lifecycle.timeline import Marker as MarkerT
-from timelines.lifecycle.timeline import PodTimeline
+from timelines.lifecycle.timeline import PodTimeline, format_time
 from timelines.models import (
     Cluster,
     CollectorState,
@@ -267,6 +269,31 @@ def data_extent(
     return agg["first"], last
 
 
+def _iso(value: Any) -> Any:
+    """A time read as text (``CAST(col AS TEXT)``) → ISO 8601 with microseconds and an offset, as
+    ``format_time`` writes it. PostgreSQL (session time zone UTC, as Django sets it) gives
+    ``2024-06-07 06:54:41.1+00``; SQLite the UTC text Django stored (``2024-06-07 06:54:41.100000``)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return format_time(value if value.tzinfo else value.replace(tzinfo=UTC))
+    text = value[:19].replace(" ", "T")
+    rest = value[19:]
+    if rest.endswith("+00"):
+        rest = rest[:-3]
+    elif rest.endswith("+00:00"):
+        rest = rest[:-6]
+    fraction = (rest[1:] + "000000")[:6] if rest.startswith(".") else "000000"
+    return f"{text}.{fraction}+00:00"
+
+
+def _ids(text: Any) -> Any:
+    """Evidence ids as raw JSON, passed through to the response undecoded."""
+    if isinstance(text, str):
+        return orjson.Fragment(text)
+    return text if text is not None else []
+
+
 def window_timelines(
     cluster: Cluster,
     *,
@@ -282,90 +309,126 @@ def window_timelines(
     """Every readable pod in a scope with something in ``[start, end)``: the chosen lanes (None = all),
     markers and findings, in schema ``podlife.window/v1`` (compact rows; docs/api.md).
 
-    One query per table; rows are tuples, so a 10,000-pod namespace day stays a few hundred milliseconds.
+    Built for speed (a 10,000-pod namespace day): one query per table, no ORM converters, evidence ids kept
+    as raw JSON (``orjson.Fragment``). Serialize the result with orjson; ``orjson.loads(orjson.dumps(x))``
+    gives plain data.
     """
 
-    def scoped(qs: Any) -> Any:
-        qs = qs.filter(cluster=cluster)
+    # Hand-written SQL (portable: PostgreSQL and SQLite): building these through the ORM costs more than
+    # running them on a node page, and the endpoint's budget is twice the raw query time.
+    q = connection.ops.quote_name
+    t0, t1 = connection.ops.adapt_datetimefield_value(start), connection.ops.adapt_datetimefield_value(end)
+
+    def in_list(column: str, values: Iterable[str], params: list[Any]) -> str:
+        values = list(values)
+        params.extend(values)
+        return f"{column} IN ({', '.join(['%s'] * len(values))})" if values else "1 = 0"
+
+    def scope_sql(params: list[Any]) -> str:
+        parts = []
         if node:
-            qs = qs.filter(node=node)
+            parts.append("node = %s")
+            params.append(node)
         if namespace:
-            qs = qs.filter(namespace=namespace)
+            parts.append("namespace = %s")
+            params.append(namespace)
         if pod_uids is not None:
-            qs = qs.filter(pod_uid__in=pod_uids)
-        return _ns_filter(qs, namespaces)
+            parts.append(in_list("pod_uid", pod_uids, params))
+        if namespaces is not None:
+            parts.append(in_list("namespace", sorted(namespaces), params))
+        return "".join(f" AND {p}" for p in parts)
 
-    overlap = Q(start__lt=end) & (Q(end__isnull=True) | Q(end__gte=start))
-    iv_qs = scoped(Interval.objects.filter(overlap, pod_uid__isnull=False))
-    if lanes is not None:
-        iv_qs = iv_qs.filter(lane__in=list(lanes))
-    rows: dict[str, dict[str, Any]] = {}
-
-    def row(uid: str) -> dict[str, Any]:
-        r = rows.get(uid)
-        if r is None:
-            r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
-        return r
-
-    for uid, lane, state, s, e, source, evidence in iv_qs.order_by("pod_uid", "lane", "start").values_list(
-        "pod_uid", "lane", "state", "start", "end", "source", "evidence"
-    )[: MAX_WINDOW_PODS * 20]:
-        row(uid)["intervals"].append([lane, state, s, e, source, evidence])
-    for uid, at, kind, reason, message, evidence in (
-        scoped(Marker.objects.filter(at__gte=start, at__lt=end, pod_uid__isnull=False))
-        .order_by("at")
-        .values_list("pod_uid", "at", "kind", "reason", "message", "evidence")
-    ):
-        if uid in rows:
-            rows[uid]["markers"].append([at, kind, reason, message, evidence])
-    f_overlap = Q(start__lt=end) & (Q(end__isnull=True) | Q(end__gte=start))
-    for uid, kind, severity, message, s, e, evidence in (
-        scoped(Finding.objects.filter(f_overlap, pod_uid__isnull=False))
-        .order_by("start")
-        .values_list("pod_uid", "kind", "severity", "message", "start", "end", "evidence")
-    ):
-        row(uid)["findings"].append([kind, severity, message, s, e, evidence])
-    pods = []
-    uids = list(rows)
-    for i in range(0, len(uids), 900):  # SQLite caps bound parameters
-        for uid, ns, name, pnode, okind, oname, phase, created, deleted in Pod.objects.filter(
-            cluster=cluster, uid__in=uids[i : i + 900]
-        ).values_list(
-            "uid",
-            "namespace",
-            "name",
-            "node",
-            "owner_kind",
-            "owner_name",
-            "phase",
-            "created_at",
-            "deleted_at",
-        ):
-            r = rows[uid]
-            r.update(
-                namespace=ns,
-                name=name,
-                node=pnode,
-                owner_kind=okind,
-                owner_name=oname,
-                phase=phase,
-                created_at=created,
-                deleted_at=deleted,
-            )
-    for r in rows.values():
-        if "name" in r:
-            pods.append(r)
-    pods.sort(key=lambda r: (min((iv[2] for iv in r["intervals"]), default=end), r["namespace"], r["name"]))
-    node_lanes: dict[str, list[list[Any]]] = {}
+    overlap = f"start < %s AND ({q('end')} IS NULL OR {q('end')} >= %s)"
+    # Pods' lanes and, on a node page, the node's own lanes (node:*, no pod) in one query. Parameters are
+    # appended in the order their placeholders appear.
+    params: list[Any] = [cluster.id, t1, t0]
+    node_sql = ""
     if node:
-        for lane, state, s, e, source, evidence in (
-            Interval.objects.filter(
-                overlap, cluster=cluster, node=node, pod_uid__isnull=True, lane__startswith="node:"
+        node_sql = " AND node = %s"
+        params.append(node)
+    pod_part = "pod_uid IS NOT NULL"
+    if namespace:
+        pod_part += " AND namespace = %s"
+        params.append(namespace)
+    if pod_uids is not None:
+        pod_part += " AND " + in_list("pod_uid", pod_uids, params)
+    if namespaces is not None:
+        pod_part += " AND " + in_list("namespace", sorted(namespaces), params)
+    if lanes is not None:
+        pod_part += " AND " + in_list("lane", lanes, params)
+    node_part = ""
+    if node:
+        node_part = " OR (pod_uid IS NULL AND lane LIKE %s)"
+        params.append("node:%")
+    params.append(MAX_WINDOW_PODS * 20)
+    interval_sql = (
+        f"SELECT pod_uid, lane, state, CAST(start AS TEXT), CAST({q('end')} AS TEXT), source, "
+        f"CAST(evidence AS TEXT) FROM {q(Interval._meta.db_table)} WHERE cluster_id = %s AND {overlap}"
+        f"{node_sql} AND (({pod_part}){node_part}) ORDER BY pod_uid, start, lane LIMIT %s"
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    first_start: dict[str, str] = {}
+    node_lanes: dict[str, list[list[Any]]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(interval_sql, params)
+        for uid, lane, state, s, e, source, evidence in cursor.fetchall():
+            if uid is None:
+                node_lanes.setdefault(lane, []).append([state, _iso(s), _iso(e), source, _ids(evidence)])
+                continue
+            r = rows.get(uid)
+            if r is None:
+                r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
+                first_start[uid] = s
+            r["intervals"].append([lane, state, _iso(s), _iso(e), source, _ids(evidence)])
+
+        params = [cluster.id, t0, t1]
+        cursor.execute(
+            f"SELECT pod_uid, CAST(at AS TEXT), kind, reason, message, CAST(evidence AS TEXT) "
+            f"FROM {q(Marker._meta.db_table)} WHERE cluster_id = %s AND at >= %s AND at < %s "
+            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY at",
+            params,
+        )
+        for uid, at, kind, reason, message, evidence in cursor.fetchall():
+            if uid in rows:
+                rows[uid]["markers"].append([_iso(at), kind, reason, message, _ids(evidence)])
+
+        params = [cluster.id, t1, t0]
+        cursor.execute(
+            f"SELECT pod_uid, kind, severity, message, CAST(start AS TEXT), CAST({q('end')} AS TEXT), "
+            f"CAST(evidence AS TEXT) FROM {q(Finding._meta.db_table)} WHERE cluster_id = %s AND {overlap} "
+            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY start",
+            params,
+        )
+        for uid, kind, severity, message, s, e, evidence in cursor.fetchall():
+            if uid not in rows:
+                rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
+                first_start[uid] = s
+            rows[uid]["findings"].append([kind, severity, message, _iso(s), _iso(e), _ids(evidence)])
+
+        pods = []
+        uids = list(rows)
+        for i in range(0, len(uids), 900):  # SQLite caps bound parameters
+            params = [cluster.id]
+            cursor.execute(
+                f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, CAST(created_at AS TEXT), "
+                f"CAST(deleted_at AS TEXT) FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
+                f"AND {in_list('uid', uids[i : i + 900], params)}",
+                params,
             )
-            .order_by("lane", "start")
-            .values_list("lane", "state", "start", "end", "source", "evidence")
-        ):
-            node_lanes.setdefault(lane, []).append([state, s, e, source, evidence])
+            for uid, ns, name, pnode, okind, oname, phase, created, deleted in cursor.fetchall():
+                r = rows[uid]
+                r.update(
+                    namespace=ns,
+                    name=name,
+                    node=pnode,
+                    owner_kind=okind,
+                    owner_name=oname,
+                    phase=phase,
+                    created_at=_iso(created),
+                    deleted_at=_iso(deleted),
+                )
+                pods.append(r)
+    pods.sort(key=lambda r: (first_start[r["uid"]], r["namespace"], r["name"]))
     return {
         "schema": WINDOW_SCHEMA,
         "cluster": cluster.name,
@@ -388,7 +451,9 @@ def workload_tree(cluster: Cluster, workload: Workload) -> list[Workload]:
 
 def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str] | None) -> list[str]:
     owners = [w.uid for w in workload_tree(cluster, workload)]
-    qs = _ns_filter(Pod.objects.filter(cluster=cluster, owner_uid__in=owners), namespaces)
+    qs = _ns_filter(
+        Pod.objects.filter(cluster=cluster, namespace=workload.namespace, owner_uid__in=owners), namespaces
+    )
     return list(qs.values_list("uid", flat=True)[:MAX_WINDOW_PODS])
 
 

@@ -12,6 +12,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import plotly
 from django.contrib.auth.decorators import login_required
@@ -48,6 +49,11 @@ def _gantt_page(
     request: HttpRequest, template: str, context: dict[str, Any], page: dict[str, Any]
 ) -> HttpResponse:
     page = {"gantt": figures.gantt_config(), "plotly_js": reverse("plotly-js"), **page}
+    if "api" in page and page["kind"] != "pod":
+        # The first data request, named in the page so the browser fetches it (<link rel=preload>) while
+        # plotly.js loads; timeline-page.js uses exactly this URL for its first load.
+        query = {k: request.GET[k] for k in ("from", "to") if request.GET.get(k)}
+        page["initial_api"] = f"{page['api']}?{urlencode({**query, 'lanes': 'worker'})}"
     return render(request, template, {**context, "page": page})
 
 

@@ -1,0 +1,195 @@
+// The Gantt: one row per pod (or per lane on the pod page). Worker setup / terminating / cleanup in their
+// own colours, inferred intervals hatched and translucent, markers as symbols, findings as red bands.
+// SVG bars up to `webgl_threshold` segments, WebGL lines (scattergl) past it.
+import { axisValue, display, duration, plotlyText, toMicros } from "./common.js";
+
+// A podlife.timeline/v1 document (REST or live delta) → a row of the compact window shape.
+export function rowFromTimeline(tl, lanes) {
+  const pod = tl.pod || {};
+  const intervals = [];
+  for (const [lane, items] of Object.entries(tl.lanes || {})) {
+    if (lanes && !lanes.includes(lane)) continue;
+    for (const iv of items) intervals.push([lane, iv.state, iv.start, iv.end, iv.source, iv.evidence]);
+  }
+  return {
+    uid: pod.uid,
+    namespace: pod.namespace || "",
+    name: pod.name || "",
+    node: pod.node || "",
+    owner_kind: (pod.owner && pod.owner.kind) || "",
+    owner_name: (pod.owner && pod.owner.name) || "",
+    phase: pod.phase || "",
+    created_at: pod.created_at,
+    deleted_at: pod.deleted_at,
+    intervals,
+    markers: (tl.markers || []).map((m) => [m.at, m.kind, m.reason, m.message, m.evidence]),
+    findings: (tl.findings || []).map((f) => [f.kind, f.severity, f.message, f.start, f.end, f.evidence]),
+  };
+}
+
+function colour(cfg, state) {
+  return cfg.colours[state] || cfg.fallback;
+}
+
+// rows: [{key, label, title, intervals: [[lane,state,start,end,source,evidence]], markers, findings}]
+// opts: {tz, windowEnd (µs, for open intervals), height}
+export function buildFigure(rows, cfg, opts) {
+  const tz = opts.tz;
+  const end = opts.windowEnd;
+  let segments = 0;
+  for (const r of rows) segments += r.intervals.length;
+  const gl = segments > cfg.webgl_threshold;
+  const groups = new Map();
+  const markerPts = { event: [], warning: [], kubelet: [] };
+  const findingBands = [];
+  const findingPts = [];
+  // Level of detail for WebGL: a segment shorter than a pixel at the current zoom is invisible, so it
+  // lengthens the segment before it instead of adding points (zooming in redraws with full detail).
+  const detail = gl && opts.detailUs ? opts.detailUs : 0;
+  rows.forEach((r, y) => {
+    let last = null;
+    for (const [lane, state, s, e, source, evidence] of r.intervals) {
+      const s0 = toMicros(s);
+      const e0 = e ? toMicros(e) : Math.max(end || s0, s0);
+      if (detail && last && e0 - s0 < detail && s0 - last.g.x[last.i] < detail) {
+        last.g.x[last.i] = Math.max(last.g.x[last.i], e0);
+        continue;
+      }
+      const key = `${state}|${source}`;
+      if (!groups.has(key)) groups.set(key, { state, source, y: [], base: [], x: [], text: [], custom: [] });
+      const g = groups.get(key);
+      const hover =
+        `<b>${plotlyText(r.title)}</b><br>${plotlyText(lane)}: <b>${plotlyText(state)}</b> (${source})` +
+        `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}<br>${duration(e ? e0 - s0 : null)}` +
+        (evidence && evidence.length ? `<br>evidence: ${plotlyText(evidence.slice(0, 8).join(", "))}` : "");
+      g.y.push(y);
+      g.base.push(s0);
+      g.x.push(e0);
+      g.text.push(hover);
+      g.custom.push([r.key, (evidence || []).join(","), lane]);
+      last = { g, i: g.y.length - 1 };
+    }
+    for (const [at, kind, reason, message, evidence] of r.markers || []) {
+      const bucket = kind === "kubelet" ? "kubelet" : /Warning|Failed|Kill|Evict|Back|Unhealthy/.test(reason) ? "warning" : "event";
+      markerPts[bucket].push({
+        x: axisValue(toMicros(at), tz),
+        y,
+        text: `<b>${plotlyText(r.title)}</b><br>${plotlyText(reason)}: ${plotlyText(message)}<br>${display(toMicros(at), tz)}`,
+        custom: [r.key, (evidence || []).join(","), "marker"],
+      });
+    }
+    for (const [kind, severity, message, s, e, evidence] of r.findings || []) {
+      const s0 = toMicros(s);
+      const e0 = e ? toMicros(e) : Math.max(end || s0, s0);
+      const text =
+        `<b>${plotlyText(kind)}</b> (${plotlyText(severity)})<br>${plotlyText(r.title)}<br>${plotlyText(message)}` +
+        `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}`;
+      findingBands.push({ y, s0, e0, text, custom: [r.key, (evidence || []).join(","), "finding"] });
+      findingPts.push({ x: axisValue(s0, tz), y, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
+    }
+  });
+
+  const traces = [];
+  // Findings first, so the bars draw on top of the red band.
+  if (findingBands.length) {
+    if (gl) {
+      const x = [], y = [], text = [];
+      for (const b of findingBands) {
+        x.push(axisValue(b.s0, tz), axisValue(b.e0, tz), null);
+        y.push(b.y, b.y, null);
+        text.push(b.text, b.text, null);
+      }
+      traces.push({ type: "scattergl", mode: "lines", name: "finding", x, y, hovertext: text, hoverinfo: "text",
+        line: { color: "rgba(196,60,57,0.35)", width: Math.max(3, lineWidth(rows.length) + 4) } });
+    } else {
+      traces.push({
+        type: "bar", orientation: "h", name: "finding", y: findingBands.map((b) => b.y),
+        base: findingBands.map((b) => axisValue(b.s0, tz)), x: findingBands.map((b) => Math.max((b.e0 - b.s0) / 1000, 1)),
+        width: 0.95, marker: { color: "rgba(196,60,57,0.22)", line: { color: "#c43c39", width: 1 } },
+        hovertext: findingBands.map((b) => b.text), hovertemplate: "%{hovertext}<extra></extra>",
+        customdata: findingBands.map((b) => b.custom),
+      });
+    }
+  }
+  const order = (k) => {
+    const i = cfg.worker_order.indexOf(k.state);
+    return (i < 0 ? 99 : i) * 2 + (k.source === "inferred" ? 1 : 0);
+  };
+  for (const g of [...groups.values()].sort((a, b) => order(a) - order(b) || a.state.localeCompare(b.state))) {
+    const inferred = g.source === "inferred";
+    const name = inferred ? `${g.state} (inferred)` : g.state;
+    if (gl) {
+      const x = [], y = [], text = [];
+      for (let i = 0; i < g.y.length; i++) {
+        x.push(axisValue(g.base[i], tz), axisValue(g.x[i], tz), null);
+        y.push(g.y[i], g.y[i], null);
+        text.push(g.text[i], null, null); // hover on the start vertex: half the strings for WebGL
+      }
+      traces.push({
+        type: "scattergl", mode: "lines", name: plotlyText(name), x, y, hovertext: text, hoverinfo: "text",
+        opacity: inferred ? 0.45 : 1,
+        line: { color: colour(cfg, g.state), width: lineWidth(rows.length), dash: inferred ? "dot" : "solid" },
+      });
+    } else {
+      traces.push({
+        type: "bar", orientation: "h", name: plotlyText(name), y: g.y,
+        base: g.base.map((v) => axisValue(v, tz)),
+        x: g.x.map((v, i) => Math.max((v - g.base[i]) / 1000, 0.001)),
+        width: 0.6, opacity: inferred ? 0.55 : 1,
+        marker: {
+          color: colour(cfg, g.state),
+          line: { color: inferred ? colour(cfg, g.state) : "rgba(0,0,0,0.25)", width: 1 },
+          pattern: inferred ? { shape: "/", fgcolor: "#ffffff", fgopacity: 0.9, size: 6, solidity: 0.35 } : undefined,
+        },
+        hovertext: g.text, hovertemplate: "%{hovertext}<extra></extra>", customdata: g.custom,
+      });
+    }
+  }
+  const symbols = { event: ["diamond", "#1d2330"], warning: ["diamond", "#c43c39"], kubelet: ["triangle-up", "#7b5ea7"] };
+  for (const [bucket, pts] of Object.entries(markerPts)) {
+    if (!pts.length) continue;
+    traces.push({
+      type: gl ? "scattergl" : "scatter", mode: "markers", name: `${bucket === "kubelet" ? "kubelet line" : bucket === "warning" ? "warning event" : "event"}`,
+      x: pts.map((p) => p.x), y: pts.map((p) => p.y), hovertext: pts.map((p) => p.text),
+      hovertemplate: "%{hovertext}<extra></extra>", customdata: pts.map((p) => p.custom),
+      marker: { symbol: symbols[bucket][0], color: symbols[bucket][1], size: gl ? 5 : 9, line: { color: "#fff", width: 1 } },
+    });
+  }
+  if (findingPts.length) {
+    traces.push({
+      type: gl ? "scattergl" : "scatter", mode: "markers", name: "finding start",
+      x: findingPts.map((p) => p.x), y: findingPts.map((p) => p.y), hovertext: findingPts.map((p) => p.text),
+      hovertemplate: "%{hovertext}<extra></extra>", customdata: findingPts.map((p) => p.custom),
+      marker: { symbol: "x", size: gl ? 6 : 11, color: findingPts.map((p) => cfg.severity[p.severity] || "#c43c39") },
+    });
+  }
+  const labels = rows.length <= cfg.label_limit;
+  // WebGL: a fixed 800 px overview (drawing cost grows with the canvas, not the points: a 2,400 px
+  // canvas costs four times a 400 px one in software GL); box-zoom on y to separate rows.
+  const height = opts.height || (gl ? 800 : Math.min(Math.max(260, rows.length * (labels ? 22 : 3) + 120), 2400));
+  const layout = {
+    barmode: "overlay",
+    height,
+    margin: { l: labels ? Math.min(360, 20 + 7 * Math.max(8, ...rows.map((r) => Math.min(50, r.label.length)))) : 40, r: 20, t: 10, b: 40 },
+    xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f" },
+    yaxis: {
+      autorange: "reversed",
+      tickmode: labels ? "array" : "auto",
+      tickvals: labels ? rows.map((_, i) => i) : undefined,
+      ticktext: labels ? rows.map((r) => plotlyText(r.label.length > 50 ? r.label.slice(0, 49) + "…" : r.label)) : undefined,
+      showticklabels: labels,
+      zeroline: false,
+      range: rows.length ? undefined : [0, 1],
+    },
+    legend: { orientation: "h", y: -0.08 - 40 / height },
+    hovermode: "closest",
+    dragmode: "zoom",
+    uirevision: "keep",
+  };
+  if (opts.x0 && opts.x1) layout.xaxis.range = [axisValue(opts.x0, tz), axisValue(opts.x1, tz)];
+  return { data: traces, layout, gl };
+}
+
+function lineWidth(n) {
+  return Math.max(1, Math.min(14, Math.floor(700 / Math.max(n, 1))));
+}

@@ -1,0 +1,100 @@
+// The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
+// its evidence in the observations table below (the raw lines that made it).
+import { axisValue, display, fromDisplay, getParams, isoUTC, pageData, setParams, toMicros, tzLabel } from "./common.js";
+import { buildFigure } from "./gantt.js";
+
+const page = pageData();
+const tl = page.timeline;
+const chart = document.getElementById("gantt");
+let tz = getParams().get("tz") === "local" ? "local" : "utc";
+
+function rows() {
+  const out = [];
+  for (const lane of page.lanes) {
+    out.push({
+      key: lane, label: lane, title: `${tl.pod.namespace}/${tl.pod.name}`,
+      intervals: tl.lanes[lane].map((iv) => [lane, iv.state, iv.start, iv.end, iv.source, iv.evidence]),
+      markers: [], findings: [],
+    });
+  }
+  if (out.length) {
+    out[0].findings = tl.findings.map((f) => [f.kind, f.severity, f.message, f.start, f.end, f.evidence]);
+  }
+  out.push({
+    key: "markers", label: "events / kubelet", title: "markers", intervals: [],
+    markers: tl.markers.map((m) => [m.at, m.kind, m.reason, m.message, m.evidence]), findings: [],
+  });
+  return out;
+}
+
+function extent() {
+  let lo = Infinity, hi = -Infinity;
+  const see = (t) => { const v = toMicros(t); if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } };
+  for (const items of Object.values(tl.lanes)) for (const iv of items) { see(iv.start); see(iv.end); }
+  for (const m of tl.markers) see(m.at);
+  if (!Number.isFinite(lo)) { lo = Date.now() * 1000 - 3600e6; hi = Date.now() * 1000; }
+  const pad = Math.max((hi - lo) * 0.03, 50e3);
+  return [lo - pad, hi + pad];
+}
+
+async function draw() {
+  const [lo, hi] = extent();
+  const p = getParams();
+  const openEnd = tl.pod.deleted_at ? hi : Math.max(hi, Date.now() * 1000);
+  const fig = buildFigure(rows(), page.gantt, {
+    tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
+  });
+  if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
+  await Plotly.react(chart, fig.data, fig.layout, { responsive: true, displaylogo: false, scrollZoom: true });
+  document.getElementById("tz-toggle").textContent = `times: ${tzLabel(tz)}`;
+  for (const cell of document.querySelectorAll("[data-time]")) {
+    cell.textContent = display(toMicros(cell.dataset.time), tz);
+  }
+}
+
+export function highlight(ids) {
+  for (const row of document.querySelectorAll("tr.evidence")) row.classList.remove("evidence");
+  let first = null;
+  for (const id of ids) {
+    const row = document.getElementById(`obs-${id}`);
+    if (row) {
+      row.classList.add("evidence");
+      first = first || row;
+    }
+  }
+  const note = document.getElementById("evidence-note");
+  note.textContent = ids.length ? `evidence: observation${ids.length > 1 ? "s" : ""} ${ids.join(", ")}` : "";
+  if (first) first.scrollIntoView({ block: "center" });
+}
+
+document.getElementById("tz-toggle").addEventListener("click", () => {
+  tz = tz === "utc" ? "local" : "utc";
+  setParams({ tz: tz === "local" ? "local" : null });
+  draw();
+});
+
+for (const link of document.querySelectorAll("a[data-evidence]")) {
+  link.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    const ids = link.dataset.evidence ? link.dataset.evidence.split(",") : [];
+    setParams({ evidence: ids.join(",") || null });
+    highlight(ids);
+  });
+}
+
+await draw();
+chart.on("plotly_click", (ev) => {
+  const custom = ev.points && ev.points[0] && ev.points[0].customdata;
+  if (!custom) return;
+  const ids = custom[1] ? custom[1].split(",") : [];
+  setParams({ evidence: ids.join(",") || null });
+  highlight(ids);
+});
+chart.on("plotly_relayout", (ev) => {
+  if (ev["xaxis.autorange"]) setParams({ x0: null, x1: null });
+  else if (ev["xaxis.range[0]"] !== undefined) {
+    setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], tz)) });
+  }
+});
+const initial = getParams().get("evidence");
+if (initial) highlight(initial.split(","));

@@ -1,0 +1,89 @@
+"""End to end in Chromium (Debian's, driven by Playwright) against uvicorn serving the real ASGI app.
+
+The server runs in a thread of this process with the in-memory channel layer, and new observations are
+ingested on the server's side (``LiveServer.run_in_loop``), so the live push reaches the browser exactly
+as it does in the one-process demo.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import CHROMIUM, SHOTS, UID_EVIL, UID_KILLED, login
+from tests.web.factories import HOSTILE, started_pod
+from timelines.ingest import ingest_observations
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+
+
+def test_node_page_live_update_pod_evidence_and_hostile_name(
+    live_server_asgi: Any, viewer: Any, browser_page: Any
+) -> None:
+    """GIVEN a viewer of namespaces default and evil on node-a
+    WHEN they open the node page, a new pod is ingested on the node, and they follow a finding
+    THEN the Gantt draws, the new pod appears live, the finding leads to its evidence rows, and the hostile
+    pod name is text everywhere (no dialog ever fires)."""
+    server, page = live_server_asgi, browser_page
+    base = server.url
+    login(page, base, "viewer")
+    assert "What it collects" in page.inner_text("#about")
+
+    page.goto(f"{base}/c/lab/nodes/node-a/")
+    page.wait_for_selector("#gantt .main-svg")
+    page.wait_for_selector("#live-state[data-state=live]", timeout=10_000)
+    page.wait_for_selector("#pods-body tr")
+    assert page.get_attribute("#gantt", "data-rows") == "3"  # default (2) + evil (1); secret is not readable
+    table = page.inner_text("#pods-table")
+    assert HOSTILE in table and page.locator("#pods-table img").count() == 0
+    ticks = page.locator("#gantt .ytick text").evaluate_all("els => els.map(e => e.textContent)")
+    assert f"evil/{HOSTILE}" in ticks  # Plotly shows the escaped label as the literal text
+    page.screenshot(path=str(SHOTS / "node-before.png"), full_page=True)
+
+    new_uid = "bbbbbbbb-0000-4000-8000-00000000live"
+    server.run_in_loop(ingest_observations, "lab", started_pod(new_uid, "web-live"))
+    page.wait_for_selector(f'#pods-body tr[data-uid="{new_uid}"]', timeout=5_000)
+    assert page.get_attribute("#gantt", "data-rows") == "4"
+    page.screenshot(path=str(SHOTS / "node-after-live.png"), full_page=True)
+
+    page.click("#tz-toggle")
+    assert "tz=local" in page.url
+
+    page.click("#pods-body >> text=web-killed")
+    page.wait_for_url(f"**/c/lab/pods/{UID_KILLED}/**")
+    page.wait_for_selector("#gantt .main-svg")
+    link = page.locator("#findings a.evidence-link").first
+    ids = link.get_attribute("data-evidence").split(",")
+    link.click()
+    page.wait_for_selector("tr.evidence")
+    highlighted = page.locator("tr.evidence").evaluate_all("rows => rows.map(r => r.id)")
+    assert highlighted == [f"obs-{i}" for i in ids]
+    assert "evidence=" in page.url
+    page.screenshot(path=str(SHOTS / "pod-evidence.png"), full_page=True)
+
+    page.goto(f"{base}/c/lab/pods/{UID_EVIL}/")
+    page.wait_for_selector("#gantt .main-svg")
+    assert HOSTILE in page.inner_text("#pod-title")
+    assert page.locator("main img").count() == 0
+    page.hover("#gantt .bars path", force=True)
+    page.screenshot(path=str(SHOTS / "pod-hostile.png"), full_page=True)
+
+    assert page.dialogs == []
+    assert page.errors == []
+
+
+def test_findings_page_leads_to_evidence(
+    live_server_asgi: Any, admin_user: Any, lab: Any, browser_page: Any
+) -> None:
+    page, base = browser_page, live_server_asgi.url
+    login(page, base, "root")
+    page.goto(f"{base}/findings/?kind=killed_during_setup")
+    page.click("#findings a.evidence-link")
+    page.wait_for_selector("tr.evidence")
+    assert page.locator("tr.evidence").count() >= 1
+    assert page.errors == []

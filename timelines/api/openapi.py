@@ -1,0 +1,333 @@
+"""The OpenAPI 3 document of ``/api/v1/`` (served at ``/api/v1/openapi.json``), written by hand so that it
+says what each parameter means, not only its type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from timelines.models import Finding, Workload
+
+TIME = {"type": "string", "format": "date-time"}
+TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _param(
+    name: str, where: str, description: str, schema: dict[str, Any] | None = None, required: bool = False
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": required or where == "path",
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
+
+
+CLUSTER = _param("cluster", "path", "Cluster name.")
+NAMESPACE = _param("namespace", "path", "Namespace.")
+WINDOW = [
+    _param(
+        "from",
+        "query",
+        "Window start, ISO 8601 with an offset (Z accepted) or `now`. Default: one hour before `to`.",
+        TIME,
+    ),
+    _param(
+        "to",
+        "query",
+        "Window end. Default: now, or just after the newest data when that is older than an hour.",
+        TIME,
+    ),
+    _param(
+        "lanes",
+        "query",
+        "Comma-separated lanes (`worker`, `api`, `container:NAME`, `condition:TYPE`) or `all`. Default `worker`.",
+    ),
+]
+ERRORS = {
+    "400": {"$ref": "#/components/responses/BadRequest"},
+    "401": {"$ref": "#/components/responses/Unauthorized"},
+    "404": {"$ref": "#/components/responses/NotFound"},
+}
+
+
+def _get(
+    summary: str, params: list[dict[str, Any]], schema: dict[str, Any], description: str = ""
+) -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "description": description,
+            "parameters": params,
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {"schema": schema}}},
+                **ERRORS,
+            },
+        }
+    }
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    return out
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj(
+        {
+            "error": _obj(
+                {
+                    "status": {"type": "integer"},
+                    "message": {"type": "string", "description": "What was wrong, naming the input."},
+                    "param": {
+                        "type": ["string", "null"],
+                        "description": "The query parameter or header at fault.",
+                    },
+                },
+                ["status", "message"],
+            )
+        },
+        ["error"],
+    ),
+    "Pod": _obj(
+        {
+            "uid": {"type": "string"},
+            "namespace": {"type": "string"},
+            "name": {"type": "string"},
+            "node": {"type": "string"},
+            "owner": {"type": ["object", "null"]},
+            "phase": {"type": "string"},
+            "static": {"type": "boolean"},
+            "created_at": TIME_OR_NULL,
+            "deleted_at": TIME_OR_NULL,
+            "last_seen": TIME_OR_NULL,
+        }
+    ),
+    "Interval": _obj(
+        {
+            "state": {"type": "string"},
+            "start": TIME,
+            "end": TIME_OR_NULL,
+            "source": {"enum": ["observed", "inferred"]},
+            "attrs": {"type": "object"},
+            "evidence": {"type": "array", "items": {"type": "string"}, "description": "Observation ids."},
+        }
+    ),
+    "PodTimeline": _obj(
+        {
+            "schema": {"const": "podlife.timeline/v1"},
+            "cluster": {"type": "string"},
+            "pod": {"type": "object"},
+            "lanes": {"type": "object", "additionalProperties": {"type": "array", "items": _ref("Interval")}},
+            "markers": {"type": "array", "items": {"type": "object"}},
+            "findings": {"type": "array", "items": {"type": "object"}},
+            "problems": {"type": "array", "items": {"type": "string"}},
+        },
+        ["schema", "cluster", "pod", "lanes", "markers", "findings"],
+    ),
+    "Window": _obj(
+        {
+            "schema": {"const": "podlife.window/v1"},
+            "cluster": {"type": "string"},
+            "scope": _obj({"kind": {"enum": ["node", "namespace", "workload"]}, "name": {"type": "string"}}),
+            "window": _obj({"from": TIME, "to": TIME}),
+            "lanes": {"type": ["array", "null"], "items": {"type": "string"}},
+            "truncated": {"type": "boolean"},
+            "pods": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "uid": {"type": "string"},
+                        "namespace": {"type": "string"},
+                        "name": {"type": "string"},
+                        "node": {"type": "string"},
+                        "owner_kind": {"type": "string"},
+                        "owner_name": {"type": "string"},
+                        "phase": {"type": "string"},
+                        "created_at": TIME_OR_NULL,
+                        "deleted_at": TIME_OR_NULL,
+                        "intervals": {
+                            "description": "[lane, state, start, end|null, source, [observation ids]]",
+                            "type": "array",
+                        },
+                        "markers": {
+                            "description": "[at, kind, reason, message, [observation ids]]",
+                            "type": "array",
+                        },
+                        "findings": {
+                            "description": "[kind, severity, message, start, end|null, [observation ids]]",
+                            "type": "array",
+                        },
+                    }
+                ),
+            },
+            "node_lanes": {
+                "type": "object",
+                "description": "node:* lanes: lane → [[state, start, end, source, ids]]",
+            },
+        }
+    ),
+    "Finding": _obj(
+        {
+            "id": {"type": "integer"},
+            "cluster": {"type": "string"},
+            "subject": {"enum": ["pod", "pdb", "node"]},
+            "subject_name": {"type": "string"},
+            "pod_uid": {"type": ["string", "null"]},
+            "namespace": {"type": "string"},
+            "node": {"type": "string"},
+            "kind": {"type": "string"},
+            "severity": {"enum": list(Finding.Severity.values)},
+            "message": {"type": "string"},
+            "start": TIME,
+            "end": TIME_OR_NULL,
+            "evidence": {"type": "array", "items": {"type": "integer"}},
+        }
+    ),
+}
+
+
+def document(server: str = "/api/v1") -> dict[str, Any]:
+    pod_uid = _param("uid", "path", "Pod UID.")
+    workload = [
+        NAMESPACE,
+        _param("kind", "path", "Workload kind.", {"enum": list(Workload.Kind.values)}),
+        _param("name", "path", "Workload name."),
+    ]
+    paths = {
+        "/clusters": _get(
+            "Clusters you may read, with counts and collector health",
+            [],
+            _obj({"clusters": {"type": "array"}, "collectors": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/nodes": _get(
+            "Nodes with readable pod counts", [CLUSTER], _obj({"nodes": {"type": "array"}})
+        ),
+        "/clusters/{cluster}/namespaces": _get(
+            "Readable namespaces with pod and finding counts",
+            [CLUSTER],
+            _obj({"namespaces": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/pods": _get(
+            "Search pods by part of name, namespace, UID (prefix), owner or node",
+            [
+                CLUSTER,
+                _param("q", "query", "Search text.", required=True),
+                _param("limit", "query", "1-1000, default 100.", {"type": "integer"}),
+            ],
+            _obj({"pods": {"type": "array", "items": _ref("Pod")}}),
+        ),
+        "/clusters/{cluster}/pods/{uid}/timeline": _get(
+            "One pod's timeline, exactly podlife.timeline/v1", [CLUSTER, pod_uid], _ref("PodTimeline")
+        ),
+        "/clusters/{cluster}/pods/{uid}/observations": _get(
+            "The raw observations of a pod (the evidence ids of intervals, markers and findings)",
+            [
+                CLUSTER,
+                pod_uid,
+                _param("ids", "query", "Comma-separated observation ids; default all."),
+                _param("limit", "query", "1-20000, default 5000.", {"type": "integer"}),
+            ],
+            _obj({"observations": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/pods/{uid}/diff": _get(
+            "What changed between two observations of a pod",
+            [
+                CLUSTER,
+                pod_uid,
+                _param("a", "query", "Observation id (before).", {"type": "integer"}, True),
+                _param("b", "query", "Observation id (after).", {"type": "integer"}, True),
+            ],
+            _obj({"changes": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/nodes/{node}/timeline": _get(
+            "Every readable pod on a node in a window (the node page's data), plus the node's own lanes",
+            [CLUSTER, _param("node", "path", "Node name."), *WINDOW],
+            _ref("Window"),
+        ),
+        "/clusters/{cluster}/namespaces/{namespace}/timeline": _get(
+            "Every pod of a namespace in a window", [CLUSTER, NAMESPACE, *WINDOW], _ref("Window")
+        ),
+        "/clusters/{cluster}/workloads": _get(
+            "Deployments, StatefulSets, DaemonSets and ReplicaSets",
+            [CLUSTER, _param("namespace", "query", "Only this namespace.")],
+            _obj({"workloads": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/timeline": _get(
+            "Every pod of a workload (and of the ReplicaSets it owns) in a window",
+            [CLUSTER, *workload, *WINDOW],
+            _ref("Window"),
+        ),
+        "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/status": _get(
+            "replicas / ready / updated / available over time",
+            [CLUSTER, *workload],
+            _obj({"samples": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/pdbs": _get(
+            "PodDisruptionBudgets",
+            [CLUSTER, _param("namespace", "query", "Only this namespace.")],
+            _obj({"pdbs": {"type": "array"}}),
+        ),
+        "/clusters/{cluster}/pdbs/{namespace}/{name}": _get(
+            "A PDB's status over time, blocked periods (disruptionsAllowed = 0) and the pods its selector covers",
+            [CLUSTER, NAMESPACE, _param("name", "path", "PDB name.")],
+            _obj(
+                {
+                    "pdb": {"type": "object"},
+                    "samples": {"type": "array"},
+                    "blocked": {"type": "array"},
+                    "covered_pods": {"type": "array"},
+                }
+            ),
+        ),
+        "/findings": _get(
+            "Findings you may read, newest first",
+            [
+                _param("cluster", "query", "Cluster name."),
+                _param("namespace", "query", "Namespace."),
+                _param("kind", "query", "Finding kind, e.g. stuck_terminating."),
+                _param("severity", "query", "Severity.", {"enum": list(Finding.Severity.values)}),
+                _param("from", "query", "Findings still open at or after this time.", TIME),
+                _param("to", "query", "Findings that started before this time.", TIME),
+                _param("limit", "query", "1-5000, default 500.", {"type": "integer"}),
+            ],
+            _obj({"total": {"type": "integer"}, "findings": {"type": "array", "items": _ref("Finding")}}),
+        ),
+    }
+    error = {"content": {"application/json": {"schema": _ref("Error")}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "podlife API",
+            "version": "1",
+            "description": "Read-only access to pod lifecycle timelines. See docs/api.md.",
+        },
+        "servers": [{"url": server}],
+        "security": [{"bearer": []}, {"session": []}],
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "`python manage.py api_token USERNAME`",
+                },
+                "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+            },
+            "responses": {
+                "BadRequest": {"description": "A parameter is malformed; the message names it.", **error},
+                "Unauthorized": {"description": "No or a bad token / session.", **error},
+                "NotFound": {
+                    "description": "Missing, or not readable by you (the API does not tell them apart).",
+                    **error,
+                },
+            },
+        },
+    }

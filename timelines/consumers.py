@@ -1,0 +1,135 @@
+"""Live node watch: one websocket per browser tab on a node page.
+
+The consumer joins the node's group (``timelines.live.group_name("node", C, NAME)``) and receives a
+``timeline.delta`` for every re-derived pod on that node. It forwards them coalesced — at most
+``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod wins — and only for pods in namespaces
+the user may read. Each group message carries a per-group sequence number; when one is skipped (or arrives
+late) the consumer drops what it holds and tells the browser to refetch over REST instead of drawing a
+picture with a hole in it.
+
+Frames to the browser (JSON, ``type`` first):
+  ``hello``   {group, max_fps}                       on connect
+  ``deltas``  {seq, pods: [podlife.timeline/v1 …]}    coalesced updates
+  ``refetch`` {seq, reason}                           a sequence gap: GET the node timeline again
+  ``error``   {status, message}                       then the socket closes (4401, 4403, 4404)
+
+Shutdown order: ``disconnect`` cancels the pending flush first, then leaves the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from timelines.access import Access
+from timelines.figures import LIVE_MAX_FPS
+from timelines.live import group_name
+from timelines.models import Cluster
+
+log = logging.getLogger(__name__)
+
+
+@database_sync_to_async
+def _authorize(user: Any, cluster_name: str) -> tuple[int, str, set[str] | None]:
+    """(status, message, readable namespaces) for a user watching a node of ``cluster_name``."""
+    if user is None or not user.is_authenticated:
+        return 401, "log in to watch a node", None
+    access = Access.for_user(user)
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if cluster is None or not access.can_cluster(cluster):
+        return 404, f"no cluster named {cluster_name!r} that you may read", None
+    return 200, "", access.namespace_filter(cluster)
+
+
+class NodeConsumer(AsyncJsonWebsocketConsumer):
+    max_fps = LIVE_MAX_FPS
+
+    @classmethod
+    async def encode_json(cls, content: Any) -> str:
+        return orjson.dumps(content).decode()  # a delta is a few kB of timeline: orjson is ~5x json.dumps
+
+    async def connect(self) -> None:
+        kwargs = self.scope["url_route"]["kwargs"]
+        self.cluster, self.node = kwargs["cluster"], kwargs["node"]
+        self.group: str | None = None
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.last_seq: int | None = None
+        self.gap: str | None = None
+        self.last_sent = 0.0
+        self.flush_task: asyncio.Task[None] | None = None
+        status, message, namespaces = await _authorize(self.scope.get("user"), self.cluster)
+        await self.accept()
+        if status != 200:
+            # Accept, say why, close: a refused handshake looks like a network error to the page, and the
+            # page must not keep reconnecting when the answer is "no".
+            await self.send_json({"type": "error", "status": status, "message": message})
+            await self.close(code=4000 + status)
+            return
+        self.namespaces = namespaces
+        self.group = group_name("node", self.cluster, self.node)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_json({"type": "hello", "group": self.group, "max_fps": self.max_fps})
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "flush_task", None) is not None:
+            self.flush_task.cancel()
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        # The browser only ever says "ping"; anything else is ignored (read-only socket).
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong", "seq": self.last_seq})
+
+    # --- group messages -----------------------------------------------------------------------------------
+    async def timeline_delta(self, message: dict[str, Any]) -> None:
+        seq = message.get("seq")
+        if isinstance(seq, int):
+            if self.last_seq is not None and seq != self.last_seq + 1:
+                what = "skipped" if seq > self.last_seq + 1 else "arrived late"
+                self.gap = f"sequence gap on {self.group}: expected {self.last_seq + 1}, got {seq} ({what})"
+            self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
+        timeline = message.get("timeline") or {}
+        pod = timeline.get("pod") or {}
+        if self.namespaces is not None and pod.get("namespace") not in self.namespaces:
+            if self.gap:
+                self._schedule()
+            return
+        uid = pod.get("uid")
+        if uid:
+            self.pending[uid] = timeline
+        idle = self.flush_task is None or self.flush_task.done()
+        if idle and asyncio.get_running_loop().time() - self.last_sent >= 1.0 / self.max_fps:
+            await self._flush()  # a quiet group: send now, no extra trip through the event loop
+        else:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if self.flush_task is None or self.flush_task.done():
+            loop = asyncio.get_running_loop()
+            delay = max(0.0, self.last_sent + 1.0 / self.max_fps - loop.time())
+            self.flush_task = loop.create_task(self._flush_after(delay))
+
+    async def _flush_after(self, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await self._flush()
+        # Anything that arrived during the send goes out in the next frame, no sooner than 1 / max_fps.
+        self.flush_task = None
+        if self.pending or self.gap:
+            self._schedule()
+
+    async def _flush(self) -> None:
+        self.last_sent = asyncio.get_running_loop().time()
+        if self.gap:
+            reason, self.gap = self.gap, None
+            self.pending.clear()  # the refetch reads the store, which already holds all of them
+            await self.send_json({"type": "refetch", "seq": self.last_seq, "reason": reason})
+        elif self.pending:
+            pods, self.pending = list(self.pending.values()), {}
+            await self.send_json({"type": "deltas", "seq": self.last_seq, "pods": pods})

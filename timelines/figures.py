@@ -1,0 +1,160 @@
+"""What the pages draw: the colour of every lane state, the Gantt settings the browser uses, and the
+Plotly figures that are drawn once on the server side (status over time of workloads and PDBs).
+
+The Gantt itself is built in the browser (``static/podlife/gantt.js``) because live deltas change single
+rows of it; this module is the one place its colours and thresholds come from (handed to the page with
+``json_script``). Every text that can hold user data and goes into Plotly is escaped with ``plotly_text``:
+Plotly renders a subset of HTML in hover text and labels.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from timelines.lifecycle.timeline import format_time
+
+# Worker phases are the heart of the page: three clearly distinct hues (also used in templates/base.html).
+STATE_COLOURS: dict[str, str] = {
+    # worker
+    "setup": "#2f7ed8",
+    "terminating": "#e4892b",
+    "cleanup": "#7b5ea7",
+    "done": "#9aa3ad",
+    # api
+    "pending": "#c5cbd3",
+    "scheduled": "#a8b6c8",
+    "initializing": "#7fa7d1",
+    "running": "#3fa34d",
+    "succeeded": "#6b8f71",
+    "failed": "#c43c39",
+    "deleted": "#5a6270",
+    # containers
+    "waiting": "#d8c15a",
+    "terminated": "#8a8f98",
+    # conditions
+    "true": "#3fa34d",
+    "false": "#d9534f",
+    "True": "#3fa34d",
+    "False": "#d9534f",
+    "unknown": "#b0b6bf",
+    # pdb / node
+    "allowed": "#3fa34d",
+    "blocked": "#c43c39",
+    "ready": "#3fa34d",
+    "not_ready": "#c43c39",
+    "cordoned": "#e4892b",
+    "schedulable": "#a8c5a0",
+    "shutting_down": "#7b1f1f",
+}
+FALLBACK_COLOUR = "#6c7a89"
+SEVERITY_COLOURS = {"info": "#2f7ed8", "warning": "#e4892b", "critical": "#c43c39"}
+
+# Bars (SVG) up to this many segments; WebGL lines (scattergl) past it, so 10,000 pods draw in seconds.
+WEBGL_THRESHOLD = 1000
+# Row labels on the y axis only up to this many rows (past it they would overlap; hover names the pod).
+LABEL_LIMIT = 120
+# The live consumer sends at most this many frames a second to one browser.
+LIVE_MAX_FPS = 10
+
+WORKER_ORDER = ("setup", "terminating", "cleanup", "done")
+
+
+def gantt_config() -> dict[str, Any]:
+    """Settings the browser's Gantt reads (``json_script`` → ``gantt.js``)."""
+    return {
+        "colours": STATE_COLOURS,
+        "fallback": FALLBACK_COLOUR,
+        "severity": SEVERITY_COLOURS,
+        "webgl_threshold": WEBGL_THRESHOLD,
+        "label_limit": LABEL_LIMIT,
+        "worker_order": list(WORKER_ORDER),
+    }
+
+
+def plotly_text(value: object) -> str:
+    """Escape for Plotly's HTML-like text (hover, labels): ``<img …>`` shows as text, never as markup."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
+def lane_order(lanes: Iterable[str]) -> list[str]:
+    """worker, api, containers, conditions, then the rest (pdb:*, node:*), each group sorted."""
+
+    def key(lane: str) -> tuple[int, str]:
+        for rank, prefix in enumerate(("worker", "api", "container:", "condition:")):
+            if lane == prefix or (prefix.endswith(":") and lane.startswith(prefix)):
+                return rank, lane
+        return 9, lane
+
+    return sorted(lanes, key=key)
+
+
+def _times(rows: list[Mapping[str, Any]]) -> list[str | None]:
+    return [format_time(r["at"]) for r in rows]
+
+
+def series_figure(
+    rows: list[Mapping[str, Any]],
+    fields: Iterable[tuple[str, str]],
+    *,
+    title: str,
+    until: datetime | None = None,
+    shade: Iterable[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """Step lines (one per ``(field, label)``) of samples over time, with shaded spans (e.g. PDB blocked).
+
+    The last value is held until ``until`` (or the last sample) so the step shows how long it lasted.
+    """
+    x = _times(rows)
+    if rows and until is not None and until > rows[-1]["at"]:
+        x.append(format_time(until))
+    traces = []
+    palette = ["#2f7ed8", "#3fa34d", "#e4892b", "#7b5ea7", "#c43c39"]
+    for i, (field, label) in enumerate(fields):
+        y = [r[field] for r in rows]
+        if len(x) > len(y) and y:
+            y.append(y[-1])
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": plotly_text(label),
+                "x": x,
+                "y": y,
+                "line": {"shape": "hv", "color": palette[i % len(palette)]},
+                "hovertemplate": f"{plotly_text(label)}: %{{y}}<br>%{{x|%Y-%m-%d %H:%M:%S.%f}}<extra></extra>",
+            }
+        )
+    shapes = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": format_time(s["start"]),
+            "x1": format_time(s["end"] or until or (rows[-1]["at"] if rows else s["start"])),
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": "rgba(196,60,57,0.15)",
+            "line": {"width": 0},
+        }
+        for s in shade
+    ]
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": plotly_text(title)},
+            "height": 320,
+            "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+            "xaxis": {"type": "date"},
+            "yaxis": {"rangemode": "tozero", "dtick": 1 if rows and max_value(rows, fields) <= 10 else None},
+            "shapes": shapes,
+            "legend": {"orientation": "h"},
+        },
+    }
+
+
+def max_value(rows: list[Mapping[str, Any]], fields: Iterable[tuple[str, str]]) -> int:
+    names = [f for f, _ in fields]
+    return max((r[n] or 0 for r in rows for n in names), default=0)

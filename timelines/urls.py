@@ -1,0 +1,26 @@
+"""The dashboard's pages (included at the site root by podlife_site/urls.py)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from timelines import views
+
+C = "c/<str:cluster>"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("accounts/login/", auth_views.LoginView.as_view(next_page="/"), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
+    path("api/v1/", include("timelines.api.urls")),
+    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+    path("findings/", views.findings, name="findings"),
+    path(f"{C}/", views.cluster, name="cluster"),
+    path(f"{C}/nodes/<str:node>/", views.node, name="node"),
+    path(f"{C}/ns/<str:namespace>/", views.namespace, name="namespace"),
+    path(f"{C}/ns/<str:namespace>/pdb/<str:name>/", views.pdb, name="pdb"),
+    path(f"{C}/ns/<str:namespace>/<str:kind>/<str:name>/", views.workload, name="workload"),
+    path(f"{C}/pods/<str:uid>/", views.pod, name="pod"),
+    path(f"{C}/pods/<str:namespace>/<str:name>/", views.pod_by_ref, name="pod-by-ref"),
+]
