@@ -115,3 +115,24 @@ class CollectorStateAdmin(admin.ModelAdmin):
         "errors_total",
     ]
     list_filter = ["cluster"]
+
+
+@admin.register(models.ClusterGrant)
+class ClusterGrantAdmin(admin.ModelAdmin):
+    """Who may read what: a group gets a cluster, or one namespace of it (blank namespace: all)."""
+
+    list_display = ["group", "cluster", "namespace"]
+    list_filter = ["cluster", "group"]
+    search_fields = ["namespace", "group__name"]
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made by ``manage.py api_token`` (only their hash is stored); here they can be revoked."""
+
+    list_display = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    readonly_fields = ["user", "name", "prefix", "key_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

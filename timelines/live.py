@@ -9,6 +9,7 @@ browser.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -119,4 +120,15 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
                 log.exception("live push to %s failed", message["group"])
         return sent
 
-    return async_to_sync(send_all)()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: a collector thread, a task, a command
+        return async_to_sync(send_all)()
+    # Called from async code (an ASGI handler): async_to_sync would refuse; send in the background.
+    task = asyncio.get_running_loop().create_task(send_all())
+    _pending_sends.add(task)
+    task.add_done_callback(_pending_sends.discard)
+    return len(messages)
+
+
+_pending_sends: set[asyncio.Task[int]] = set()  # keeps background sends alive until they finish
