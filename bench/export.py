@@ -1,6 +1,9 @@
 """Export benchmark: a 10,000-pod namespace over 24 hours, against a raw dump of the same rows.
 
-    python bench/export.py [--pods 10000] [--nodes 100] [--keep]
+    python bench/export.py [--pods 10000] [--nodes 100] [--keep | --reuse]
+
+``--reuse`` keeps the generated cluster (named after ``--pods`` and ``--nodes``) and, when it is there
+already, skips the set-up (about four minutes for 10,000 pods on PostgreSQL): for measuring a change again.
 
 Set-up (not timed): generates realistic observations for every pod (API snapshots, events, kubelet worker
 lines — the same shapes as bench/ingest.py), a day of node snapshots and kubelet metrics for one node,
@@ -8,7 +11,8 @@ stores them with ``store.save_observations`` and derives them through the real p
 (``rederive_pods`` / ``rederive_nodes``), so the derived rows are what production would hold.
 
 Timed, in the same run:
-* ours: ``export_incident(namespace, 24 h, json)`` gzip-compressed to a file (level 6);
+* ours: ``export_incident(namespace, 24 h, json)`` gzip-compressed to a file (level 6; the observations
+  are compressed by a second thread while they are read, see timelines/export/bundle.py);
 * baseline: ``COPY (SELECT …) TO STDOUT`` of the same rows (pods, intervals, markers, findings,
   observations) through the same gzip level to a file — on SQLite a plain SELECT written tab-separated;
 * a node day: ``export_incident(node, 24 h, json.gz)`` for one node (its ~100 pods and its own lanes).
@@ -295,13 +299,35 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--keep", action="store_true", help="keep the bench cluster afterwards")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="use the cluster a previous --reuse run left (same --pods and --nodes), else set it up and keep it",
+    )
     args = parser.parse_args()
 
-    cluster = store.cluster_for(f"bench-export-{uuid.uuid4().hex[:8]}", origin=Cluster.Origin.OFFLINE)
+    reused = None
+    if args.reuse:
+        name = f"bench-export-reuse-{args.pods}x{args.nodes}"
+        reused = Cluster.objects.filter(name=name).first()
+        if reused is not None and not reused.observations.exists():
+            reused.delete()  # a set-up that did not finish
+            reused = None
+        cluster = reused or store.cluster_for(name, origin=Cluster.Origin.OFFLINE)
+    else:
+        cluster = store.cluster_for(f"bench-export-{uuid.uuid4().hex[:8]}", origin=Cluster.Origin.OFFLINE)
     since, until = T0, T0 + timedelta(hours=24)
     tmp = tempfile.mkdtemp(prefix="podlife-bench-")
     try:
-        stored, setup_s = set_up(cluster, args.pods, args.nodes)
+        if reused is not None:
+            stored, setup_s = reused.observations.count(), 0.0
+        else:
+            try:
+                stored, setup_s = set_up(cluster, args.pods, args.nodes)
+            except BaseException:
+                if args.reuse:
+                    cluster.delete()  # never leave a half-built cluster for the next --reuse
+                raise
         ours_path, base_path, node_path = (
             os.path.join(tmp, n) for n in ("ours.json.gz", "base.tsv.gz", "node.json.gz")
         )
@@ -314,9 +340,8 @@ def main() -> None:
             run_ours(cluster, Scope.one("node", "node-000"), node_path, since, until) for _ in range(3)
         ]
         node_s, node_pods = min(node_times)
-        print(
-            f"database: {connection.vendor}; set-up {setup_s:.1f} s: {stored:,} observations, {args.pods:,} pods derived"
-        )
+        setup = "reused" if reused is not None else f"set-up {setup_s:.1f} s"
+        print(f"database: {connection.vendor}; {setup}: {stored:,} observations, {args.pods:,} pods derived")
         what = "COPY ... TO STDOUT" if connection.vendor == "postgresql" else "SELECT (tab-separated)"
         print(
             f"namespace day, export_incident json.gz: {ours:7.2f} s  {os.path.getsize(ours_path) / 1e6:8.1f} MB  ({pods:,} pods)"
@@ -328,7 +353,7 @@ def main() -> None:
         for name in os.listdir(tmp):
             os.unlink(os.path.join(tmp, name))
         os.rmdir(tmp)
-        if not args.keep:
+        if not (args.keep or args.reuse):
             cluster.delete()
 
 

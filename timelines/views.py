@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -43,6 +43,18 @@ def _namespace_or_404(request: HttpRequest, cluster: Any, namespace: str) -> Non
         require_namespace(access_for(request), cluster, namespace)
     except queries.NotFound as exc:
         raise Http404(str(exc)) from None
+
+
+def _export(
+    param: str, value: str, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, Any]:
+    """Template context for the Export button (``timelines/_export.html``): the scope parameter of the
+    export API and, for pages without a window picker, the default window."""
+    return {
+        "export_scope": (param, value),
+        "export_since": format_time(since) if since else "",
+        "export_until": format_time(until) if until else "",
+    }
 
 
 def _gantt_page(
@@ -106,7 +118,8 @@ def node(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
         "pod_url": reverse("pod", args=[c.name, "UID"]),
         "group": group_name("node", c.name, node),
     }
-    return _gantt_page(request, "timelines/node.html", {"cluster": c, "node": node}, page)
+    context = {"cluster": c, "node": node, **_export("node", node)}
+    return _gantt_page(request, "timelines/node.html", context, page)
 
 
 @login_required
@@ -126,6 +139,7 @@ def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpRespons
         "namespace": namespace,
         "workloads": queries.workloads(c, access.namespace_filter(c), namespace=namespace),
         "pdbs": queries.pdbs(c, access.namespace_filter(c), namespace=namespace),
+        **_export("namespace", namespace),
     }
     return _gantt_page(request, "timelines/namespace.html", context, page)
 
@@ -160,7 +174,13 @@ def workload(request: HttpRequest, cluster: str, namespace: str, kind: str, name
         if samples
         else None,
     }
-    context = {"cluster": c, "workload": w, "owned": queries.workload_tree(c, w)[1:], "samples": samples}
+    context = {
+        "cluster": c,
+        "workload": w,
+        "owned": queries.workload_tree(c, w)[1:],
+        "samples": samples,
+        **_export("workload", f"{kind}/{namespace}/{name}"),
+    }
     return _gantt_page(request, "timelines/workload.html", context, page)
 
 
@@ -212,6 +232,13 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "a": a,
         "b": b,
         "other_incarnations": [x for x in incarnations if x.uid != p.uid],
+        # The pod's whole recorded life (to just past its last observation: the window's end is exclusive).
+        **_export(
+            "pod",
+            p.uid,
+            p.first_seen or p.created_at,
+            (p.deleted_at or p.last_seen or datetime.now(UTC)) + timedelta(seconds=1),
+        ),
         "pdbs": [
             x
             for x in queries.pdbs(c, None, namespace=p.namespace)
@@ -271,6 +298,12 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
         "samples": samples,
         "blocked": blocked,
         "covered": queries.pdb_covered_pods(p),
+        **_export(
+            "pdb",
+            f"{namespace}/{name}",
+            p.created_at or (samples[0]["at"] if samples else None),
+            until + timedelta(seconds=1),
+        ),
         "lane": queries.pdb_lane(p),
         "findings": Finding.objects.filter(cluster=c, subject="pdb", attrs__pdb_uid=p.uid).order_by("-start")[
             :200

@@ -125,6 +125,8 @@ async function load() {
     const data = await fetchJSON(apiURL());
     state.timing.fetched = performance.now();
     state.window = { from: toMicros(data.window.from), to: toMicros(data.window.to) };
+    document.body.dataset.windowFrom = data.window.from; // what the Export button exports
+    document.body.dataset.windowTo = data.window.to;
     state.followNow = !state.explicitTo && Date.now() * 1000 - state.window.to < 120e6;
     state.pods = new Map(data.pods.map((p) => [p.uid, p]));
     state.nodeLanes = data.node_lanes || {};

@@ -3,6 +3,9 @@
 ``timelines/queries.py`` reads one pod at a time (three queries each); a 10,000-pod export needs the same
 answer in a few dozen queries. ``pod_timeline_json`` gives exactly ``queries.pod_timeline(...).to_json()``
 (a test holds them equal) so a bundle's pods are real ``podlife.timeline/v1`` documents.
+
+On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
+as text from ``to_char`` and JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
 """
 
 from __future__ import annotations
@@ -69,6 +72,50 @@ def json_text(field: str) -> Any:
     return Cast(field, TextField())
 
 
+def _postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+_PG_ISO = _IsoUtc.template.replace("%(expressions)s", "{}")
+
+
+def _per_pod_rows(
+    model: Any,
+    cluster: Cluster,
+    uids: Sequence[str],
+    columns: str,
+    order: Sequence[str],
+    *,
+    by_uid: bool = False,
+) -> list[tuple[Any, ...]]:
+    """PostgreSQL: ``columns`` of ``model``'s rows (alias ``t``) for each of ``uids``, in one query: in the
+    order of ``uids`` (``by_uid``: of the UIDs themselves), each pod's rows by the columns ``order``.
+
+    A lateral lookup per UID walks the table's ``(cluster, pod_uid, …)`` index whatever the planner's
+    statistics say: ``pod_uid IN (…)`` on a table not analyzed since a bulk load (autovacuum off, or not
+    yet run) was planned as a scan of every row of the cluster, once per chunk of pods. The ``ORDER BY``
+    inside keeps the subquery from being flattened into that same plan, and hands each pod's rows over
+    sorted.
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    cluster_column = quote(model._meta.get_field("cluster").column)
+    inner = ", ".join(f"x.{quote(c)}" for c in order)
+    outer = ", ".join(f"t.{quote(c)}" for c in order)
+    sql = (
+        f"SELECT {columns} FROM unnest(%s::varchar[]) WITH ORDINALITY AS u(uid, ord) "
+        f"CROSS JOIN LATERAL (SELECT * FROM {table} x WHERE x.{cluster_column} = %s AND x.pod_uid = u.uid "
+        f"ORDER BY {inner}) t ORDER BY {'t.pod_uid' if by_uid else 'u.ord'}, {outer}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(uids), cluster.pk])
+        return cursor.fetchall()
+
+
+def _pg_iso(column: str) -> str:
+    return _PG_ISO.format(f"t.{connection.ops.quote_name(column)}")
+
+
 def text(value: Any) -> str | None:
     """What ``iso`` gave, as ISO text."""
     return value if value is None or isinstance(value, str) else format_time(value)
@@ -90,7 +137,17 @@ def _lane_order(name: str) -> tuple[int, str]:
 
 
 def _ev(ids: Iterable[int]) -> list[str]:
-    return [str(i) for i in ids]
+    return list(map(str, ids))
+
+
+def _attrs(value: Any) -> dict[str, Any]:
+    """A JSON object column (text or value) as a dict of its own."""
+    return dict(loads(value) or {})
+
+
+def _evidence(value: Any) -> list[str]:
+    """An evidence column (text or value): observation ids as strings."""
+    return list(map(str, loads(value) or ()))
 
 
 def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evidence: Any) -> dict[str, Any]:
@@ -100,8 +157,8 @@ def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evi
         "start": text(start),
         "end": text(end),
         "source": source,
-        "attrs": dict(loads(attrs) or {}),
-        "evidence": _ev(loads(evidence) or ()),
+        "attrs": _attrs(attrs),
+        "evidence": _evidence(evidence),
     }
 
 
@@ -127,54 +184,22 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
         lanes: dict[str, dict[str, list[dict[str, Any]]]] = {u: {"worker": [], "api": []} for u in uids}
-        for uid, lane, state, start, end, source, attrs, evidence in (
-            Interval.objects.filter(cluster=cluster, pod_uid__in=uids)
-            .order_by("pod_uid", "lane", "start", "id")
-            .values_list(
-                "pod_uid",
-                "lane",
-                "state",
-                iso("start"),
-                iso("end"),
-                "source",
-                json_text("attrs"),
-                json_text("evidence"),
-            )
-        ):
+        for uid, lane, state, start, end, source, attrs, evidence in _interval_rows(cluster, uids):
             lanes[uid].setdefault(lane, []).append(interval_json(state, start, end, source, attrs, evidence))
         markers: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
-        for uid, at, kind, reason, message, attrs, evidence in (
-            Marker.objects.filter(cluster=cluster, pod_uid__in=uids)
-            .order_by("pod_uid", "at", "id")
-            .values_list(
-                "pod_uid", iso("at"), "kind", "reason", "message", json_text("attrs"), json_text("evidence")
-            )
-        ):
+        for uid, at, kind, reason, message, attrs, evidence in _marker_rows(cluster, uids):
             markers[uid].append(
                 {
                     "at": text(at),
                     "kind": kind,
                     "reason": reason,
                     "message": message,
-                    "attrs": dict(loads(attrs) or {}),
-                    "evidence": _ev(loads(evidence) or ()),
+                    "attrs": _attrs(attrs),
+                    "evidence": _evidence(evidence),
                 }
             )
         findings: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
-        for uid, kind, severity, message, start, end, attrs, evidence in (
-            Finding.objects.filter(cluster=cluster, pod_uid__in=uids)
-            .order_by("pod_uid", "start", "kind", "id")
-            .values_list(
-                "pod_uid",
-                "kind",
-                "severity",
-                "message",
-                iso("start"),
-                iso("end"),
-                json_text("attrs"),
-                json_text("evidence"),
-            )
-        ):
+        for uid, kind, severity, message, start, end, attrs, evidence in _finding_rows(cluster, uids):
             findings[uid].append(
                 {
                     "kind": kind,
@@ -182,8 +207,8 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     "message": message,
                     "start": text(start),
                     "end": text(end),
-                    "evidence": _ev(loads(evidence) or ()),
-                    "attrs": dict(loads(attrs) or {}),
+                    "evidence": _evidence(evidence),
+                    "attrs": _attrs(attrs),
                 }
             )
         for pod in chunk:
@@ -202,6 +227,67 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
             )
 
 
+def _interval_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]:
+    if _postgres():
+        return _per_pod_rows(
+            Interval,
+            cluster,
+            uids,
+            f"t.pod_uid, t.lane, t.state, {_pg_iso('start')}, {_pg_iso('end')}, t.source, t.attrs::text, "
+            "t.evidence::text",
+            ("lane", "start", "id"),
+        )
+    return (
+        Interval.objects.filter(cluster=cluster, pod_uid__in=uids)
+        .order_by("pod_uid", "lane", "start", "id")
+        .values_list(
+            "pod_uid", "lane", "state", "start", "end", "source", json_text("attrs"), json_text("evidence")
+        )
+    )
+
+
+def _marker_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]:
+    if _postgres():
+        return _per_pod_rows(
+            Marker,
+            cluster,
+            uids,
+            f"t.pod_uid, {_pg_iso('at')}, t.kind, t.reason, t.message, t.attrs::text, t.evidence::text",
+            ("at", "id"),
+        )
+    return (
+        Marker.objects.filter(cluster=cluster, pod_uid__in=uids)
+        .order_by("pod_uid", "at", "id")
+        .values_list("pod_uid", "at", "kind", "reason", "message", json_text("attrs"), json_text("evidence"))
+    )
+
+
+def _finding_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]:
+    if _postgres():
+        return _per_pod_rows(
+            Finding,
+            cluster,
+            uids,
+            f"t.pod_uid, t.kind, t.severity, t.message, {_pg_iso('start')}, {_pg_iso('end')}, t.attrs::text, "
+            "t.evidence::text",
+            ("start", "kind", "id"),
+        )
+    return (
+        Finding.objects.filter(cluster=cluster, pod_uid__in=uids)
+        .order_by("pod_uid", "start", "kind", "id")
+        .values_list(
+            "pod_uid",
+            "kind",
+            "severity",
+            "message",
+            "start",
+            "end",
+            json_text("attrs"),
+            json_text("evidence"),
+        )
+    )
+
+
 # --- observations ------------------------------------------------------------------------------------------
 _OBS_COLUMNS = (
     "id",
@@ -218,33 +304,64 @@ _OBS_COLUMNS = (
 )
 
 
+def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
+    oid, kind, source, observed, received, key, pod_uid, node, ns, name, payload = row
+    return {
+        "id": oid,
+        "kind": kind,
+        "source": source,
+        "observed_at": text(observed),
+        "received_at": text(received),
+        "dedupe_key": key,
+        "pod_uid": pod_uid or None,
+        "node": node or None,
+        "namespace": ns or None,
+        "name": name or None,
+        "payload": loads(payload),
+    }
+
+
 def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
     """Rows as bundle items; the payload is read as text and parsed with orjson (several times faster
     than the JSONField's own decoding on a quarter of a million rows)."""
-    for oid, kind, source, observed, received, key, pod_uid, node, ns, name, payload in qs.annotate(
+    for row in qs.annotate(
         payload_text=json_text("payload"), observed_iso=iso("observed_at"), received_iso=iso("received_at")
     ).values_list(*_OBS_COLUMNS):
-        yield {
-            "id": oid,
-            "kind": kind,
-            "source": source,
-            "observed_at": text(observed),
-            "received_at": text(received),
-            "dedupe_key": key,
-            "pod_uid": pod_uid or None,
-            "node": node or None,
-            "namespace": ns or None,
-            "name": name or None,
-            "payload": loads(payload),
-        }
+        yield _observation_item(row)
 
 
 def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str, Any]]:
     """Every observation of ``pods``: pod by pod in the given order, each in ``Observation.sort_key``
     order (time, kind, dedupe key), which does not depend on row ids."""
     for chunk in chunks(pods):
-        by_uid: dict[str, list[dict[str, Any]]] = {p.uid: [] for p in chunk}
-        qs = Observation.objects.filter(cluster=cluster, pod_uid__in=list(by_uid)).order_by(
+        uids = [p.uid for p in chunk]
+        if _postgres():
+            rows = _per_pod_rows(
+                Observation,
+                cluster,
+                uids,
+                f"t.id, t.kind, t.source, {_pg_iso('observed_at')}, {_pg_iso('received_at')}, t.dedupe_key, "
+                "t.pod_uid, t.node, t.namespace, t.name, t.payload::text",
+                ("observed_at", "kind", "dedupe_key"),
+            )
+            # Times are text already and the payload is text: no per-row conversions beyond parsing it.
+            for oid, kind, source, observed, received, key, pod_uid, node, ns, name, payload in rows:
+                yield {
+                    "id": oid,
+                    "kind": kind,
+                    "source": source,
+                    "observed_at": observed,
+                    "received_at": received,
+                    "dedupe_key": key,
+                    "pod_uid": pod_uid or None,
+                    "node": node or None,
+                    "namespace": ns or None,
+                    "name": name or None,
+                    "payload": orjson.loads(payload),
+                }
+            continue
+        by_uid: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
+        qs = Observation.objects.filter(cluster=cluster, pod_uid__in=uids).order_by(
             "pod_uid", "observed_at", "kind", "dedupe_key"
         )
         for item in _observation_rows(qs):
@@ -483,7 +600,7 @@ def findings(
             attrs,
             evidence,
         ) = row
-        evidence = evidence or []
+        evidence = loads(evidence) or []
         if cut:
             evidence = [i for i in evidence if i in included_side]
         return {
@@ -495,18 +612,31 @@ def findings(
             "kind": kind,
             "severity": severity,
             "message": message,
-            "start": format_time(start),
-            "end": format_time(end),
-            "attrs": dict(attrs or {}),
+            "start": text(start),
+            "end": text(end),
+            "attrs": _attrs(attrs),
             "evidence": _ev(evidence),
         }
 
     for chunk in chunks(pod_uids):
-        for row in (
-            Finding.objects.filter(cluster=cluster, pod_uid__in=list(chunk))
-            .order_by("pod_uid", "start", "kind", "id")
-            .values_list(*fields)
-        ):
+        if _postgres():
+            # Within a chunk by pod UID (not the chunk's pod order): the order this section always had.
+            rows: Iterable[tuple[Any, ...]] = _per_pod_rows(
+                Finding,
+                cluster,
+                chunk,
+                "t.id, t.subject, t.subject_name, t.pod_uid, t.namespace, t.node, t.kind, t.severity, "
+                f"t.message, {_pg_iso('start')}, {_pg_iso('end')}, t.attrs::text, t.evidence::text",
+                ("start", "kind", "id"),
+                by_uid=True,
+            )
+        else:
+            rows = (
+                Finding.objects.filter(cluster=cluster, pod_uid__in=list(chunk))
+                .order_by("pod_uid", "start", "kind", "id")
+                .values_list(*fields)
+            )
+        for row in rows:
             seen.add(row[0])
             yield item(row, cut=row[1] != "pod")
     if pdb_uids:
