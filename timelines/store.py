@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from django.db import connection, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
@@ -96,14 +96,19 @@ class SaveResult:
 
 
 def cluster_for(name_or_cluster: Cluster | str, *, origin: str = Cluster.Origin.LIVE) -> Cluster:
-    """The cluster with this name, created (and validated) when new."""
+    """The cluster with this name, created (and validated) when new; safe when threads race to create it."""
     if isinstance(name_or_cluster, Cluster):
         return name_or_cluster
     cluster = Cluster.objects.filter(name=name_or_cluster).first()
-    if cluster is None:
-        cluster = Cluster(name=name_or_cluster, origin=origin)
-        cluster.full_clean()
-        cluster.save()
+    if cluster is not None:
+        return cluster
+    cluster = Cluster(name=name_or_cluster, origin=origin)
+    cluster.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            cluster.save()
+    except IntegrityError:  # another thread or worker created it first
+        return Cluster.objects.get(name=name_or_cluster)
     return cluster
 
 

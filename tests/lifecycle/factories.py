@@ -100,6 +100,7 @@ def pod(
     name: str = "web-1",
     watch: str | None = None,
     source: str = Source.API,
+    finalizers: list[str] | None = None,
 ) -> Observation:
     """A ``pod`` (or with ``deleted=True`` a ``pod_deleted``) observation seen at T0 + ``seen``.
 
@@ -117,7 +118,7 @@ def pod(
         "deletion_timestamp": at(deletion),
         "deletion_grace_seconds": deletion_grace,
         "grace_seconds": grace,
-        "finalizers": [],
+        "finalizers": finalizers or [],
         "static": static,
         "owner": None if static else {"kind": "ReplicaSet", "name": "web-7d9", "uid": "rs-uid-1"},
         "phase": phase,

@@ -95,6 +95,7 @@ class PodSnapshot:
     start_time: datetime | None
     conditions: tuple[Condition, ...]
     containers: tuple[ContainerStatus, ...]
+    finalizers: tuple[str, ...] = ()
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, or None."""
@@ -436,6 +437,7 @@ class _Reader:
             start_time=self.time(obs, p, "start_time"),
             conditions=tuple(conditions),
             containers=tuple(containers),
+            finalizers=tuple(str(f) for f in p.get("finalizers") or () if isinstance(f, str)),
         )
 
     def span_events(self, obs: Observation) -> list[WorkerEvent]:

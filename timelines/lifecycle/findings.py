@@ -349,7 +349,67 @@ def never_started(ctx: _Context) -> list[Finding]:
 
 
 def stuck_terminating(ctx: _Context) -> list[Finding]:
-    """Terminating longer than the grace period plus ``stuck_terminating_slack`` (measured at ``now`` if open)."""
+    """Terminating longer than the grace period plus ``stuck_terminating_slack`` (measured at ``now`` if open).
+
+    Either side can be stuck: the kubelet's worker (containers that will not stop), or the API object
+    that stays Terminating after the kubelet is done — "stuck Terminating" as kubectl shows it, most often
+    a finalizer nobody removes. The API side is flagged only when the worker's side is not.
+    """
+    out = _stuck_worker(ctx)
+    if not out:
+        out = _stuck_api(ctx)
+    return out
+
+
+def _stuck_api(ctx: _Context) -> list[Finding]:
+    """An API object that keeps its deletionTimestamp (kubectl's "Terminating") past grace + slack."""
+    out: list[Finding] = []
+    for inc in ctx.facts.incarnations:
+        asked = [s for s in inc.snapshots if s.deletion_timestamp is not None and not s.deleted]
+        if not asked:
+            continue
+        first = asked[0]
+        start = min(first.deletion_requested_at or first.at, first.at)
+        grace = timedelta(seconds=max(first.deletion_grace_seconds or 0, 1))
+        limit = grace + ctx.thresholds.stuck_terminating_slack
+        end = inc.deleted_at
+        took = (end if end is not None else ctx.now) - start
+        if took <= limit:
+            continue
+        finalizers = list(asked[-1].finalizers)
+        why = f"; finalizers {', '.join(finalizers)} keep the object" if finalizers else ""
+        state = "has been" if end is None else "was"
+        out.append(
+            Finding(
+                kind="stuck_terminating",
+                severity="critical" if end is None else "warning",
+                message=(
+                    f"Pod {ctx.pod} {state} Terminating in the API for {human_duration(took)} "
+                    f"(since {human_time(start)}), past its {human_duration(grace)} grace period plus "
+                    f"{human_duration(ctx.thresholds.stuck_terminating_slack)} slack{why}."
+                ),
+                start=start,
+                end=end,
+                evidence=_evidence([first.key, asked[-1].key]),
+                attrs={
+                    "seconds": took.total_seconds(),
+                    "grace_seconds": grace.total_seconds(),
+                    "open": end is None,
+                    "side": "api",
+                    "finalizers": finalizers,
+                },
+            )
+        )
+    return out
+
+
+def _held_by_finalizers(facts: PodFacts, iv: Interval) -> bool:
+    """Whether the object was kept, during ``iv``, by finalizers (then waiting is theirs, not cleanup's)."""
+    inside = [s for s in facts.snapshots if s.at >= iv.start and (iv.end is None or s.at <= iv.end)]
+    return bool(inside) and bool(inside[-1].finalizers)
+
+
+def _stuck_worker(ctx: _Context) -> list[Finding]:
     out: list[Finding] = []
     for iv in ctx.worker(WorkerPhase.TERMINATING):
         grace = ctx.grace(iv)
@@ -493,8 +553,10 @@ def slow_cleanup(ctx: _Context) -> list[Finding]:
     out: list[Finding] = []
     deleting = any(s.deletion_timestamp is not None or s.deleted for s in ctx.facts.snapshots)
     for iv in ctx.worker(WorkerPhase.CLEANUP):
-        if iv.source == "inferred" and not deleting:
-            continue  # a finished pod nobody deleted: the API never tells when the kubelet was done
+        if iv.source == "inferred" and (not deleting or _held_by_finalizers(ctx.facts, iv)):
+            # A finished pod nobody deleted, or one a finalizer holds: the API never tells when the
+            # kubelet was done (a finalizer's wait is stuck_terminating's business).
+            continue
         stop = iv.end if iv.end is not None else ctx.now
         took = stop - iv.start
         if took <= ctx.thresholds.slow_cleanup:

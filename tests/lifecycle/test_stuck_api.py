@@ -1,0 +1,77 @@
+"""stuck_terminating on the API side: the kubelet is done, a finalizer keeps the object Terminating."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.lifecycle.factories import ctr, pod, t
+from timelines.lifecycle.derive import derive_pod_timeline
+
+UID = "5f0c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
+RUNNING = [ctr("app", "running", started=5.0, ready=True)]
+STOPPED = [ctr("app", "terminated", reason="Error", exit_code=137, started=5.0, finished=112.0)]
+
+
+def observations(*, finalizer_removed_at: float | None):
+    obs = [
+        pod(UID, 1, 1.0, phase="Pending", start_time=1.0),
+        pod(UID, 2, 6.0, phase="Running", start_time=1.0, containers=RUNNING),
+        # DELETE at 100 with a 10 s grace: deletionTimestamp 110; the finalizer stays on the object.
+        pod(
+            UID,
+            3,
+            100.0,
+            phase="Running",
+            start_time=1.0,
+            deletion=110.0,
+            deletion_grace=10,
+            containers=RUNNING,
+            finalizers=["podlife.dev/cleanup"],
+        ),
+        pod(
+            UID,
+            4,
+            113.0,
+            phase="Failed",
+            start_time=1.0,
+            deletion=110.0,
+            deletion_grace=10,
+            containers=STOPPED,
+            finalizers=["podlife.dev/cleanup"],
+        ),
+    ]
+    if finalizer_removed_at is not None:
+        obs.append(
+            pod(
+                UID,
+                5,
+                finalizer_removed_at,
+                phase="Failed",
+                start_time=1.0,
+                deletion=110.0,
+                deletion_grace=10,
+                containers=STOPPED,
+                deleted=True,
+            )
+        )
+    return obs
+
+
+def test_finalizer_keeping_a_terminating_pod_is_stuck_and_named():
+    timeline = derive_pod_timeline(observations(finalizer_removed_at=None), now=t(400.0))
+    [finding] = [f for f in timeline.findings if f.kind == "stuck_terminating"]
+    assert finding.attrs["side"] == "api" and finding.attrs["open"] is True
+    assert finding.start == t(100.0) and finding.end is None
+    assert not [f for f in timeline.findings if f.kind == "slow_cleanup"]  # the finalizer waits, not cleanup
+    assert finding.severity == "critical"
+    assert "Terminating in the API for 5m00s" in finding.message
+    assert "finalizers podlife.dev/cleanup keep the object" in finding.message
+    assert finding.attrs["finalizers"] == ["podlife.dev/cleanup"]
+
+
+def test_a_prompt_finalizer_is_not_stuck():
+    timeline = derive_pod_timeline(observations(finalizer_removed_at=130.0), now=t(400.0))
+    assert not [f for f in timeline.findings if f.kind == "stuck_terminating"]
+    api = timeline.lane("api")
+    assert any(iv.state == "deleted" and iv.start == t(130.0) for iv in api)
+    assert t(130.0) - t(100.0) < timedelta(seconds=70)
