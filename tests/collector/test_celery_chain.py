@@ -65,8 +65,17 @@ def worker_env(make_sim, monkeypatch, tmp_path) -> Iterator[tuple[dict[str, str]
         "PODLIFE_KUBELET_METRICS": "0",
         "PODLIFE_KUBELET_LOGS": "0",
     }
-    for key, value in knobs.items():  # this process arms chains, so it reads the same clusters
-        monkeypatch.setenv(key, value)
+    # This process arms chains, so it reads the same clusters as the worker does from its environment.
+    settings_in_process = {
+        "PODLIFE_KUBECONFIG": str(sim.kubeconfig),
+        "PODLIFE_KUBE_CONTEXTS": [CLUSTER],
+        "PODLIFE_WATCH_TIMEOUT_S": 2,
+        "PODLIFE_WATCH_LEASE_S": 4.0,
+        "PODLIFE_KUBELET_METRICS": False,
+        "PODLIFE_KUBELET_LOGS": False,
+    }
+    for key, value in settings_in_process.items():
+        monkeypatch.setattr(settings, key, value)
     env = {**os.environ, **knobs, "DATABASE_URL": test_db_url, "REDIS_URL": settings.REDIS_URL}
     backend = lease.leases()
     assert isinstance(backend, lease.RedisLeases)
