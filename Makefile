@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench clean
+.PHONY: demo test lint format typecheck bench collect clean
 
 # A virtualenv with both requirement files; rebuilt when either changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -27,6 +27,11 @@ test: $(VENV)/.installed
 		DATABASE_URL= $(PY) -m pytest -q -m both_databases; \
 	fi
 
+## make collect KUBECONFIG=PATH: watch the kubeconfig's current context in the foreground, no broker
+collect: $(VENV)/.installed
+	$(PY) manage.py migrate --no-input -v 0
+	$(PY) manage.py collect --kubeconfig $${KUBECONFIG:-$$HOME/.kube/config}
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -38,8 +43,13 @@ format: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
+## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
+## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium.
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
+	$(PY) bench/watch.py
+	$(PY) bench/export.py
+	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots
