@@ -8,7 +8,7 @@
 * ``schedule_kubelet_pulls()`` (beat) fans out ``pull_kubelet(cluster, what)`` per cluster;
   ``apply_retention()`` (beat, hourly) drops observations older than ``PODLIFE_RETENTION_DAYS``.
 
-The beat schedule is registered here (``register_beat_schedule``), not in settings. On the embedded
+The beat schedule is registered here (``add_beat_entries``), not in settings. On the embedded
 default tasks run eagerly in the caller's process, where a chain would recurse into itself; there
 ``watch_step`` runs its one step and returns, and ``rearm_watches`` starts the in-process background
 collector (``collectors/kube/runner.py``) instead of chains.
@@ -25,6 +25,7 @@ from django.conf import settings
 from collectors.kube import chain, kubelet, lease, runner
 from collectors.kube.config import Tunables, configured_clusters
 from collectors.kube.resources import ALL_RESOURCES
+from podlife_site.celery import add_beat_entries
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,4 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
-def register_beat_schedule(app: Any = None) -> None:
-    """Add the collector's entries to the app's beat schedule (entries already there win)."""
-    app = app or current_app
-    app.conf.beat_schedule = {**beat_schedule(), **(app.conf.beat_schedule or {})}
-
-
-# Beat imports this module (autodiscovery) before it builds its scheduler, so the entries are in place.
-register_beat_schedule()
+add_beat_entries(beat_schedule())

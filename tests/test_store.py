@@ -121,11 +121,35 @@ def test_invalid_cluster_name_is_refused():
         store.save_observations("bad name!", [obs(1)])
 
 
-def test_retention_drops_only_old_observations():
+def test_retention_drops_only_old_data_and_keeps_imported_clusters():
+    from timelines.models import Interval, Pod
+
     store.save_observations("c1", [obs(1), obs(2)])
-    ObservationRow.objects.filter(dedupe_key="k1").update(observed_at=T0 - timedelta(days=30))
+    cluster = Cluster.objects.get(name="c1")
+    old, recent = T0 - timedelta(days=30), T0 - timedelta(days=1)
+    ObservationRow.objects.filter(dedupe_key="k1").update(observed_at=old)
+    Interval.objects.create(
+        cluster=cluster, pod_uid="a", lane="worker", state="setup", start=old, end=old, source="observed"
+    )
+    Interval.objects.create(
+        cluster=cluster, pod_uid="b", lane="worker", state="setup", start=old, end=None, source="observed"
+    )
+    Pod.objects.create(cluster=cluster, uid="a", deleted_at=old)
+    Pod.objects.create(cluster=cluster, uid="b", deleted_at=recent)
+    imported = Cluster.objects.create(name="bundle", origin=Cluster.Origin.IMPORTED, read_only=True)
+    ObservationRow.objects.create(
+        cluster=imported,
+        kind="worker",
+        source="kubelet_log",
+        observed_at=old,
+        received_at=old,
+        dedupe_key="x",
+    )
+
     assert store.apply_retention(14, now=T0) == 1
-    assert list(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k2"]
+    assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k2", "x"]
+    assert list(Interval.objects.values_list("pod_uid", flat=True)) == ["b"]  # still open: kept
+    assert list(Pod.objects.values_list("uid", flat=True)) == ["b"]
     assert store.apply_retention(0, now=T0) == 0
 
 

@@ -120,6 +120,38 @@ def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None
     return derived
 
 
+AGING_STATES = ("terminating", "cleanup")  # open intervals whose findings change as time passes
+
+
+def rederive_open_pods(*, now: datetime | None = None) -> int:
+    """Re-derive the pods of live clusters that are still terminating or cleaning up, or still carry a
+    deletion request: their findings (stuck, slow cleanup) depend on how long ago that began. Returns
+    how many pods were re-derived."""
+    open_rows = (
+        Interval.objects.filter(
+            cluster__origin=Cluster.Origin.LIVE,
+            pod_uid__isnull=False,
+            end__isnull=True,
+            lane__in=("worker", "api"),
+        )
+        .filter(state__in=AGING_STATES)
+        .values_list("cluster_id", "pod_uid")
+        .distinct()
+    )
+    by_cluster: dict[int, set[str]] = {}
+    for cluster_id, uid in open_rows:
+        by_cluster.setdefault(cluster_id, set()).add(uid)
+    count = 0
+    for cluster in Cluster.objects.filter(pk__in=by_cluster):
+        alive = set(
+            Pod.objects.filter(
+                cluster=cluster, uid__in=by_cluster[cluster.pk], deleted_at__isnull=True
+            ).values_list("uid", flat=True)
+        )
+        count += len(rederive_pods(cluster, alive, now=now))
+    return count
+
+
 def rederive_cluster(cluster: Cluster, *, now: datetime | None = None) -> list[PodTimeline]:
     """Rebuild every pod of ``cluster`` from its observations."""
     uids = (

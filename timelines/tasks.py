@@ -1,4 +1,6 @@
-"""Celery tasks of the timelines app: large incident exports (``timelines/export/jobs.py`` does the work).
+"""Celery tasks of the timelines app: large incident exports (``timelines/export/jobs.py`` does the work),
+their clean-up, and re-deriving pods whose open intervals age (a termination becomes "stuck" with time,
+with no new observation).
 
 Tasks take ids and primitives; retrying an export that failed would fail the same way, so there is none.
 """
@@ -9,7 +11,12 @@ from typing import Any
 
 from celery import shared_task
 
+from podlife_site.celery import add_beat_entries
+from timelines.derivation import rederive_open_pods
 from timelines.export import jobs
+
+REDERIVE_OPEN_EVERY_S = 60.0
+PURGE_EXPORTS_EVERY_S = 3600.0
 
 
 # An export of tens of thousands of pods takes minutes, past the default CELERY_TASK_TIME_LIMIT.
@@ -27,3 +34,22 @@ def export_incident_task(self: Any, job_id: str) -> dict[str, Any] | None:
 @shared_task(name="timelines.purge_export_jobs", ignore_result=True)
 def purge_export_jobs() -> int:
     return jobs.purge_old_jobs()
+
+
+@shared_task(name="timelines.rederive_open_pods", ignore_result=True)
+def rederive_open_pods_task() -> int:
+    return rederive_open_pods()
+
+
+add_beat_entries(
+    {
+        "podlife-rederive-open-pods": {
+            "task": "timelines.rederive_open_pods",
+            "schedule": REDERIVE_OPEN_EVERY_S,
+        },
+        "podlife-purge-export-jobs": {
+            "task": "timelines.purge_export_jobs",
+            "schedule": PURGE_EXPORTS_EVERY_S,
+        },
+    }
+)
