@@ -203,3 +203,16 @@ def test_unmanaged_pods_event_is_a_finding():
 )
 def test_selector_semantics(selector, labels, expected):
     assert selector_matches(selector, labels) is expected
+
+
+def test_one_finding_per_pod_for_a_budget_that_stays_zero():
+    """The healthy count moves (two blocked intervals back to back) and the pod both carries
+    DisruptionTarget and sits on a cordoned node: still one finding for the pod, naming both causes."""
+    obs = [pdb_obs(0, 0, healthy=2), pdb_obs(30, 0, healthy=1), pdb_obs(90, 1, healthy=3)]
+    pods = [pod("u1", "web-1", target=[(at(10), at(60))])]
+    timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(5), None)]})
+    assert [iv.state for iv in timeline.intervals] == ["blocked", "blocked", "allowed"]
+    [finding] = timeline.findings
+    assert (finding.start, finding.end) == (at(5), at(90))
+    assert "carries DisruptionTarget and runs on cordoned node node-a" in finding.message
+    assert set(finding.evidence) == {"pdb:p1:0", "pdb:p1:30"}

@@ -26,6 +26,7 @@ from timelines.models import Cluster, Finding, Workload
 
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
+MIN_LIVE_WINDOW = timedelta(minutes=5)
 
 
 class ApiError(Exception):
@@ -117,7 +118,8 @@ def parse_window(
 ) -> tuple[datetime, datetime]:
     """``from`` / ``to`` from the query (at most 31 days apart). Without ``to``: now when the scope has data
     from the last hour (a live view), else just after its newest data. Without ``from``: one hour before a
-    live end, else the scope's whole history up to a day, so a short incident fills the chart."""
+    live end (or from just before the scope's first data when that is younger, but at least five minutes),
+else the scope's whole history up to a day, so a short incident fills the chart."""
     start = parse_when(request.GET.get("from"), "from")
     end = parse_when(request.GET.get("to"), "to")
     first, last = extent() if start is None or end is None else (None, None)  # a query: only when needed
@@ -129,7 +131,11 @@ def parse_window(
         if start is not None and start >= end:
             end = start + DEFAULT_WINDOW
     if start is None:
-        if live or first is None or request.GET.get("to"):
+        if live and first is not None and not request.GET.get("to"):
+            # A live view of a young scope (a new node, a demo just started): from shortly before its
+            # first data, not an hour of empty chart.
+            start = max(end - DEFAULT_WINDOW, min(first - pad, end - MIN_LIVE_WINDOW))
+        elif live or first is None or request.GET.get("to"):
             start = end - DEFAULT_WINDOW
         else:
             start = max(first - pad, end - timedelta(hours=24))

@@ -200,6 +200,28 @@ def _uses_scale(payload: Mapping[str, Any]) -> bool:
     return payload.get("max_unavailable") is not None or isinstance(min_available, str)
 
 
+def _blocked_runs(intervals: Sequence[Interval]) -> list[Interval]:
+    """Back-to-back ``blocked`` intervals (the healthy counts moved, the budget stayed 0) as one each."""
+    runs: list[Interval] = []
+    for iv in intervals:
+        if iv.state != "blocked":
+            continue
+        if runs and runs[-1].end == iv.start:
+            last = runs[-1]
+            runs[-1] = Interval(
+                last.lane,
+                last.state,
+                last.start,
+                iv.end,
+                last.source,
+                last.attrs,
+                tuple(sorted(set(last.evidence) | set(iv.evidence))),
+            )
+        else:
+            runs.append(iv)
+    return runs
+
+
 def derive_pdb_timeline(
     observations: Iterable[Observation],
     *,
@@ -248,33 +270,37 @@ def derive_pdb_timeline(
     )
     unmanaged = [p for p in covered if not p.has_controller]
     findings: list[Finding] = []
-    blocked = [iv for iv in intervals if iv.state == "blocked"]
-    for iv in blocked:
+    for run in _blocked_runs(intervals):
         for pod in covered:
             causes: list[tuple[Span, str]] = [(s, "carries DisruptionTarget") for s in pod.disruption_target]
             if pod.node:
                 causes += [
                     (s, f"runs on cordoned node {pod.node}") for s in (cordons or {}).get(pod.node, ())
                 ]
-            for span, why in causes:
-                hit = _overlap((iv.start, iv.end), span)
-                if hit is None:
-                    continue
-                findings.append(
-                    Finding(
-                        kind="pdb_blocking_drain",
-                        severity="warning",
-                        message=(
-                            f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions "
-                            f"({iv.attrs.get('current_healthy')} healthy, {iv.attrs.get('desired_healthy')} needed) "
-                            f"while pod {pod.namespace}/{pod.name} {why}: evictions of it are refused."
-                        ),
-                        start=hit[0],
-                        end=hit[1],
-                        evidence=iv.evidence,
-                        attrs={"pod_uid": pod.uid, "pod": f"{pod.namespace}/{pod.name}", "node": pod.node},
-                    )
+            hits = [
+                (hit, why)
+                for span, why in causes
+                if (hit := _overlap((run.start, run.end), span)) is not None
+            ]
+            if not hits:
+                continue
+            ends = [hit[1] for hit, _ in hits]
+            whys = sorted({why for _, why in hits})
+            findings.append(
+                Finding(
+                    kind="pdb_blocking_drain",
+                    severity="warning",
+                    message=(
+                        f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions "
+                        f"({run.attrs.get('current_healthy')} healthy, {run.attrs.get('desired_healthy')} needed) "
+                        f"while pod {pod.namespace}/{pod.name} {' and '.join(whys)}: evictions of it are refused."
+                    ),
+                    start=min(hit[0] for hit, _ in hits),
+                    end=None if any(e is None for e in ends) else max(e for e in ends if e is not None),
+                    evidence=run.evidence,
+                    attrs={"pod_uid": pod.uid, "pod": f"{pod.namespace}/{pod.name}", "node": pod.node},
                 )
+            )
     events = [o for o in obs if o.kind == Kind.EVENT and o.payload.get("reason") == UNMANAGED_REASON]
     if events or (unmanaged and any(_uses_scale(o.payload) for o in snaps)):
         start = min(
