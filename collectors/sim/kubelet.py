@@ -132,6 +132,7 @@ class Worker:
     first_seen: datetime | None = None
     containers: dict[str, str] = field(default_factory=dict)  # name -> containerID of running containers
     cause: str = ""
+    terminal_phase: str | None = None  # what a kill's status function decided, reported once containers stop
 
     @property
     def ref(self) -> str:
@@ -453,7 +454,16 @@ class SimKubelet:
         self._wlog("SyncTerminatingPod enter", w)
         self._wlog("Pod terminating with grace period", w, gracePeriod=grace)
         if status_fn is not None:
-            self.cluster.update_pod_status(w.namespace, w.api_name, status_fn)
+            # Since 1.25 (kubernetes#108366) the kubelet reports a terminal phase only once the pod's
+            # containers have stopped: the reason, message and DisruptionTarget go out now, the phase
+            # with the containers' final states.
+            def without_phase(pod: dict[str, Any]) -> None:
+                phase = pod["status"].get("phase")
+                status_fn(pod)
+                w.terminal_phase = pod["status"].get("phase")
+                pod["status"]["phase"] = phase
+
+            self.cluster.update_pod_status(w.namespace, w.api_name, without_phase)
         pod = self.cluster.store.get("pods", w.namespace, w.api_name)
         b = w.behaviour
         for cname, cid in w.containers.items():
@@ -544,7 +554,9 @@ class SimKubelet:
             failed = any(
                 cs["state"]["terminated"]["exitCode"] != 0 for cs in st.get("containerStatuses") or []
             )
-            if st.get("phase") not in ("Failed", "Succeeded"):
+            if w.terminal_phase in ("Failed", "Succeeded"):
+                st["phase"] = w.terminal_phase
+            elif st.get("phase") not in ("Failed", "Succeeded"):
                 st["phase"] = "Failed" if failed or not had_containers else "Succeeded"
             reason = "PodCompleted"
             set_condition(st["conditions"], condition("ContainersReady", False, now, reason))

@@ -163,6 +163,13 @@ def test_node_shutdown_pods_end_failed_with_exact_reason() -> None:
             "TerminationByKubelet",
             SHUTDOWN_MESSAGE,
         )
+    # A terminal phase is reported only with the containers' final states (kubernetes#108366).
+    for _, o in history(c, "pods"):
+        if o["status"].get("phase") in ("Failed", "Succeeded"):
+            running = [
+                cs["name"] for cs in o["status"].get("containerStatuses") or [] if "running" in cs["state"]
+            ]
+            assert not running, f"{o['metadata']['name']} is {o['status']['phase']} with {running} running"
     ready = [
         next(cd for cd in o["status"]["conditions"] if cd["type"] == "Ready")["status"]
         for _, o in history(c, "nodes")
