@@ -41,19 +41,6 @@ def thresholds_from_settings() -> Thresholds:
     )
 
 
-_OBSERVATION_FIELDS = (
-    "kind",
-    "source",
-    "observed_at",
-    "dedupe_key",
-    "pod_uid",
-    "node",
-    "namespace",
-    "name",
-    "payload",
-)
-
-
 def _observation(fields: list[Any] | tuple[Any, ...]) -> Observation:
     kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, payload = fields
     return Observation(

@@ -117,9 +117,9 @@ def parse_window(
     request: HttpRequest, extent: Callable[[], tuple[datetime | None, datetime | None]]
 ) -> tuple[datetime, datetime]:
     """``from`` / ``to`` from the query (at most 31 days apart). Without ``to``: now when the scope has data
-    from the last hour (a live view), else just after its newest data. Without ``from``: one hour before a
-    live end (or from just before the scope's first data when that is younger, but at least five minutes),
-else the scope's whole history up to a day, so a short incident fills the chart."""
+        from the last hour (a live view), else just after its newest data. Without ``from``: one hour before a
+        live end (or from just before the scope's first data when that is younger, but at least five minutes),
+    else the scope's whole history up to a day, so a short incident fills the chart."""
     start = parse_when(request.GET.get("from"), "from")
     end = parse_when(request.GET.get("to"), "to")
     first, last = extent() if start is None or end is None else (None, None)  # a query: only when needed

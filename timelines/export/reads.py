@@ -20,7 +20,7 @@ from django.db.models import F, Func, Q, TextField
 from django.db.models.functions import Cast
 
 from timelines.derivation import NODE_KINDS
-from timelines.lifecycle.observation import Kind
+from timelines.lifecycle.observation import FIELDS, Kind
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import format_time
 from timelines.models import (
@@ -39,18 +39,8 @@ from timelines.models import (
 
 CHUNK = 500  # pods per query: under SQLite's bound-parameter limit, a few MB of rows at most
 
-# The fields of the observation contract (timelines/lifecycle/observation.py); the digest covers these.
-CONTRACT_FIELDS = (
-    "kind",
-    "source",
-    "observed_at",
-    "dedupe_key",
-    "pod_uid",
-    "node",
-    "namespace",
-    "name",
-    "payload",
-)
+# The fields of the observation contract; the digest covers these.
+CONTRACT_FIELDS = FIELDS
 
 
 class _IsoUtc(Func):

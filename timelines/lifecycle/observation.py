@@ -10,7 +10,7 @@ Kinds and their payloads are listed in ``docs/observations.md``; the constants b
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -138,6 +138,10 @@ class Observation:
     def sort_key(self) -> tuple[datetime, str, str]:
         """A total order that does not depend on arrival order."""
         return (self.observed_at, self.kind, self.dedupe_key)
+
+
+# The contract's fields, in order: what the store keeps in columns and what an incident bundle's digest covers.
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Observation))
 
 
 class InvalidObservation(ValueError):
