@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
 from timelines.lifecycle.timeline import Marker as MarkerT
@@ -499,25 +500,8 @@ def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") 
     return list(qs.order_by("namespace", "name"))
 
 
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector (``matchLabels`` / ``matchExpressions``, either spelling) against labels.
-
-    An empty selector matches every pod (policy/v1 semantics for PDBs).
-    """
-    match_labels = selector.get("matchLabels") or selector.get("match_labels") or {}
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for expr in selector.get("matchExpressions") or selector.get("match_expressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+# metav1.LabelSelector semantics live in the pure core; re-exported for views, export and scope.
+selector_matches = cluster_objects.selector_matches
 
 
 def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
