@@ -383,20 +383,15 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
             for m in timeline.markers
         ]
         findings += [
-            Finding(
-                cluster=cluster,
+            _finding_row(
+                cluster,
+                f,
+                evidence,
                 pod_uid=uid,
                 node=node,
                 namespace=namespace,
                 subject="pod",
                 subject_name=f"{namespace}/{timeline.name or uid}",
-                kind=f.kind,
-                severity=f.severity,
-                message=f.message,
-                start=f.start,
-                end=f.end,
-                attrs=f.attrs,
-                evidence=evidence(f.evidence),
             )
             for f in timeline.findings
         ]
@@ -611,6 +606,23 @@ def _evidence_ids(ids_by_key: Mapping[str, int]) -> Callable[[Iterable[str]], li
     return evidence
 
 
+def _finding_row(
+    cluster: Cluster, finding: Any, evidence: Callable[[Iterable[str]], list[int]], **columns: Any
+) -> Finding:
+    """A Finding row from the lifecycle core's finding; ``columns`` say whose it is (and may override attrs)."""
+    columns.setdefault("attrs", finding.attrs)
+    return Finding(
+        cluster=cluster,
+        kind=finding.kind,
+        severity=finding.severity,
+        message=finding.message,
+        start=finding.start,
+        end=finding.end,
+        evidence=evidence(finding.evidence),
+        **columns,
+    )
+
+
 def _interval_rows(
     cluster: Cluster, intervals: Iterable[Any], evidence: Callable[[Iterable[str]], list[int]], **columns: Any
 ) -> list[Interval]:
@@ -657,20 +669,16 @@ def replace_pdb_timeline(cluster: Cluster, timeline: PdbTimeline, ids_by_key: Ma
     for row in rows:
         row.attrs["pdb_uid"] = timeline.uid
     findings = [
-        Finding(
-            cluster=cluster,
+        _finding_row(
+            cluster,
+            f,
+            evidence,
             pod_uid=f.attrs.get("pod_uid"),
             node=f.attrs.get("node") or "",
             namespace=timeline.namespace,
             subject="pdb",
             subject_name=f"{timeline.namespace}/{timeline.name}",
-            kind=f.kind,
-            severity=f.severity,
-            message=f.message,
-            start=f.start,
-            end=f.end,
             attrs={**f.attrs, "pdb_uid": timeline.uid},
-            evidence=evidence(f.evidence),
         )
         for f in timeline.findings
     ]
