@@ -53,6 +53,9 @@ def start_sim(args: argparse.Namespace, kubeconfig: Path) -> subprocess.Popen[st
         sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(args.nodes),
         "--pods-per-node", str(args.pods_per_node), "--churn", str(args.churn), "--speed", "1",
         "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1",
+        # Keep the whole run's history, as etcd between two compactions (5 min by default) would: the
+        # benchmark measures a watch replaying its backlog, not a relist after a too-old version.
+        "--history-limit", "2000000",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
