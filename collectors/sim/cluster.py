@@ -75,6 +75,7 @@ class SimCluster:
         forbidden: tuple[str, ...] = (),
         heartbeat_interval: float | None = None,
         event_ttl: float | None = None,
+        absent_groups: tuple[str, ...] = (),
     ) -> None:
         """``history_limit``, ``kubelet_log_limit``, ``heartbeat_interval`` (0 = no heartbeats) and
         ``event_ttl`` (0 = events live forever) left as None take the defaults above, or the ``scale``
@@ -101,6 +102,9 @@ class SimCluster:
         self._event_gc_started = False
         self._node_cidr: dict[str, str] = {}
         self.forbidden = set(forbidden)  # resource names (or "nodes/proxy") answered with 403
+        # API groups this server does not serve (404, left out of discovery), like an older API server
+        # without events.k8s.io/v1.
+        self.absent_groups = set(absent_groups)
         self.kubelets: dict[str, SimKubelet] = {}
         self.behaviours: dict[tuple[str, str], Behaviour] = {}
         self.workload_behaviour: dict[str, Behaviour] = {}

@@ -344,6 +344,9 @@ class _Handler(BaseHTTPRequestHandler):
         if m is None:
             self._not_found_path()
             return
+        if group in self.sim.cluster.absent_groups:
+            self._not_found_path()
+            return
         res_name = m["res"]
         rtype = RESOURCES.get(res_name)
         if rtype is None or rtype.group != group and not (group == "events.k8s.io" and res_name == "events"):
@@ -416,11 +419,15 @@ class _Handler(BaseHTTPRequestHandler):
             return discovery.VERSION_INFO
         if path == "/api":
             return discovery.api_versions()
+        absent = self.sim.cluster.absent_groups
         if path == "/apis":
-            return discovery.api_group_list()
+            doc = discovery.api_group_list()
+            return {**doc, "groups": [g for g in doc["groups"] if g["name"] not in absent]}
         if path == "/api/v1":
             return discovery.resource_list("")
         parts = path.split("/")
+        if len(parts) >= 3 and parts[1] == "apis" and parts[2] in absent:
+            return None
         if len(parts) == 3 and parts[1] == "apis":
             return discovery.api_group(parts[2])
         if len(parts) == 4 and parts[1] == "apis" and parts[3] == "v1":
@@ -856,12 +863,14 @@ def run_sim(
     history_limit: int | None = None,
     kubelet_log_limit: int | None = None,
     event_ttl: float | None = None,
+    absent_groups: tuple[str, ...] = (),
     **scenario_opts: Any,
 ) -> Iterator[SimServer]:
     """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).
 
     ``server.base_url`` is the API server URL; with ``kubeconfig_path`` a kubeconfig is written there.
-    ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` are SimCluster's;
+    ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` / ``absent_groups``
+    are SimCluster's;
     other keyword arguments go to the scenario (``nodes``, ``pods_per_node``, ``churn`` for ``scale``).
     """
     cluster = SimCluster(
@@ -872,6 +881,7 @@ def run_sim(
         history_limit=history_limit,
         kubelet_log_limit=kubelet_log_limit,
         event_ttl=event_ttl,
+        absent_groups=absent_groups,
     )
     if scenario:
         with cluster.engine.lock:

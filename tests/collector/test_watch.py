@@ -216,3 +216,50 @@ def test_stale_continue_token_restarts_the_list(sim):
     assert st.errors_total == 1 and "continue token expired" in st.last_error
     assert st.relists_total == 1
     assert len(pages) == 1 + -(-len(sim.uids("pods")) // 4)  # one page, then the whole list again
+
+
+def test_events_fall_back_to_core_v1_where_events_k8s_io_is_missing(make_sim):
+    """GIVEN an API server without events.k8s.io/v1 (404, as older clusters answer) WHEN events are
+    collected THEN the collector lists and watches core/v1 events instead, and stores them alike."""
+    sim = make_sim("drain-blocked-by-pdb", absent_groups=("events.k8s.io",))
+    result = sim.step("events")
+    assert result.ok, result.error
+    assert result.action == "list" and result.listed > 0
+    events = stored(Kind.EVENT)
+    assert events.count() == result.listed
+    assert {o.payload["reason"] for o in events} >= {"Scheduled"}
+    sim.spawn(1)
+    sim.advance(5)
+    assert sim.step("events").ok
+    assert stored(Kind.EVENT).count() > result.listed
+
+
+@pytest.mark.parametrize(
+    ("resource", "kind", "deleted_kind", "model"),
+    [
+        ("poddisruptionbudgets", Kind.PDB, Kind.PDB_DELETED, "PodDisruptionBudget"),
+        ("replicasets", Kind.WORKLOAD, Kind.WORKLOAD_DELETED, "Workload"),
+        ("nodes", Kind.NODE, Kind.NODE_DELETED, "Node"),
+    ],
+)
+def test_expired_watch_reconciles_pdbs_workloads_and_nodes(sim, resource, kind, deleted_kind, model):
+    """GIVEN stored PDBs, ReplicaSets or nodes WHEN one vanishes while the history is compacted
+    THEN the relist gives it a synthetic deletion and its current-state row is marked deleted."""
+    from timelines import models
+
+    assert sim.step(resource).ok
+    victim = sorted(sim.store.iter_objects(resource), key=lambda o: o["metadata"]["name"])[0]
+    meta = victim["metadata"]
+    with sim.server.cluster.engine.lock:
+        sim.store.delete(resource, meta.get("namespace") or "", meta["name"])
+    sim.server.cluster.compact()
+
+    result = sim.step(resource)
+
+    assert result.ok and result.expired and result.synthetic_deletions == 1
+    gone = stored(deleted_kind).get()
+    assert gone.source == Source.SYNTHETIC and gone.name == meta["name"]
+    row_model = getattr(models, model)
+    key = {"name": meta["name"]} if model == "Node" else {"uid": meta["uid"]}
+    assert row_model.objects.get(cluster__name=CLUSTER, **key).deleted_at is not None
+    assert stored(kind).exclude(name=meta["name"]).exists()  # the others are still there
