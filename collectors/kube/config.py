@@ -154,15 +154,24 @@ def api_client(name: str) -> Any:
     return existing
 
 
+CONNECTION_POOL_SIZE = 32  # ≥ watched resources (8) + kubelet pull threads (FETCH_THREADS in kubelet.py)
+
+
 def new_api_client(source: ClusterSource) -> Any:
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
 
+    configuration = kclient.Configuration()
     if source.in_cluster:
-        configuration = kclient.Configuration()
         kconfig.load_incluster_config(client_configuration=configuration)
-        return kclient.ApiClient(configuration)
-    return kconfig.new_client_from_config(config_file=source.kubeconfig, context=source.context)
+    else:
+        kconfig.load_kube_config(
+            config_file=source.kubeconfig, context=source.context, client_configuration=configuration
+        )
+    # One client serves every watch thread of the cluster and the parallel kubelet pulls; urllib3's
+    # default pool of 10 would drop (and log) a connection for each one past ten.
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    return kclient.ApiClient(configuration)
 
 
 def close_clients() -> None:
