@@ -35,9 +35,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.kube import state
 from collectors.kube.config import api_client, cluster_source
 from collectors.kube.stream import close_response
-from collectors.parsers.kubelet_log import parse_kubelet_log
+from collectors.kubelet_logs import KubeletLogIngest
 from timelines import store
-from timelines.ingest import ingest_observations
+from timelines.ingest import derive_new, ingest_observations
 from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -127,13 +127,10 @@ def metrics_observation(node: str, text: str, at: datetime) -> Observation:
 def pull_kubelet_metrics(cluster_name: str, *, nodes: list[str] | None = None) -> PullResult:
     """Scrape working-pod metrics from every node (or ``nodes``) and store the ones that changed."""
     result = PullResult(cluster_name, "metrics")
-    if not cluster_source(cluster_name).kubelet_metrics:
-        result.skipped = "kubelet metrics are off for this cluster"
+    began = _begin_pull(result, cluster_source(cluster_name).kubelet_metrics, state.KUBELET_METRICS)
+    if began is None:
         return result
-    cluster = store.cluster_for(cluster_name)
-    if _recently_refused(cluster, state.KUBELET_METRICS, result):
-        return result
-    client = api_client(cluster_name)
+    cluster, client = began
     try:
         names = nodes if nodes is not None else node_names(client)
         result.nodes = len(names)
@@ -168,6 +165,18 @@ def pull_kubelet_metrics(cluster_name: str, *, nodes: list[str] | None = None) -
     return result
 
 
+def _begin_pull(result: PullResult, enabled: bool, resource: str) -> tuple[Cluster, Any] | None:
+    """The cluster and its API client for a pull, or None (with ``result`` saying why) when the pull is
+    off for this cluster or the node proxy refused it recently."""
+    if not enabled:
+        result.skipped = f"kubelet {result.what} are off for this cluster"
+        return None
+    cluster = store.cluster_for(result.cluster)
+    if _recently_refused(cluster, resource, result):
+        return None
+    return cluster, api_client(result.cluster)
+
+
 def _get_metrics(client: Any, node: str) -> str:
     from kubernetes import client as kclient
 
@@ -200,13 +209,10 @@ def _last_fingerprints(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
 def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> PullResult:
     """Pull new kubelet log lines from every node (or ``nodes``), parse and store them."""
     result = PullResult(cluster_name, "logs")
-    if not cluster_source(cluster_name).kubelet_logs:
-        result.skipped = "kubelet logs are off for this cluster"
+    began = _begin_pull(result, cluster_source(cluster_name).kubelet_logs, state.KUBELET_LOGS)
+    if began is None:
         return result
-    cluster = store.cluster_for(cluster_name)
-    if _recently_refused(cluster, state.KUBELET_LOGS, result):
-        return result
-    client = api_client(cluster_name)
+    cluster, client = began
     now = timezone.now()
     try:
         names = nodes if nodes is not None else node_names(client)
@@ -225,15 +231,18 @@ def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> P
         if error is not None:
             _pull_error(cluster, state.KUBELET_LOGS, f"logs from {node}: {error}", result)
             continue
-        lines = text.splitlines()
-        parsed = parse_kubelet_log(lines, node=node, year=since[node].year, tz=UTC)
-        result.lines += parsed.lines_read
-        if parsed.observations:
-            result.stored += ingest_observations(cluster, parsed.observations).stored
+        # The same parser, batching and store as the CLI and the log-shipping endpoint.
+        ingest = KubeletLogIngest(cluster, node=node, year=since[node].year, tz=UTC)
+        for line in text.splitlines():
+            ingest.feed(line)
+        saved = ingest.close()
+        derive_new(cluster, saved.pods_touched, ())
+        result.lines += ingest.parser.lines_read
+        result.stored += saved.stored
         # sinceTime has second precision and is inclusive: the boundary line comes again and dedupes.
         resource = state.node_logs_resource(node)
         state.save_resource_version(cluster, resource, at.isoformat(timespec="seconds"))
-        state.record_events(cluster, resource, len(parsed.observations))
+        state.record_events(cluster, resource, saved.received)
     state.record_events(cluster, state.KUBELET_LOGS, result.stored)
     state.record_step(cluster, state.KUBELET_LOGS, events=result.stored, seconds=0)
     state.set_note(cluster, state.KUBELET_LOGS, "")
