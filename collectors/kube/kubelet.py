@@ -3,7 +3,7 @@
 ``pull_kubelet_metrics(cluster)`` reads ``/api/v1/nodes/NODE/proxy/metrics`` from every node and stores one
 ``node_metrics`` observation per node whose counts changed since the last stored one (an unchanged scrape
 is a no-op, dropped here as node heartbeats are). ``pull_kubelet_logs(cluster)`` reads
-``/api/v1/nodes/NODE/proxy/logs/?query=kubelet&sinceTime=...`` through the parsers' ``parse_kubelet_log``
+``/api/v1/nodes/NODE/proxy/logs/?query=kubelet&sinceTime=...`` through ``KubeletLogIngest`` (as the CLI does)
 and remembers per node the time it pulled up to. Both are optional per cluster; a cluster that answers 403
 (no ``get`` on ``nodes/proxy``) or 404 (the node log query is not enabled) is skipped with a status note
 in CollectorState, and not asked again for ``SKIP_AFTER_REFUSAL``.
