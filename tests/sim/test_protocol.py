@@ -274,7 +274,9 @@ def test_node_proxy_metrics_and_logs(sim: SimServer, api: client.ApiClient) -> N
 def test_kubectl_get_and_watch(tmp_path) -> None:
     kc = tmp_path / "kc"
     with run_sim("mixed", seed=5, kubeconfig_path=kc, realtime=True, speed=20, bookmark_interval=0.5) as sim:
-        time.sleep(0.8)
+        deadline = time.monotonic() + 15  # a busy machine may need more than a moment for the first PDB
+        while not sim.cluster.store.count("poddisruptionbudgets") and time.monotonic() < deadline:
+            time.sleep(0.1)
         env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
         base = ["kubectl", "--kubeconfig", str(kc)]
         out = subprocess.run(
