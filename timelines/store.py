@@ -237,6 +237,9 @@ def _insert_postgres(rows: list[tuple[Any, ...]]) -> list[tuple[str | None, str]
 
     Returns (pod uid, dedupe key) of each row actually inserted."""
     cols = ", ".join(_COLUMNS)
+    # Only a caller's enclosing transaction needs the explicit TRUNCATE below: when this block is the
+    # outermost one, its commit empties the staging table (ON COMMIT DELETE ROWS) more cheaply.
+    nested = connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         raw = cursor.cursor
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
@@ -248,8 +251,8 @@ def _insert_postgres(rows: list[tuple[Any, ...]]) -> list[tuple[str | None, str]
             f"ON CONFLICT ON CONSTRAINT observation_dedupe_per_cluster DO NOTHING RETURNING pod_uid, dedupe_key"
         )
         inserted = [(r[0], r[1]) for r in raw.fetchall()]
-        # The batch may run inside a caller's transaction, where ON COMMIT has not happened yet.
-        raw.execute(f"TRUNCATE {_STAGE}")
+        if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
+            raw.execute(f"TRUNCATE {_STAGE}")
     return inserted
 
 

@@ -83,6 +83,8 @@ def parse_time(value: Any) -> datetime | None:
 
 def normalize_time(value: Any) -> str | None:
     """``parse_time`` rendered as ISO 8601 with ``+00:00`` (microseconds only when non-zero)."""
+    if value is None:  # most optional times of a snapshot are absent
+        return None
     if isinstance(value, str):
         return _normalize_time_text(value)
     at = parse_time(value)
@@ -106,11 +108,18 @@ def _normalize_time_text(value: str) -> str | None:
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # ``type(...) is dict`` first: JSON input is plain dicts, and the ABC check behind isinstance(Mapping)
+    # was a visible share of normalizing a pod.
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
+
+
+def _items(value: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` itself when it is a list or tuple (only to iterate: nothing is copied), else ()."""
+    return value if isinstance(value, list | tuple) else ()
 
 
 def _str(value: Any) -> str | None:
@@ -148,7 +157,10 @@ def _int_or_str(value: Any) -> int | str | None:
 
 
 def _str_map(value: Any) -> dict[str, str]:
-    return {str(k): "" if v is None else str(v) for k, v in _map(value).items()}
+    return {
+        k if type(k) is str else str(k): v if type(v) is str else "" if v is None else str(v)
+        for k, v in _map(value).items()
+    }
 
 
 def _kind_of(obj: Mapping[str, Any], fallback: str) -> str:
@@ -167,10 +179,10 @@ def _describe(obj: Any, fallback_kind: str) -> str:
 
 def _metadata(obj: Any, kind: str, *, need_uid: bool = True) -> Mapping[str, Any]:
     """``obj.metadata`` after checking the object has a name (and uid); raises ValueError otherwise."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise ValueError(f"{_describe(obj, kind)}: expected a JSON object with metadata")
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise ValueError(f"{_describe(obj, kind)}: expected a metadata object")
     if not isinstance(meta.get("name"), str) or not meta.get("name"):
         raise ValueError(f"{_describe(obj, kind)}: expected metadata.name (a non-empty string)")
@@ -181,7 +193,7 @@ def _metadata(obj: Any, kind: str, *, need_uid: bool = True) -> Mapping[str, Any
 
 
 def _controller(meta: Mapping[str, Any]) -> dict[str, Any] | None:
-    for ref in _list(meta.get("ownerReferences")):
+    for ref in _items(meta.get("ownerReferences")):
         ref = _map(ref)
         if ref.get("controller") is True:
             return {"kind": _str(ref.get("kind")), "name": _str(ref.get("name")), "uid": _str(ref.get("uid"))}
@@ -189,19 +201,16 @@ def _controller(meta: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _conditions(value: Any) -> list[dict[str, Any]]:
-    out = []
-    for cond in _list(value):
-        cond = _map(cond)
-        out.append(
-            {
-                "type": _str(cond.get("type")),
-                "status": _str(cond.get("status")),
-                "reason": _str(cond.get("reason")),
-                "message": _str(cond.get("message")),
-                "last_transition": normalize_time(cond.get("lastTransitionTime")),
-            }
-        )
-    return out
+    return [
+        {
+            "type": _str(cond.get("type")),
+            "status": _str(cond.get("status")),
+            "reason": _str(cond.get("reason")),
+            "message": _str(cond.get("message")),
+            "last_transition": normalize_time(cond.get("lastTransitionTime")),
+        }
+        for cond in map(_map, _items(value))
+    ]
 
 
 def _selector(value: Any) -> dict[str, Any] | None:
@@ -275,81 +284,97 @@ def _object_key(prefix: str, uid: str, meta: Mapping[str, Any], obj: Any, delete
 
 
 def _observed_at(obj: Mapping[str, Any], observed_at: datetime | None, what: str) -> datetime:
+    """``observed_at`` checked, or the newest time inside ``obj``; ``what`` is the kind named in errors."""
     if observed_at is not None:
         if observed_at.tzinfo is None or observed_at.utcoffset() is None:
-            raise ValueError(f"{what}: observed_at must be timezone-aware")
+            raise ValueError(f"{_describe(obj, what)}: observed_at must be timezone-aware")
         return observed_at
     at = newest_timestamp(obj)
     if at is None:
-        raise ValueError(f"{what}: no observed_at given and no timestamp inside the object to place it")
+        raise ValueError(
+            f"{_describe(obj, what)}: no observed_at given and no timestamp inside the object to place it"
+        )
     return at
 
 
 # -- pods -----------------------------------------------------------------------------------------------
 
 
-def _container_state(state: Any) -> dict[str, Any]:
+_NO_STATE: Final = (None, None, None, None, None, None, None)
+_STATE_NAMES: Final = ("terminated", "running", "waiting")
+_CONTAINER_GROUPS: Final = (
+    ("init", "initContainers", "initContainerStatuses"),
+    ("regular", "containers", "containerStatuses"),
+    ("ephemeral", "ephemeralContainers", "ephemeralContainerStatuses"),
+)
+
+
+def _container_state(state: Any) -> tuple[Any, ...]:
+    """(state, reason, message, exit_code, signal, started_at, finished_at) of a container state; the
+    first of terminated / running / waiting that is set wins; all None when none is."""
     state = _map(state)
-    for name in ("terminated", "running", "waiting"):
-        if name in state and state.get(name) is not None:
-            detail = _map(state.get(name))
-            return {
-                "state": name,
-                "reason": _str(detail.get("reason")),
-                "message": _str(detail.get("message")),
-                "exit_code": _int(detail.get("exitCode")),
-                "signal": _int(detail.get("signal")),
-                "started_at": normalize_time(detail.get("startedAt")),
-                "finished_at": normalize_time(detail.get("finishedAt")),
-            }
-    return {
-        "state": None,
-        "reason": None,
-        "message": None,
-        "exit_code": None,
-        "signal": None,
-        "started_at": None,
-        "finished_at": None,
-    }
+    for name in _STATE_NAMES:
+        detail = state.get(name)
+        if detail is not None:
+            detail = _map(detail)
+            return (
+                name,
+                _str(detail.get("reason")),
+                _str(detail.get("message")),
+                _int(detail.get("exitCode")),
+                _int(detail.get("signal")),
+                normalize_time(detail.get("startedAt")),
+                normalize_time(detail.get("finishedAt")),
+            )
+    return _NO_STATE
 
 
 def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for kind, spec_key, status_key in (
-        ("init", "initContainers", "initContainerStatuses"),
-        ("regular", "containers", "containerStatuses"),
-        ("ephemeral", "ephemeralContainers", "ephemeralContainerStatuses"),
-    ):
+    empty: Mapping[str, Any] = {}
+    for kind, spec_key, status_key in _CONTAINER_GROUPS:
         statuses: dict[str, Mapping[str, Any]] = {}
-        for cs in _list(status.get(status_key)):
-            cs = _map(cs)
-            if isinstance(cs.get("name"), str):
-                statuses[cs["name"]] = cs
+        for cs in map(_map, _items(status.get(status_key))):
+            cs_name = cs.get("name")
+            if isinstance(cs_name, str):
+                statuses[cs_name] = cs
         names: list[str] = []
-        for c in map(_map, _list(spec.get(spec_key))):
-            if isinstance(c.get("name"), str):
-                names.append(c["name"])
-        names += [n for n in statuses if n not in names]
+        for c in map(_map, _items(spec.get(spec_key))):
+            c_name = c.get("name")
+            if isinstance(c_name, str):
+                names.append(c_name)
+        if statuses:
+            names += [n for n in statuses if n not in names]
         for name in names:
-            cs = statuses.get(name, {})
-            entry: dict[str, Any] = {"name": name, "kind": kind}
-            entry.update(_container_state(cs.get("state")))
-            entry["ready"] = cs.get("ready") if isinstance(cs.get("ready"), bool) else None
-            entry["started"] = cs.get("started") if isinstance(cs.get("started"), bool) else None
-            entry["restart_count"] = _int(cs.get("restartCount"))
+            cs = statuses.get(name, empty)
+            now = _container_state(cs.get("state"))
             last = _container_state(cs.get("lastState"))
-            entry["last_state"] = (
-                None
-                if last["state"] is None
-                else {
-                    "state": last["state"],
-                    "reason": last["reason"],
-                    "exit_code": last["exit_code"],
-                    "started_at": last["started_at"],
-                    "finished_at": last["finished_at"],
+            ready, started = cs.get("ready"), cs.get("started")
+            out.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "state": now[0],
+                    "reason": now[1],
+                    "message": now[2],
+                    "exit_code": now[3],
+                    "signal": now[4],
+                    "started_at": now[5],
+                    "finished_at": now[6],
+                    "ready": ready if ready is True or ready is False else None,
+                    "started": started if started is True or started is False else None,
+                    "restart_count": _int(cs.get("restartCount")),
+                    "last_state": None
+                    if last[0] is None
+                    else {
+                        "state": last[0],
+                        "reason": last[1],
+                        "exit_code": last[3],
+                        "started_at": last[5],
+                        "finished_at": last[6],
+                    },
                 }
             )
-            out.append(entry)
     return out
 
 
@@ -382,7 +407,7 @@ def normalize_pod(obj: Mapping[str, Any], *, watch: str = "SNAPSHOT") -> dict[st
         "deletion_timestamp": normalize_time(meta.get("deletionTimestamp")),
         "deletion_grace_seconds": _int(meta.get("deletionGracePeriodSeconds")),
         "grace_seconds": _int(spec.get("terminationGracePeriodSeconds")),
-        "finalizers": [str(f) for f in _list(meta.get("finalizers"))],
+        "finalizers": [str(f) for f in _items(meta.get("finalizers"))],
         "static": static,
         "owner": _controller(meta),
         "phase": _str(status.get("phase")),
@@ -413,7 +438,7 @@ def _snapshot(
     return Observation(
         kind=kinds[1] if deleted else kinds[0],
         source=source,
-        observed_at=_observed_at(obj, observed_at, _describe(obj, what)),
+        observed_at=_observed_at(obj, observed_at, what),
         dedupe_key=_object_key(kinds[0], payload["uid"], _map(obj.get("metadata")), obj, deleted),
         pod_uid=pod_uid,
         node=node,
@@ -808,7 +833,7 @@ def object_observation(
     ``watch_type`` is DELETED (events expire by TTL; that says nothing about the pod). Raises ValueError
     naming the object for an unsupported kind or an invalid object.
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise ValueError(f"{_describe(obj, kind_hint or 'object')}: expected a JSON object")
     kind = _kind_of(obj, kind_hint or "")
     if kind == "Pod":
