@@ -12,13 +12,14 @@ import orjson
 import pytest
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import T0
+from tests.lifecycle.factories import T0, node, node_metrics, pdb, t
 from timelines import store
 from timelines.ingest import ingest_observations
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Cluster
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+PDB_STEPS = ((-7000, 1), (20, 0), (300, 1))  # (seconds, disruptionsAllowed): blocked from 20 s to 300 s
 SINCE = T0 - timedelta(hours=1)
 UNTIL = T0 + timedelta(hours=2)
 
@@ -77,80 +78,13 @@ def rekey(
     return out
 
 
-def at(seconds: float) -> Any:
-    return T0 + timedelta(seconds=seconds)
-
-
-def node_obs(seconds: float, *, unschedulable: bool = False, ready: str = "True") -> Observation:
-    return Observation(
-        kind=Kind.NODE,
-        source=Source.OFFLINE,
-        observed_at=at(seconds),
-        dedupe_key=f"node:node-a-uid:{int(seconds * 1000)}",
-        node="node-a",
-        name="node-a",
-        payload={
-            "name": "node-a",
-            "uid": "node-a-uid",
-            "unschedulable": unschedulable,
-            "taints": [],
-            "labels": {"kubernetes.io/hostname": "node-a"},
-            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": ""}],
-        },
-    )
-
-
-def metrics_obs(seconds: float, sync: int, terminating: int) -> Observation:
-    return Observation(
-        kind=Kind.NODE_METRICS,
-        source=Source.KUBELET_METRICS,
-        observed_at=at(seconds),
-        dedupe_key=f"node_metrics:node-a:{seconds}",
-        node="node-a",
-        payload={"working_pods": {"sync": sync, "terminating": terminating, "terminated": 0}},
-    )
-
-
-def pdb_obs(seconds: float, allowed: int) -> Observation:
-    return Observation(
-        kind=Kind.PDB,
-        source=Source.OFFLINE,
-        observed_at=at(seconds),
-        dedupe_key=f"pdb:pdb-uid-1:{int(seconds * 1000)}",
-        namespace="shop",
-        name="web-pdb",
-        payload={
-            "uid": "pdb-uid-1",
-            "namespace": "shop",
-            "name": "web-pdb",
-            "created": (T0 - timedelta(days=1)).isoformat(),
-            "selector": {"match_labels": {"app": "web"}},
-            "min_available": 2,
-            "max_unavailable": None,
-            "status": {
-                "disruptions_allowed": allowed,
-                "current_healthy": 2 + allowed,
-                "desired_healthy": 2,
-                "expected_pods": 3,
-                "conditions": [
-                    {
-                        "type": "DisruptionAllowed",
-                        "status": str(allowed > 0),
-                        "reason": "SufficientPods" if allowed else "InsufficientPods",
-                    }
-                ],
-            },
-        },
-    )
-
-
 def workload_obs(
     seconds: float, kind: str, uid: str, name: str, owner: dict | None, ready: int
 ) -> Observation:
     return Observation(
         kind=Kind.WORKLOAD,
         source=Source.OFFLINE,
-        observed_at=at(seconds),
+        observed_at=t(seconds),
         dedupe_key=f"workload:{uid}:{int(seconds * 1000)}",
         namespace="shop",
         name=name,
@@ -174,20 +108,22 @@ def workload_obs(
 
 def source_observations() -> list[Observation]:
     out: list[Observation] = []
-    for name, (scenario, namespace, node) in PODS.items():
+    for name, (scenario, namespace, on_node) in PODS.items():
         out += rekey(
-            scenarios.ALL_SCENARIOS[scenario](), uid=uid_for(name), name=name, namespace=namespace, node=node
+            scenarios.ALL_SCENARIOS[scenario](),
+            uid=uid_for(name),
+            name=name,
+            namespace=namespace,
+            node=on_node,
         )
     out += [
-        node_obs(-7200),  # before the window: the state at its start
-        node_obs(15, unschedulable=True),
-        node_obs(25, unschedulable=True, ready="False"),
-        metrics_obs(-3700, 5, 0),
-        metrics_obs(5, 6, 0),
-        metrics_obs(25, 3, 3),
-        pdb_obs(-7000, 1),
-        pdb_obs(20, 0),
-        pdb_obs(300, 1),
+        node(-7200, source=Source.OFFLINE),  # before the window: the state at its start
+        node(15, unschedulable=True, source=Source.OFFLINE),
+        node(25, unschedulable=True, ready="False", source=Source.OFFLINE),
+        node_metrics(-3700, 5),
+        node_metrics(5, 6),
+        node_metrics(25, 3, 3),
+        *(pdb(s, a, healthy=2 + a, expected=3, created=-86400, source=Source.OFFLINE) for s, a in PDB_STEPS),
         workload_obs(-7100, "Deployment", "dep-uid-1", "web", None, 3),
         workload_obs(10, "Deployment", "dep-uid-1", "web", None, 2),
         workload_obs(

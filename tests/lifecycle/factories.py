@@ -312,6 +312,94 @@ def marker(
     )
 
 
+def node(
+    seen: float,
+    *,
+    ready: str = "True",
+    unschedulable: bool = False,
+    message: str = "",
+    name: str = NODE,
+    source: str = Source.API,
+) -> Observation:
+    """A ``node`` observation (normalized payload) seen at T0 + ``seen``."""
+    return Observation(
+        kind=Kind.NODE,
+        source=source,
+        observed_at=t(seen),
+        dedupe_key=f"node:{name}-uid:{int(seen * 1000)}",
+        node=name,
+        name=name,
+        payload={
+            "name": name,
+            "uid": f"{name}-uid",
+            "unschedulable": unschedulable,
+            "taints": [],
+            "labels": {"kubernetes.io/hostname": name},
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": message}],
+        },
+    )
+
+
+def node_metrics(
+    seen: float, sync: int, terminating: int = 0, terminated: int = 0, *, name: str = NODE
+) -> Observation:
+    """A ``node_metrics`` observation: kubelet_working_pods by lifecycle, scraped at T0 + ``seen``."""
+    return Observation(
+        kind=Kind.NODE_METRICS,
+        source=Source.KUBELET_METRICS,
+        observed_at=t(seen),
+        dedupe_key=f"node_metrics:{name}:{seen}",
+        node=name,
+        payload={"working_pods": {"sync": sync, "terminating": terminating, "terminated": terminated}},
+    )
+
+
+def pdb(
+    seen: float,
+    allowed: int,
+    *,
+    healthy: int = 2,
+    desired: int = 2,
+    expected: int = 2,
+    max_unavailable: int | str | None = None,
+    created: float = 0.0,
+    uid: str = "pdb-uid-1",
+    source: str = Source.API,
+) -> Observation:
+    """A ``pdb`` observation of PDB shop/web-pdb (selector app=web) seen at T0 + ``seen``; it uses
+    ``minAvailable: 2`` unless ``max_unavailable`` is given."""
+    return Observation(
+        kind=Kind.PDB,
+        source=source,
+        observed_at=t(seen),
+        dedupe_key=f"pdb:{uid}:{int(seen * 1000)}",
+        namespace="shop",
+        name="web-pdb",
+        payload={
+            "uid": uid,
+            "namespace": "shop",
+            "name": "web-pdb",
+            "created": at(created),
+            "selector": {"match_labels": {"app": "web"}},
+            "min_available": None if max_unavailable is not None else 2,
+            "max_unavailable": max_unavailable,
+            "status": {
+                "disruptions_allowed": allowed,
+                "current_healthy": healthy,
+                "desired_healthy": desired,
+                "expected_pods": expected,
+                "conditions": [
+                    {
+                        "type": "DisruptionAllowed",
+                        "status": str(allowed > 0),
+                        "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                    }
+                ],
+            },
+        },
+    )
+
+
 Row = tuple[str, str | None, str | None, str]
 
 

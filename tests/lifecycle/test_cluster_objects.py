@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
+from tests.lifecycle.factories import T0, node, node_metrics, pdb
+from tests.lifecycle.factories import t as at
 from timelines.lifecycle.cluster_objects import (
     CoveredPod,
     derive_node_timeline,
@@ -15,53 +17,16 @@ from timelines.lifecycle.cluster_objects import (
 )
 from timelines.lifecycle.observation import Kind, Observation, Source
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def node_obs(
-    seconds: float, *, ready: str = "True", unschedulable: bool = False, message: str = "", rv: int = 0
-):
-    return Observation(
-        kind=Kind.NODE,
-        source=Source.API,
-        observed_at=at(seconds),
-        dedupe_key=f"node:n1:{rv or int(seconds * 1000)}",
-        node="node-a",
-        name="node-a",
-        payload={
-            "name": "node-a",
-            "uid": "n1",
-            "unschedulable": unschedulable,
-            "taints": [],
-            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": message}],
-        },
-    )
-
-
-def metrics_obs(seconds: float, sync: int, terminating: int, terminated: int):
-    return Observation(
-        kind=Kind.NODE_METRICS,
-        source=Source.KUBELET_METRICS,
-        observed_at=at(seconds),
-        dedupe_key=f"node_metrics:node-a:{seconds}",
-        node="node-a",
-        payload={"working_pods": {"sync": sync, "terminating": terminating, "terminated": terminated}},
-    )
-
 
 def test_node_lanes_ready_cordon_shutdown_and_working_pods():
     obs = [
-        node_obs(0),
-        node_obs(10, rv=2),  # heartbeat-like duplicate state: merged into one interval
-        node_obs(20, unschedulable=True),
-        node_obs(30, ready="False", unschedulable=True, message="node is shutting down"),
-        metrics_obs(5, 10, 0, 0),
-        metrics_obs(25, 8, 2, 0),
-        metrics_obs(35, 8, 2, 0),
+        node(0),
+        node(10),  # heartbeat-like duplicate state: merged into one interval
+        node(20, unschedulable=True),
+        node(30, ready="False", unschedulable=True, message="node is shutting down"),
+        node_metrics(5, 10, 0, 0),
+        node_metrics(25, 8, 2, 0),
+        node_metrics(35, 8, 2, 0),
     ]
     timeline = derive_node_timeline(obs)
     ready = timeline.lanes["node:ready"]
@@ -81,36 +46,6 @@ def test_node_lanes_ready_cordon_shutdown_and_working_pods():
     assert derive_node_timeline(shuffled) == timeline
 
 
-def pdb_obs(
-    seconds: float, allowed: int, *, healthy: int = 2, desired: int = 2, max_unavailable=None, rv=None
-):
-    reason = "SufficientPods" if allowed > 0 else "InsufficientPods"
-    return Observation(
-        kind=Kind.PDB,
-        source=Source.API,
-        observed_at=at(seconds),
-        dedupe_key=f"pdb:p1:{rv or seconds}",
-        namespace="shop",
-        name="web-pdb",
-        payload={
-            "uid": "p1",
-            "namespace": "shop",
-            "name": "web-pdb",
-            "created": T0.isoformat(),
-            "selector": {"match_labels": {"app": "web"}},
-            "min_available": None if max_unavailable is not None else 2,
-            "max_unavailable": max_unavailable,
-            "status": {
-                "disruptions_allowed": allowed,
-                "current_healthy": healthy,
-                "desired_healthy": desired,
-                "expected_pods": 2,
-                "conditions": [{"type": "DisruptionAllowed", "status": str(allowed > 0), "reason": reason}],
-            },
-        },
-    )
-
-
 def pod(
     uid: str, name: str, *, node: str = "node-a", controller: bool = True, target=(), labels=None
 ) -> CoveredPod:
@@ -127,7 +62,7 @@ def pod(
 
 
 def test_pdb_blocked_while_node_cordoned_is_a_blocking_drain():
-    obs = [pdb_obs(0, 1, healthy=3), pdb_obs(60, 0), pdb_obs(180, 1, healthy=3)]
+    obs = [pdb(0, 1, healthy=3), pdb(60, 0), pdb(180, 1, healthy=3)]
     pods = [pod("u1", "web-1"), pod("u2", "web-2", node="node-b"), pod("x", "other", labels={"app": "db"})]
     timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(90), None)]})
     assert [(iv.state, iv.start, iv.end, iv.attrs["reason"]) for iv in timeline.intervals] == [
@@ -145,7 +80,7 @@ def test_pdb_blocked_while_node_cordoned_is_a_blocking_drain():
 
 
 def test_pdb_blocking_a_pod_with_disruption_target():
-    obs = [pdb_obs(0, 0)]
+    obs = [pdb(0, 0)]
     timeline = derive_pdb_timeline(obs, pods=[pod("u1", "web-1", node=None, target=[(at(30), at(50))])])
     [finding] = timeline.findings
     assert (finding.kind, finding.start, finding.end) == ("pdb_blocking_drain", at(30), at(50))
@@ -154,11 +89,11 @@ def test_pdb_blocking_a_pod_with_disruption_target():
 
 def test_unmanaged_pods_flagged_only_where_the_controller_lookup_happens():
     pods = [pod("u1", "solo-1", controller=False), pod("u2", "web-2")]
-    with_int_min = derive_pdb_timeline([pdb_obs(0, 1)], pods=pods)
+    with_int_min = derive_pdb_timeline([pdb(0, 1)], pods=pods)
     assert with_int_min.unmanaged == ("u1",)
     assert not [f for f in with_int_min.findings if f.kind == "pdb_unmanaged_pods"]
 
-    scaled = derive_pdb_timeline([pdb_obs(0, 1, max_unavailable=1)], pods=pods)
+    scaled = derive_pdb_timeline([pdb(0, 1, max_unavailable=1)], pods=pods)
     [finding] = [f for f in scaled.findings if f.kind == "pdb_unmanaged_pods"]
     assert "shop/solo-1" in finding.message and finding.attrs["pods"] == ["u1"]
 
@@ -173,7 +108,7 @@ def test_unmanaged_pods_event_is_a_finding():
         name="web-pdb",
         payload={"reason": "UnmanagedPods", "type": "Warning", "message": "Pods selected by this ..."},
     )
-    timeline = derive_pdb_timeline([pdb_obs(0, 1), event], pods=[])
+    timeline = derive_pdb_timeline([pdb(0, 1), event], pods=[])
     [finding] = timeline.findings
     assert finding.kind == "pdb_unmanaged_pods" and finding.start == at(5)
     assert "event:e1:1" in finding.evidence
@@ -208,11 +143,11 @@ def test_selector_semantics(selector, labels, expected):
 def test_one_finding_per_pod_for_a_budget_that_stays_zero():
     """The healthy count moves (two blocked intervals back to back) and the pod both carries
     DisruptionTarget and sits on a cordoned node: still one finding for the pod, naming both causes."""
-    obs = [pdb_obs(0, 0, healthy=2), pdb_obs(30, 0, healthy=1), pdb_obs(90, 1, healthy=3)]
+    obs = [pdb(0, 0, healthy=2), pdb(30, 0, healthy=1), pdb(90, 1, healthy=3)]
     pods = [pod("u1", "web-1", target=[(at(10), at(60))])]
     timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(5), None)]})
     assert [iv.state for iv in timeline.intervals] == ["blocked", "blocked", "allowed"]
     [finding] = timeline.findings
     assert (finding.start, finding.end) == (at(5), at(90))
     assert "carries DisruptionTarget and runs on cordoned node node-a" in finding.message
-    assert set(finding.evidence) == {"pdb:p1:0", "pdb:p1:30"}
+    assert set(finding.evidence) == {"pdb:pdb-uid-1:0", "pdb:pdb-uid-1:30000"}
