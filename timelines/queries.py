@@ -464,15 +464,17 @@ def workload_samples(workload: Workload) -> list[dict[str, Any]]:
     )
 
 
+def _current_incarnation(qs: Any, what: str, cluster: Cluster) -> Any:
+    """The live object of a name (else the newest deleted one): names are reused, UIDs are not."""
+    found = qs.order_by("deleted_at", "-created_at").first()
+    if found is None:
+        raise NotFound(f"no {what} in cluster {cluster.name!r}")
+    return found
+
+
 def get_workload(cluster: Cluster, namespace: str, kind: str, name: str) -> Workload:
-    w = (
-        Workload.objects.filter(cluster=cluster, namespace=namespace, kind=kind, name=name)
-        .order_by("deleted_at", "-created_at")
-        .first()
-    )
-    if w is None:
-        raise NotFound(f"no {kind} {namespace}/{name} in cluster {cluster.name!r}")
-    return w
+    qs = Workload.objects.filter(cluster=cluster, namespace=namespace, kind=kind, name=name)
+    return _current_incarnation(qs, f"{kind} {namespace}/{name}", cluster)
 
 
 def workloads(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") -> list[Workload]:
@@ -483,14 +485,8 @@ def workloads(cluster: Cluster, namespaces: set[str] | None, *, namespace: str =
 
 
 def get_pdb(cluster: Cluster, namespace: str, name: str) -> PodDisruptionBudget:
-    pdb = (
-        PodDisruptionBudget.objects.filter(cluster=cluster, namespace=namespace, name=name)
-        .order_by("deleted_at", "-created_at")
-        .first()
-    )
-    if pdb is None:
-        raise NotFound(f"no PodDisruptionBudget {namespace}/{name} in cluster {cluster.name!r}")
-    return pdb
+    qs = PodDisruptionBudget.objects.filter(cluster=cluster, namespace=namespace, name=name)
+    return _current_incarnation(qs, f"PodDisruptionBudget {namespace}/{name}", cluster)
 
 
 def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") -> list[PodDisruptionBudget]:
