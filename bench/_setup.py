@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,3 +16,39 @@ def setup_django() -> None:
     import django
 
     django.setup()
+
+
+def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
+    """Seconds to write ``rows`` (made by ``timelines.store._row``) into a scratch copy of the observation
+    table (same columns, indexes and unique constraint), ``batch`` rows per transaction, as fast as the
+    database takes them: the same binary ``COPY`` the store uses, without its checks; on SQLite, a plain
+    ``executemany`` INSERT. The baseline of the ingest and watch benchmarks."""
+    from django.db import connection, transaction
+
+    from timelines import store
+
+    table = "bench_observation_raw"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        if connection.vendor == "postgresql":
+            cursor.execute(f"CREATE TABLE {table} (LIKE timelines_observation INCLUDING ALL)")
+        else:
+            cursor.execute(f"CREATE TABLE {table} AS SELECT * FROM timelines_observation WHERE 0")
+            cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, dedupe_key)")
+    if connection.vendor != "postgresql":  # SQLite binds text: payloads decoded, times adapted (unclocked)
+        adapt = connection.ops.adapt_datetimefield_value
+        rows = [(*r[:4], adapt(r[4]), adapt(r[5]), *r[6:10], store._payload_text(r[10])) for r in rows]
+    marks = ", ".join(["%s"] * len(store._COLUMNS))
+    try:
+        started = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            chunk = rows[i : i + batch]
+            with transaction.atomic(), connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    store.copy_observation_rows(cursor.cursor, table, chunk)
+                else:
+                    cursor.executemany(f"INSERT INTO {table} ({store._COLUMN_LIST}) VALUES ({marks})", chunk)
+        return time.perf_counter() - started
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")

@@ -16,11 +16,11 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from _setup import setup_django
+from _setup import raw_copy_seconds, setup_django
 
 setup_django()
 
-from django.db import connection, transaction  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from timelines import store  # noqa: E402
@@ -125,35 +125,7 @@ def run_ours(cluster: Cluster, observations: list[Observation], batch: int) -> f
 def run_baseline(cluster: Cluster, observations: list[Observation], batch: int) -> float:
     """The same rows, prepared outside the clock, written as fast as the database takes them."""
     received = timezone.now()
-    rows = [store._row(cluster.pk, o, received) for o in observations]
-    cols = ", ".join(store._COLUMNS)
-    with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS bench_observation_raw")
-        if connection.vendor == "postgresql":
-            cursor.execute("CREATE TABLE bench_observation_raw (LIKE timelines_observation INCLUDING ALL)")
-        else:
-            cursor.execute(
-                "CREATE TABLE bench_observation_raw AS SELECT * FROM timelines_observation WHERE 0"
-            )
-            cursor.execute(
-                "CREATE UNIQUE INDEX bench_raw_dedupe ON bench_observation_raw (cluster_id, dedupe_key)"
-            )
-    try:
-        started = time.perf_counter()
-        for i in range(0, len(rows), batch):
-            chunk = rows[i : i + batch]
-            with transaction.atomic(), connection.cursor() as cursor:
-                if connection.vendor == "postgresql":
-                    with cursor.cursor.copy(f"COPY bench_observation_raw ({cols}) FROM STDIN") as copy:
-                        for row in chunk:
-                            copy.write_row(row)
-                else:
-                    marks = ", ".join(["%s"] * len(store._COLUMNS))
-                    cursor.executemany(f"INSERT INTO bench_observation_raw ({cols}) VALUES ({marks})", chunk)
-        return time.perf_counter() - started
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE IF EXISTS bench_observation_raw")
+    return raw_copy_seconds([store._row(cluster.pk, o, received) for o in observations], batch)
 
 
 def main() -> None:

@@ -33,12 +33,25 @@ def ingest_observations(
     cluster = store.cluster_for(cluster)
     batch = list(observations)
     result = store.save_observations(cluster, batch)
+    after_save(cluster, batch, result, derive=derive)
+    return result
+
+
+def after_save(
+    cluster: Cluster, batch: list[Observation | Mapping[str, Any]], result: store.SaveResult, *, derive: bool
+) -> None:
+    """What follows storing ``batch`` (``result`` is what ``save_observations`` did with it): the
+    current-state rows and, with ``derive``, the timelines that its new observations change.
+
+    Appending observations commutes, this does not (a row keeps the newest snapshot it was given; two
+    derivations of one pod must not interleave): a caller that stores batches concurrently (the watch
+    step's writers) calls this once per batch, one at a time, in the order the batches were received.
+    """
     if result.stored:
         new = [o for o in batch if isinstance(o, Observation) and o.dedupe_key in result.stored_keys]
         store.update_current_state(cluster, new)
         if derive:
             derive_new(cluster, result.pods_touched, new)
-    return result
 
 
 def derive_new(cluster: Cluster, pods: Iterable[str], new: Iterable[Observation]) -> int:

@@ -29,6 +29,7 @@ class Tunables:
     list_page_size: int = 200  # peak memory grows with a page (decoded JSON + its observations)
     batch_size: int = 500  # observations per ingest call while watching
     batch_seconds: float = 1.0  # ... or after this long, whichever comes first
+    writers: int = 2  # threads (and database connections) a step stores its batches with, on PostgreSQL
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     kubelet_interval_s: float = 60.0
@@ -41,6 +42,7 @@ class Tunables:
             list_page_size=settings.PODLIFE_LIST_PAGE_SIZE,
             batch_size=settings.PODLIFE_WATCH_BATCH,
             batch_seconds=settings.PODLIFE_WATCH_BATCH_S,
+            writers=settings.PODLIFE_WATCH_WRITERS,
             backoff_base_s=settings.PODLIFE_WATCH_BACKOFF_S,
             backoff_cap_s=settings.PODLIFE_WATCH_BACKOFF_MAX_S,
             kubelet_interval_s=settings.PODLIFE_KUBELET_INTERVAL_S,

@@ -20,8 +20,10 @@ from typing import Any
 END = object()
 
 
-def split_lines(segments: Iterator[bytes]) -> Iterator[list[bytes]]:
-    """Complete lines (without the newline, blank ones dropped) per segment of a chunked body."""
+def split_lines(segments: Iterator[bytes], max_lines: int = 100) -> Iterator[list[bytes]]:
+    """Complete lines (without the newline, blank ones dropped) per segment of a chunked body, at most
+    ``max_lines`` per list: a server flushes a burst (a watch replaying its backlog) as one huge chunk,
+    and the step must be able to store the start of it while it parses the rest."""
     pending = b""
     for segment in segments:
         if not segment:
@@ -30,8 +32,8 @@ def split_lines(segments: Iterator[bytes]) -> Iterator[list[bytes]]:
         parts = data.split(b"\n")
         pending = parts.pop()
         lines = [p for p in parts if p.strip()]
-        if lines:
-            yield lines
+        for start in range(0, len(lines), max_lines):
+            yield lines[start : start + max_lines]
     if pending.strip():
         yield [pending]
 
@@ -43,8 +45,9 @@ class LineReader:
     lines read before it, so nothing that arrived is lost.
     """
 
-    def __init__(self, response: Any, *, name: str = "watch-reader") -> None:
+    def __init__(self, response: Any, *, name: str = "watch-reader", max_lines: int = 100) -> None:
         self.response = response
+        self.max_lines = max_lines
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -53,7 +56,7 @@ class LineReader:
     def _run(self) -> None:
         try:
             segments = self.response.stream(amt=None, decode_content=True)
-            for lines in split_lines(segments):
+            for lines in split_lines(segments, self.max_lines):
                 while not self._closed.is_set():
                     try:
                         self._queue.put(lines, timeout=0.5)

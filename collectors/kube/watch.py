@@ -43,8 +43,9 @@ from collectors.kube.config import Tunables, api_client
 from collectors.kube.resources import ResourceSpec, resource_spec
 from collectors.kube.stream import END, LineReader, close_response
 from collectors.parsers.k8s_objects import object_observation
+from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
 from timelines import store
-from timelines.ingest import ingest_observations
+from timelines.ingest import after_save
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
 from timelines.models import Observation as ObservationRow
@@ -77,6 +78,9 @@ class StepControl:
     heartbeat: Callable[[], bool] | None = None
     cancel: threading.Event | None = None
     tunables: Tunables | None = None
+    derive: bool = (
+        True  # False: store and update current state only (bench/watch.py: the collector's own cost)
+    )
 
 
 @dataclass
@@ -104,6 +108,12 @@ class StepResult:
     def ok(self) -> bool:
         return self.error is None
 
+
+# A watch stream quiet for this long has ended a burst: what is held is stored then, not up to
+# ``batch_seconds`` later (live pages see it sooner, and a step's last batch does not idle). A busy stream
+# still fills batches of up to ``batch_size``; only a trickle of events further apart than this is stored
+# event by event, one small transaction per QUIET_S at most.
+QUIET_S = 0.05
 
 # -- process-level caches --------------------------------------------------------------------------------
 
@@ -140,27 +150,38 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Writer:
-    """Stores one step's batches on a background thread, in order, while the step parses the next.
+    """Stores one step's batches on background threads while the step parses the next.
 
-    Owned by one ``_Stepper``; the step's thread submits jobs (store a batch, then record what it
-    covered, such as the resourceVersion it reached), so a version is still saved only after the batch
-    it covers is stored. The thread has its own database connection, closed when it ends. After a job
-    fails the rest are dropped (a later version must not be saved past a batch that was not stored) and
-    the error is raised in the step's thread by the next ``submit`` or ``drain``. Shutdown: ``close``
-    (the step's ``finally``) lets the queued jobs finish, then ends the thread.
+    Owned by one ``_Stepper``. A job has two parts. ``save`` appends a batch's observations: idempotent
+    and order-free, so ``threads`` saves run at once, each thread on its own database connection, and
+    PostgreSQL takes in one batch while the next is being sent. ``then`` does what must follow in order
+    (current-state rows, derivation, recording the resourceVersion the batch reached): it gets the
+    save's result and runs only after its own save and every earlier job's ``then``, one at a time, so a
+    version is saved only after every batch it covers is stored. After a job fails the rest are dropped
+    and the error is raised in the step's thread by the next ``submit`` or ``drain``. Shutdown: ``close``
+    (the step's ``finally``) lets the queued jobs finish, then ends the threads, which close their
+    connections.
     """
 
-    def __init__(self, name: str) -> None:
-        # Two batches in flight at most: one being stored, one waiting; bounds the memory a step holds.
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=1)
+    def __init__(self, name: str, threads: int) -> None:
+        # At most one batch waits besides those being saved: bounds the memory a step holds.
+        self._jobs: queue.Queue[tuple[int, Callable[[], Any], Callable[[Any], None]] | None] = queue.Queue(1)
+        self._turn = threading.Condition()
+        self._submitted = 0  # sequence number of the next job (the step's thread only)
+        self._next_then = 0  # sequence number of the job whose ``then`` runs next
         self._error: BaseException | None = None
         self._reported = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
+            for i in range(max(1, threads))
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, save: Callable[[], Any], then: Callable[[Any], None]) -> None:
         self._raise_error()
-        self._jobs.put(job)
+        self._jobs.put((self._submitted, save, then))
+        self._submitted += 1
 
     def drain(self) -> None:
         """Wait until every submitted job ran; raises the error of a failed one."""
@@ -168,9 +189,11 @@ class _Writer:
         self._raise_error()
 
     def close(self) -> BaseException | None:
-        """Finish the queued jobs and end the thread; returns an error not raised in the step yet."""
-        self._jobs.put(None)
-        self._thread.join()
+        """Finish the queued jobs and end the threads; returns an error not raised in the step yet."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
         if self._error is not None and not self._reported:
             self._reported = True
             return self._error
@@ -188,14 +211,32 @@ class _Writer:
                 try:
                     if job is None:
                         return
-                    if self._error is None:
-                        job()
-                except BaseException as exc:  # handed to the step's thread, which logs and counts it
-                    self._error = exc
+                    self._do(*job)
                 finally:
                     self._jobs.task_done()
         finally:
             connections.close_all()  # this thread's connections only
+
+    def _do(self, seq: int, save: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        saved, failed = None, None
+        if self._error is None:
+            try:
+                saved = save()
+            except BaseException as exc:  # handed to the step's thread, which logs and counts it
+                failed = exc
+        with self._turn:
+            while self._next_then != seq:
+                self._turn.wait()
+            try:
+                if self._error is None and failed is not None:
+                    self._error = failed
+                if self._error is None:
+                    then(saved)
+            except BaseException as exc:
+                self._error = exc
+            finally:
+                self._next_then += 1
+                self._turn.notify_all()
 
 
 # -- the step --------------------------------------------------------------------------------------------
@@ -355,18 +396,15 @@ class _Stepper:
                     raise
                 with _gc_paused():
                     try:
-                        body = orjson.loads(response.data)
+                        data = response.data
                     finally:
                         close_response(response)
                     first = False
-                    items = body.pop("items", None) or []
-                    self.result.listed += len(items)
-                    held_items += len(items)
-                    now = timezone.now()
-                    held += self._observations(((item, "LIST", now) for item in items), seen)
-                    del items  # the raw page is not needed once normalized
-                meta = body.get("metadata") or {}
-                token = meta.get("continue") or None
+                    observations, count, token, rv = self._read_page(data, seen)
+                    del data  # the raw page is not needed once normalized
+                    self.result.listed += count
+                    held_items += count
+                    held += observations
                 if len(held) >= self.tunables.batch_size or not token:
                     batch, held, count, held_items = held, [], held_items, 0
                     self._store(
@@ -374,7 +412,6 @@ class _Stepper:
                     )
                 self._beat()
                 if not token:
-                    rv = str(meta.get("resourceVersion") or "")
                     if not rv:
                         raise WatchError("the list carried no metadata.resourceVersion")
                     return rv
@@ -385,6 +422,31 @@ class _Stepper:
                 self._store(
                     held, functools.partial(state.record_events, self.cluster, self.spec.name, held_items)
                 )
+
+    def _read_page(self, data: bytes, seen: set[str]) -> tuple[list[Observation], int, str | None, str]:
+        """(observations, objects, continue token, resourceVersion) of one list page."""
+        now = timezone.now()
+        page = decode_pod_list(data) if self.spec.name == "pods" else None
+        if page is not None:
+            pods = page.items or []
+            raw_items: list[Any] | None = None  # the generic decoding, made only if a pod needs it
+            out: list[Observation] = []
+            for i, pod in enumerate(pods):
+                obs = wire_pod_observation(pod, watch_type="LIST", observed_at=now, source=Source.API)
+                if obs is None:
+                    if raw_items is None:
+                        raw_items = orjson.loads(data).get("items") or []
+                    out += self._observations([(raw_items[i], "LIST", now)], seen)
+                    continue
+                seen.add(pod.api_uid)
+                seen.add(obs.pod_uid or "")
+                out.append(obs)
+            return out, len(pods), page.continue_token, page.resource_version
+        body = orjson.loads(data)
+        items = body.pop("items", None) or []
+        meta = body.get("metadata") or {}
+        observations = self._observations(((item, "LIST", now) for item in items), seen)
+        return observations, len(items), meta.get("continue") or None, str(meta.get("resourceVersion") or "")
 
     # ---- watch ---------------------------------------------------------------------------------------
     def watch(self, rv: str) -> str:
@@ -398,32 +460,51 @@ class _Stepper:
             # connect, read: a server that goes silent past its own timeout is a dead connection.
             _request_timeout=(10, tunables.watch_timeout_s + 30),
         )
-        reader = LineReader(response, name=f"watch-{self.cluster.name}-{self.spec.name}")
+        # A fifth of a batch per read: a burst is stored in batches while the rest of it is parsed.
+        reader = LineReader(
+            response,
+            name=f"watch-{self.cluster.name}-{self.spec.name}",
+            max_lines=max(1, tunables.batch_size // 5),
+        )
         # Events are normalized as they arrive (their raw objects are dropped at once); ``pending`` holds
         # the observations of the ``pending_events`` events received since the last flush.
         pending: list[Observation] = []
         pending_events = 0
         pending_rv = rv  # the version reached by what is in ``pending`` (saved once it is stored)
         saved_rv = rv
+        wire_pods = self.spec.name == "pods"  # pod events go the typed way first (parsers/pod_wire.py)
         last_flush = time.monotonic()
         try:
             while True:
                 if self._cancelled():
                     break
-                wait = max(0.05, tunables.batch_seconds - (time.monotonic() - last_flush))
+                holding = pending_events or pending_rv != saved_rv
+                wait = max(0.0, tunables.batch_seconds - (time.monotonic() - last_flush))
                 try:
-                    lines = reader.get(timeout=wait if pending_events or pending_rv != saved_rv else 0.5)
+                    lines = reader.get(timeout=min(wait, QUIET_S) if holding else 0.5)
                 except Exception:
                     # The connection broke: keep what arrived before it, then report the error.
                     self._flush(pending, pending_events, pending_rv)
                     raise
                 if lines is END:
                     break
+                quiet = lines is None  # the stream paused: a burst ended, so what is held goes now
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
                     with _gc_paused():
                         for line in lines:  # type: ignore[union-attr]
-                            event = self._decode(line)
+                            wire = decode_pod_event(line) if wire_pods else None
+                            if wire is not None:
+                                obs = wire_pod_observation(
+                                    wire[1], watch_type=wire[0], observed_at=self._stamp(), source=Source.API
+                                )
+                                if obs is not None:
+                                    self.result.events += 1
+                                    pending_events += 1
+                                    pending.append(obs)
+                                    pending_rv = wire[1].resource_version
+                                    continue
+                            event = self._decode(line)  # anything else, which the generic path reads
                             if event is None:
                                 continue
                             etype, obj = event
@@ -438,7 +519,7 @@ class _Stepper:
                         pending_events += len(arrived)
                         pending += self._observations(arrived, None)
                         del arrived
-                due = time.monotonic() - last_flush >= tunables.batch_seconds
+                due = quiet or time.monotonic() - last_flush >= tunables.batch_seconds
                 if pending_events >= tunables.batch_size or (
                     (pending_events or pending_rv != saved_rv) and due
                 ):
@@ -513,16 +594,21 @@ class _Stepper:
         not see the caller's uncommitted rows, and SQLite takes one writer at a time.
         """
 
-        def job() -> None:
-            self._ingest(batch)
+        def save() -> store.SaveResult | None:
+            return store.save_observations(self.cluster, batch) if batch else None
+
+        def finish(saved: store.SaveResult | None) -> None:
+            if saved is not None:
+                after_save(self.cluster, batch, saved, derive=self.control.derive)  # type: ignore[arg-type]
+                self._count(saved)
             then()
 
         if self._writer is None and connection.vendor == "postgresql" and not connection.in_atomic_block:
-            self._writer = _Writer(name=f"store-{self.cluster.name}-{self.spec.name}")
+            self._writer = _Writer(f"store-{self.cluster.name}-{self.spec.name}", self.tunables.writers)
         if self._writer is None:
-            job()
+            finish(save())
         else:
-            self._writer.submit(job)
+            self._writer.submit(save, finish)
 
     def drain(self) -> None:
         """Wait until every batch handed to ``_store`` is stored (raises the error of one that failed)."""
@@ -583,10 +669,8 @@ class _Stepper:
             self.fingerprints[name] = fingerprint
         return False
 
-    def _ingest(self, batch: list[Observation]) -> None:
-        if not batch:
-            return
-        saved = ingest_observations(self.cluster, batch)
+    def _count(self, saved: store.SaveResult) -> None:
+        """Add what storing one batch did to the step's result (in batch order: ``_store``)."""
         self.result.busy_seconds = time.monotonic() - self.started
         result = self.result
         result.stored += saved.stored

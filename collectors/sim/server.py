@@ -38,6 +38,7 @@ GROUP_RE = re.compile(
 )
 PROXY_RE = re.compile(r"^/api/v1/nodes/(?P<node>[^/]+)/proxy/(?P<what>metrics|logs)(?:/.*)?$")
 TOKEN = "podlife-demo-token"
+WATCH_CHUNK_EVENTS = 500  # watch events per chunk of a burst (initial events, a replayed backlog)
 
 
 def _truthy(value: str | None) -> bool:
@@ -590,7 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
             for key, data, node in snapshot:
                 if sel is None or sel(key[0], key[1], node, data):
                     batch.append(line("ADDED", data))
-                    if len(batch) >= 500:
+                    if len(batch) >= WATCH_CHUNK_EVENTS:
                         self._chunk(b"".join(batch))
                         batch = []
             del snapshot
@@ -599,7 +600,6 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(b"".join(first))
             deadline = time.monotonic() + (timeout if seq >= 0 else 0.0)
             next_bookmark = time.monotonic() + self.sim.bookmark_interval
-            last_sent_rv = seen_rv
             while True:
                 now = time.monotonic()
                 if now >= deadline:
@@ -619,13 +619,18 @@ class _Handler(BaseHTTPRequestHandler):
                             self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     break
-                out = [self._entry_line(e, rtype, ns, sel, line) for e in entries]
-                payload = b"".join(x for x in out if x)
-                if payload:
-                    self._chunk(payload)
-                    last_sent_rv = scanned_rv
+                # A backlog goes out in chunks as it is rendered, as the API server's buffered writer
+                # sends it, rather than rendered whole before its first byte.
+                for start in range(0, len(entries), WATCH_CHUNK_EVENTS):
+                    out = [
+                        self._entry_line(e, rtype, ns, sel, line)
+                        for e in entries[start : start + WATCH_CHUNK_EVENTS]
+                    ]
+                    payload = b"".join(x for x in out if x)
+                    if payload:
+                        self._chunk(payload)
                 if bookmarks and time.monotonic() >= next_bookmark:
-                    self._chunk(bookmark(max(scanned_rv, last_sent_rv)))
+                    self._chunk(bookmark(max(scanned_rv, seen_rv)))
                     next_bookmark = time.monotonic() + self.sim.bookmark_interval
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()

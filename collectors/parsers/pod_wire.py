@@ -1,0 +1,315 @@
+"""Pods straight off the API server's wire: typed, partial JSON decoding of list pages and watch events
+(msgspec), and the pod observation built from it.
+
+The generic path (orjson into dicts, then ``k8s_objects.pod_observation``) reads any pod-shaped object,
+however odd. This one reads only the fields a pod payload uses, into typed structs, and skips the rest of
+the object (images, tolerations, managedFields, ...) without building it: about a third of the cost for
+the pods a real API server sends, which is most of what a collector does. Whatever falls outside it (a
+value of another type, a page or line that does not decode, a pod without a resourceVersion or a uid)
+makes these functions return None, and the caller takes the generic path for that page, line or pod,
+which yields the same observation or names the problem. The two paths are tested for equality
+(tests/parsers/test_pod_wire.py).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from collectors.parsers.k8s_objects import normalize_time
+from timelines.lifecycle.observation import Kind, Observation
+
+# -- the subset of a Pod that a pod payload reads --------------------------------------------------------
+# gc=False: these structs never form reference cycles, so the cyclic GC need not track them.
+
+
+class _Owner(msgspec.Struct, gc=False):
+    kind: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    controller: bool | None = None
+
+
+class _Annotations(msgspec.Struct, gc=False):
+    config_source: str | None = msgspec.field(name="kubernetes.io/config.source", default=None)
+    config_mirror: str | None = msgspec.field(name="kubernetes.io/config.mirror", default=None)
+
+
+class _Meta(msgspec.Struct, rename="camel", gc=False):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: _Annotations | None = None
+    finalizers: list[str] | None = None
+    owner_references: list[_Owner] | None = None
+
+
+class _Named(msgspec.Struct, gc=False):
+    name: str | None = None
+
+
+class _Spec(msgspec.Struct, rename="camel", gc=False):
+    node_name: str | None = None
+    termination_grace_period_seconds: int | None = None
+    init_containers: list[_Named] | None = None
+    containers: list[_Named] | None = None
+    ephemeral_containers: list[_Named] | None = None
+
+
+class _Condition(msgspec.Struct, rename="camel", gc=False):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+
+
+class _StateDetail(msgspec.Struct, rename="camel", gc=False):
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class _State(msgspec.Struct, gc=False):
+    terminated: _StateDetail | None = None
+    running: _StateDetail | None = None
+    waiting: _StateDetail | None = None
+
+
+class _ContainerStatus(msgspec.Struct, rename="camel", gc=False):
+    name: str | None = None
+    state: _State | None = None
+    last_state: _State | None = None
+    ready: bool | None = None
+    started: bool | None = None
+    restart_count: int | None = None
+
+
+class _Status(msgspec.Struct, rename="camel", gc=False):
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    start_time: str | None = None
+    conditions: list[_Condition] | None = None
+    init_container_statuses: list[_ContainerStatus] | None = None
+    container_statuses: list[_ContainerStatus] | None = None
+    ephemeral_container_statuses: list[_ContainerStatus] | None = None
+
+
+class WirePod(msgspec.Struct, gc=False):
+    """A Pod as decoded here: only what a pod payload uses."""
+
+    kind: str | None = None
+    metadata: _Meta | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+
+    @property
+    def api_uid(self) -> str:
+        return (self.metadata.uid if self.metadata else None) or ""
+
+    @property
+    def resource_version(self) -> str:
+        return (self.metadata.resource_version if self.metadata else None) or ""
+
+
+class _ListMeta(msgspec.Struct, rename="camel", gc=False):
+    resource_version: str | None = None
+    continue_: str | None = msgspec.field(name="continue", default=None)
+
+
+class WirePodList(msgspec.Struct, gc=False):
+    """One page of a pod list: its pods, the list's resourceVersion and the continue token."""
+
+    items: list[WirePod] | None = None
+    metadata: _ListMeta | None = None
+
+    @property
+    def resource_version(self) -> str:
+        return (self.metadata.resource_version if self.metadata else None) or ""
+
+    @property
+    def continue_token(self) -> str | None:
+        return (self.metadata.continue_ if self.metadata else None) or None
+
+
+class _WireEvent(msgspec.Struct, gc=False):
+    type: str | None = None
+    object: WirePod | None = None
+
+
+_LIST = msgspec.json.Decoder(WirePodList)
+_EVENT = msgspec.json.Decoder(_WireEvent)
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+def decode_pod_list(data: bytes) -> WirePodList | None:
+    """A pod list page, or None when it does not decode into the typed subset (use the generic path)."""
+    try:
+        return _LIST.decode(data)
+    except msgspec.MsgspecError:
+        return None
+
+
+def decode_pod_event(line: bytes) -> tuple[str, WirePod] | None:
+    """(type, pod) of an ADDED / MODIFIED / DELETED watch line; None for any other line (a BOOKMARK, an
+    ERROR, something malformed or outside the typed subset), which the generic path then reads."""
+    try:
+        event = _EVENT.decode(line)
+    except msgspec.MsgspecError:
+        return None
+    if event.type not in _OBJECT_EVENTS or event.object is None:
+        return None
+    return event.type, event.object
+
+
+# -- the payload ------------------------------------------------------------------------------------------
+
+_NO_STATE = (None, None, None, None, None, None, None)
+
+
+def _state(state: _State | None) -> tuple[Any, ...]:
+    """As ``k8s_objects._container_state``: the first of terminated / running / waiting that is set."""
+    if state is None:
+        return _NO_STATE
+    for name, detail in (
+        ("terminated", state.terminated),
+        ("running", state.running),
+        ("waiting", state.waiting),
+    ):
+        if detail is not None:
+            return (
+                name,
+                detail.reason,
+                detail.message,
+                detail.exit_code,
+                detail.signal,
+                normalize_time(detail.started_at),
+                normalize_time(detail.finished_at),
+            )
+    return _NO_STATE
+
+
+def _containers(spec: _Spec | None, status: _Status | None) -> list[dict[str, object]]:
+    """As ``k8s_objects._containers``: spec order, then statuses of containers the spec lacks."""
+    groups = (
+        ("init", spec and spec.init_containers, status and status.init_container_statuses),
+        ("regular", spec and spec.containers, status and status.container_statuses),
+        ("ephemeral", spec and spec.ephemeral_containers, status and status.ephemeral_container_statuses),
+    )
+    out: list[dict[str, object]] = []
+    for kind, specs, statuses_in in groups:
+        statuses = {cs.name: cs for cs in statuses_in or () if cs.name is not None}
+        names = [c.name for c in specs or () if c.name is not None]
+        if statuses:
+            names += [n for n in statuses if n not in names]
+        for name in names:
+            cs = statuses.get(name)
+            now = _state(cs.state) if cs is not None else _NO_STATE
+            last = _state(cs.last_state) if cs is not None else _NO_STATE
+            out.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "state": now[0],
+                    "reason": now[1],
+                    "message": now[2],
+                    "exit_code": now[3],
+                    "signal": now[4],
+                    "started_at": now[5],
+                    "finished_at": now[6],
+                    "ready": cs.ready if cs is not None else None,
+                    "started": cs.started if cs is not None else None,
+                    "restart_count": cs.restart_count if cs is not None else None,
+                    "last_state": None
+                    if last[0] is None
+                    else {
+                        "state": last[0],
+                        "reason": last[1],
+                        "exit_code": last[3],
+                        "started_at": last[5],
+                        "finished_at": last[6],
+                    },
+                }
+            )
+    return out
+
+
+def _controller(owners: list[_Owner] | None) -> dict[str, str | None] | None:
+    for ref in owners or ():
+        if ref.controller is True:
+            return {"kind": ref.kind, "name": ref.name, "uid": ref.uid}
+    return None
+
+
+def wire_pod_observation(
+    pod: WirePod, *, watch_type: str, observed_at: datetime, source: str
+) -> Observation | None:
+    """The observation ``k8s_objects.pod_observation`` makes of the same pod, or None when this pod needs
+    the generic path: no name, uid or resourceVersion, a kind other than Pod, or ``observed_at`` naive."""
+    meta = pod.metadata
+    if meta is None or pod.kind not in (None, "Pod") or observed_at.utcoffset() is None:
+        return None
+    name, api_uid, rv = meta.name, meta.uid, meta.resource_version
+    if not name or not api_uid or len(api_uid) > 64 or not rv:
+        return None
+    spec, status = pod.spec, pod.status
+    node = spec.node_name if spec is not None else None
+    notes = meta.annotations
+    config_source = notes.config_source if notes is not None else None
+    mirror_of = notes.config_mirror if notes is not None else None
+    uid = mirror_of if mirror_of and len(mirror_of) <= 64 else api_uid
+    payload = {
+        "watch": watch_type,
+        "resource_version": rv,
+        "uid": uid,
+        "api_uid": api_uid,
+        "namespace": meta.namespace,
+        "name": name,
+        "node": node,
+        "labels": meta.labels or {},
+        "created": normalize_time(meta.creation_timestamp),
+        "deletion_timestamp": normalize_time(meta.deletion_timestamp),
+        "deletion_grace_seconds": meta.deletion_grace_period_seconds,
+        "grace_seconds": spec.termination_grace_period_seconds if spec is not None else None,
+        "finalizers": list(meta.finalizers or ()),
+        "static": bool(mirror_of) or config_source not in (None, "", "api"),
+        "owner": _controller(meta.owner_references),
+        "phase": status.phase if status is not None else None,
+        "reason": status.reason if status is not None else None,
+        "message": status.message if status is not None else None,
+        "start_time": normalize_time(status.start_time) if status is not None else None,
+        "conditions": [
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "last_transition": normalize_time(c.last_transition_time),
+            }
+            for c in (status.conditions if status is not None else None) or ()
+        ],
+        "containers": _containers(spec, status),
+    }
+    deleted = watch_type.upper() == "DELETED"
+    return Observation(
+        kind=Kind.POD_DELETED if deleted else Kind.POD,
+        source=source,
+        observed_at=observed_at,
+        dedupe_key=f"{Kind.POD}:{uid}:{rv}:deleted" if deleted else f"{Kind.POD}:{uid}:{rv}",
+        pod_uid=uid,
+        node=node,
+        namespace=meta.namespace,
+        name=name,
+        payload=payload,
+    )
