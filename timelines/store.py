@@ -221,17 +221,33 @@ def _row(cluster_id: int, obs: Observation, received_at: datetime) -> tuple[Any,
         payload = _JSONB_V1 + _json_bytes(obs.payload)
     except TypeError as exc:
         raise ValueError(f"payload is not JSON-serializable ({exc})") from None
+    uid, node, namespace, name, key = obs.pod_uid, obs.node, obs.namespace, obs.name, obs.dedupe_key
+    # The common case, checked at once: short strings without NUL (what an API server sends).
+    texts = f"{uid}{node}{namespace}{name}{key}"
+    if (
+        "\x00" in texts
+        or type(node) is not str
+        or type(namespace) is not str
+        or type(name) is not str
+        or len(node) > _TEXT_LIMITS["node"]
+        or len(namespace) > _TEXT_LIMITS["namespace"]
+        or len(name) > _TEXT_LIMITS["name"]
+        or (uid is not None and (type(uid) is not str or len(uid) > _TEXT_LIMITS["pod_uid"]))
+    ):
+        uid, node = _clean_text(uid, "pod_uid"), _clean_text(node, "node")
+        namespace, name = _clean_text(namespace, "namespace"), _clean_text(name, "name")
+        key = key.replace("\x00", "\ufffd")
     return (
         cluster_id,
-        _clean_text(obs.pod_uid, "pod_uid") or None,
+        uid or None,
         obs.kind,
         obs.source,
         obs.observed_at,
         received_at,
-        obs.dedupe_key.replace("\x00", "\ufffd"),
-        _clean_text(obs.node, "node"),
-        _clean_text(obs.namespace, "namespace"),
-        _clean_text(obs.name, "name"),
+        key,
+        node,
+        namespace,
+        name,
         payload,
     )
 

@@ -30,6 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -113,7 +114,7 @@ class StepResult:
 # ``batch_seconds`` later (live pages see it sooner, and a step's last batch does not idle). A busy stream
 # still fills batches of up to ``batch_size``; only a trickle of events further apart than this is stored
 # event by event, one small transaction per QUIET_S at most.
-QUIET_S = 0.05
+QUIET_S = 0.025
 
 # -- process-level caches --------------------------------------------------------------------------------
 
@@ -312,6 +313,7 @@ class _Stepper:
         self.started = time.monotonic()
         self._last_stamp: datetime | None = None
         self._writer: _Writer | None = None
+        self._notes: list[str] = []  # status notes from API calls, written by the step's thread
 
     # ---- API calls ---------------------------------------------------------------------------------
     def _method(self) -> Callable[..., Any]:
@@ -323,7 +325,10 @@ class _Stepper:
         return getattr(getattr(kclient, spec.api)(self.client), spec.method)
 
     def _call(self, **kwargs: Any) -> Any:
-        """Call the list method raw; on a 404 for events.k8s.io/v1, switch to core/v1 and call again."""
+        """Call the list method raw; on a 404 for events.k8s.io/v1, switch to core/v1 and call again.
+
+        Touches no database (a list page is fetched on another thread, which must not wait on the step's
+        transaction): a status note goes to ``_notes``, which ``_record_notes`` writes."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -335,9 +340,13 @@ class _Stepper:
                 _events_api[self.cluster.name] = True
                 note = "events.k8s.io/v1 is not served (404): watching core/v1 events"
                 log.info("%s: %s", self.cluster.name, note)
-                state.set_note(self.cluster, self.spec.name, note)
+                self._notes.append(note)
                 return self._call(**kwargs)
             raise
+
+    def _record_notes(self) -> None:
+        while self._notes:
+            state.set_note(self.cluster, self.spec.name, self._notes.pop(0))
 
     def _beat(self) -> None:
         if self.control.heartbeat is not None and not self.control.heartbeat():
@@ -376,31 +385,32 @@ class _Stepper:
     def _list_pages(self, seen: set[str]) -> str:
         # Pages are stored together once they hold a watch batch's worth of objects (fewer, larger COPY
         # transactions); what is held is stored also when the list fails, as page by page would have.
+        # The next page is fetched on a thread while this one is normalized: its continue token is known
+        # as soon as this page is decoded, and the server's time to send a page then overlaps ours.
         held: list[Observation] = []
         held_items = 0
-        token: str | None = None
         first = True
+        fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"list-{self.cluster.name}")
+        next_page: Future[bytes] = fetcher.submit(self._fetch_page, None)
+
+        def prefetch(token: str | None) -> None:
+            nonlocal next_page
+            if token and not self._cancelled():
+                next_page = fetcher.submit(self._fetch_page, token)
+
         try:
             while True:
-                kwargs: dict[str, Any] = {
-                    "limit": self.tunables.list_page_size,
-                    "_request_timeout": (10, 120),
-                }
-                if token:
-                    kwargs["_continue"] = token
                 try:
-                    response = self._call(**kwargs)
+                    data = next_page.result()
                 except Expired:
                     if first:  # a plain list never expires; a 410 here is a server problem, not a token
                         raise WatchError("list answered 410 without a continue token") from None
                     raise
+                finally:
+                    self._record_notes()
+                first = False
                 with _gc_paused():
-                    try:
-                        data = response.data
-                    finally:
-                        close_response(response)
-                    first = False
-                    observations, count, token, rv = self._read_page(data, seen)
+                    observations, count, token, rv = self._read_page(data, seen, prefetch)
                     del data  # the raw page is not needed once normalized
                     self.result.listed += count
                     held_items += count
@@ -418,16 +428,33 @@ class _Stepper:
                 if self._cancelled():
                     raise WatchError("cancelled during a paged list")
         finally:
+            fetcher.shutdown(wait=False)  # a page still in flight closes its response itself
             if held or held_items:
                 self._store(
                     held, functools.partial(state.record_events, self.cluster, self.spec.name, held_items)
                 )
 
-    def _read_page(self, data: bytes, seen: set[str]) -> tuple[list[Observation], int, str | None, str]:
-        """(observations, objects, continue token, resourceVersion) of one list page."""
+    def _fetch_page(self, token: str | None) -> bytes:
+        """The body of one list page (``token``: the previous page's continue token)."""
+        kwargs: dict[str, Any] = {"limit": self.tunables.list_page_size, "_request_timeout": (10, 120)}
+        if token:
+            kwargs["_continue"] = token
+        response = self._call(**kwargs)
+        try:
+            data: bytes = response.data
+            return data
+        finally:
+            close_response(response)
+
+    def _read_page(
+        self, data: bytes, seen: set[str], on_token: Callable[[str | None], None]
+    ) -> tuple[list[Observation], int, str | None, str]:
+        """(observations, objects, continue token, resourceVersion) of one list page; ``on_token`` gets
+        the continue token as soon as the page is decoded, before its objects are normalized."""
         now = timezone.now()
         page = decode_pod_list(data) if self.spec.name == "pods" else None
         if page is not None:
+            on_token(page.continue_token)
             pods = page.items or []
             raw_items: list[Any] | None = None  # the generic decoding, made only if a pod needs it
             out: list[Observation] = []
@@ -445,21 +472,26 @@ class _Stepper:
         body = orjson.loads(data)
         items = body.pop("items", None) or []
         meta = body.get("metadata") or {}
+        token = meta.get("continue") or None
+        on_token(token)
         observations = self._observations(((item, "LIST", now) for item in items), seen)
-        return observations, len(items), meta.get("continue") or None, str(meta.get("resourceVersion") or "")
+        return observations, len(items), token, str(meta.get("resourceVersion") or "")
 
     # ---- watch ---------------------------------------------------------------------------------------
     def watch(self, rv: str) -> str:
         """One watch request from ``rv``; stores events in batches and saves the version after each."""
         tunables = self.tunables
-        response = self._call(
-            watch=True,
-            resource_version=rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=tunables.watch_timeout_s,
-            # connect, read: a server that goes silent past its own timeout is a dead connection.
-            _request_timeout=(10, tunables.watch_timeout_s + 30),
-        )
+        try:
+            response = self._call(
+                watch=True,
+                resource_version=rv,
+                allow_watch_bookmarks=True,
+                timeout_seconds=tunables.watch_timeout_s,
+                # connect, read: a server that goes silent past its own timeout is a dead connection.
+                _request_timeout=(10, tunables.watch_timeout_s + 30),
+            )
+        finally:
+            self._record_notes()
         # A fifth of a batch per read: a burst is stored in batches while the rest of it is parsed.
         reader = LineReader(
             response,

@@ -86,15 +86,17 @@ def normalize_time(value: Any) -> str | None:
     if value is None:  # most optional times of a snapshot are absent
         return None
     if isinstance(value, str):
-        return _normalize_time_text(value)
+        return normalize_time_text(value)
     at = parse_time(value)
     return at.isoformat() if at is not None else None
 
 
 @functools.lru_cache(maxsize=65536)
-def _normalize_time_text(value: str) -> str | None:
-    # The hot path of every pod snapshot: the API's own RFC 3339 form, which the C parser reads. The same
-    # creation and transition times repeat in every snapshot of a pod, hence the cache.
+def normalize_time_text(value: str) -> str | None:
+    """``normalize_time`` of a string.
+
+    The hot path of every pod snapshot: the API's own RFC 3339 form, which the C parser reads. The same
+    creation and transition times repeat in every snapshot of a pod, hence the cache."""
     try:
         at = datetime.fromisoformat(value)
     except ValueError:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from collectors.parsers.k8s_objects import normalize_time
+from collectors.parsers.k8s_objects import normalize_time_text as _norm  # times arrive as strings
 from timelines.lifecycle.observation import Kind, Observation
 
 # -- the subset of a Pod that a pod payload reads --------------------------------------------------------
@@ -194,8 +194,8 @@ def _state(state: _State | None) -> tuple[Any, ...]:
                 detail.message,
                 detail.exit_code,
                 detail.signal,
-                normalize_time(detail.started_at),
-                normalize_time(detail.finished_at),
+                (None if detail.started_at is None else _norm(detail.started_at)),
+                (None if detail.finished_at is None else _norm(detail.finished_at)),
             )
     return _NO_STATE
 
@@ -209,6 +209,8 @@ def _containers(spec: _Spec | None, status: _Status | None) -> list[dict[str, ob
     )
     out: list[dict[str, object]] = []
     for kind, specs, statuses_in in groups:
+        if not specs and not statuses_in:  # most pods have no init or ephemeral containers
+            continue
         statuses = {cs.name: cs for cs in statuses_in or () if cs.name is not None}
         names = [c.name for c in specs or () if c.name is not None]
         if statuses:
@@ -278,8 +280,8 @@ def wire_pod_observation(
         "name": name,
         "node": node,
         "labels": meta.labels or {},
-        "created": normalize_time(meta.creation_timestamp),
-        "deletion_timestamp": normalize_time(meta.deletion_timestamp),
+        "created": (None if meta.creation_timestamp is None else _norm(meta.creation_timestamp)),
+        "deletion_timestamp": (None if meta.deletion_timestamp is None else _norm(meta.deletion_timestamp)),
         "deletion_grace_seconds": meta.deletion_grace_period_seconds,
         "grace_seconds": spec.termination_grace_period_seconds if spec is not None else None,
         "finalizers": list(meta.finalizers or ()),
@@ -288,14 +290,18 @@ def wire_pod_observation(
         "phase": status.phase if status is not None else None,
         "reason": status.reason if status is not None else None,
         "message": status.message if status is not None else None,
-        "start_time": normalize_time(status.start_time) if status is not None else None,
+        "start_time": (None if status.start_time is None else _norm(status.start_time))
+        if status is not None
+        else None,
         "conditions": [
             {
                 "type": c.type,
                 "status": c.status,
                 "reason": c.reason,
                 "message": c.message,
-                "last_transition": normalize_time(c.last_transition_time),
+                "last_transition": (
+                    None if c.last_transition_time is None else _norm(c.last_transition_time)
+                ),
             }
             for c in (status.conditions if status is not None else None) or ()
         ],

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
 
 import pytest
 
+from collectors.kube.watch import StepResult
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import CollectorState
 
@@ -263,3 +266,28 @@ def test_expired_watch_reconciles_pdbs_workloads_and_nodes(sim, resource, kind, 
     key = {"name": meta["name"]} if model == "Node" else {"uid": meta["uid"]}
     assert row_model.objects.get(cluster__name=CLUSTER, **key).deleted_at is not None
     assert stored(kind).exclude(name=meta["name"]).exists()  # the others are still there
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_is_stored_when_the_stream_pauses_not_at_the_batch_deadline(sim):
+    """GIVEN a listed cluster and a watch whose batches would otherwise wait 30 s (batch_seconds)
+    WHEN three pods appear and the stream then goes quiet
+    THEN their observations are stored within about a second, long before the step ends
+    (on PostgreSQL through the step's writer threads, committed where another connection sees them)."""
+    patient = replace(FAST, watch_timeout_s=4, batch_seconds=30.0)
+    assert sim.step("pods", tunables=patient).ok  # the list
+    done = threading.Event()
+    results: list[StepResult] = []
+    step = threading.Thread(target=lambda: (results.append(sim.step("pods", tunables=patient)), done.set()))
+    step.start()
+    try:
+        time.sleep(0.3)  # the watch request is open
+        uids = sim.spawn(3)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline and stored("pod", pod_uid__in=uids).count() < 3:
+            time.sleep(0.05)
+        assert stored("pod", pod_uid__in=uids).values("pod_uid").distinct().count() == 3
+        assert not done.is_set(), "stored only when the step ended"
+    finally:
+        step.join(10)
+    assert results and results[0].ok and results[0].events >= 3
