@@ -17,14 +17,21 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def timeline(uid: str = "u1") -> PodTimeline:
     iv = Interval("worker", "setup", T0, None, "observed")
-    return PodTimeline(uid=uid, namespace="shop", name="web-0", node="node-a", lanes={"worker": (iv,), "api": ()})
+    return PodTimeline(
+        uid=uid, namespace="shop", name="web-0", node="node-a", lanes={"worker": (iv,), "api": ()}
+    )
 
 
 @pytest.mark.parametrize(
     ("scope", "cluster", "name", "expected"),
     [
         ("node", "prod", "node-a.example", "node.prod.node-a.example"),
-        ("pod", "prod", "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47", "pod.prod.6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47"),
+        (
+            "pod",
+            "prod",
+            "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47",
+            "pod.prod.6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47",
+        ),
     ],
 )
 def test_group_names_keep_kubernetes_names(scope, cluster, name, expected):

@@ -51,7 +51,9 @@ def test_every_scenario_produces_its_findings(make_sim, monkeypatch):
         collector.stop()
     found = {(f.kind, f.subject_name) for f in Finding.objects.filter(cluster__name=CLUSTER)}
     for scenario, (kind, where) in EXPECTED.items():
-        assert any(k == kind and where in name for k, name in found), f"{scenario}: no {kind} in {sorted(found)}"
+        assert any(k == kind and where in name for k, name in found), (
+            f"{scenario}: no {kind} in {sorted(found)}"
+        )
     # The kubelet's own account reached the timelines: worker phases observed from its log lines.
     assert Interval.objects.filter(cluster__name=CLUSTER, lane="worker", source="observed").exists()
     assert Interval.objects.filter(cluster__name=CLUSTER, pod_uid=None, lane="node:working_pods").exists()
