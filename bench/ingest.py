@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from _setup import raw_copy_seconds, setup_django
 
-setup_django()
+setup_django(scratch_database=True)
 
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402

@@ -35,7 +35,7 @@ from _setup import ROOT, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
-setup_django()
+setup_django(scratch_database=True)
 
 import orjson  # noqa: E402
 from django.db import connection  # noqa: E402

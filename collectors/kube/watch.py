@@ -150,6 +150,24 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+_settled = False
+
+
+def _settle_process() -> None:
+    """Once per process, after its first step: collect, then freeze what is alive (``gc.freeze``).
+
+    A collector process is long-running, and after one step it holds everything it keeps for good: the
+    modules of Django, the kubernetes client and psycopg, settings, clients, connections; several hundred
+    thousand objects that every full collection walked again (a tenth of a step's time went to the cyclic
+    GC). Frozen, they are out of its reach; what steps allocate later is collected as before.
+    """
+    global _settled
+    if not _settled:
+        _settled = True
+        gc.collect()
+        gc.freeze()
+
+
 class _Writer:
     """Stores one step's batches on background threads while the step parses the next.
 
@@ -294,6 +312,7 @@ def run_step(
         result.seconds = time.monotonic() - started
         _keep_fingerprints(cluster, result, stepper.fingerprints)
         state.record_step(cluster, resource, events=result.events + result.listed, seconds=result.seconds)
+        _settle_process()
     return result
 
 
