@@ -9,7 +9,7 @@ task, a management command or a test calls the same function.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from timelines import store
@@ -38,7 +38,11 @@ def ingest_observations(
 
 
 def after_save(
-    cluster: Cluster, batch: list[Observation | Mapping[str, Any]], result: store.SaveResult, *, derive: bool
+    cluster: Cluster,
+    batch: Sequence[Observation | Mapping[str, Any]],
+    result: store.SaveResult,
+    *,
+    derive: bool,
 ) -> None:
     """What follows storing ``batch`` (``result`` is what ``save_observations`` did with it): the
     current-state rows and, with ``derive``, the timelines that its new observations change.

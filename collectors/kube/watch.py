@@ -650,7 +650,7 @@ class _Stepper:
 
         def finish(saved: store.SaveResult | None) -> None:
             if saved is not None:
-                after_save(self.cluster, batch, saved, derive=self.control.derive)  # type: ignore[arg-type]
+                after_save(self.cluster, batch, saved, derive=self.control.derive)
                 self._count(saved)
             then()
 
