@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -622,7 +622,7 @@ class _Stepper:
     def _stamp(self) -> datetime:
         """When an event arrived: strictly increasing per watcher, so the store's time order of one
         object's snapshots is the order the watch delivered them, even within one microsecond."""
-        now = timezone.now()
+        now = datetime.now(UTC)  # what timezone.now() gives with USE_TZ, without its settings lookup
         if self._last_stamp is not None and now <= self._last_stamp:
             now = self._last_stamp + timedelta(microseconds=1)
         self._last_stamp = now
