@@ -27,10 +27,17 @@ class KubeletLogIngest:
     """
 
     def __init__(
-        self, cluster: Cluster, *, node: str, year: int, tz: tzinfo, flush_every: int = FLUSH_EVERY
+        self,
+        cluster: Cluster,
+        *,
+        node: str,
+        year: int,
+        tz: tzinfo,
+        prefix_tz: tzinfo | None = None,
+        flush_every: int = FLUSH_EVERY,
     ) -> None:
         self.cluster = cluster
-        self.parser = KubeletLogParser(node=node, year=year, tz=tz)
+        self.parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz)
         self.result = store.SaveResult()
         self._pending: list[Observation] = []
         self._flush_every = flush_every

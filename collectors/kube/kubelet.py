@@ -232,7 +232,9 @@ def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> P
             _pull_error(cluster, state.KUBELET_LOGS, f"logs from {node}: {error}", result)
             continue
         # The same parser, batching and store as the CLI and the log-shipping endpoint.
-        ingest = KubeletLogIngest(cluster, node=node, year=since[node].year, tz=UTC)
+        # The node log query runs `journalctl --utc --output=short-precise`: each line's prefix is UTC,
+        # and tells the node's own zone, in which the kubelet wrote the klog header.
+        ingest = KubeletLogIngest(cluster, node=node, year=since[node].year, tz=UTC, prefix_tz=UTC)
         for line in text.splitlines():
             ingest.feed(line)
         saved = ingest.close()

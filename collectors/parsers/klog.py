@@ -73,6 +73,7 @@ class JournaldPrefix:
     day: int
     year: int | None  # only short-iso carries a year
     utcoffset: timedelta | None  # only short-iso carries an offset
+    hms: tuple[int, int, int] | None = None  # the wall-clock time journald wrote (hour, minute, second)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
             return None, line
         pid = m.group("pid")
         prefix = JournaldPrefix(
-            m.group("host"), m.group("ident"), int(pid) if pid else None, mo, d, y, offset
+            m.group("host"), m.group("ident"), int(pid) if pid else None, mo, d, y, offset, _hms(m)
         )
         return prefix, line[m.end() :]
     if first.isalpha() and len(line) > 16:
@@ -168,9 +169,15 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
             int(m.group("day")),
             None,
             None,
+            _hms(m),
         )
         return prefix, line[m.end() :]
     return None, line
+
+
+def _hms(m: re.Match[str]) -> tuple[int, int, int] | None:
+    hour, minute, second = (int(x) for x in m.group("hms").split(":"))
+    return (hour, minute, second) if hour < 24 and minute < 60 and second < 61 else None
 
 
 def parse_klog_header(text: str) -> tuple[KlogHeader, str] | None:

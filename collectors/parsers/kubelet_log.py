@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, Final
 
 from timelines.lifecycle.observation import (
@@ -93,6 +93,9 @@ SKIP_REASONS: Final = {
     "no_pod_uid": "a transition or pod marker with no podUID that no earlier line ties to a pod",
 }
 
+_QUARTER_HOUR: Final = timedelta(minutes=15)  # UTC offsets are whole quarter hours
+_MAX_UTC_OFFSET: Final = timedelta(hours=14)
+_PREFIX_LAG: Final = timedelta(minutes=2)  # journald stamps a line moments after the kubelet wrote it
 MAX_LINE: Final = 1_000_000  # characters; longer lines are skipped (a runaway line, not a kubelet message)
 MAX_BLOCK_LINES: Final = 10_000  # a key=< block longer than this is cut off
 
@@ -402,9 +405,10 @@ class KubeletLogParser:
     without a podUID (e.g. shutdown-manager kills) can still be tied to a pod.
     """
 
-    def __init__(self, *, node: str, year: int, tz: tzinfo) -> None:
+    def __init__(self, *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None) -> None:
         self.node = node
         self.tz = tz
+        self.prefix_tz = prefix_tz
         self.lines_read = 0
         self.skipped: Counter[str] = Counter()
         self._year = year
@@ -518,21 +522,42 @@ class KubeletLogParser:
             year = self._year
         return year
 
-    def _klog_time(self, header: KlogHeader, year: int) -> datetime | None:
+    def _klog_time(self, header: KlogHeader, year: int, prefix: JournaldPrefix | None) -> datetime | None:
         try:
-            local = datetime(
-                year,
-                header.month,
-                header.day,
-                header.hour,
-                header.minute,
-                header.second,
-                header.microsecond,
-                tzinfo=self.tz,
-            )
-            return local.astimezone(UTC)
+            # The header's wall clock, read as UTC for now: its own zone is found next.
+            h = header
+            wall = datetime(year, h.month, h.day, h.hour, h.minute, h.second, h.microsecond, tzinfo=UTC)
+            return wall.replace(tzinfo=self._header_zone(wall, prefix)).astimezone(UTC)
         except (ValueError, OverflowError):
             return None
+
+    def _header_zone(self, wall: datetime, prefix: JournaldPrefix | None) -> tzinfo:
+        """The zone of a klog header's wall clock: ``tz``, unless the line's journald prefix says when it
+        was written in absolute terms (``short-iso`` carries its offset; ``prefix_tz`` gives the zone of
+        the other forms, UTC for the node log query, which runs ``journalctl --utc``). Then the header,
+        written in the kubelet's own zone within moments of the prefix, is that instant: the difference
+        of the two wall clocks, to the quarter hour, is the node's UTC offset."""
+        if prefix is None or prefix.hms is None:
+            return self.tz
+        zone = timezone(prefix.utcoffset) if prefix.utcoffset is not None else self.prefix_tz
+        if zone is None:
+            return self.tz
+        year = prefix.year
+        if year is None:  # short forms: the header's year, across a New Year between the two clocks
+            year = (
+                wall.year
+                + (prefix.month == 1 and wall.month == 12)
+                - (prefix.month == 12 and wall.month == 1)
+            )
+        try:
+            written = datetime(year, prefix.month, prefix.day, *prefix.hms, tzinfo=zone).astimezone(UTC)
+        except (ValueError, OverflowError):
+            return self.tz
+        gap = wall - written
+        offset = round(gap / _QUARTER_HOUR) * _QUARTER_HOUR
+        if abs(offset) > _MAX_UTC_OFFSET or abs(gap - offset) > _PREFIX_LAG:
+            return self.tz  # the two clocks do not tell one instant apart: keep the configured zone
+        return timezone(offset)
 
     def _finish(self, record: _Record) -> list[Observation]:
         year = self._year_for(record.header, record.prefix)
@@ -546,7 +571,7 @@ class KubeletLogParser:
         if quick is not None and not self._interesting(quick_norm := _norm(quick)):
             self._skip_message(quick_norm)
             return []
-        at = self._klog_time(record.header, year)
+        at = self._klog_time(record.header, year, record.prefix)
         if at is None:
             self.skipped["malformed"] += 1
             return []
@@ -779,17 +804,22 @@ class KubeletLogParser:
         )
 
 
-def parse_kubelet_log(lines: Iterable[str], *, node: str, year: int, tz: tzinfo) -> LogParseResult:
+def parse_kubelet_log(
+    lines: Iterable[str], *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None
+) -> LogParseResult:
     """Parse a kubelet log (klog text or JSON, with or without journald prefixes) into observations.
 
     ``node`` names the node the log came from (set on every observation and part of every dedupe key).
     ``year`` is the year of the first line whose header has no year (klog headers carry none; a
-    ``short-iso`` journald prefix overrides it); ``tz`` is the zone the klog header times are in.
+    ``short-iso`` journald prefix overrides it); ``tz`` is the zone the klog header times are in, unless
+    a line's journald prefix tells it: a ``short-iso`` prefix carries its offset, and ``prefix_tz`` is the
+    zone of ``short`` / ``short-precise`` prefixes when known (``journalctl --utc``: UTC). The header is
+    then read in the zone that makes it the prefix's instant (``KubeletLogParser._header_zone``).
     Observations are returned in input order with ``observed_at`` in UTC, microseconds kept. Lines that
     give nothing are counted in ``skipped`` by reason (``SKIP_REASONS``). Never raises on bad input
     (bytes elements are decoded as UTF-8 with replacement).
     """
-    parser = KubeletLogParser(node=node, year=year, tz=tz)
+    parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz)
     result = LogParseResult()
     out = result.observations
     try:

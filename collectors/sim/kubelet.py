@@ -8,9 +8,10 @@ pod worker does, and updates the pod's API status through the cluster as the sta
 from __future__ import annotations
 
 import json
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from .objects import condition, container_id, image_id, set_condition, ts
@@ -19,6 +20,21 @@ if TYPE_CHECKING:
     from .cluster import SimCluster
 
 # file:line of each message, so a parser can key on the caller too (≈ v1.31 sources).
+# A node's kubelet writes klog headers in the node's local zone, which nothing else reveals; the node log
+# query (`journalctl --utc --output=short-precise`) puts a UTC journald prefix before each line. Demo nodes
+# get one of these zones by name (no draw from the scenario's rng), so the collector has to get it right.
+LOG_ZONES: tuple[tzinfo, ...] = (
+    UTC,
+    timezone(timedelta(hours=2)),
+    timezone(timedelta(hours=5, minutes=30)),
+    timezone(timedelta(hours=-7)),
+)
+
+
+def node_log_zone(node: str) -> tzinfo:
+    return LOG_ZONES[zlib.crc32(node.encode()) % len(LOG_ZONES)]
+
+
 CALLERS = {
     "SyncLoop ADD": "kubelet.go:2434",
     "SyncLoop UPDATE": "kubelet.go:2440",
@@ -173,7 +189,8 @@ class SimKubelet:
         self.cluster = cluster
         self.node = node
         self.pid = pid
-        self.lines: deque[tuple[datetime, str]] = deque(maxlen=log_limit)
+        self.lines: deque[tuple[datetime, str]] = deque(maxlen=log_limit)  # (UTC time, klog line)
+        self.log_zone = node_log_zone(node)
         self._last_t: datetime | None = None
         self.workers: dict[str, Worker] = {}
         self.by_api: dict[tuple[str, str], str] = {}  # (ns, api name) -> worker uid
@@ -191,7 +208,9 @@ class SimKubelet:
             t = self._last_t + timedelta(microseconds=1)
         self._last_t = t
         caller = CALLERS.get(msg) or POD_WORKERS.format(WORKER_LINES.get(msg, 1200))
-        header = f"{severity}{t.strftime('%m%d %H:%M:%S.%f')} {self.pid:>7} {caller}] "
+        header = (
+            f"{severity}{t.astimezone(self.log_zone).strftime('%m%d %H:%M:%S.%f')} {self.pid:>7} {caller}] "
+        )
         body = json.dumps(msg) + "".join(f" {k}={_fmt_value(v)}" for k, v in kv.items())
         self.lines.append((t, header + body))
 
@@ -202,12 +221,33 @@ class SimKubelet:
         pattern: str | None = None,
         tail: int | None = None,
     ) -> list[str]:
+        """The klog lines written from ``since`` to ``until`` (UTC), containing ``pattern``, the last
+        ``tail`` of them."""
+        return [line for _t, line in self._matching(since, until, pattern, tail)]
+
+    def journal_since(
+        self,
+        since: datetime | None,
+        until: datetime | None = None,
+        pattern: str | None = None,
+        tail: int | None = None,
+    ) -> list[str]:
+        """``logs_since`` as the node log query serves it: behind `journalctl --utc -o short-precise`
+        prefixes (``Jun 07 00:54:47.123870 node kubelet[812]: ``)."""
+        return [
+            f"{t:%b %d %H:%M:%S}.{t.microsecond:06d} {self.node} kubelet[{self.pid}]: {line}"
+            for t, line in self._matching(since, until, pattern, tail)
+        ]
+
+    def _matching(
+        self, since: datetime | None, until: datetime | None, pattern: str | None, tail: int | None
+    ) -> list[tuple[datetime, str]]:
         out = [
-            line
+            (t.astimezone(UTC), line)
             for t, line in list(self.lines)
             if (since is None or t >= since)
             and (until is None or t <= until)
-            and (pattern is None or pattern in line)
+            and (not pattern or pattern in line)
         ]
         return out[-tail:] if tail else out
 

@@ -679,7 +679,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError as exc:
                 self._status(400, "BadRequest", f"invalid node log query: {exc}")
                 return
-            lines = kubelet.logs_since(since, until, q.get("pattern") or None, tail)
+            lines = kubelet.journal_since(since, until, q.get("pattern") or None, tail)
         self._send(200, ("\n".join(lines) + ("\n" if lines else "")).encode(), "text/plain; charset=utf-8")
 
     # ---- hooks --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from collectors.kube.kubelet import metrics_payload, pull_kubelet_logs, pull_kubelet_metrics
@@ -64,11 +66,17 @@ def test_metrics_pull_stores_one_observation_per_node_and_drops_unchanged(sim):
 
 
 def test_log_pull_parses_kubelet_lines_and_remembers_where_it_stopped(sim):
-    node = next(n for n, k in sorted(sim.server.cluster.kubelets.items()) if k.lines)
+    # A node whose kubelet logs in a zone other than UTC: only the UTC journald prefix of each line
+    # tells it, and every stored time must still be the UTC instant the line was written.
+    kubelets = sorted(sim.server.cluster.kubelets.items())
+    node, kubelet = next((n, k) for n, k in kubelets if k.lines and k.log_zone.utcoffset(None))
     first = pull_kubelet_logs(CLUSTER, nodes=[node])
     assert first.skipped is None and not first.errors, first.errors
     assert first.lines > 0 and first.stored > 0
     assert stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).count() == first.stored
+    written = {t.astimezone(UTC) for t, _line in kubelet.lines}
+    times = set(stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).values_list("observed_at", flat=True))
+    assert times and times <= written
     assert state(node_logs_resource(node)).resource_version  # the time pulled up to
 
     second = pull_kubelet_logs(CLUSTER, nodes=[node])

@@ -394,6 +394,35 @@ def test_header_time_is_read_in_the_given_zone_and_returned_in_utc():
     assert obs.observed_at.utcoffset() == timedelta(0)
 
 
+def test_node_log_query_utc_prefix_tells_the_zone_of_the_header():
+    """``journalctl --utc --output=short-precise`` (the node log query) on a node whose kubelet logs in
+    +05:30: the header's wall clock is read in the zone that makes it the prefix's instant."""
+    lines = [
+        # 06:24:47 in +05:30 is 00:54:47 UTC; journald stamped the line 0.4 ms later.
+        'Jun 07 00:54:47.123870 node-a kubelet[812]: I0607 06:24:47.123456     812 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        # Across New Year: 2024-01-01 05:00 in +05:30 is 2023-12-31 23:30 UTC.
+        'Dec 31 23:30:00.000300 node-a kubelet[812]: I0101 05:00:00.000100     812 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=x',
+    ]
+    june, new_year = (
+        parse_kubelet_log([line], node="n1", year=2024, tz=UTC, prefix_tz=UTC) for line in lines
+    )
+    assert june.observations[0].observed_at == datetime(2024, 6, 7, 0, 54, 47, 123456, tzinfo=UTC)
+    assert new_year.observations[0].observed_at == datetime(2023, 12, 31, 23, 30, 0, 100, tzinfo=UTC)
+    # Without knowing the prefix's zone, the configured zone is used, as before.
+    plain = parse_kubelet_log(lines[:1], node="n1", year=2024, tz=UTC)
+    assert plain.observations[0].observed_at == datetime(2024, 6, 7, 6, 24, 47, 123456, tzinfo=UTC)
+
+
+def test_short_iso_prefix_offset_tells_the_zone_and_disagreeing_clocks_fall_back():
+    cest = 'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x'
+    shown_in_utc = _one(f"2024-06-07T06:54:47+0000 host kubelet[1]: {cest}", tz=UTC, year=2024)
+    assert shown_in_utc.observed_at == datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
+    # Clocks 2 h 40 min apart, no whole quarter hour (a replayed line, a broken clock): the configured
+    # zone stands.
+    odd = _one(f"2024-06-07T06:14:47+0000 host kubelet[1]: {cest}", tz=UTC, year=2024)
+    assert odd.observed_at == datetime(2024, 6, 7, 8, 54, 47, 123456, tzinfo=UTC)
+
+
 def test_same_line_from_journald_and_plain_file_has_the_same_dedupe_key():
     plain = 'I1019 00:23:45.896841     273 kubelet.go:1761] "syncTerminatingPod enter" pod="default/t" podUID=d1c4757bcb230bf06ab7e866b62132a1'
     keys = {

@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -16,7 +17,9 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from collectors.parsers.klog import split_journald_prefix
 from collectors.sim import SimServer, run_sim
+from collectors.sim.kubelet import node_log_zone
 
 from .conftest import KHI_RE, api_client
 
@@ -266,7 +269,18 @@ def test_node_proxy_metrics_and_logs(sim: SimServer, api: client.ApiClient) -> N
         f"{sim.base_url}/api/v1/nodes/{node}/proxy/logs/?query=kubelet&sinceTime={since}", timeout=5
     ) as resp:
         lines = resp.read().decode().splitlines()
-    assert lines and all(KHI_RE.match(ln) for ln in lines)
+    # As `journalctl --utc --output=short-precise` serves them: a UTC journald prefix, then the klog line
+    # with its header in the node's own zone.
+    assert lines
+    zone, year = node_log_zone(node), sim.cluster.engine.start.year
+    for ln in lines:
+        prefix, klog = split_journald_prefix(ln)
+        assert prefix is not None and prefix.ident == "kubelet" and prefix.host == node, ln
+        assert KHI_RE.match(klog), ln
+        assert prefix.hms is not None
+        header = datetime.strptime(klog[1:21], "%m%d %H:%M:%S.%f").replace(year=year, tzinfo=zone)
+        journald = datetime(year, prefix.month, prefix.day, *prefix.hms, tzinfo=UTC)
+        assert abs(header - journald) < timedelta(seconds=1), ln
     assert any('"SyncPod enter"' in ln for ln in lines)
 
 

@@ -68,7 +68,10 @@ class Command(BaseCommand):
             "--year", type=int, help="year of the first line (klog has none; default: this year)"
         )
         parser.add_argument(
-            "--tz", default="UTC", help="zone of the klog times, e.g. Europe/Paris (default UTC)"
+            "--tz",
+            default="UTC",
+            help="zone of the klog times, e.g. Europe/Paris (default UTC; lines behind short-iso journald "
+            "prefixes are read in the zone their offset implies)",
         )
 
     def handle(
