@@ -6,6 +6,7 @@ from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, rows, span, worker
 from timelines.lifecycle.derive import derive_pod_timeline, worker_cycles
 from timelines.lifecycle.facts import collect_facts
+from timelines.lifecycle.observation import Transition
 
 UID = scenarios.UID
 
@@ -53,3 +54,31 @@ def test_a_new_cycle_starts_only_when_setup_follows_termination() -> None:
         ("first_seen", "uid_reuse_restart"),
         ("first_seen", "sync_enter"),
     ]
+
+
+def test_a_phase_left_open_when_the_worker_starts_over_ends_there() -> None:
+    """GIVEN a static pod whose worker was terminating when its node rebooted (no exit line ever came)
+    WHEN the restarted kubelet syncs the same UID from the first time again
+    THEN the old terminating phase ends where the new cycle begins, and the new setup is open."""
+    obs = [
+        worker(UID, 1.0, Transition.FIRST_SEEN),
+        worker(UID, 1.1, Transition.SYNC_ENTER),
+        worker(UID, 1.2, Transition.SYNC_EXIT),
+        worker(UID, 20.0, Transition.TERMINATING_ENTER, grace=30),
+        # reboot: nothing from the old kubelet after this
+        worker(UID, 95.0, Transition.FIRST_SEEN),
+        worker(UID, 95.1, Transition.SYNC_ENTER),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert rows(tl, "worker") == [
+        ("setup", at(1.0), at(20.0), "observed"),
+        ("terminating", at(20.0), at(95.0), "observed"),
+        ("setup", at(95.0), None, "observed"),
+    ]
+    assert [iv.attrs["end_from"] for iv in tl.lane("worker")] == [
+        Transition.TERMINATING_ENTER,
+        "next_cycle",
+        None,
+    ]
+    # In any order, the same timeline.
+    assert rows(derive_pod_timeline(list(reversed(obs))), "worker") == rows(tl, "worker")

@@ -165,8 +165,9 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
     )
 
 
-def _with(iv: Interval, *, end: datetime | None) -> Interval:
-    return Interval(iv.lane, iv.state, iv.start, end, iv.source, iv.attrs, iv.evidence)
+def _with(iv: Interval, *, end: datetime | None, end_from: str | None = None) -> Interval:
+    attrs = iv.attrs if end_from is None else {**iv.attrs, "end_from": end_from}
+    return Interval(iv.lane, iv.state, iv.start, end, iv.source, attrs, iv.evidence)
 
 
 def _chain(
@@ -529,7 +530,17 @@ def _worker_lane(facts: PodFacts) -> list[Interval]:
     observed: list[Interval] = []
     cycles = worker_cycles(facts.worker_events)
     for i, cycle in enumerate(cycles):
-        observed.extend(_observed_cycle(cycle, i, facts))
+        intervals = _observed_cycle(cycle, i, facts)
+        if i + 1 < len(cycles):
+            # The worker of this UID started over (setup after termination) while a phase of this cycle
+            # had no end: only a restarted kubelet forgets a worker it had (a static pod through a node
+            # reboot), so the old phase ended when the new cycle began at the latest.
+            restart = cycles[i + 1][0]
+            intervals = [
+                _with(iv, end=max(restart.at, iv.start), end_from="next_cycle") if iv.end is None else iv
+                for iv in intervals
+            ]
+        observed.extend(intervals)
     if not observed:
         return inferred
     first = min(observed, key=lambda iv: iv.start)
