@@ -40,6 +40,7 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+## make typecheck: mypy --strict on the pure packages and the demo cluster (pyproject.toml [tool.mypy])
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 

@@ -734,17 +734,17 @@ class SimCluster:
             existing = self._event_index.get(ikey)
             now = self.now
             if existing is not None:
-                ev = self.store.get("events", *existing)
-                if ev is not None:
-                    if ev.get("series") is not None or ev.get("eventTime") and ev.get("count") is None:
-                        series = ev.setdefault("series", {"count": 1})
+                seen = self.store.get("events", *existing)
+                if seen is not None:
+                    if seen.get("series") is not None or seen.get("eventTime") and seen.get("count") is None:
+                        series = seen.setdefault("series", {"count": 1})
                         series["count"] += 1
                         series["lastObservedTime"] = ts_micro(now)
                     else:
-                        ev["count"] = ev.get("count", 1) + 1
-                        ev["lastTimestamp"] = ts(now)
+                        seen["count"] = seen.get("count", 1) + 1
+                        seen["lastTimestamp"] = ts(now)
                     self._event_touched[existing] = self.engine.elapsed
-                    return self.store.put("events", ev)
+                    return self.store.put("events", seen)
             involved: dict[str, Any] = {
                 "kind": kind,
                 "name": meta["name"],
@@ -970,7 +970,7 @@ class SimCluster:
             }
             if node_selector:
                 template["spec"]["nodeSelector"] = dict(node_selector)
-            dep = {
+            dep: dict[str, Any] = {
                 "metadata": {
                     "name": name,
                     "namespace": namespace,

@@ -454,7 +454,7 @@ class SimKubelet:
         w.config = "orphan" if source == "api" else "desired"
         if w.state == "sync":
             self._wlog("Pod has been deleted and must be killed", w)
-            self.request_termination(uid, "removed" if source == "file" else "orphan", None)
+            self.request_termination(w.uid, "removed" if source == "file" else "orphan", None)
         elif w.finished:
             self.cluster.engine.schedule(1.7, lambda: self._forget(w))
 

@@ -132,10 +132,8 @@ def set_condition(conds: list[dict[str, Any]], new: dict[str, Any]) -> None:
 
 
 def get_condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in obj.get("status", {}).get("conditions") or []:
-        if cond["type"] == ctype:
-            return cond
-    return None
+    conditions: list[dict[str, Any]] = obj.get("status", {}).get("conditions") or []
+    return next((cond for cond in conditions if cond["type"] == ctype), None)
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -144,10 +142,8 @@ def is_ready(pod: dict[str, Any]) -> bool:
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
+    refs: list[dict[str, Any]] = obj["metadata"].get("ownerReferences") or []
+    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def owner_ref(owner: dict[str, Any], kind: str, api_version: str, controller: bool = True) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def _deployment_settled(c: SimCluster, ns: str, name: str) -> bool:
         return True
     st = dep["status"]
     want = dep["spec"]["replicas"]
-    return (
+    return bool(
         st.get("observedGeneration") == dep["metadata"]["generation"]
         and st.get("updatedReplicas") == want
         and st.get("availableReplicas") == want
@@ -217,7 +217,7 @@ def _statefulset_settled(c: SimCluster, ns: str, name: str) -> bool:
     if sts is None:
         return True
     st, want = sts["status"], sts["spec"]["replicas"]
-    return (
+    return bool(
         st.get("observedGeneration") == sts["metadata"]["generation"]
         and st.get("readyReplicas") == want == st.get("updatedReplicas") == st.get("currentReplicas")
         and st.get("currentRevision") == st.get("updateRevision")

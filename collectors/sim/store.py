@@ -188,7 +188,7 @@ class Store:
                 return None
             keys = self._keys[resource]
             del keys[bisect_left(keys, key)]
-            obj = orjson.loads(data)
+            obj: dict[str, Any] = orjson.loads(data)
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             data = _compact_bytes(obj)
