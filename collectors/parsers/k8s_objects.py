@@ -302,7 +302,7 @@ def _observed_at(obj: Mapping[str, Any], observed_at: datetime | None, what: str
 # -- pods -----------------------------------------------------------------------------------------------
 
 
-_NO_STATE: Final = (None, None, None, None, None, None, None)
+NO_STATE: Final = (None, None, None, None, None, None, None)  # a container state that is not set
 _STATE_NAMES: Final = ("terminated", "running", "waiting")
 _CONTAINER_GROUPS: Final = (
     ("init", "initContainers", "initContainerStatuses"),
@@ -328,7 +328,44 @@ def _container_state(state: Any) -> tuple[Any, ...]:
                 normalize_time(detail.get("startedAt")),
                 normalize_time(detail.get("finishedAt")),
             )
-    return _NO_STATE
+    return NO_STATE
+
+
+def container_entry(
+    name: str,
+    kind: str,
+    now: tuple[Any, ...],
+    last: tuple[Any, ...],
+    ready: bool | None,
+    started: bool | None,
+    restart_count: int | None,
+) -> dict[str, Any]:
+    """One item of a pod payload's ``containers``; ``now`` and ``last`` are (state, reason, message,
+    exit_code, signal, started_at, finished_at) as ``_container_state`` gives them (also
+    ``pod_wire``, which reads the same fields off typed structs)."""
+    return {
+        "name": name,
+        "kind": kind,
+        "state": now[0],
+        "reason": now[1],
+        "message": now[2],
+        "exit_code": now[3],
+        "signal": now[4],
+        "started_at": now[5],
+        "finished_at": now[6],
+        "ready": ready,
+        "started": started,
+        "restart_count": restart_count,
+        "last_state": None
+        if last[0] is None
+        else {
+            "state": last[0],
+            "reason": last[1],
+            "exit_code": last[3],
+            "started_at": last[5],
+            "finished_at": last[6],
+        },
+    }
 
 
 def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -353,29 +390,15 @@ def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict
             last = _container_state(cs.get("lastState"))
             ready, started = cs.get("ready"), cs.get("started")
             out.append(
-                {
-                    "name": name,
-                    "kind": kind,
-                    "state": now[0],
-                    "reason": now[1],
-                    "message": now[2],
-                    "exit_code": now[3],
-                    "signal": now[4],
-                    "started_at": now[5],
-                    "finished_at": now[6],
-                    "ready": ready if ready is True or ready is False else None,
-                    "started": started if started is True or started is False else None,
-                    "restart_count": _int(cs.get("restartCount")),
-                    "last_state": None
-                    if last[0] is None
-                    else {
-                        "state": last[0],
-                        "reason": last[1],
-                        "exit_code": last[3],
-                        "started_at": last[5],
-                        "finished_at": last[6],
-                    },
-                }
+                container_entry(
+                    name,
+                    kind,
+                    now,
+                    last,
+                    ready if ready is True or ready is False else None,
+                    started if started is True or started is False else None,
+                    _int(cs.get("restartCount")),
+                )
             )
     return out
 

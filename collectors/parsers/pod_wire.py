@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from collectors.parsers.k8s_objects import NO_STATE, container_entry
 from collectors.parsers.k8s_objects import normalize_time_text as _norm  # times arrive as strings
 from timelines.lifecycle.observation import Kind, Observation
 
@@ -175,13 +176,11 @@ def decode_pod_event(line: bytes) -> tuple[str, WirePod] | None:
 
 # -- the payload ------------------------------------------------------------------------------------------
 
-_NO_STATE = (None, None, None, None, None, None, None)
-
 
 def _state(state: _State | None) -> tuple[Any, ...]:
     """As ``k8s_objects._container_state``: the first of terminated / running / waiting that is set."""
     if state is None:
-        return _NO_STATE
+        return NO_STATE
     for name, detail in (
         ("terminated", state.terminated),
         ("running", state.running),
@@ -197,7 +196,7 @@ def _state(state: _State | None) -> tuple[Any, ...]:
                 (None if detail.started_at is None else _norm(detail.started_at)),
                 (None if detail.finished_at is None else _norm(detail.finished_at)),
             )
-    return _NO_STATE
+    return NO_STATE
 
 
 def _containers(spec: _Spec | None, status: _Status | None) -> list[dict[str, object]]:
@@ -217,33 +216,11 @@ def _containers(spec: _Spec | None, status: _Status | None) -> list[dict[str, ob
             names += [n for n in statuses if n not in names]
         for name in names:
             cs = statuses.get(name)
-            now = _state(cs.state) if cs is not None else _NO_STATE
-            last = _state(cs.last_state) if cs is not None else _NO_STATE
-            out.append(
-                {
-                    "name": name,
-                    "kind": kind,
-                    "state": now[0],
-                    "reason": now[1],
-                    "message": now[2],
-                    "exit_code": now[3],
-                    "signal": now[4],
-                    "started_at": now[5],
-                    "finished_at": now[6],
-                    "ready": cs.ready if cs is not None else None,
-                    "started": cs.started if cs is not None else None,
-                    "restart_count": cs.restart_count if cs is not None else None,
-                    "last_state": None
-                    if last[0] is None
-                    else {
-                        "state": last[0],
-                        "reason": last[1],
-                        "exit_code": last[3],
-                        "started_at": last[5],
-                        "finished_at": last[6],
-                    },
-                }
-            )
+            if cs is None:
+                out.append(container_entry(name, kind, NO_STATE, NO_STATE, None, None, None))
+            else:
+                now, last = _state(cs.state), _state(cs.last_state)
+                out.append(container_entry(name, kind, now, last, cs.ready, cs.started, cs.restart_count))
     return out
 
 
