@@ -71,9 +71,9 @@ def start_sim(args: argparse.Namespace, kubeconfig: Path) -> subprocess.Popen[st
 def sim_hook(cluster: str, name: str) -> None:
     """POST a demo-cluster fault hook (``/_sim/NAME``) through the collector's own client."""
     client = config.api_client(cluster)
-    client.call_api(
-        f"/_sim/{name}", "POST", auth_settings=["BearerToken"], _preload_content=False
-    ).release_conn()
+    response = client.call_api(f"/_sim/{name}", "POST", auth_settings=["BearerToken"], _preload_content=False)
+    response.read()  # to the end: a connection goes back to the pool only after its whole answer
+    response.release_conn()
 
 
 def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int]]:
@@ -87,7 +87,9 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
         assert result.ok, result.error
         counts[f"{resource} listed"] = result.listed
     time.sleep(backlog)  # churn builds a history nobody has read yet
-    sim_hook(cluster, "pause")  # then the cluster stands still, so the backlog has an end
+    # Then the cluster stands still, so the backlog has an end; it stays paused through the baseline,
+    # which must not share the two cores with a churning cluster when the collector did not.
+    sim_hook(cluster, "pause")
     counts["backlog events"] = 0
     while True:  # watch steps until one finds nothing left of the backlog
         result = run_step(cluster, "pods", control=control)
@@ -97,14 +99,13 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
         counts["backlog events"] += result.events
         if result.events == 0:
             break
-    sim_hook(cluster, "resume")
     stored = ObservationRow.objects.filter(cluster__name=cluster).count()
     return stored, busy, counts
 
 
-def copy_baseline(cluster: str) -> float:
-    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table (median
-    of three runs)."""
+def copy_baseline(cluster: str, batch: int) -> float:
+    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
+    batches of the collector's size (median of three runs)."""
     found = Cluster.objects.get(name=cluster)
     received = timezone.now()
     rows = [
@@ -112,7 +113,7 @@ def copy_baseline(cluster: str) -> float:
         for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000)
     ]
     # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
-    return statistics.median(raw_copy_seconds(rows, 500) for _ in range(3))  # the collector's batch size
+    return statistics.median(raw_copy_seconds(rows, batch) for _ in range(3))
 
 
 def memory(cluster: str, control: StepControl) -> tuple[int, int, int]:
@@ -184,7 +185,7 @@ def main() -> None:
         assert run_step(names[2], "nodes", control=StepControl(tunables=tunables)).ok
         control = StepControl(tunables=tunables, derive=args.derive)
         stored, busy, counts = collect(names[0], control, args.backlog)
-        baseline = copy_baseline(names[0])
+        baseline = copy_baseline(names[0], tunables.batch_size)
         peak, slim, pods = memory(names[1], control)
     finally:
         sim.terminate()

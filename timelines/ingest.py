@@ -14,7 +14,7 @@ from typing import Any
 
 from timelines import store
 from timelines.derivation import NODE_KINDS, rederive_cluster, rederive_nodes, rederive_pdbs, rederive_pods
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import AnyObservation, EncodedObservation, Kind, Observation
 from timelines.live import publish_timelines
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -23,7 +23,7 @@ PDB_INPUTS = (Kind.PDB, Kind.PDB_DELETED, Kind.EVENT)
 
 
 def ingest_observations(
-    cluster: Cluster | str, observations: Iterable[Observation | Mapping[str, Any]], *, derive: bool = True
+    cluster: Cluster | str, observations: Iterable[AnyObservation | Mapping[str, Any]], *, derive: bool = True
 ) -> store.SaveResult:
     """Store ``observations`` and update what derives from them; returns what was stored and rejected.
 
@@ -39,7 +39,7 @@ def ingest_observations(
 
 def after_save(
     cluster: Cluster,
-    batch: Sequence[Observation | Mapping[str, Any]],
+    batch: Sequence[AnyObservation | Mapping[str, Any]],
     result: store.SaveResult,
     *,
     derive: bool,
@@ -52,13 +52,17 @@ def after_save(
     step's writers) calls this once per batch, one at a time, in the order the batches were received.
     """
     if result.stored:
-        new = [o for o in batch if isinstance(o, Observation) and o.dedupe_key in result.stored_keys]
+        new = [
+            o
+            for o in batch
+            if isinstance(o, Observation | EncodedObservation) and o.dedupe_key in result.stored_keys
+        ]
         store.update_current_state(cluster, new)
         if derive:
             derive_new(cluster, result.pods_touched, new)
 
 
-def derive_new(cluster: Cluster, pods: Iterable[str], new: Iterable[Observation]) -> int:
+def derive_new(cluster: Cluster, pods: Iterable[str], new: Iterable[AnyObservation]) -> int:
     """Re-derive the pods in ``pods`` and the nodes and PDBs that ``new`` observations concern, then
     push the changed pods live. Returns how many pods were re-derived."""
     timelines = rederive_pods(cluster, pods)

@@ -10,6 +10,7 @@ rejected with its key and the reason; the rest of its batch is stored.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ from django.utils import timezone
 from psycopg import errors as psycopg_errors
 
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
-from timelines.lifecycle.observation import InvalidObservation, Kind, Observation
+from timelines.lifecycle.observation import (
+    AnyObservation,
+    EncodedObservation,
+    InvalidObservation,
+    Kind,
+    Observation,
+)
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import (
     Cluster,
@@ -118,7 +125,10 @@ def cluster_for(name_or_cluster: Cluster | str, *, origin: str = Cluster.Origin.
 
 
 def save_observations(
-    cluster: Cluster | str, batch: Iterable[Observation | Mapping[str, Any]], *, now: datetime | None = None
+    cluster: Cluster | str,
+    batch: Iterable[AnyObservation | Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
 ) -> SaveResult:
     """Append a batch of observations to ``cluster``, idempotently.
 
@@ -135,7 +145,9 @@ def save_observations(
     return _append(cluster.pk, ((record, received_at) for record in batch))
 
 
-def _append(cluster_id: int, pairs: Iterable[tuple[Observation | Mapping[str, Any], datetime]]) -> SaveResult:
+def _append(
+    cluster_id: int, pairs: Iterable[tuple[AnyObservation | Mapping[str, Any], datetime]]
+) -> SaveResult:
     """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs."""
     result = SaveResult()
     rows: dict[str, tuple[Any, ...]] = {}
@@ -165,8 +177,8 @@ def _append(cluster_id: int, pairs: Iterable[tuple[Observation | Mapping[str, An
     return result
 
 
-def _coerce(record: Observation | Mapping[str, Any]) -> Observation:
-    if isinstance(record, Observation):
+def _coerce(record: AnyObservation | Mapping[str, Any]) -> AnyObservation:
+    if isinstance(record, Observation | EncodedObservation):
         return record
     if not isinstance(record, Mapping):
         raise TypeError(f"expected an Observation or a mapping, got {type(record).__name__}")
@@ -200,7 +212,10 @@ def _clean_text(value: str | None, column: str) -> str:
 
 def _json_bytes(value: Any) -> bytes:
     """Compact JSON; PostgreSQL's jsonb rejects \\u0000, so it becomes U+FFFD as in text columns."""
-    text = orjson.dumps(value)
+    return _jsonb_safe(orjson.dumps(value))
+
+
+def _jsonb_safe(text: bytes) -> bytes:
     return text.replace(b"\\u0000", b"\\ufffd") if b"\\u0000" in text else text
 
 
@@ -212,15 +227,18 @@ def _json_text(value: Any) -> str:
 _JSONB_V1 = b"\x01"
 
 
-def _row(cluster_id: int, obs: Observation, received_at: datetime) -> tuple[Any, ...]:
+def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[Any, ...]:
     """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload in
     jsonb's binary input form (``_JSONB_V1`` + JSON; ``_payload_text`` gives the JSON back)."""
-    try:
-        # Joined here and not at COPY time: the joined bytes are exactly as long as they need to be,
-        # while orjson's own buffer is several times longer than a pod's payload.
-        payload = _JSONB_V1 + _json_bytes(obs.payload)
-    except TypeError as exc:
-        raise ValueError(f"payload is not JSON-serializable ({exc})") from None
+    # Joined here and not at COPY time: the joined bytes are exactly as long as they need to be, while
+    # orjson's own buffer is several times longer than a pod's payload.
+    if type(obs) is EncodedObservation:  # the typed pod path encoded it already
+        payload = _JSONB_V1 + _jsonb_safe(obs.payload_json)
+    else:
+        try:
+            payload = _JSONB_V1 + _json_bytes(obs.payload)
+        except TypeError as exc:
+            raise ValueError(f"payload is not JSON-serializable ({exc})") from None
     uid, node, namespace, name, key = obs.pod_uid, obs.node, obs.namespace, obs.name, obs.dedupe_key
     # The common case, checked at once: short strings without NUL (what an API server sends).
     texts = f"{uid}{node}{namespace}{name}{key}"
@@ -286,8 +304,13 @@ def _insert_postgres(cluster_id: int, rows: list[tuple[Any, ...]]) -> list[tuple
     """
     if cluster_id not in _conflicted:
         try:
-            # A savepoint when inside a caller's transaction: a failed COPY rolls back only itself.
-            with transaction.atomic(), connection.cursor() as cursor:
+            # Outside a transaction the COPY is one by itself (autocommit): all rows or none, and two
+            # round trips fewer than BEGIN ... COMMIT around it. Inside a caller's transaction, a
+            # savepoint, so that a failed COPY rolls back only itself.
+            with (
+                transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext(),
+                connection.cursor() as cursor,
+            ):
                 copy_observation_rows(cursor.cursor, "timelines_observation", rows)
             return [(row[1], row[_KEY_AT]) for row in rows]
         except psycopg_errors.UniqueViolation:
@@ -536,7 +559,7 @@ def _condition_status(conditions: list[dict[str, Any]] | None, kind: str) -> dic
     return next((c for c in conditions or [] if c.get("type") == kind), None)
 
 
-def update_current_state(cluster: Cluster, observations: Iterable[Observation]) -> None:
+def update_current_state(cluster: Cluster, observations: Iterable[AnyObservation]) -> None:
     """Bring node, PDB and workload rows (and their status samples) up to the newest snapshots.
 
     Pods are kept by ``replace_pod_timelines``: their row derives from the whole timeline, kubelet lines

@@ -47,7 +47,7 @@ from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
 from timelines import store
 from timelines.ingest import after_save
-from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
 from timelines.models import Observation as ObservationRow
 
@@ -406,7 +406,7 @@ class _Stepper:
         # transactions); what is held is stored also when the list fails, as page by page would have.
         # The next page is fetched on a thread while this one is normalized: its continue token is known
         # as soon as this page is decoded, and the server's time to send a page then overlaps ours.
-        held: list[Observation] = []
+        held: list[AnyObservation] = []
         held_items = 0
         first = True
         fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"list-{self.cluster.name}")
@@ -467,7 +467,7 @@ class _Stepper:
 
     def _read_page(
         self, data: bytes, seen: set[str], on_token: Callable[[str | None], None]
-    ) -> tuple[list[Observation], int, str | None, str]:
+    ) -> tuple[list[AnyObservation], int, str | None, str]:
         """(observations, objects, continue token, resourceVersion) of one list page; ``on_token`` gets
         the continue token as soon as the page is decoded, before its objects are normalized."""
         now = timezone.now()
@@ -476,7 +476,7 @@ class _Stepper:
             on_token(page.continue_token)
             pods = page.items or []
             raw_items: list[Any] | None = None  # the generic decoding, made only if a pod needs it
-            out: list[Observation] = []
+            out: list[AnyObservation] = []
             for i, pod in enumerate(pods):
                 obs = wire_pod_observation(pod, watch_type="LIST", observed_at=now, source=Source.API)
                 if obs is None:
@@ -519,7 +519,7 @@ class _Stepper:
         )
         # Events are normalized as they arrive (their raw objects are dropped at once); ``pending`` holds
         # the observations of the ``pending_events`` events received since the last flush.
-        pending: list[Observation] = []
+        pending: list[AnyObservation] = []
         pending_events = 0
         pending_rv = rv  # the version reached by what is in ``pending`` (saved once it is stored)
         saved_rv = rv
@@ -628,7 +628,7 @@ class _Stepper:
         self._last_stamp = now
         return now
 
-    def _flush(self, pending: list[Observation], events: int, rv: str) -> None:
+    def _flush(self, pending: list[AnyObservation], events: int, rv: str) -> None:
         """Store ``pending`` (the observations of ``events`` watch events) and then record the version it
         reached (in this order: nothing is lost)."""
         self._store(
@@ -636,7 +636,7 @@ class _Stepper:
             functools.partial(state.record_events, self.cluster, self.spec.name, events, resource_version=rv),
         )
 
-    def _store(self, batch: list[Observation], then: Callable[[], None]) -> None:
+    def _store(self, batch: list[AnyObservation], then: Callable[[], None]) -> None:
         """Store ``batch``, then call ``then`` (which records what the batch covered).
 
         On PostgreSQL outside a caller's transaction this happens on the step's writer thread, in
@@ -772,7 +772,7 @@ def _identity(spec: ResourceSpec, obj: dict[str, Any]) -> str:
     return str(meta.get("uid") or "")
 
 
-def _observed_identity(spec: ResourceSpec, obs: Observation) -> str:
+def _observed_identity(spec: ResourceSpec, obs: AnyObservation) -> str:
     if spec.name == "pods":
         return obs.pod_uid or ""
     if spec.name == "nodes":

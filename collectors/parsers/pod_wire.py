@@ -8,7 +8,8 @@ the pods a real API server sends, which is most of what a collector does. Whatev
 value of another type, a page or line that does not decode, a pod without a resourceVersion or a uid)
 makes these functions return None, and the caller takes the generic path for that page, line or pod,
 which yields the same observation or names the problem. The two paths are tested for equality
-(tests/parsers/test_pod_wire.py).
+(tests/parsers/test_pod_wire.py). The payload is encoded here, from typed structs, into the JSON the store
+writes (``EncodedObservation``): the dicts the generic path builds, and their encoding later, are skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import msgspec
 
 from collectors.parsers.k8s_objects import NO_STATE, container_entry
 from collectors.parsers.k8s_objects import normalize_time_text as _norm  # times arrive as strings
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import EncodedObservation, Kind
 
 # -- the subset of a Pod that a pod payload reads --------------------------------------------------------
 # gc=False: these structs never form reference cycles, so the cyclic GC need not track them.
@@ -177,6 +178,10 @@ def decode_pod_event(line: bytes) -> tuple[str, WirePod] | None:
 # -- the payload ------------------------------------------------------------------------------------------
 
 
+def _time(value: str | None) -> str | None:
+    return None if value is None else _norm(value)
+
+
 def _state(state: _State | None) -> tuple[Any, ...]:
     """As ``k8s_objects._container_state``: the first of terminated / running / waiting that is set."""
     if state is None:
@@ -193,8 +198,8 @@ def _state(state: _State | None) -> tuple[Any, ...]:
                 detail.message,
                 detail.exit_code,
                 detail.signal,
-                (None if detail.started_at is None else _norm(detail.started_at)),
-                (None if detail.finished_at is None else _norm(detail.finished_at)),
+                _time(detail.started_at),
+                _time(detail.finished_at),
             )
     return NO_STATE
 
@@ -231,11 +236,52 @@ def _controller(owners: list[_Owner] | None) -> dict[str, str | None] | None:
     return None
 
 
+class _ConditionOut(msgspec.Struct, gc=False):
+    """One item of a pod payload's ``conditions`` (as ``k8s_objects._conditions`` makes it)."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    last_transition: str | None
+
+
+class _PodPayload(msgspec.Struct, gc=False):
+    """The ``pod`` payload of docs/observations.md, field for field as ``k8s_objects.normalize_pod``
+    returns it (tests/parsers/test_pod_wire.py holds the two equal); encoded to JSON, never kept."""
+
+    watch: str
+    resource_version: str
+    uid: str
+    api_uid: str
+    namespace: str | None
+    name: str
+    node: str | None
+    labels: dict[str, str]
+    created: str | None
+    deletion_timestamp: str | None
+    deletion_grace_seconds: int | None
+    grace_seconds: int | None
+    finalizers: list[str]
+    static: bool
+    owner: dict[str, str | None] | None
+    phase: str | None
+    reason: str | None
+    message: str | None
+    start_time: str | None
+    conditions: list[_ConditionOut]
+    containers: list[dict[str, object]]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
 def wire_pod_observation(
     pod: WirePod, *, watch_type: str, observed_at: datetime, source: str
-) -> Observation | None:
-    """The observation ``k8s_objects.pod_observation`` makes of the same pod, or None when this pod needs
-    the generic path: no name, uid or resourceVersion, a kind other than Pod, or ``observed_at`` naive."""
+) -> EncodedObservation | None:
+    """The observation ``k8s_objects.pod_observation`` makes of the same pod, with its payload already
+    encoded (``EncodedObservation``); or None when this pod needs the generic path: no name, uid or
+    resourceVersion, a kind other than Pod, or ``observed_at`` naive."""
     meta = pod.metadata
     if meta is None or pod.kind not in (None, "Pod") or observed_at.utcoffset() is None:
         return None
@@ -248,44 +294,34 @@ def wire_pod_observation(
     config_source = notes.config_source if notes is not None else None
     mirror_of = notes.config_mirror if notes is not None else None
     uid = mirror_of if mirror_of and len(mirror_of) <= 64 else api_uid
-    payload = {
-        "watch": watch_type,
-        "resource_version": rv,
-        "uid": uid,
-        "api_uid": api_uid,
-        "namespace": meta.namespace,
-        "name": name,
-        "node": node,
-        "labels": meta.labels or {},
-        "created": (None if meta.creation_timestamp is None else _norm(meta.creation_timestamp)),
-        "deletion_timestamp": (None if meta.deletion_timestamp is None else _norm(meta.deletion_timestamp)),
-        "deletion_grace_seconds": meta.deletion_grace_period_seconds,
-        "grace_seconds": spec.termination_grace_period_seconds if spec is not None else None,
-        "finalizers": list(meta.finalizers or ()),
-        "static": bool(mirror_of) or config_source not in (None, "", "api"),
-        "owner": _controller(meta.owner_references),
-        "phase": status.phase if status is not None else None,
-        "reason": status.reason if status is not None else None,
-        "message": status.message if status is not None else None,
-        "start_time": (None if status.start_time is None else _norm(status.start_time))
-        if status is not None
-        else None,
-        "conditions": [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "last_transition": (
-                    None if c.last_transition_time is None else _norm(c.last_transition_time)
-                ),
-            }
-            for c in (status.conditions if status is not None else None) or ()
+    payload = _PodPayload(
+        watch_type,
+        rv,
+        uid,
+        api_uid,
+        meta.namespace,
+        name,
+        node,
+        meta.labels or {},
+        _time(meta.creation_timestamp),
+        _time(meta.deletion_timestamp),
+        meta.deletion_grace_period_seconds,
+        spec.termination_grace_period_seconds if spec is not None else None,
+        list(meta.finalizers or ()),
+        bool(mirror_of) or config_source not in (None, "", "api"),
+        _controller(meta.owner_references),
+        None if status is None else status.phase,
+        None if status is None else status.reason,
+        None if status is None else status.message,
+        None if status is None else _time(status.start_time),
+        [
+            _ConditionOut(c.type, c.status, c.reason, c.message, _time(c.last_transition_time))
+            for c in (None if status is None else status.conditions) or ()
         ],
-        "containers": _containers(spec, status),
-    }
+        _containers(spec, status),
+    )
     deleted = watch_type.upper() == "DELETED"
-    return Observation(
+    return EncodedObservation(
         kind=Kind.POD_DELETED if deleted else Kind.POD,
         source=source,
         observed_at=observed_at,
@@ -294,5 +330,5 @@ def wire_pod_observation(
         node=node,
         namespace=meta.namespace,
         name=name,
-        payload=payload,
+        payload_json=_encode(payload),
     )

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
-from timelines.lifecycle.observation import Observation, Source
+from timelines.lifecycle.observation import EncodedObservation, Observation, Source
 
 AT = datetime(2026, 11, 30, 1, 2, 3, 456789, tzinfo=UTC)
 
@@ -29,7 +29,7 @@ def _generic(pod: dict[str, Any], watch_type: str) -> Observation | None:
         return None
 
 
-def _wire(pod: Any, watch_type: str) -> Observation | None:
+def _wire(pod: Any, watch_type: str) -> EncodedObservation | None:
     """The typed path on a watch line carrying ``pod``; None where it leaves the pod to the generic one."""
     event = decode_pod_event(orjson.dumps({"type": watch_type, "object": pod}))
     if event is None:
@@ -38,9 +38,11 @@ def _wire(pod: Any, watch_type: str) -> Observation | None:
     return wire_pod_observation(event[1], watch_type=watch_type, observed_at=AT, source=Source.API)
 
 
-def _same(a: Observation, b: Observation) -> None:
-    assert a == b  # kind, source, time, dedupe key, pod uid, node, namespace, name
-    assert a.payload == b.payload
+def _same(a: EncodedObservation, b: Observation) -> None:
+    decoded = a.decoded()
+    assert decoded == b  # kind, source, time, dedupe key, pod uid, node, namespace, name
+    assert decoded.payload == b.payload
+    assert list(decoded.payload) == list(b.payload)  # the same keys in the same order, too
 
 
 def _fixture_pods(k8s_fixture: Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ Kinds and their payloads are listed in ``docs/observations.md``; the constants b
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -109,8 +110,27 @@ class TerminationCause:
     ORPHANED = "orphaned"  # runtime-only pod
 
 
+class _Fact:
+    """What an ``Observation`` and an ``EncodedObservation`` share: validation on creation, the order."""
+
+    __slots__ = ()
+    kind: str
+    observed_at: datetime
+    dedupe_key: str
+
+    def __post_init__(self) -> None:
+        problems = validation_problems(self)  # type: ignore[arg-type]  # only the two subclasses exist
+        if problems:
+            raise InvalidObservation(self.dedupe_key or "<no dedupe key>", problems)
+
+    @property
+    def sort_key(self) -> tuple[datetime, str, str]:
+        """A total order that does not depend on arrival order."""
+        return (self.observed_at, self.kind, self.dedupe_key)
+
+
 @dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(_Fact):
     """One fact, immutable.
 
     ``observed_at`` is timezone-aware with microseconds as the source gave them. ``dedupe_key`` is
@@ -129,15 +149,53 @@ class Observation:
     name: str | None = None
     payload: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
-    def __post_init__(self) -> None:
-        problems = validation_problems(self)
-        if problems:
-            raise InvalidObservation(self.dedupe_key or "<no dedupe key>", problems)
+
+@dataclass(frozen=True, slots=True)
+class EncodedObservation(_Fact):
+    """An ``Observation`` whose payload arrives already encoded: ``payload_json`` is the compact JSON text
+    of a JSON object.
+
+    The typed pod path (``collectors/parsers/pod_wire.py``) encodes a pod's payload straight from the
+    structs it decoded off the wire, so no dict of it is ever built; the store writes these bytes as they
+    are. The contract is the same as ``Observation``'s (the same fields, checked the same way on
+    creation); ``payload`` decodes the JSON for a reader that needs it, ``decoded()`` gives the
+    ``Observation`` itself.
+    """
+
+    kind: str
+    source: str
+    observed_at: datetime
+    dedupe_key: str
+    pod_uid: str | None = None
+    node: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    payload_json: bytes = field(default=b"{}", hash=False, compare=False, repr=False)
 
     @property
-    def sort_key(self) -> tuple[datetime, str, str]:
-        """A total order that does not depend on arrival order."""
-        return (self.observed_at, self.kind, self.dedupe_key)
+    def payload(self) -> dict[str, Any]:
+        """The payload, decoded (a new dict on each call)."""
+        decoded = json.loads(self.payload_json)
+        if not isinstance(decoded, dict):
+            raise ValueError(f"payload_json of {self.dedupe_key!r} is not a JSON object")
+        return decoded
+
+    def decoded(self) -> Observation:
+        """The same fact as an ``Observation`` (its payload decoded)."""
+        return Observation(
+            self.kind,
+            self.source,
+            self.observed_at,
+            self.dedupe_key,
+            self.pod_uid,
+            self.node,
+            self.namespace,
+            self.name,
+            self.payload,
+        )
+
+
+AnyObservation = Observation | EncodedObservation  # what the store takes and ingest passes on
 
 
 # The contract's fields, in order: what the store keeps in columns and what an incident bundle's digest covers.
@@ -156,7 +214,7 @@ class InvalidObservation(ValueError):
 MAX_DEDUPE_KEY = 200
 
 
-def validation_problems(obs: Observation) -> list[str]:
+def validation_problems(obs: AnyObservation) -> list[str]:
     """Every way ``obs`` breaks the contract (empty when valid)."""
     problems: list[str] = []
     if obs.kind not in Kind.ALL:
@@ -175,7 +233,11 @@ def validation_problems(obs: Observation) -> list[str]:
         not isinstance(obs.pod_uid, str) or not obs.pod_uid or len(obs.pod_uid) > 64
     ):
         problems.append("pod_uid must be null or a string of 1-64 characters")
-    if not isinstance(obs.payload, dict):
+    if isinstance(obs, EncodedObservation):
+        # The typed path encodes objects only; the first byte is what can be checked without decoding.
+        if not isinstance(obs.payload_json, bytes) or not obs.payload_json.startswith(b"{"):
+            problems.append("payload_json must be the bytes of a JSON object")
+    elif not isinstance(obs.payload, dict):
         problems.append(f"payload must be a dict, got {type(obs.payload).__name__}")
     return problems
 
