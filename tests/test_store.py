@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from timelines import store
-from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.observation import EncodedObservation, InvalidObservation, Kind, Observation, Source
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
 
@@ -162,3 +162,42 @@ def test_postgres_uses_the_copy_path_and_a_brin_index():
         (indexdef,) = cursor.fetchone()
     assert "brin" in indexdef.lower()
     assert ObservationRow.objects.count() == 10
+
+
+def test_encoded_observation_is_stored_as_its_bytes_and_reads_back_like_any_other():
+    """GIVEN an observation whose payload arrives as JSON bytes (the typed pod path) beside a plain one
+    WHEN both are saved in one batch
+    THEN the stored payload is those bytes' object (a NUL escape made U+FFFD, as for any payload)."""
+    encoded = EncodedObservation(
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=T0,
+        dedupe_key="pod:uid-e:1",
+        pod_uid="uid-e",
+        node="node-a",
+        namespace="default",
+        name="web-e",
+        payload_json=b'{"phase":"Running","message":"nul \\u0000 here","labels":{"app":"web"}}',
+    )
+    result = store.save_observations("c1", [encoded, obs(1)])
+    assert result.stored == 2 and result.pods_touched == {"uid-e", "uid-a"}
+    row = ObservationRow.objects.get(dedupe_key="pod:uid-e:1")
+    assert row.payload == {"phase": "Running", "message": "nul \ufffd here", "labels": {"app": "web"}}
+    assert (row.pod_uid, row.node, row.name, row.observed_at) == ("uid-e", "node-a", "web-e", T0)
+    assert store.save_observations("c1", [encoded]).duplicates == 1
+
+
+def test_encoded_observation_keeps_the_contract():
+    with pytest.raises(InvalidObservation, match="payload_json"):
+        EncodedObservation(
+            kind=Kind.POD, source=Source.API, observed_at=T0, dedupe_key="k", payload_json=b"[]"
+        )
+    with pytest.raises(InvalidObservation, match="timezone-aware"):
+        EncodedObservation(
+            kind=Kind.POD, source=Source.API, observed_at=T0.replace(tzinfo=None), dedupe_key="k"
+        )
+    encoded = EncodedObservation(
+        kind=Kind.POD, source=Source.API, observed_at=T0, dedupe_key="k", payload_json=b'{"a":[1,2]}'
+    )
+    assert encoded.payload == {"a": [1, 2]} and encoded.decoded().payload == {"a": [1, 2]}
+    assert encoded.decoded().sort_key == encoded.sort_key

@@ -291,3 +291,32 @@ def test_a_burst_is_stored_when_the_stream_pauses_not_at_the_batch_deadline(sim)
     finally:
         step.join(10)
     assert results and results[0].ok and results[0].events >= 3
+
+
+def test_progress_is_written_once_per_interval_and_whole_when_the_step_ends(sim, monkeypatch):
+    """GIVEN a listed cluster and a watch that stores a burst in many small batches
+    WHEN one step replays it
+    THEN its progress (events, resourceVersion) is written fewer times than batches were stored, and
+    when the step ends the stored version is the one it reached and every event is counted."""
+    from collectors.kube import state as collector_state
+    from timelines import store
+
+    small = replace(FAST, watch_timeout_s=1, batch_size=4)
+    assert sim.step("pods", tunables=small).ok  # the list
+    before = state("pods").events_total
+    sim.spawn(12)
+    sim.advance(3)  # their kubelets start them: more events per pod
+    writes, batches = [], []
+    record_events, save_observations = collector_state.record_events, store.save_observations
+    monkeypatch.setattr(
+        collector_state, "record_events", lambda *a, **k: (writes.append(k), record_events(*a, **k))[1]
+    )
+    monkeypatch.setattr(
+        store, "save_observations", lambda *a, **k: (batches.append(1), save_observations(*a, **k))[1]
+    )
+    result = sim.step("pods", tunables=small)
+    assert result.ok and result.events >= 24
+    assert len(batches) >= result.events // small.batch_size
+    assert 1 <= len(writes) < len(batches)
+    assert state("pods").resource_version == result.resource_version == str(sim.store.rv)
+    assert state("pods").events_total == before + result.events
