@@ -110,13 +110,19 @@ class TerminationCause:
     ORPHANED = "orphaned"  # runtime-only pod
 
 
+@dataclass(frozen=True, slots=True)
 class _Fact:
-    """What an ``Observation`` and an ``EncodedObservation`` share: validation on creation, the order."""
+    """The fields an ``Observation`` and an ``EncodedObservation`` share (all but the payload), their
+    validation on creation and their order."""
 
-    __slots__ = ()
     kind: str
+    source: str
     observed_at: datetime
     dedupe_key: str
+    pod_uid: str | None = None
+    node: str | None = None
+    namespace: str | None = None
+    name: str | None = None
 
     def __post_init__(self) -> None:
         problems = validation_problems(self)  # type: ignore[arg-type]  # only the two subclasses exist
@@ -139,14 +145,6 @@ class Observation(_Fact):
     only and is treated as read-only.
     """
 
-    kind: str
-    source: str
-    observed_at: datetime
-    dedupe_key: str
-    pod_uid: str | None = None
-    node: str | None = None
-    namespace: str | None = None
-    name: str | None = None
     payload: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
@@ -162,14 +160,6 @@ class EncodedObservation(_Fact):
     ``Observation`` itself.
     """
 
-    kind: str
-    source: str
-    observed_at: datetime
-    dedupe_key: str
-    pod_uid: str | None = None
-    node: str | None = None
-    namespace: str | None = None
-    name: str | None = None
     payload_json: bytes = field(default=b"{}", hash=False, compare=False, repr=False)
 
     @property
