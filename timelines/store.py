@@ -572,7 +572,7 @@ def update_current_state(cluster: Cluster, observations: Iterable[AnyObservation
         Kind.WORKLOAD: _update_workload,
         Kind.WORKLOAD_DELETED: _update_workload,
     }
-    nodes: dict[str, Observation] = {}
+    nodes: dict[str, AnyObservation] = {}
     relevant = []
     wanted = (o for o in observations if o.kind in handlers or o.kind in _NODE_SNAPSHOTS)
     for obs in sorted(wanted, key=lambda o: o.sort_key):
@@ -593,7 +593,7 @@ _NODE_SNAPSHOTS = (Kind.NODE, Kind.NODE_DELETED)
 _NODE_FIELDS = ["uid", "labels", "unschedulable", "ready", "created_at", "last_seen", "deleted_at"]
 
 
-def _update_nodes(cluster: Cluster, newest: Mapping[str, Observation]) -> None:
+def _update_nodes(cluster: Cluster, newest: Mapping[str, AnyObservation]) -> None:
     """Node rows from each node's newest snapshot: one read, one bulk create, one bulk update."""
     stored = {node.name: node for node in Node.objects.filter(cluster=cluster, name__in=list(newest))}
     created, updated = [], []

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from collectors.parsers.k8s_objects import NO_STATE, container_entry
-from collectors.parsers.k8s_objects import normalize_time_text as _norm  # times arrive as strings
+from collectors.parsers.k8s_objects import normalize_time as _time  # wire times: a string or null
 from timelines.lifecycle.observation import EncodedObservation, Kind
 
 # -- the subset of a Pod that a pod payload reads --------------------------------------------------------
@@ -176,10 +176,6 @@ def decode_pod_event(line: bytes) -> tuple[str, WirePod] | None:
 
 
 # -- the payload ------------------------------------------------------------------------------------------
-
-
-def _time(value: str | None) -> str | None:
-    return None if value is None else _norm(value)
 
 
 def _state(state: _State | None) -> tuple[Any, ...]:
