@@ -93,6 +93,9 @@ PODLIFE_RETENTION_DAYS = env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0, maximu
 
 # --- Redis: channel layer and Celery ----------------------------------------------------------------------
 REDIS_URL = redis_url("REDIS_URL")
+# One name per deployment sharing a Redis server: Redis pub/sub ignores the database index, so channel-layer
+# groups carry this prefix, and Celery's queue is named after it.
+PODLIFE_DEPLOYMENT = env_str("PODLIFE_DEPLOYMENT", "podlife")
 
 if REDIS_URL:
     # Pub/sub layer: no per-channel queues in Redis, fan-out to any number of ASGI servers.
@@ -100,7 +103,7 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{PODLIFE_DEPLOYMENT}:asgi"},
         }
     }
 else:
@@ -110,6 +113,7 @@ else:
 # https://docs.celeryq.dev/en/stable/userguide/configuration.html
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
+CELERY_TASK_DEFAULT_QUEUE = PODLIFE_DEPLOYMENT
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL  # no broker: tasks run in-process, as the embedded default promises
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_ACCEPT_CONTENT = ["json"]
