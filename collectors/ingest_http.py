@@ -1,7 +1,7 @@
 """HTTP ingestion: the OTLP/HTTP trace receiver and the kubelet log endpoint that shippers post to.
 
 * ``POST /v1/traces``: OTLP/HTTP (protobuf or JSON, gzip or deflate or none). Kubelet sync spans become
-  ``span`` observations (``collectors/otlp.py``); answers follow the OTLP/HTTP specification: 200 with an
+  ``span`` observations (``collectors/parsers/otlp.py``); answers follow the OTLP/HTTP specification: 200 with an
   ExportTraceServiceResponse (``partial_success`` when spans were rejected), 4xx with a google.rpc.Status,
   both in the request's encoding.
 * ``POST /ingest/v1/kubelet-logs?cluster=C&node=N``: klog / journald text, or NDJSON records from Fluent
@@ -37,9 +37,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from collectors import otlp
 from collectors.kubelet_logs import KubeletLogIngest
 from collectors.models import BadIngestToken, IngestToken
+from collectors.parsers import otlp
 from collectors.parsers.kubelet_log import is_kubelet_ident
 from timelines import store
 from timelines.ingest import derive_new, ingest_observations

@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
 Websockets pass the Origin check (ALLOWED_HOSTS) and the session auth before a consumer sees them; each
-consumer then checks the user's read permission (timelines/consumers.py).
+consumer then checks the user's read permission (timelines/web/consumers.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from timelines.routing import websocket_urlpatterns  # noqa: E402
+from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -3,7 +3,7 @@
 After a pod is re-derived, a small versioned delta (that pod's lanes, markers and findings — never a whole
 page) goes to three groups: ``pod.C.UID``, ``node.C.NAME`` and ``ns.C.NAME`` (C = cluster). Each group
 has its own sequence number so a client that sees a gap, or reconnects, knows to refetch over REST.
-Consumers coalesce what they receive (see ``timelines/consumers.py``), so a busy node never floods a
+Consumers coalesce what they receive (see ``timelines/web/consumers.py``), so a busy node never floods a
 browser.
 """
 

@@ -292,7 +292,7 @@ class CollectorState(models.Model):
 class ClusterGrant(models.Model):
     """Read access for a group: a whole cluster (``namespace`` blank) or one namespace of it.
 
-    Superusers see everything; everyone else sees the union of their groups' grants (timelines/access.py).
+    Superusers see everything; everyone else sees the union of their groups' grants (timelines/web/access.py).
     """
 
     group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="cluster_grants")

@@ -122,8 +122,8 @@ def search_pods(cluster: Cluster, text: str, *, limit: int = 100) -> list[Pod]:
     return list(Pod.objects.filter(cluster=cluster).filter(q).order_by("-last_seen")[:limit])
 
 
-# --- the dashboard and the API (timelines/views.py, timelines/api.py) ---------------------------------------
-# These take the readable namespaces (``namespaces``: None = all) from timelines/access.py, so a caller
+# --- the dashboard and the API (timelines/web/views.py, timelines/web/api.py) ---------------------------------------
+# These take the readable namespaces (``namespaces``: None = all) from timelines/web/access.py, so a caller
 # can never forget to narrow a read to what its user may see.
 
 WINDOW_SCHEMA = "podlife.window/v1"

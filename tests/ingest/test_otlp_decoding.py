@@ -1,4 +1,4 @@
-"""collectors/otlp.py and the body limits without a server: decoding, extraction, inflation."""
+"""collectors/parsers/otlp.py and the body limits without a server: decoding, extraction, inflation."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from collectors import otlp
 from collectors.ingest_http import BodyError, inflate, record_lines, record_time
+from collectors.parsers import otlp
 
 
 def kubelet_json(span: dict, service: str = "kubelet") -> bytes:

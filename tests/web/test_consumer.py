@@ -17,7 +17,7 @@ from tests.web.conftest import UID_EVIL
 from tests.web.factories import started_pod
 from timelines.ingest import ingest_observations
 from timelines.live import group_name
-from timelines.routing import websocket_urlpatterns
+from timelines.web.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GROUP = group_name("node", "lab", "node-a")

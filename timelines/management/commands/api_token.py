@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from timelines.access import create_token
 from timelines.models import ApiToken
+from timelines.web.access import create_token
 
 
 class Command(BaseCommand):

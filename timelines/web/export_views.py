@@ -9,7 +9,7 @@
 * ``GET import`` is the upload form; ``POST import`` (multipart ``bundle``, optional ``name``) imports a
   JSON bundle as a read-only cluster. Staff only (it creates a cluster).
 
-Every endpoint takes a session or ``Authorization: Bearer TOKEN`` (timelines/access.py). Exports hold only
+Every endpoint takes a session or ``Authorization: Bearer TOKEN`` (timelines/web/access.py). Exports hold only
 what the user may read: other namespaces are left out, node lanes need the whole cluster.
 """
 
@@ -26,7 +26,6 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from timelines.access import Access, BadToken, access_for, user_from_bearer
 from timelines.export import (
     CONTENT_TYPES,
     FORMATS,
@@ -41,6 +40,7 @@ from timelines.export.importer import BundleError, import_incident, max_bytes
 from timelines.export.scope import parse_window, resolve
 from timelines.models import Cluster
 from timelines.queries import NotFound
+from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 
 SYNC_MAX_PODS = 2000  # past this a download would hold a request for too long: use a job
 

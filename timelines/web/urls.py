@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from timelines import views
+from timelines.web import views
 
 C = "c/<str:cluster>"
 
@@ -13,7 +13,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("accounts/login/", auth_views.LoginView.as_view(next_page="/"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
-    path("api/v1/", include("timelines.api.urls")),
+    path("api/v1/", include("timelines.web.api.urls")),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("findings/", views.findings, name="findings"),
     path(f"{C}/", views.cluster, name="cluster"),

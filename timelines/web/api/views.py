@@ -1,7 +1,7 @@
 """REST API under ``/api/v1/`` (read-only JSON; the OpenAPI 3 document is ``/api/v1/openapi.json``).
 
 Scripts authenticate with ``Authorization: Bearer TOKEN`` (``manage.py api_token USERNAME``); the browser
-with its session. Every read goes through ``timelines/queries.py`` narrowed by ``timelines/access.py``: a
+with its session. Every read goes through ``timelines/queries.py`` narrowed by ``timelines/web/access.py``: a
 cluster or namespace the caller may not read answers 404 exactly like one that does not exist, so the API
 never confirms what a user cannot see. Errors are JSON: ``{"error": {"status", "message", "param"}}``.
 """
@@ -20,9 +20,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from timelines import queries
-from timelines.access import Access, BadToken, access_for, user_from_bearer
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, Workload
+from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
@@ -458,7 +458,7 @@ def findings(request: HttpRequest, access: Access) -> Any:
 
 @api_view
 def openapi(request: HttpRequest, access: Access) -> Any:
-    from timelines.api.openapi import document
+    from timelines.web.api.openapi import document
 
     return document(server=request.build_absolute_uri(reverse("api-root")).rstrip("/"))
 

@@ -1,11 +1,11 @@
 """Export and import endpoints. The site includes them with
-``path("", include("timelines.export.urls"))`` in timelines/urls.py (or podlife_site/urls.py)."""
+``path("", include("timelines.web.export_urls"))`` in timelines/web/urls.py (or podlife_site/urls.py)."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from timelines.export import views
+from timelines.web import export_views as views
 
 urlpatterns = [
     path("c/<str:cluster>/export", views.export_download, name="export-download"),

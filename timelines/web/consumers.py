@@ -26,10 +26,10 @@ import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from timelines.access import Access
-from timelines.figures import LIVE_MAX_FPS
 from timelines.live import group_name
 from timelines.models import Cluster
+from timelines.web.access import Access
+from timelines.web.figures import LIVE_MAX_FPS
 
 log = logging.getLogger(__name__)
 

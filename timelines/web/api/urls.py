@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from timelines.api import views
+from timelines.web.api import views
 
 C = "clusters/<str:cluster>"
 W = "workloads/<str:namespace>/<str:kind>/<str:name>"

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from django.urls import path
 
-from timelines.consumers import NodeConsumer
+from timelines.web.consumers import NodeConsumer
 
 websocket_urlpatterns = [
     path("ws/v1/nodes/<str:cluster>/<str:node>/", NodeConsumer.as_asgi()),

@@ -1,6 +1,6 @@
 """The dashboard's pages. Each view parses the request, reads through ``queries`` narrowed by ``access``,
 hands the result to ``figures`` where something is drawn on the server, and renders a template. Pages that
-draw Gantt charts fetch their rows from the REST API (``timelines/api``) so the first paint and every later
+draw Gantt charts fetch their rows from the REST API (``timelines/web/api``) so the first paint and every later
 refetch (window change, live sequence gap) take the same path.
 """
 
@@ -22,13 +22,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import figures, queries
-from timelines.access import access_for
-from timelines.api.views import ApiError, parse_when, readable_cluster, require_namespace
+from timelines import queries
 from timelines.lifecycle.timeline import format_time
 from timelines.live import group_name
 from timelines.models import Finding, Observation, Workload
-from timelines.routing import node_ws_path
+from timelines.web import figures
+from timelines.web.access import access_for
+from timelines.web.api.views import ApiError, parse_when, readable_cluster, require_namespace
+from timelines.web.routing import node_ws_path
 
 
 def _cluster_or_404(request: HttpRequest, name: str) -> Any:
