@@ -100,6 +100,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("status", "scale"),
             ("all",),
         ),
+        ResourceType("leases", "coordination.k8s.io", "v1", "Lease", True, (), "lease"),
     )
 }
 

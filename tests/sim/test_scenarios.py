@@ -91,8 +91,14 @@ def test_drain_refused_evictions_never_followed_by_deletion_until_budget_allows(
         for _, o in history(c, "poddisruptionbudgets")
     ]
     assert (0, 2) in pdb_states and any(a and a > 0 for a, _ in pdb_states)
+    # The cordon writes spec.unschedulable; the node lifecycle controller's taint follows in its own write.
     nodes = [o for _, o in history(c, "nodes") if o["spec"].get("unschedulable")]
-    assert nodes and any(t["key"] == "node.kubernetes.io/unschedulable" for t in nodes[0]["spec"]["taints"])
+    assert nodes and "taints" not in nodes[0]["spec"]
+    tainted = [
+        o for o in nodes if any(t["key"] == "node.kubernetes.io/unschedulable" for t in o["spec"].get("taints", []))
+    ]
+    assert tainted
+    assert int(tainted[0]["metadata"]["resourceVersion"]) > int(nodes[0]["metadata"]["resourceVersion"])
     refused = [
         o
         for _, o in history(c, "pods")
