@@ -135,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.sim
 
     def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-        self.sim.record_request(self.command, self.path, code)
+        self.sim.record_request(self.command, self.path, code, self.headers.get("Content-Type") or "")
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -477,7 +477,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not _truthy(q.get("follow")):
             self._send(200, data, "text/plain")
             return
-        self.sim.record_request(self.command, self.path, 200)
+        self.sim.record_request(self.command, self.path, 200, "")
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
@@ -489,8 +489,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.2)
             with cluster.engine.lock:
                 pod = cluster.store.get("pods", ns, name)
+                gone = pod is None
+                if pod is None:  # deleted since the last poll: its last state says how the container ended
+                    pod = cluster.store.last_state("pods", ns, name)
                 if pod is None:
                     break
+                done = gone
                 behaviour = cluster.behaviours.get((ns, name))
                 lines = containerlogs.container_lines(
                     pod, cname, cluster.now, bool(behaviour and behaviour.ignore_sigterm)
@@ -498,7 +502,7 @@ class _Handler(BaseHTTPRequestHandler):
                 cs: dict[str, Any] = next(
                     (c for c in pod["status"].get("containerStatuses") or [] if c.get("name") == cname), {}
                 )
-                done = "terminated" in (cs.get("state") or {})
+                done = done or "terminated" in (cs.get("state") or {})
             fresh = lines[sent:]
             sent = len(lines)
             if fresh:
@@ -691,6 +695,7 @@ class _Handler(BaseHTTPRequestHandler):
                     first.append(
                         orjson.dumps({"type": "ERROR", "object": status(410, "Expired", exc.message)}) + b"\n"
                     )
+        self.sim.record_request(self.command, self.path, 200, "")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -902,7 +907,7 @@ class SimServer:
         self.require_token = tls if require_token is None else require_token
         self.bookmark_interval = bookmark_interval
         self.drop_mode = "close"
-        self.requests: deque[tuple[float, str, str, int]] = deque(maxlen=10_000)
+        self.requests: deque[tuple[float, str, str, int, str]] = deque(maxlen=10_000)
         self._rlock = threading.Lock()
         self._httpd = _HTTPServer((host, port), self)
         self.ca_pem: bytes | None = None
@@ -935,13 +940,13 @@ class SimServer:
     def base_url(self) -> str:
         return f"{'https' if self.ca_pem else 'http'}://127.0.0.1:{self.port}"
 
-    def record_request(self, method: str, path: str, code: int) -> None:
-        """Remember one answered request (``requests``: (monotonic time, method, path, status)), so tests
-        can check what a client such as kubectl asked, and in which order."""
+    def record_request(self, method: str, path: str, code: int, content_type: str = "") -> None:
+        """Remember one answered request (``requests``: (monotonic time, method, path, status, request
+        Content-Type)), so tests can check what a client such as kubectl asked, and in which order."""
         with self._rlock:
-            self.requests.append((time.monotonic(), method, path, code))
+            self.requests.append((time.monotonic(), method, path, code, content_type))
 
-    def requests_matching(self, method: str, path_part: str) -> list[tuple[float, str, str, int]]:
+    def requests_matching(self, method: str, path_part: str) -> list[tuple[float, str, str, int, str]]:
         with self._rlock:
             return [r for r in self.requests if r[1] == method and path_part in r[2]]
 

@@ -95,7 +95,9 @@ def test_drain_refused_evictions_never_followed_by_deletion_until_budget_allows(
     nodes = [o for _, o in history(c, "nodes") if o["spec"].get("unschedulable")]
     assert nodes and "taints" not in nodes[0]["spec"]
     tainted = [
-        o for o in nodes if any(t["key"] == "node.kubernetes.io/unschedulable" for t in o["spec"].get("taints", []))
+        o
+        for o in nodes
+        if any(t["key"] == "node.kubernetes.io/unschedulable" for t in o["spec"].get("taints", []))
     ]
     assert tainted
     assert int(tainted[0]["metadata"]["resourceVersion"]) > int(nodes[0]["metadata"]["resourceVersion"])
