@@ -165,7 +165,10 @@ class _Handler(BaseHTTPRequestHandler):
         does not allow anonymous requests."""
         token = self.sim.token
         got = self.headers.get("Authorization")
-        if not token or got == f"Bearer {token}" or (got is None and not self.sim.require_token):
+        scheme, _, value = (got or "").partition(" ")
+        if not token or (scheme.lower() == "bearer" and value.strip() == token):  # the scheme is case-free
+            return True
+        if got is None and not self.sim.require_token:
             return True
         self._status(401, "Unauthorized", "Unauthorized")
         return False
