@@ -78,11 +78,15 @@ class ClusterSource:
 
     @property
     def token_path(self) -> str:
-        return self.token_file or SERVICE_ACCOUNT_TOKEN
+        """``token_file``, else PODLIFE_IN_CLUSTER_TOKEN_FILE, else the ServiceAccount volume's token."""
+        return (
+            self.token_file or getattr(settings, "PODLIFE_IN_CLUSTER_TOKEN_FILE", "") or SERVICE_ACCOUNT_TOKEN
+        )
 
     @property
     def ca_path(self) -> str:
-        return self.ca_file or SERVICE_ACCOUNT_CA
+        """``ca_file``, else PODLIFE_IN_CLUSTER_CA_FILE, else the ServiceAccount volume's ``ca.crt``."""
+        return self.ca_file or getattr(settings, "PODLIFE_IN_CLUSTER_CA_FILE", "") or SERVICE_ACCOUNT_CA
 
     def credentials(self) -> str:
         """The credentials a 401 is about, in words."""
@@ -174,14 +178,7 @@ def configured_clusters() -> dict[str, ClusterSource]:
             found[name] = ClusterSource(name, kubeconfig, ctx, False, metrics, logs)
     if settings.PODLIFE_IN_CLUSTER:
         name = settings.PODLIFE_IN_CLUSTER_NAME
-        found[name] = ClusterSource(
-            name,
-            in_cluster=True,
-            kubelet_metrics=metrics,
-            kubelet_logs=logs,
-            token_file=getattr(settings, "PODLIFE_IN_CLUSTER_TOKEN_FILE", "") or None,
-            ca_file=getattr(settings, "PODLIFE_IN_CLUSTER_CA_FILE", "") or None,
-        )
+        found[name] = ClusterSource(name, in_cluster=True, kubelet_metrics=metrics, kubelet_logs=logs)
     with _lock:
         found.update(_registered)
     return found

@@ -189,3 +189,17 @@ def test_missing_environment_and_files_are_named(
     register(sa)
     result = step("nodes")
     assert result.error is not None and "KUBERNETES_SERVICE_PORT not set" in result.error
+
+
+@pytest.mark.django_db
+def test_token_and_ca_paths_from_settings(tls_sim: tuple[SimServer, Path], settings: object) -> None:
+    """GIVEN PODLIFE_IN_CLUSTER_TOKEN_FILE / _CA_FILE (as ``manage.py collect --in-cluster`` and the Celery
+    workers read them) and a source that names no files THEN those files are used."""
+    sim, sa = tls_sim
+    settings.PODLIFE_IN_CLUSTER_TOKEN_FILE = str(sa / "token")  # type: ignore[attr-defined]
+    settings.PODLIFE_IN_CLUSTER_CA_FILE = str(sa / "ca.crt")  # type: ignore[attr-defined]
+    source = ClusterSource(CLUSTER, in_cluster=True)
+    assert (source.token_path, source.ca_path) == (str(sa / "token"), str(sa / "ca.crt"))
+    config.register_cluster(source)
+    assert step().error is None
+    assert Observation.objects.filter(cluster__name=CLUSTER).exists()
