@@ -441,7 +441,11 @@ def test_logs_of_demo_containers(tmp_path: Path, kubectl: str) -> None:
         assert wrong.returncode != 0 and "container nope is not valid for pod talker" in wrong.stderr
 
         follow = kc.popen("logs", "-n", NS, "talker", "-f", "--tail=0")
-        time.sleep(1)
+        deadline = time.monotonic() + 20  # the follow request is open before the pod is deleted
+        while time.monotonic() < deadline and not [
+            r for r in sim.requests_matching("GET", "/log?") if "follow=true" in r[2]
+        ]:
+            time.sleep(0.05)
         kc.run("delete", "pod", "talker", "-n", NS, "--wait=false")
         tail, _ = follow.communicate(timeout=30)
         assert follow.returncode == 0
