@@ -131,6 +131,9 @@ PODLIFE_KUBECONFIG = env_str("PODLIFE_KUBECONFIG")
 PODLIFE_KUBE_CONTEXTS = env_list("PODLIFE_KUBE_CONTEXTS", [])  # empty: the kubeconfig's current context
 PODLIFE_IN_CLUSTER = env_bool("PODLIFE_IN_CLUSTER", False)
 PODLIFE_IN_CLUSTER_NAME = env_str("PODLIFE_IN_CLUSTER_NAME", "in-cluster")
+# In-cluster token and CA files; empty: the ServiceAccount volume's (/var/run/secrets/kubernetes.io/serviceaccount/).
+PODLIFE_IN_CLUSTER_TOKEN_FILE = env_str("PODLIFE_IN_CLUSTER_TOKEN_FILE")
+PODLIFE_IN_CLUSTER_CA_FILE = env_str("PODLIFE_IN_CLUSTER_CA_FILE")
 PODLIFE_KUBELET_METRICS = env_bool("PODLIFE_KUBELET_METRICS", True)  # needs get on nodes/proxy
 PODLIFE_KUBELET_LOGS = env_bool("PODLIFE_KUBELET_LOGS", True)  # needs the kubelet's system log handler
 PODLIFE_KUBELET_INTERVAL_S = env_float("PODLIFE_KUBELET_INTERVAL_S", 60.0, minimum=1)

@@ -59,6 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds an Event lives after its last update; 0 = forever (default 3600; scale: 900)",
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a CA made at start (in the kubeconfig) and require the bearer token",
+    )
+    parser.add_argument(
+        "--serviceaccount-dir",
+        default=None,
+        help="with --tls: write token, ca.crt and namespace here, the in-cluster ServiceAccount layout",
+    )
+    parser.add_argument(
         "--build-only",
         action="store_true",
         help="build the cluster, print build time, memory and counts, and exit (sizing a scale run)",
@@ -111,11 +121,22 @@ def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Ev
         return report_build(opts, out)
     # Real start time, so ages kubectl computes from creationTimestamp look right; tests fix it instead.
     cluster = build(opts, start=datetime.now(UTC).replace(microsecond=0))
+    tls = bool(getattr(opts, "tls", False))
+    sa_dir = getattr(opts, "serviceaccount_dir", None)
+    if sa_dir and not tls:
+        print("--serviceaccount-dir needs --tls (an in-cluster client only speaks HTTPS)", file=sys.stderr)
+        return 2
     server = SimServer(
-        cluster, port=opts.port, speed=opts.speed, realtime=True, bookmark_interval=opts.bookmark_interval
+        cluster,
+        port=opts.port,
+        speed=opts.speed,
+        realtime=True,
+        bookmark_interval=opts.bookmark_interval,
+        tls=tls,
     )
     kubeconfig = Path(opts.kubeconfig_out or "podlife-demo.kubeconfig").resolve()
     server.write_kubeconfig(kubeconfig)
+    written = server.write_serviceaccount(sa_dir).resolve() if sa_dir else None
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -126,6 +147,13 @@ def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Ev
         file=out,
         flush=True,
     )
+    if written is not None:
+        print(
+            f"in-cluster layout in {written}: KUBERNETES_SERVICE_HOST=127.0.0.1 "
+            f"KUBERNETES_SERVICE_PORT={server.port}",
+            file=out,
+            flush=True,
+        )
     try:
         stop.wait()
     finally:

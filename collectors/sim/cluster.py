@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import random
+import uuid
 import zlib
 from collections import defaultdict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import workloads
+from . import workloads, writes
 from .engine import Engine, Process
 from .kubelet import Behaviour, SimKubelet, Worker
 from .objects import (
@@ -37,7 +38,8 @@ from .objects import (
     ts,
     ts_micro,
 )
-from .store import Store
+from .patch import PatchError, apply_patch
+from .store import RESOURCES, ResourceType, Store
 
 DEFAULT_START = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
 KUBELET_VERSION = "v1.31.4"
@@ -52,6 +54,10 @@ PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget.
 HISTORY_LIMIT = 200_000  # watch-cache entries kept for replay
 KUBELET_LOG_LIMIT = 20_000  # klog lines kept per kubelet
 HEARTBEAT_INTERVAL = 10.0  # kubelet nodeStatusUpdateFrequency
+LEASE_DURATION = 40  # kubelet nodeLeaseDurationSeconds; the lease is renewed every quarter of it
+LEASE_INTERVAL = LEASE_DURATION / 4
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+TAINT_DELAY = 0.05  # the node lifecycle controller's reaction to a node update (seconds)
 EVENT_TTL = 3600.0  # kube-apiserver --event-ttl
 
 
@@ -76,10 +82,12 @@ class SimCluster:
         heartbeat_interval: float | None = None,
         event_ttl: float | None = None,
         absent_groups: tuple[str, ...] = (),
+        lease_interval: float | None = None,
     ) -> None:
-        """``history_limit``, ``kubelet_log_limit``, ``heartbeat_interval`` (0 = no heartbeats) and
-        ``event_ttl`` (0 = events live forever) left as None take the defaults above, or the ``scale``
-        scenario's (scenarios.scale_limits)."""
+        """``history_limit``, ``kubelet_log_limit``, ``heartbeat_interval`` (0 = no heartbeats),
+        ``event_ttl`` (0 = events live forever) and ``lease_interval`` (seconds between node Lease renewals,
+        0 = none) left as None take the defaults above, or the ``scale`` scenario's
+        (scenarios.scale_limits)."""
         self.rng = random.Random(seed)
         self.engine = Engine(start or DEFAULT_START)
         self.explicit = {
@@ -89,6 +97,7 @@ class SimCluster:
                 ("kubelet_log_limit", kubelet_log_limit),
                 ("heartbeat_interval", heartbeat_interval),
                 ("event_ttl", event_ttl),
+                ("lease_interval", lease_interval),
             )
             if v is not None
         }
@@ -96,6 +105,7 @@ class SimCluster:
         self.kubelet_log_limit = KUBELET_LOG_LIMIT if kubelet_log_limit is None else kubelet_log_limit
         self.heartbeat_interval = HEARTBEAT_INTERVAL if heartbeat_interval is None else heartbeat_interval
         self.event_ttl = EVENT_TTL if event_ttl is None else event_ttl
+        self.lease_interval = LEASE_INTERVAL if lease_interval is None else lease_interval
         # (elapsed at creation, namespace, name, dedupe key) of each event, oldest first, for the TTL
         self._event_born: deque[tuple[float, str, str, tuple[str, str, str, str]]] = deque()
         self._event_touched: dict[tuple[str, str], float] = {}
@@ -132,7 +142,7 @@ class SimCluster:
         return self.engine.run_until_idle(max_seconds)
 
     # ---- namespaces and nodes -----------------------------------------------------------------
-    def ensure_namespace(self, name: str) -> None:
+    def ensure_namespace(self, name: str, uid: str | None = None) -> None:
         with self.engine.lock:
             if self.store.get_raw("namespaces", "", name) is None:
                 self.store.put(
@@ -140,7 +150,7 @@ class SimCluster:
                     {
                         "metadata": {
                             "name": name,
-                            "uid": new_uid(self.rng),
+                            "uid": uid or new_uid(self.rng),
                             "creationTimestamp": ts(self.now),
                             "labels": {"kubernetes.io/metadata.name": name},
                         },
@@ -156,7 +166,8 @@ class SimCluster:
         status heartbeats, and DaemonSets that select it get a pod there."""
         with self.engine.lock:
             idx = len(self._node_ips)
-            ip = f"10.{(idx >> 16) & 255}.{(idx >> 8) & 255}.{idx & 255 or 1}" if idx else "10.0.0.10"
+            n = idx + 10  # one address per node, never shared (10.0.0.10, 10.0.0.11, ...)
+            ip = f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
             self._node_ips[name] = ip
             cidr = f"10.{100 + ((idx >> 8) & 127)}.{idx & 255}.0/24"
             self._node_cidr[name] = cidr
@@ -181,9 +192,47 @@ class SimCluster:
                 self.engine.spawn(
                     self._heartbeats(name), delay=phase or self.heartbeat_interval, background=True
                 )
+            if self.lease_interval > 0:
+                self._renew_lease(name, self.store.get("nodes", "", name) or node)
+                phase = (zlib.crc32(name.encode()) % 997) / 997 * self.lease_interval
+                self.engine.spawn(
+                    self._lease_renewals(name), delay=phase or self.lease_interval, background=True
+                )
             if self.store.count("daemonsets"):
                 self._mark_dirty("dsall", "", "")
             return kubelet
+
+    def _renew_lease(self, name: str, node: dict[str, Any]) -> None:
+        """The kubelet's node lease (coordination.k8s.io/v1 in ``kube-node-lease``): created on first
+        renewal with the Node as owner, then only ``renewTime`` moves. UIDs come from the node's name, not
+        the scenario's random stream, so leases change no other object's identity."""
+        self.ensure_namespace(NODE_LEASE_NAMESPACE, str(uuid.uuid5(uuid.NAMESPACE_URL, NODE_LEASE_NAMESPACE)))
+        lease = self.store.get("leases", NODE_LEASE_NAMESPACE, name)
+        now = ts_micro(self.now)
+        if lease is None:
+            lease = {
+                "metadata": {
+                    "name": name,
+                    "namespace": NODE_LEASE_NAMESPACE,
+                    "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lease/{name}/{node['metadata']['uid']}")),
+                    "creationTimestamp": ts(self.now),
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+                    ],
+                },
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION, "renewTime": now},
+            }
+        else:
+            lease["spec"]["renewTime"] = now
+        self.store.put("leases", lease)
+
+    def _lease_renewals(self, name: str) -> Process:
+        """Every ``lease_interval`` a running kubelet renews its lease; a stopped one lets it expire."""
+        while name in self.kubelets:
+            node = self.store.get("nodes", "", name)
+            if self.kubelets[name].running and node is not None:
+                self._renew_lease(name, node)
+            yield self.lease_interval
 
     def _heartbeats(self, name: str) -> Process:
         """The kubelet's node status loop: while nothing else changed, only ``lastHeartbeatTime`` of
@@ -231,48 +280,63 @@ class SimCluster:
                 c.update(status=st, reason=reason, message=message)
 
     def cordon(self, name: str) -> None:
-        def fn(node: dict[str, Any]) -> None:
-            node["spec"]["unschedulable"] = True
-            taints = node["spec"].setdefault("taints", [])
-            if not any(t["key"] == "node.kubernetes.io/unschedulable" for t in taints):
-                taints.append(
-                    {
-                        "key": "node.kubernetes.io/unschedulable",
-                        "effect": "NoSchedule",
-                        "timeAdded": ts(self.now),
-                    }
-                )
-
-        node = self.update_node(name, fn)
-        if node:
-            self.record_event(
-                node,
-                "Normal",
-                "NodeNotSchedulable",
-                f"Node {name} status is now: NodeNotSchedulable",
-                "kubelet",
-                name,
-            )
+        """``kubectl cordon``: ``spec.unschedulable`` set; the node lifecycle controller adds the
+        ``node.kubernetes.io/unschedulable`` taint and the kubelet records ``NodeNotSchedulable`` right
+        after (``_node_spec_changed``), as for a cordon through the API."""
+        self._set_unschedulable(name, True)
 
     def uncordon(self, name: str) -> None:
-        def fn(node: dict[str, Any]) -> None:
-            node["spec"].pop("unschedulable", None)
-            node["spec"]["taints"] = [
-                t for t in node["spec"].get("taints", []) if t["key"] != "node.kubernetes.io/unschedulable"
-            ]
-            if not node["spec"]["taints"]:
-                del node["spec"]["taints"]
+        self._set_unschedulable(name, False)
 
-        node = self.update_node(name, fn)
-        if node:
-            self.record_event(
-                node,
-                "Normal",
-                "NodeSchedulable",
-                f"Node {name} status is now: NodeSchedulable",
-                "kubelet",
-                name,
-            )
+    def _set_unschedulable(self, name: str, value: bool) -> None:
+        with self.engine.lock:
+            old = self.store.get("nodes", "", name)
+            if old is None or bool(old["spec"].get("unschedulable")) == value:
+                return
+
+            def fn(node: dict[str, Any]) -> None:
+                if value:
+                    node["spec"]["unschedulable"] = True
+                else:
+                    node["spec"].pop("unschedulable", None)
+
+            new = self.update_node(name, fn)
+            if new is not None:
+                self._node_spec_changed(old, new)
+
+    def _node_spec_changed(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """What follows a write to a Node: the node lifecycle controller keeps the unschedulable taint in
+        step with ``spec.unschedulable``; the kubelet records the schedulable event; DaemonSets re-select
+        their nodes when labels changed."""
+        name = new["metadata"]["name"]
+        was, now = bool(old["spec"].get("unschedulable")), bool(new["spec"].get("unschedulable"))
+        if was != now:
+            self.engine.schedule(TAINT_DELAY, lambda: self._sync_unschedulable_taint(name))
+            reason = "NodeNotSchedulable" if now else "NodeSchedulable"
+            self.record_event(new, "Normal", reason, f"Node {name} status is now: {reason}", "kubelet", name)
+        if (old["metadata"].get("labels") or {}) != (
+            new["metadata"].get("labels") or {}
+        ) and self.store.count("daemonsets"):
+            self._mark_dirty("dsall", "", "")
+
+    def _sync_unschedulable_taint(self, name: str) -> None:
+        key = "node.kubernetes.io/unschedulable"
+
+        def fn(node: dict[str, Any]) -> None:
+            taints = [t for t in node["spec"].get("taints", []) if t["key"] != key]
+            if node["spec"].get("unschedulable"):
+                taints.append({"key": key, "effect": "NoSchedule", "timeAdded": ts(self.now)})
+            if taints:
+                node["spec"]["taints"] = taints
+            else:
+                node["spec"].pop("taints", None)
+
+        node = self.store.get("nodes", "", name)
+        if node is None:
+            return
+        has = any(t["key"] == key for t in node["spec"].get("taints", []))
+        if has != bool(node["spec"].get("unschedulable")):
+            self.update_node(name, fn)
 
     def shutdown_node(self, name: str, grace: int = 20) -> None:
         """Graceful node shutdown (systemd inhibitor): pods Failed/Terminated, node NotReady."""
@@ -1162,11 +1226,14 @@ class SimCluster:
         new_conds = []
         for c in (avail_c, prog_c):
             old = next((o for o in conds if o["type"] == c["type"]), None)
-            if old and old["status"] == c["status"]:
-                c["lastTransitionTime"] = old["lastTransitionTime"]
-                if old["reason"] == c["reason"]:
-                    c["lastUpdateTime"] = old["lastUpdateTime"]
+            if old and old.get("status") == c["status"]:
+                c["lastTransitionTime"] = old.get("lastTransitionTime", c["lastTransitionTime"])
+                if old.get("reason") == c["reason"]:
+                    c["lastUpdateTime"] = old.get("lastUpdateTime", c["lastUpdateTime"])
             new_conds.append(c)
+        # Conditions others wrote (a client through the status subresource) stay, as calculateStatus
+        # copies the existing ones and only sets Available / Progressing.
+        new_conds += [c for c in conds if c.get("type") not in ("Available", "Progressing")]
         new_st = {
             "observedGeneration": dep["metadata"]["generation"],
             "replicas": replicas,
@@ -1235,6 +1302,8 @@ class SimCluster:
         if ready:
             new_st["readyReplicas"] = ready
             new_st["availableReplicas"] = ready
+        if rs["status"].get("conditions"):  # the controller copies the status it read: conditions stay
+            new_st["conditions"] = rs["status"]["conditions"]
         if new_st != rs["status"]:
             rs["status"] = new_st
             self.store.put("replicasets", rs)
@@ -1351,7 +1420,9 @@ class SimCluster:
         if expected <= 0 or allowed <= 0:
             allowed = 0
         old_st = pdb["status"]
-        old_cond = next(iter(old_st.get("conditions") or []), None)
+        old_cond = next(
+            (c for c in old_st.get("conditions") or [] if c.get("type") == "DisruptionAllowed"), None
+        )
         cstatus = "True" if allowed > 0 else "False"
         cond = {
             "type": "DisruptionAllowed",
@@ -1369,7 +1440,9 @@ class SimCluster:
             "currentHealthy": healthy,
             "desiredHealthy": desired,
             "expectedPods": expected,
-            "conditions": [cond],
+            # apimeta.SetStatusCondition: only DisruptionAllowed is the controller's; others stay
+            "conditions": [cond]
+            + [c for c in old_st.get("conditions") or [] if c.get("type") != "DisruptionAllowed"],
         }
         if disrupted:
             new_st["disruptedPods"] = disrupted
@@ -1460,6 +1533,242 @@ class SimCluster:
             record["outcome"] = "Allowed"
             self.eviction_log.append(record)
             return 201, status(201, "", "", ok=True)
+
+    # ---- API writes (PUT / PATCH / DELETE through the HTTP face) ---------------------------------------
+    def api_update(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        subresource: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """PUT of ``body`` to the object (``subresource`` None or ``status``); returns what is stored.
+        Raises writes.ApiError as the API server answers (404, 409 on a stale resourceVersion, 400, 422)."""
+        rtype = RESOURCES[resource]
+        with self.engine.lock:
+            old = self.store.get(resource, namespace, name)
+            if old is None:
+                raise writes.not_found(rtype, name)
+            meta = body.get("metadata") if isinstance(body, dict) else None
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if rv and rv != old["metadata"].get("resourceVersion"):
+                raise writes.conflict(rtype, name)
+            new = writes.prepare_update(rtype, old, body, subresource, name)
+            return self._store_update(rtype, old, new, subresource, dry_run)
+
+    def api_patch(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        subresource: str | None,
+        patch: Any,
+        content_type: str,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """PATCH (JSON, merge or strategic merge: collectors/sim/patch.py) of the object or its status."""
+        rtype = RESOURCES[resource]
+        with self.engine.lock:
+            old = self.store.get(resource, namespace, name)
+            if old is None:
+                raise writes.not_found(rtype, name)
+            patched = self._patched(
+                rtype, {"kind": rtype.kind, "apiVersion": rtype.api_version, **old}, patch, content_type
+            )
+            rv = (patched.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"].get("resourceVersion"):
+                raise writes.conflict(rtype, name)
+            new = writes.prepare_update(rtype, old, patched, subresource, name)
+            return self._store_update(rtype, old, new, subresource, dry_run)
+
+    @staticmethod
+    def _patched(rtype: ResourceType, obj: dict[str, Any], patch: Any, content_type: str) -> dict[str, Any]:
+        try:
+            out = apply_patch(obj, patch, content_type)
+        except PatchError as exc:
+            reason = {400: "BadRequest", 415: "UnsupportedMediaType"}.get(exc.code, "Invalid")
+            raise writes.ApiError(exc.code, reason, exc.message) from None
+        if out.get("kind") not in (None, rtype.kind, "Scale") or out.get("apiVersion") not in (
+            None,
+            rtype.api_version,
+            "autoscaling/v1",
+        ):
+            raise writes.bad_request("a patch may not change the kind or apiVersion of an object")
+        return out
+
+    def _store_update(
+        self,
+        rtype: ResourceType,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        unchanged = {
+            **new,
+            "metadata": {k: v for k, v in new["metadata"].items() if k != "resourceVersion"},
+        } == {
+            **old,
+            "metadata": {k: v for k, v in old["metadata"].items() if k != "resourceVersion"},
+        }
+        if unchanged:  # a no-op write keeps the resourceVersion and sends no watch event, as etcd3 does
+            return old
+        if dry_run:
+            new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion", "")
+            return new
+        stored = self.store.put(rtype.name, new)
+        self._after_api_write(rtype.name, old, stored, subresource)
+        return stored
+
+    def _after_api_write(
+        self, resource: str, old: dict[str, Any], new: dict[str, Any], subresource: str | None
+    ) -> None:
+        """Controllers and the kubelet react to a client's write as to their own informers' update."""
+        meta = new["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        if resource == "pods":
+            self._pod_changed(new)
+            # The last finalizer went from a pod whose worker is done: the status manager's delete completes.
+            if (
+                meta.get("deletionTimestamp")
+                and not meta.get("finalizers")
+                and old["metadata"].get("finalizers")
+                and meta.get("deletionGracePeriodSeconds") == 0
+            ):
+                self._final_delete(ns, name)
+        elif resource == "nodes":
+            self._node_spec_changed(old, new)
+        elif resource in ("deployments", "replicasets", "statefulsets", "daemonsets"):
+            self._mark_dirty(
+                {"deployments": "deploy", "replicasets": "rs", "statefulsets": "sts", "daemonsets": "ds"}[
+                    resource
+                ],
+                ns,
+                name,
+            )
+        elif resource == "poddisruptionbudgets":
+            self._mark_dirty("pdbns", ns, "")
+
+    # ---- the scale subresource (autoscaling/v1 Scale) ----------------------------------------------
+    def api_scale(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        rtype = RESOURCES[resource]
+        with self.engine.lock:
+            obj = self.store.get(resource, namespace, name)
+            if obj is None:
+                raise writes.not_found(rtype, name)
+            return self._scale_of(obj)
+
+    @staticmethod
+    def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+        from .tables import selector_string
+
+        meta = obj["metadata"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in meta
+            },
+            "spec": {"replicas": obj["spec"].get("replicas", 1)},
+            "status": {
+                "replicas": obj.get("status", {}).get("replicas", 0),
+                "selector": selector_string(obj["spec"].get("selector")),
+            },
+        }
+
+    def api_update_scale(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        content_type: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """PUT (``content_type`` None) or PATCH of the Scale: sets the owner's ``spec.replicas``."""
+        rtype = RESOURCES[resource]
+        with self.engine.lock:
+            obj = self.store.get(resource, namespace, name)
+            if obj is None:
+                raise writes.not_found(rtype, name)
+            scale = self._scale_of(obj)
+            new_scale = body if content_type is None else self._patched(rtype, scale, body, content_type)
+            if not isinstance(new_scale, dict) or not isinstance(new_scale.get("spec"), dict):
+                raise writes.bad_request("the body of the request must be an autoscaling/v1 Scale")
+            rv = (new_scale.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != obj["metadata"].get("resourceVersion"):
+                raise writes.conflict(rtype, name)
+            replicas = new_scale["spec"].get("replicas")
+            if isinstance(replicas, bool) or not isinstance(replicas, int):
+                raise writes.bad_request(
+                    f"json: cannot unmarshal {type(replicas).__name__} into Go struct field ScaleSpec.spec.replicas of type int32"
+                )
+            if replicas < 0:
+                raise writes.invalid(
+                    rtype,
+                    name,
+                    [("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0")],
+                )
+            target = copy.deepcopy(obj)
+            target["spec"]["replicas"] = replicas
+            new = writes.prepare_update(rtype, obj, target, None, name)
+            stored = self._store_update(rtype, obj, new, None, dry_run)
+            return self._scale_of(stored)
+
+    # ---- deletes ------------------------------------------------------------------------------------
+    def api_delete(
+        self, resource: str, namespace: str, name: str, grace: int | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """DELETE of one object: (HTTP code, body). Pods answer with the pod (graceful: its
+        deletionTimestamp set), other kinds with a Success Status naming what went (background cascade)."""
+        rtype = RESOURCES[resource]
+        with self.engine.lock:
+            obj = self.store.get(resource, namespace, name)
+            if obj is None:
+                raise writes.not_found(rtype, name)
+            if resource == "pods":
+                pod = self.delete_pod(namespace, name, grace)
+                return 200, {"kind": "Pod", "apiVersion": "v1", **(pod or obj)}
+            if resource == "deployments":
+                self.delete_deployment(namespace, name)
+            elif resource in ("statefulsets", "daemonsets", "replicasets"):
+                workloads.delete_workload(self, resource, namespace, name)
+            elif resource in ("poddisruptionbudgets", "events", "leases"):
+                self.store.delete(resource, namespace, name)
+            else:
+                raise writes.ApiError(
+                    405,
+                    "MethodNotAllowed",
+                    f"the demo cluster does not delete {resource} (a real API server would)",
+                )
+            details: dict[str, Any] = {"name": name}
+            if rtype.group:
+                details["group"] = rtype.group
+            details.update(kind=resource, uid=obj["metadata"]["uid"])
+            return 200, {**status(200, "", "", ok=True), "details": details}
+
+    def api_delete_collection(
+        self, resource: str, namespace: str | None, match: Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]]:
+        """DELETE on a collection (``deletecollection``): deletes every object ``match`` accepts, as single
+        deletes would, and returns them as they were last stored."""
+        gone: list[dict[str, Any]] = []
+        with self.engine.lock:
+            for obj in self.store.iter_objects(resource, namespace):
+                if not match(obj):
+                    continue
+                meta = obj["metadata"]
+                code, body = self.api_delete(resource, meta.get("namespace", ""), meta["name"])
+                gone.append(body if resource == "pods" else obj)
+                del code
+        return gone
 
     # ---- hooks --------------------------------------------------------------------------------
     def compact(self) -> int:

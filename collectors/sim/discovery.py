@@ -19,7 +19,7 @@ VERSION_INFO = {
 }
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-GROUPS = ("apps", "events.k8s.io", "policy")
+GROUPS = ("apps", "events.k8s.io", "policy", "coordination.k8s.io")
 
 
 def _resources_for(group: str) -> list[ResourceType]:
@@ -86,6 +86,8 @@ def resource_list(group: str) -> dict[str, Any] | None:
             }
             if sub == "eviction":
                 sub_entry.update(group="policy", version="v1")
+            elif sub == "scale":
+                sub_entry.update(group="autoscaling", version="v1")
             out.append(sub_entry)
     gv = f"{group}/v1" if group else "v1"
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}

@@ -330,14 +330,18 @@ def scale_limits(nodes: int, pods_per_node: int) -> dict[str, float]:
     * node heartbeats: every 10 s up to 100 nodes, then every nodes/10 s, at most every 60 s
       (5,000 nodes: ~83 node writes a second);
     * event TTL: 15 minutes instead of the API server's 1 hour (at 50 pods/s of churn that is
-      ~200,000 live events instead of ~800,000).
+      ~200,000 live events instead of ~800,000);
+    * node Lease renewals: as often as the heartbeats (a real kubelet renews every 10 s, which at 5,000
+      nodes would be 500 writes a second into the one shared watch history).
     """
     pods = nodes * pods_per_node
+    heartbeat = min(60.0, max(10.0, nodes / 10))
     return {
         "history_limit": max(20_000, min(200_000, pods // 3)),
         "kubelet_log_limit": max(200, min(20_000, 1_000_000 // max(1, nodes))),
-        "heartbeat_interval": min(60.0, max(10.0, nodes / 10)),
+        "heartbeat_interval": heartbeat,
         "event_ttl": 900.0,
+        "lease_interval": heartbeat,
     }
 
 
@@ -359,6 +363,8 @@ def populate_scale(c: SimCluster, nodes: int, pods_per_node: int) -> None:
         c.heartbeat_interval = limits["heartbeat_interval"]
     if "event_ttl" not in c.explicit:
         c.event_ttl = limits["event_ttl"]
+    if "lease_interval" not in c.explicit:
+        c.lease_interval = limits["lease_interval"]
     now = c.now
     rng = c.rng
     behaviour = Behaviour()  # shared: every scale pod behaves alike

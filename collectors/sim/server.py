@@ -8,13 +8,18 @@ wakes and returns), then shuts the listener down, then stops the clock thread.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 import socket
+import ssl
+import sys
+import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,12 +28,14 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 import yaml
 
-from . import discovery
+from . import containerlogs, discovery, tables
 from .cluster import SimCluster
 from .engine import RealtimeDriver
 from .objects import event_to_events_v1, status
 from .scenarios import install
 from .store import RESOURCES, Dropped, Entry, Expired, ResourceType
+from .tls import make_serving_certs
+from .writes import ApiError
 
 CORE_RE = re.compile(
     r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?/?$"
@@ -47,141 +54,6 @@ def _truthy(value: str | None) -> bool:
 
 def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _age(created: str, now: datetime) -> str:
-    secs = max(0, int((now - _parse_time(created)).total_seconds()))
-    if secs < 120:
-        return f"{secs}s"
-    if secs < 600:
-        return f"{secs // 60}m{secs % 60}s" if secs % 60 else f"{secs // 60}m"
-    if secs < 3 * 3600:
-        return f"{secs // 60}m"
-    if secs < 48 * 3600:
-        return f"{secs // 3600}h"
-    return f"{secs // 86400}d"
-
-
-def pod_row(pod: dict[str, Any], now: datetime, include_object: str = "Metadata") -> dict[str, Any]:
-    """One ``kubectl get pods`` row; ``include_object`` is the request's ``includeObject``
-    (``Metadata`` by default, ``Object`` for the whole pod, ``None`` for no object)."""
-    st = pod.get("status", {})
-    cs = st.get("containerStatuses") or []
-    ready = sum(1 for c in cs if c.get("ready"))
-    reason = st.get("reason") or st.get("phase", "Pending")
-    for c in cs:
-        state = c.get("state", {})
-        if "waiting" in state and state["waiting"].get("reason"):
-            reason = state["waiting"]["reason"]
-        elif "terminated" in state and state["terminated"].get("reason") and reason not in ("Terminated",):
-            reason = state["terminated"]["reason"]
-    if pod["metadata"].get("deletionTimestamp"):
-        reason = "Terminating"
-    restarts = sum(c.get("restartCount", 0) for c in cs)
-    meta = pod["metadata"]
-    row: dict[str, Any] = {
-        "cells": [
-            meta["name"],
-            f"{ready}/{len(pod['spec']['containers'])}",
-            reason,
-            restarts,
-            _age(meta["creationTimestamp"], now),
-            st.get("podIP") or "<none>",
-            pod["spec"].get("nodeName") or "<none>",
-            "<none>",
-            "<none>",
-        ],
-    }
-    if include_object == "Object":
-        row["object"] = {"kind": "Pod", "apiVersion": "v1", **pod}
-    elif include_object != "None":
-        row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-    return row
-
-
-def wants_table(rtype: ResourceType, accept: str) -> bool:
-    """kubectl asks for ``as=Table``; only pods have server-side columns here, other kinds fall back to
-    the plain object, which kubectl accepts (it then prints NAME/AGE)."""
-    return rtype.name == "pods" and "as=Table" in accept
-
-
-def pod_table(
-    pods: list[dict[str, Any]], now: datetime, rv: str, include_object: str, headers: bool = True
-) -> dict[str, Any]:
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": rv},
-        "columnDefinitions": POD_COLUMNS if headers else None,
-        "rows": [pod_row(p, now, include_object) for p in pods],
-    }
-
-
-POD_COLUMNS = [
-    {
-        "name": "Name",
-        "type": "string",
-        "format": "name",
-        "description": "Name must be unique within a namespace.",
-        "priority": 0,
-    },
-    {
-        "name": "Ready",
-        "type": "string",
-        "format": "",
-        "description": "The aggregate readiness state of this pod for accepting traffic.",
-        "priority": 0,
-    },
-    {
-        "name": "Status",
-        "type": "string",
-        "format": "",
-        "description": "The aggregate status of the containers in this pod.",
-        "priority": 0,
-    },
-    {
-        "name": "Restarts",
-        "type": "string",
-        "format": "",
-        "description": "The number of times the containers in this pod have been restarted.",
-        "priority": 0,
-    },
-    {
-        "name": "Age",
-        "type": "string",
-        "format": "",
-        "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        "priority": 0,
-    },
-    {
-        "name": "IP",
-        "type": "string",
-        "format": "",
-        "description": "IP address allocated to the pod.",
-        "priority": 1,
-    },
-    {
-        "name": "Node",
-        "type": "string",
-        "format": "",
-        "description": "NodeName is a request to schedule this pod onto a specific node.",
-        "priority": 1,
-    },
-    {
-        "name": "Nominated Node",
-        "type": "string",
-        "format": "",
-        "description": "nominatedNodeName is set when this pod preempts other pods on the node.",
-        "priority": 1,
-    },
-    {
-        "name": "Readiness Gates",
-        "type": "string",
-        "format": "",
-        "description": "If specified, all readiness gates will be evaluated for pod readiness.",
-        "priority": 1,
-    },
-]
 
 
 FIELD_ALIASES = {
@@ -263,6 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.sim
 
     def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.sim.record_request(self.command, self.path, code, self.headers.get("Content-Type") or "")
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -286,11 +159,16 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _authorized(self) -> bool:
-        """A wrong bearer token gets 401. No token is let in as anonymous: kubectl (client-go) does not
-        send a bearer token over plain http, and this server only listens on loopback."""
+        """A wrong bearer token gets 401. Without ``require_token`` (plain http) a request with no token is
+        let in as anonymous: kubectl (client-go) does not send a bearer token over plain http, and this
+        server only listens on loopback. Over TLS a token is required, as on a cluster whose API server
+        does not allow anonymous requests."""
         token = self.sim.token
         got = self.headers.get("Authorization")
-        if not token or got is None or got == f"Bearer {token}":
+        scheme, _, value = (got or "").partition(" ")
+        if not token or (scheme.lower() == "bearer" and value.strip() == token):  # the scheme is case-free
+            return True
+        if got is None and not self.sim.require_token:
             return True
         self._status(401, "Unauthorized", "Unauthorized")
         return False
@@ -307,6 +185,28 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._route("DELETE")
+
+    def do_PUT(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._route("PUT")
+
+    def do_PATCH(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._route("PATCH")
+
+    def _read_json(self) -> Any:
+        """The request body decoded (JSON; YAML for ``application/yaml``); ApiError 400 otherwise."""
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if not raw.strip():
+            raise ApiError(400, "BadRequest", "the request has no body: expected a JSON object")
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip()
+        try:
+            if ctype in ("application/yaml", "application/apply-patch+yaml"):
+                return yaml.safe_load(raw)
+            return orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+            raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from None
 
     def _body(self) -> dict[str, Any]:
         n = int(self.headers.get("Content-Length") or 0)
@@ -369,27 +269,12 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         shape = "events.k8s.io" if group == "events.k8s.io" else ""
-        if verb == "POST" and res_name == "pods" and sub == "eviction" and ns and name:
-            body = self._body()
-            grace = (body.get("deleteOptions") or {}).get("gracePeriodSeconds")
-            code, st = self.sim.cluster.evict(ns, name, grace)
-            self._json(code, st)
-            return
-        if verb == "DELETE" and res_name == "pods" and ns and name and not sub:
-            body = self._body()
-            grace = body.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
-            pod = self.sim.cluster.delete_pod(ns, name, None if grace is None else int(grace))
-            if pod is None:
-                self._status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
-            else:
-                self._json(200, {"kind": "Pod", "apiVersion": "v1", **pod})
-            return
-        if verb != "GET":
-            self._status(
-                405,
-                "MethodNotAllowed",
-                f"the server does not allow this method on the requested resource ({verb} {res_name})",
-            )
+        try:
+            if verb != "GET" or sub in ("scale", "log"):
+                self._write(verb, rtype, ns, name, sub, q, shape)
+                return
+        except ApiError as exc:
+            self._status(exc.code, exc.reason, exc.message, exc.details)
             return
         if name is not None:
             if sub not in (None, "status") or (sub == "status" and "status" not in rtype.subresources):
@@ -406,12 +291,228 @@ class _Handler(BaseHTTPRequestHandler):
                     else {"name": name, "kind": res_name},
                 )
                 return
+            if self._wants_table(rtype, shape):
+                obj = orjson.loads(data)
+                self._json(
+                    200,
+                    tables.table(
+                        rtype.name,
+                        [obj],
+                        self.sim.cluster.now,
+                        obj["metadata"].get("resourceVersion", ""),
+                        q.get("includeObject") or "Metadata",
+                        rtype.kind,
+                        rtype.api_version,
+                    ),
+                )
+                return
             self._send(200, self._typed(rtype, data, shape))
             return
         if _truthy(q.get("watch")):
             self._watch(rtype, ns, q, shape)
         else:
             self._list(rtype, ns, q, shape)
+
+    # ---- writes and subresources ----------------------------------------------------------------
+    def _write(
+        self,
+        verb: str,
+        rtype: ResourceType,
+        ns: str | None,
+        name: str | None,
+        sub: str | None,
+        q: dict[str, str],
+        shape: str,
+    ) -> None:
+        """Everything but plain GETs: PUT / PATCH / DELETE of objects and their status, deletecollection,
+        the scale subresource, eviction and pods/log. Raises ApiError for the API server's refusals."""
+        cluster = self.sim.cluster
+        res = rtype.name
+        dry_run = q.get("dryRun") == "All"
+        if shape or (rtype.namespaced and name is not None and ns is None):
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource ({verb} {res})",
+            )
+        if sub == "eviction":
+            if verb != "POST" or res != "pods" or not ns or not name:
+                raise ApiError(
+                    405,
+                    "MethodNotAllowed",
+                    f"the server does not allow this method on pods/eviction ({verb})",
+                )
+            body = self._body()
+            grace = (body.get("deleteOptions") or {}).get("gracePeriodSeconds")
+            code, st = cluster.evict(ns, name, grace)
+            self._json(code, st)
+            return
+        if sub == "log":
+            if verb != "GET" or res != "pods" or not ns or not name:
+                raise ApiError(
+                    405, "MethodNotAllowed", f"the server does not allow this method on pods/log ({verb})"
+                )
+            self._pod_log(ns, name, q)
+            return
+        if sub == "scale":
+            if "scale" not in rtype.subresources or not name:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if verb == "GET":
+                self._json(200, cluster.api_scale(res, ns or "", name))
+            elif verb == "PUT":
+                self._json(
+                    200, cluster.api_update_scale(res, ns or "", name, self._read_json(), dry_run=dry_run)
+                )
+            elif verb == "PATCH":
+                ctype = self.headers.get("Content-Type") or ""
+                self._json(
+                    200,
+                    cluster.api_update_scale(res, ns or "", name, self._read_json(), ctype, dry_run=dry_run),
+                )
+            else:
+                raise ApiError(
+                    405, "MethodNotAllowed", f"the server does not allow this method on {res}/scale ({verb})"
+                )
+            return
+        if sub not in (None, "status") or (sub == "status" and "status" not in rtype.subresources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if name is None:
+            if verb == "DELETE" and sub is None:
+                self._delete_collection(rtype, ns, q)
+                return
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource ({verb} {res}); "
+                "the demo cluster creates objects through its scenarios, not through the API",
+            )
+        typed = {"kind": rtype.kind, "apiVersion": rtype.api_version}
+        if verb == "PUT":
+            obj = cluster.api_update(res, ns or "", name, sub, self._read_json(), dry_run=dry_run)
+            self._json(200, {**typed, **obj})
+        elif verb == "PATCH":
+            patch = self._read_json()
+            ctype = self.headers.get("Content-Type") or ""
+            obj = cluster.api_patch(res, ns or "", name, sub, patch, ctype, dry_run=dry_run)
+            self._json(200, {**typed, **obj})
+        elif verb == "DELETE" and sub is None:
+            body = self._body()
+            grace = body.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+            try:
+                grace_s = None if grace is None else int(grace)
+            except ValueError:
+                raise ApiError(400, "BadRequest", f"invalid gracePeriodSeconds: {grace!r}") from None
+            code, out = cluster.api_delete(res, ns or "", name, grace_s)
+            self._json(code, out)
+        else:
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource ({verb} {res})",
+            )
+
+    def _delete_collection(self, rtype: ResourceType, ns: str | None, q: dict[str, str]) -> None:
+        sel = _selector_fn(q.get("fieldSelector"), q.get("labelSelector"))
+        store = self.sim.cluster.store
+
+        def match(obj: dict[str, Any]) -> bool:
+            meta = obj["metadata"]
+            node = (obj.get("spec") or {}).get("nodeName") or "" if rtype.name == "pods" else ""
+            return sel is None or sel(meta.get("namespace", ""), meta["name"], node, orjson.dumps(obj))
+
+        gone = self.sim.cluster.api_delete_collection(rtype.name, ns, match)
+        self._json(
+            200,
+            {
+                "kind": rtype.list_kind,
+                "apiVersion": rtype.api_version,
+                "metadata": {"resourceVersion": str(store.rv)},
+                "items": [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in gone],
+            },
+        )
+
+    def _pod_log(self, ns: str, name: str, q: dict[str, str]) -> None:
+        """pods/log: the container's derived log (collectors/sim/containerlogs.py); ``follow`` streams new
+        lines until the container stops, the pod goes or the client leaves."""
+        cluster = self.sim.cluster
+
+        def number(key: str) -> int | None:
+            try:
+                return int(q[key]) if q.get(key) else None
+            except ValueError:
+                raise ApiError(400, "BadRequest", f"invalid {key}: {q[key]!r}") from None
+
+        tail, since_s, limit = number("tailLines"), number("sinceSeconds"), number("limitBytes")
+        timestamps = _truthy(q.get("timestamps"))
+
+        def read() -> tuple[str, bytes, int, bool]:
+            with cluster.engine.lock:
+                pod = cluster.store.get("pods", ns, name)
+                if pod is None:
+                    raise ApiError(
+                        404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}
+                    )
+                behaviour = cluster.behaviours.get((ns, name))
+                ignores = bool(behaviour and behaviour.ignore_sigterm)
+                try:
+                    cname, data = containerlogs.read_log(
+                        pod,
+                        q.get("container"),
+                        cluster.now,
+                        ignores_sigterm=ignores,
+                        previous=_truthy(q.get("previous")),
+                        timestamps=timestamps,
+                        tail_lines=tail,
+                        since_seconds=since_s,
+                        since_time=q.get("sinceTime"),
+                        limit_bytes=limit,
+                    )
+                except containerlogs.LogError as exc:
+                    raise ApiError(exc.code, exc.reason, exc.message) from None
+                everything = containerlogs.container_lines(pod, cname, cluster.now, ignores)
+                cs: dict[str, Any] = next(
+                    (c for c in pod["status"].get("containerStatuses") or [] if c.get("name") == cname), {}
+                )
+                done = "terminated" in (cs.get("state") or {})
+                return cname, data, len(everything), done
+
+        cname, data, sent, done = read()
+        if not _truthy(q.get("follow")):
+            self._send(200, data, "text/plain")
+            return
+        self.sim.record_request(self.command, self.path, 200, "")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if data:
+            self._chunk(data)
+        deadline = time.monotonic() + 1800
+        while not done and time.monotonic() < deadline and not cluster.store.closed:
+            time.sleep(0.2)
+            with cluster.engine.lock:
+                pod = cluster.store.get("pods", ns, name)
+                gone = pod is None
+                if pod is None:  # deleted since the last poll: its last state says how the container ended
+                    pod = cluster.store.last_state("pods", ns, name)
+                if pod is None:
+                    break
+                done = gone
+                behaviour = cluster.behaviours.get((ns, name))
+                lines = containerlogs.container_lines(
+                    pod, cname, cluster.now, bool(behaviour and behaviour.ignore_sigterm)
+                )
+                cs: dict[str, Any] = next(
+                    (c for c in pod["status"].get("containerStatuses") or [] if c.get("name") == cname), {}
+                )
+                done = done or "terminated" in (cs.get("state") or {})
+            fresh = lines[sent:]
+            sent = len(lines)
+            if fresh:
+                self._chunk(containerlogs.format_lines(fresh, timestamps))
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.close_connection = True
 
     # ---- discovery ----------------------------------------------------------------------------
     def _discovery(self, path: str) -> dict[str, Any] | None:
@@ -438,6 +539,11 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     # ---- objects ------------------------------------------------------------------------------
+    def _wants_table(self, rtype: ResourceType, shape: str) -> bool:
+        """kubectl asks for ``as=Table``; every kind served here has its server-side columns
+        (collectors/sim/tables.py). The events.k8s.io view answers plain objects."""
+        return "as=Table" in self.headers.get("Accept", "") and not shape and tables.has_table(rtype.name)
+
     @staticmethod
     def _api_version(rtype: ResourceType, shape: str) -> str:
         return "events.k8s.io/v1" if shape else rtype.api_version
@@ -481,12 +587,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._status(400, "BadRequest", str(exc))
             return
-        if wants_table(rtype, self.headers.get("Accept", "")) and not shape:
-            table = pod_table(
+        if self._wants_table(rtype, shape):
+            table = tables.table(
+                rtype.name,
                 [orjson.loads(d) for d in items],
                 self.sim.cluster.now,
                 str(rv),
                 q.get("includeObject") or "Metadata",
+                rtype.kind,
+                rtype.api_version,
             )
             if cont:
                 table["metadata"]["continue"] = cont
@@ -520,15 +629,24 @@ class _Handler(BaseHTTPRequestHandler):
         sel = _selector_fn(q.get("fieldSelector"), q.get("labelSelector"))
         api_version = self._api_version(rtype, shape).encode()
         kind = rtype.kind.encode()
-        table = wants_table(rtype, self.headers.get("Accept", "")) and not shape
+        table = self._wants_table(rtype, shape)
         include_object = q.get("includeObject") or "Metadata"
         headers_sent = [False]  # the API server sends column definitions with the first event only
 
         def line(etype: str, data: bytes) -> bytes:
             if table:
-                pod = orjson.loads(data)
-                rv = pod["metadata"].get("resourceVersion", "")
-                tbl = pod_table([pod], self.sim.cluster.now, rv, include_object, not headers_sent[0])
+                obj = orjson.loads(data)
+                rv = obj["metadata"].get("resourceVersion", "")
+                tbl = tables.table(
+                    rtype.name,
+                    [obj],
+                    self.sim.cluster.now,
+                    rv,
+                    include_object,
+                    rtype.kind,
+                    rtype.api_version,
+                    not headers_sent[0],
+                )
                 headers_sent[0] = True
                 obj = orjson.dumps(tbl)
             elif shape:
@@ -580,6 +698,7 @@ class _Handler(BaseHTTPRequestHandler):
                     first.append(
                         orjson.dumps({"type": "ERROR", "object": status(410, "Expired", exc.message)}) + b"\n"
                     )
+        self.sim.record_request(self.command, self.path, 200, "")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -754,6 +873,14 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._wlock:
             return len(self._watch_conns)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that rejects the TLS certificate (a wrong CA) or hangs up is its own problem: no
+        traceback on stderr. Anything else is a bug of the server and is printed."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ssl.SSLError | ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
 
 class SimServer:
     """A SimCluster served over HTTP on loopback, optionally driven by the wall clock.
@@ -772,12 +899,36 @@ class SimServer:
         realtime: bool = True,
         token: str | None = TOKEN,
         bookmark_interval: float = 5.0,
+        tls: bool = False,
+        require_token: bool | None = None,
     ) -> None:
+        """``tls`` serves HTTPS with a CA made now (``ca_pem``; ``write_serviceaccount`` lays out the
+        in-cluster files); ``require_token`` (default: on with ``tls``) answers 401 to requests without the
+        bearer token."""
         self.cluster = cluster or SimCluster()
         self.token = token
+        self.require_token = tls if require_token is None else require_token
         self.bookmark_interval = bookmark_interval
         self.drop_mode = "close"
+        self.requests: deque[tuple[float, str, str, int, str]] = deque(maxlen=10_000)
+        self._rlock = threading.Lock()
         self._httpd = _HTTPServer((host, port), self)
+        self.ca_pem: bytes | None = None
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        if tls:
+            certs = make_serving_certs(hosts=(host,))
+            self.ca_pem = certs.ca_pem
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="podlife-sim-tls-")
+            cert_file, key_file = Path(self._tls_dir.name, "tls.crt"), Path(self._tls_dir.name, "tls.key")
+            cert_file.write_bytes(certs.cert_pem)
+            key_file.write_bytes(certs.key_pem)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert_file, key_file)
+            # The handshake happens in the connection's own thread, so a client that stalls it (or fails
+            # it) does not hold up accepting the next connection.
+            self._httpd.socket = context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="sim-http", daemon=True, kwargs={"poll_interval": 0.1}
         )
@@ -790,7 +941,17 @@ class SimServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ca_pem else 'http'}://127.0.0.1:{self.port}"
+
+    def record_request(self, method: str, path: str, code: int, content_type: str = "") -> None:
+        """Remember one answered request (``requests``: (monotonic time, method, path, status, request
+        Content-Type)), so tests can check what a client such as kubectl asked, and in which order."""
+        with self._rlock:
+            self.requests.append((time.monotonic(), method, path, code, content_type))
+
+    def requests_matching(self, method: str, path_part: str) -> list[tuple[float, str, str, int, str]]:
+        with self._rlock:
+            return [r for r in self.requests if r[1] == method and path_part in r[2]]
 
     def start(self) -> SimServer:
         self._thread.start()
@@ -805,6 +966,8 @@ class SimServer:
         if self.driver:
             self.driver.stop()
         self._thread.join(timeout=5)
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
 
     def pause(self) -> None:
         self.paused = True
@@ -823,10 +986,13 @@ class SimServer:
 
     def kubeconfig(self) -> dict[str, Any]:
         user: dict[str, Any] = {"token": self.token} if self.token else {}
+        cluster: dict[str, Any] = {"server": self.base_url}
+        if self.ca_pem:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "podlife-demo", "cluster": {"server": self.base_url}}],
+            "clusters": [{"name": "podlife-demo", "cluster": cluster}],
             "users": [{"name": "podlife-demo", "user": user}],
             "contexts": [
                 {
@@ -843,6 +1009,19 @@ class SimServer:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
         return p
+
+    def write_serviceaccount(self, directory: str | Path, namespace: str = "podlife") -> Path:
+        """Lay out what a pod's ServiceAccount volume holds (``token``, ``ca.crt``, ``namespace``) in
+        ``directory``: with KUBERNETES_SERVICE_HOST=127.0.0.1 and KUBERNETES_SERVICE_PORT=``port``, the
+        client's in-cluster configuration pointed at these files reaches this server."""
+        if not self.ca_pem or not self.token:
+            raise ValueError("the in-cluster layout needs tls=True and a token")
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "token").write_text(self.token)
+        (d / "ca.crt").write_bytes(self.ca_pem)
+        (d / "namespace").write_text(namespace)
+        return d
 
     def __enter__(self) -> SimServer:
         return self.start()
@@ -869,13 +1048,16 @@ def run_sim(
     kubelet_log_limit: int | None = None,
     event_ttl: float | None = None,
     absent_groups: tuple[str, ...] = (),
+    lease_interval: float | None = None,
+    tls: bool = False,
+    require_token: bool | None = None,
     **scenario_opts: Any,
 ) -> Iterator[SimServer]:
     """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).
 
     ``server.base_url`` is the API server URL; with ``kubeconfig_path`` a kubeconfig is written there.
-    ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` / ``absent_groups``
-    are SimCluster's;
+    ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` / ``absent_groups`` /
+    ``lease_interval`` are SimCluster's, ``tls`` / ``require_token`` SimServer's;
     other keyword arguments go to the scenario (``nodes``, ``pods_per_node``, ``churn`` for ``scale``).
     """
     cluster = SimCluster(
@@ -887,13 +1069,21 @@ def run_sim(
         kubelet_log_limit=kubelet_log_limit,
         event_ttl=event_ttl,
         absent_groups=absent_groups,
+        lease_interval=lease_interval,
     )
     if scenario:
         with cluster.engine.lock:
             install(cluster, scenario, **scenario_opts)
             cluster.advance(0.0)
     server = SimServer(
-        cluster, port=port, speed=speed, realtime=realtime, token=token, bookmark_interval=bookmark_interval
+        cluster,
+        port=port,
+        speed=speed,
+        realtime=realtime,
+        token=token,
+        bookmark_interval=bookmark_interval,
+        tls=tls,
+        require_token=require_token,
     )
     server.start()
     try:
@@ -904,4 +1094,4 @@ def run_sim(
         server.stop()
 
 
-__all__ = ["SimServer", "run_sim", "pod_row", "TOKEN", "timedelta"]
+__all__ = ["SimServer", "run_sim", "TOKEN"]

@@ -100,6 +100,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("status", "scale"),
             ("all",),
         ),
+        ResourceType("leases", "coordination.k8s.io", "v1", "Lease", True, (), "lease"),
     )
 }
 
@@ -221,6 +222,16 @@ class Store:
         with self.cond:
             objs = self._objs[resource]
             return [orjson.loads(objs[k]) for k in self.keys(resource, namespace)]
+
+    def last_state(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The newest state of an object still in the watch history (a deleted one's last state); None
+        when compaction dropped it."""
+        with self.cond:
+            for entry in reversed(self._hist):
+                if entry.resource == resource and entry.namespace == namespace and entry.name == name:
+                    state: dict[str, Any] = orjson.loads(entry.data)
+                    return state
+        return None
 
     def node_of(self, namespace: str, name: str) -> str:
         return self._nodes_of.get((namespace, name), "")

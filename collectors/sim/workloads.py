@@ -230,6 +230,8 @@ def _statefulset_status(c: SimCluster, sts: dict[str, Any], current_rev: str, up
     for key in ("readyReplicas", "currentReplicas", "updatedReplicas"):  # omitempty int32 fields
         if not st[key]:
             del st[key]
+    if sts["status"].get("conditions"):  # conditions a client wrote stay (the controller compares counts)
+        st["conditions"] = sts["status"]["conditions"]
     if st != sts["status"]:
         sts["status"] = st
         c.store.put("statefulsets", sts)
@@ -390,6 +392,8 @@ def _daemonset_status(c: SimCluster, ds: dict[str, Any], nodes: list[str]) -> No
     for key in ("updatedNumberScheduled", "numberAvailable", "numberUnavailable"):  # omitempty
         if not st[key]:
             del st[key]
+    if ds["status"].get("conditions"):  # storeDaemonSetStatus updates a copy: conditions stay
+        st["conditions"] = ds["status"]["conditions"]
     if st != ds["status"]:
         ds["status"] = st
         c.store.put("daemonsets", ds)

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client, config
 
 from collectors.sim import SimServer, run_sim
+from tests.tools import require_tool
 
 KHI_RE = re.compile(r"^([IWEF])(\d{4})\s+(\d{2}:\d{2}:\d{2}\.\d{6})\s+(\d+)\s+([^:]+:\d+)]\s+(.*)$")
 
@@ -32,3 +33,9 @@ def api(sim: SimServer) -> Iterator[client.ApiClient]:
     c = api_client(sim.kubeconfig_path)  # type: ignore[attr-defined]
     yield c
     c.close()
+
+
+@pytest.fixture
+def kubectl() -> str:
+    """The real kubectl (1.32 on these machines); a missing one fails in CI and skips elsewhere."""
+    return require_tool("kubectl")

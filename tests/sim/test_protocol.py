@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -284,15 +283,15 @@ def test_node_proxy_metrics_and_logs(sim: SimServer, api: client.ApiClient) -> N
     assert any('"SyncPod enter"' in ln for ln in lines)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
-def test_kubectl_get_and_watch(tmp_path) -> None:
+def test_kubectl_get_and_watch(tmp_path, kubectl: str) -> None:
     kc = tmp_path / "kc"
-    with run_sim("mixed", seed=5, kubeconfig_path=kc, realtime=True, speed=20, bookmark_interval=0.5) as sim:
+    # Speed 5: the scenarios' PDBs live a few real seconds each, longer than kubectl takes on a busy machine.
+    with run_sim("mixed", seed=5, kubeconfig_path=kc, realtime=True, speed=5, bookmark_interval=0.5) as sim:
         deadline = time.monotonic() + 15  # a busy machine may need more than a moment for the first PDB
         while not sim.cluster.store.count("poddisruptionbudgets") and time.monotonic() < deadline:
             time.sleep(0.1)
         env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-        base = ["kubectl", "--kubeconfig", str(kc)]
+        base = [kubectl, "--kubeconfig", str(kc)]
         out = subprocess.run(
             [*base, "get", "pods", "-A"], capture_output=True, text=True, timeout=20, env=env
         )
@@ -353,8 +352,7 @@ def test_pod_watch_answers_table_requests_with_headers_once(sim: SimServer) -> N
     assert tables[0]["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
-def test_kubectl_get_pods_all_namespaces_watch(tmp_path) -> None:
+def test_kubectl_get_pods_all_namespaces_watch(tmp_path, kubectl: str) -> None:
     """GIVEN kubectl get pods -A -w WHEN a pod is created and starts THEN its rows appear under the usual
     columns as it moves from Pending to Running."""
     kc = tmp_path / "kc"
@@ -362,7 +360,7 @@ def test_kubectl_get_pods_all_namespaces_watch(tmp_path) -> None:
         sim.cluster.advance(10)
         env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
         proc = subprocess.Popen(
-            ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-A", "-w"],
+            [kubectl, "--kubeconfig", str(kc), "get", "pods", "-A", "-w"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
