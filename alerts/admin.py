@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -37,6 +38,7 @@ class DestinationAdmin(admin.ModelAdmin):
         ("Health", {"fields": ("failures", "retry_at", "last_error", "created_at")}),
     )
     actions = ("send_test_message", "retry_now")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.action(description="Send a test message")
     def send_test_message(self, request: HttpRequest, queryset: QuerySet[Destination]) -> None:

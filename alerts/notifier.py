@@ -155,7 +155,9 @@ def scan_destination(
 
         new_rows: list[NotifiedFinding] = []
         deliveries: list[Delivery] = []
-        for key, f in wanted.items():
+        # Queued in the order the findings began: a receiver reads them as a story.
+        for f in sorted(wanted.values(), key=lambda f: (f.start, f.identity)):
+            key = f.identity
             if key in known:
                 continue
             new_rows.append(
@@ -177,7 +179,7 @@ def scan_destination(
             deliveries.append(_delivery(dest, "new", f, now))
 
         resolved: list[NotifiedFinding] = []
-        for row in known.values():
+        for row in sorted(known.values(), key=lambda r: (r.start, r.identity)):
             if not row.open:
                 continue
             f = current[row.identity] if row.identity in current else _lookup(row)

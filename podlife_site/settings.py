@@ -176,6 +176,11 @@ if PODLIFE_EXTERNAL_URL and not PODLIFE_EXTERNAL_URL.startswith(("https://", "ht
 # end within seconds); the webhook scan also looks back this far for findings that came and went.
 PODLIFE_METRICS_RECENT_S = env_int("PODLIFE_METRICS_RECENT_S", 900, minimum=60)
 PODLIFE_ALERTS_SCAN_S = env_float("PODLIFE_ALERTS_SCAN_S", 30.0, minimum=1)  # webhook scan period
+# Declared here, not by importing a task module; podlife_site.celery.add_beat_entries merges the others.
+# https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
+CELERY_BEAT_SCHEDULE = {
+    "podlife-alerts": {"task": "alerts.scan_and_deliver", "schedule": PODLIFE_ALERTS_SCAN_S},
+}
 
 # --- the rest --------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
