@@ -291,3 +291,22 @@ def test_real_clock_round_through_the_celery_task(receiver, live_cluster):
     result = app.tasks["alerts.scan_and_deliver"].apply().get()
     assert result == {"new": 1, "resolved": 0, "sent": 1, "retried": 0, "failed": 0}
     assert receiver.messages()[0]["event"] == "new"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_embedded_loop_sends_without_celery(receiver, live_cluster):
+    """The embedded default has no beat: ``manage.py demo`` runs NotifierLoop in a thread instead."""
+    import time
+
+    from alerts.loop import NotifierLoop
+
+    destination(receiver)
+    make_finding(live_cluster, start=timezone.now() - timedelta(minutes=5))
+    loop = NotifierLoop(interval=0.1).start()
+    try:
+        deadline = time.monotonic() + 20
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        loop.stop()
+    assert [m["event"] for m in receiver.messages()] == ["new"]
