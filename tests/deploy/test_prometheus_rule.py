@@ -125,6 +125,22 @@ def test_never_started_rule_fires_on_a_recent_never_started_pod_and_stops(client
         assert firing(scrape(client, settings)) == {}
 
 
+@pytest.mark.django_db
+def test_collector_rule_fires_for_a_watch_whose_chain_died_but_not_for_kubelet_pulls(client, settings):
+    from timelines.models import CollectorState
+
+    cluster = Cluster.objects.create(name="prod", origin=Cluster.Origin.LIVE)
+    now = timezone.now()
+    CollectorState.objects.create(cluster=cluster, resource="pods", lease_expires=now + timedelta(minutes=2))
+    CollectorState.objects.create(
+        cluster=cluster, resource="events", lease_expires=now - timedelta(minutes=1)
+    )
+    CollectorState.objects.create(cluster=cluster, resource="kubelet-logs")  # pulls hold no chain
+    assert firing(scrape(client, settings)) == {
+        "PodlifeCollectorNotWatching": [{"cluster": "prod", "resource": "events"}],
+    }
+
+
 @contextmanager
 def _clock(now) -> Iterator[None]:
     real = timezone.now
