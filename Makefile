@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench collect clean
+.PHONY: demo test lint format typecheck bench collect clean deploy-check
 
 # A virtualenv with both requirement files; rebuilt when either changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -20,12 +20,18 @@ demo: $(VENV)/.installed
 ## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(MAKE) --no-print-directory deploy-check
 	$(PY) -m pytest
 	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too.
 	@if [ -n "$$DATABASE_URL" ]; then \
 		echo "== storage tests again on SQLite =="; \
 		DATABASE_URL= $(PY) -m pytest -q -m both_databases; \
 	fi
+
+## make deploy-check: render every deploy/ overlay (kubectl kustomize), validate it against the Kubernetes
+## 1.28-1.32 schemas and the pod-security checks, lint the Containerfile (docs/deploy.md)
+deploy-check: $(VENV)/.installed
+	$(PY) .ci/deploy_check.py
 
 ## make collect KUBECONFIG=PATH: watch the kubeconfig's current context in the foreground, no broker
 collect: $(VENV)/.installed

@@ -1,4 +1,4 @@
-"""``/metrics``: collector health in the Prometheus text exposition format."""
+"""``/metrics``: collector health, open findings and webhook health in the Prometheus text format."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from alerts.metrics import FindingsMetrics
 from collectors.health import CollectorHealth
 
 _registry = CollectorRegistry(auto_describe=False)
 _registry.register(CollectorHealth())
+_registry.register(FindingsMetrics())  # findings and webhook health, for Alertmanager (docs/deploy.md)
 
 
 @require_GET

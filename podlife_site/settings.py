@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from podlife_site.env import (
     SQLITE_OPTIONS,
     database_from_url,
@@ -38,6 +40,7 @@ INSTALLED_APPS = [
     "channels",
     "timelines.apps.TimelinesConfig",
     "collectors.apps.CollectorsConfig",
+    "alerts.apps.AlertsConfig",
 ]
 
 MIDDLEWARE = [
@@ -164,6 +167,23 @@ PODLIFE_GRACE_EXCEEDED_SLACK_S = env_float("PODLIFE_GRACE_EXCEEDED_SLACK_S", 2.0
 PODLIFE_SLOW_CLEANUP_S = env_float("PODLIFE_SLOW_CLEANUP_S", 120.0, minimum=0)
 PODLIFE_CRASH_LOOP_RESTARTS = env_int("PODLIFE_CRASH_LOOP_RESTARTS", 3, minimum=1)
 PODLIFE_CRASH_LOOP_WINDOW_S = env_float("PODLIFE_CRASH_LOOP_WINDOW_S", 600.0, minimum=1)
+
+# --- alerts: /metrics gauges and outgoing webhooks (alerts/, docs/deploy.md "Alerts") ---------------------------
+# podlife's address as users reach it: links in webhook messages start with it (unset: paths only).
+PODLIFE_EXTERNAL_URL = env_str("PODLIFE_EXTERNAL_URL").rstrip("/")
+if PODLIFE_EXTERNAL_URL and not PODLIFE_EXTERNAL_URL.startswith(("https://", "http://")):
+    raise ImproperlyConfigured(
+        f"PODLIFE_EXTERNAL_URL={PODLIFE_EXTERNAL_URL!r} is not a URL: expected https://HOST[/PATH]"
+    )
+# podlife_findings_recent counts findings open now or ended within this many seconds (never-started pods
+# end within seconds); the webhook scan also looks back this far for findings that came and went.
+PODLIFE_METRICS_RECENT_S = env_int("PODLIFE_METRICS_RECENT_S", 900, minimum=60)
+PODLIFE_ALERTS_SCAN_S = env_float("PODLIFE_ALERTS_SCAN_S", 30.0, minimum=1)  # webhook scan period
+# Declared here, not by importing a task module; podlife_site.celery.add_beat_entries merges the others.
+# https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
+CELERY_BEAT_SCHEDULE = {
+    "podlife-alerts": {"task": "alerts.scan_and_deliver", "schedule": PODLIFE_ALERTS_SCAN_S},
+}
 
 # --- the rest --------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -3,10 +3,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from timelines.web import views
+from podlife_site import health
 
 urlpatterns = [
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
     path("", include("collectors.ingest_urls")),

@@ -24,6 +24,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from alerts.loop import NotifierLoop
 from collectors.kube.config import ClusterSource, cluster_name_for, contexts_of, register_cluster
 from collectors.kube.runner import Collector
 from collectors.sim import run_sim
@@ -83,6 +84,8 @@ class Command(BaseCommand):
                 register_cluster(ClusterSource(cluster, str(kubeconfig), context))
                 collector = Collector([cluster]).start()
                 stack.callback(collector.stop)
+                # No beat on the embedded default: the alert webhooks' scan runs in a thread here.
+                stack.callback(NotifierLoop().start().stop)
                 how = "in-process collector"
             self.stdout.write(
                 f"demo cluster {scenario!r} at {sim.base_url} (kubeconfig {kubeconfig}); {how} → cluster {cluster!r}\n"

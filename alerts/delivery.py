@@ -1,0 +1,218 @@
+"""Sending queued deliveries: signed POSTs, a rate limit per destination, retries with backoff.
+
+* Each destination is worked by one sender at a time, by claim (``claimed_until``), as healthchecks
+  claims its flips: ``UPDATE … WHERE claimed_until < now`` and check the count. No transaction is held
+  open across an HTTP request.
+* At most ``max_per_minute`` messages a minute per destination; the rest stay queued, in order.
+* A failure (connection error, timeout, 408, 429, 5xx, any other 4xx but the ones below) backs the whole
+  destination off: ``BACKOFF_BASE_S`` doubling per consecutive failure up to ``BACKOFF_CAP_S``, with
+  jitter, or the receiver's ``Retry-After``. Messages keep their order; a delivery gives up after
+  ``MAX_ATTEMPTS`` attempts or ``MAX_AGE`` in the queue. 400, 413 and 422 say the message itself is
+  refused, so it fails at once and the next one goes.
+* Every message carries ``X-Podlife-Signature: sha256=HEX``, the HMAC-SHA256 of
+  ``"{X-Podlife-Timestamp}." + body`` under the destination's signing secret, and ``X-Podlife-Delivery``,
+  stable across retries, for the receiver to drop repeats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import requests
+from django.db.models import Q
+from django.utils import timezone
+
+from alerts.models import Delivery, Destination
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE_S = 5.0
+BACKOFF_CAP_S = 600.0
+MAX_ATTEMPTS = 25
+MAX_AGE = timedelta(hours=24)
+CLAIM_S = 120.0
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 3.05, 10.0
+PERMANENT = {400, 413, 422}
+USER_AGENT = "podlife-alerts/1"
+
+
+@dataclass
+class SendResult:
+    sent: int = 0
+    retried: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    permanent: bool
+    status: int | None
+    error: str
+    retry_after: float | None = None
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+def backoff(failures: int, *, rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after ``failures`` consecutive failures: doubling, capped, +-20% jitter."""
+    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
+    return delay * (0.8 + 0.4 * rng())
+
+
+def post(dest: Destination, delivery: Delivery, session: requests.Session) -> Outcome:
+    body = bytes(delivery.body)
+    stamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Podlife-Event": delivery.event,
+        "X-Podlife-Delivery": delivery.event_id,
+        "X-Podlife-Timestamp": stamp,
+        "X-Podlife-Signature": sign(dest.signing_secret, stamp, body),
+    }
+    try:
+        response = session.post(
+            dest.url,
+            data=body,
+            headers=headers,
+            timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+            allow_redirects=False,
+        )
+    except requests.RequestException as exc:
+        # Never the URL in what is kept or logged: a Slack webhook's path is its secret.
+        return Outcome(False, False, None, f"{type(exc).__name__}: could not reach the destination")
+    code = response.status_code
+    if 200 <= code < 300:
+        return Outcome(True, False, code, "")
+    retry_after = _retry_after(response.headers.get("Retry-After"))
+    return Outcome(False, code in PERMANENT, code, f"HTTP {code}: {response.text[:200]}", retry_after)
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, min(float(value), BACKOFF_CAP_S)) if value else None
+    except ValueError:
+        return None  # an HTTP date: the usual backoff is close enough
+
+
+def deliver_due(
+    *, now: Callable[[], datetime] = timezone.now, session: requests.Session | None = None
+) -> SendResult:
+    """Send what is due for every enabled destination this process can claim."""
+    total = SendResult()
+    session = session or requests.Session()
+    start = now()
+    due = (
+        Destination.objects.filter(enabled=True)
+        .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=start))
+        .filter(deliveries__status=Delivery.Status.PENDING, deliveries__next_attempt_at__lte=start)
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for pk in list(due):
+        claimed = (
+            Destination.objects.filter(pk=pk)
+            .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=start))
+            .update(claimed_until=start + timedelta(seconds=CLAIM_S))
+        )
+        if claimed != 1:
+            continue  # another sender has it
+        try:
+            result = _deliver_destination(Destination.objects.get(pk=pk), now, session)
+        finally:
+            Destination.objects.filter(pk=pk).update(claimed_until=None)
+        total.sent += result.sent
+        total.retried += result.retried
+        total.failed += result.failed
+    return total
+
+
+def _deliver_destination(
+    dest: Destination, now: Callable[[], datetime], session: requests.Session
+) -> SendResult:
+    result = SendResult()
+    t = now()
+    budget = dest.max_per_minute - dest.deliveries.filter(sent_at__gte=t - timedelta(minutes=1)).count()
+    if budget <= 0:
+        return result
+    queue = dest.deliveries.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=t).order_by("id")
+    for delivery in queue[:budget]:
+        t = now()
+        if t - delivery.created_at > MAX_AGE:
+            _give_up(delivery, f"expired: not accepted within {MAX_AGE} ({delivery.last_error})")
+            result.failed += 1
+            continue
+        outcome = post(dest, delivery, session)
+        delivery.attempts += 1
+        delivery.last_status_code = outcome.status
+        if outcome.ok:
+            delivery.status, delivery.sent_at, delivery.last_error = Delivery.Status.SENT, now(), ""
+            delivery.save(update_fields=["status", "sent_at", "last_error", "attempts", "last_status_code"])
+            if dest.failures:
+                dest.failures, dest.retry_at, dest.last_error = 0, None, ""
+                dest.save(update_fields=["failures", "retry_at", "last_error"])
+            result.sent += 1
+            continue
+        delivery.last_error = outcome.error
+        if outcome.permanent or delivery.attempts >= MAX_ATTEMPTS:
+            why = (
+                "refused by the destination"
+                if outcome.permanent
+                else f"gave up after {delivery.attempts} attempts"
+            )
+            _give_up(delivery, f"{why}: {outcome.error}")
+            result.failed += 1
+            if outcome.permanent:
+                continue  # this message is refused; the next one may be fine
+        else:
+            result.retried += 1
+        # The destination is down or pushing back: it waits, and so does everything queued for it.
+        dest.failures += 1
+        delay = outcome.retry_after if outcome.retry_after is not None else backoff(dest.failures)
+        dest.retry_at = now() + timedelta(seconds=delay)
+        dest.last_error = outcome.error
+        dest.save(update_fields=["failures", "retry_at", "last_error"])
+        if delivery.status == Delivery.Status.PENDING:
+            delivery.next_attempt_at = dest.retry_at
+        delivery.save(
+            update_fields=["attempts", "last_error", "last_status_code", "next_attempt_at", "status"]
+        )
+        log.warning(
+            "alerts: %s: delivery %s failed (%s); next try in %.0f s",
+            dest.name,
+            delivery.event_id,
+            outcome.error,
+            delay,
+        )
+        break
+    return result
+
+
+def _give_up(delivery: Delivery, why: str) -> None:
+    delivery.status, delivery.last_error = Delivery.Status.FAILED, why[:2000]
+    delivery.save(update_fields=["status", "last_error", "attempts", "last_status_code"])
+    log.error(
+        "alerts: delivery %s to %s failed for good: %s", delivery.event_id, delivery.destination_id, why
+    )
+
+
+KEEP_DONE = timedelta(days=7)
+
+
+def purge_done(*, now: datetime | None = None) -> int:
+    """Drop sent and failed deliveries older than ``KEEP_DONE`` (the admin shows the last week)."""
+    cutoff = (now or timezone.now()) - KEEP_DONE
+    done = [Delivery.Status.SENT, Delivery.Status.FAILED]
+    deleted, _ = Delivery.objects.filter(status__in=done, created_at__lt=cutoff).delete()
+    return deleted

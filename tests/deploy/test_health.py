@@ -1,0 +1,89 @@
+"""/healthz and /readyz: what the web Deployment's probes (deploy/base/web.yaml) ask."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.db.migrations.recorder import MigrationRecorder
+
+from podlife_site import health
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe_state(monkeypatch):
+    # Each test starts from a process that has not yet seen every migration applied, with no Redis client.
+    monkeypatch.setattr(health, "_migrations", health._Migrations())
+    health._redis_client.cache_clear()
+    yield
+    health._redis_client.cache_clear()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: nothing listens there
+
+
+def test_healthz_answers_without_touching_the_database(client):
+    # No django_db mark: a query here would raise pytest-django's "Database access not allowed".
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert "no-cache" in response["Cache-Control"]
+
+
+@pytest.mark.django_db
+def test_readyz_is_ready_with_a_migrated_database(client, settings):
+    settings.REDIS_URL = None
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "migrations": "ok"}}
+
+
+@pytest.mark.django_db
+def test_readyz_is_not_ready_while_a_migration_is_pending(client, settings):
+    """GIVEN a database missing the newest migration of this code (a new pod before the migration Job)
+    THEN the pod is not ready, and says which check failed and what to do."""
+    settings.REDIS_URL = None
+    newest = MigrationRecorder.Migration.objects.filter(app="timelines").order_by("-applied").first()
+    MigrationRecorder.Migration.objects.filter(pk=newest.pk).delete()  # rolled back with the test
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["migrations"].startswith("pending (1 not applied: run manage.py migrate)")
+
+
+@pytest.mark.django_db
+def test_readyz_reports_unreachable_redis_without_its_url(client, settings):
+    settings.REDIS_URL = f"redis://:hunter2-secret@127.0.0.1:{_closed_port()}/0"
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["redis"] == "unavailable (ConnectionError)"
+    assert body["checks"]["database"] == "ok"
+    assert b"hunter2" not in response.content
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_readyz_is_ready_with_real_redis(client, settings):
+    assert settings.REDIS_URL
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["checks"] == {"database": "ok", "migrations": "ok", "redis": "ok"}
+
+
+def test_readyz_without_a_database_is_unavailable(client, monkeypatch, settings):
+    """The database is down: 503 naming it, no exception page."""
+    settings.REDIS_URL = None
+
+    def refuse() -> str:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(health, "_database", refuse)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "checks": {"database": "unavailable (OSError)"}}
