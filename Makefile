@@ -17,14 +17,16 @@ demo: $(VENV)/.installed
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
-## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set)
+## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set).
+## -ra prints the reason of every skip; with PODLIFE_CI=1 (.ci/run) a skip fails (tests/ci_skips.py).
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
-	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too.
+	$(PY) -m pytest -ra
+	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too
+	@# (the PostgreSQL-only ones among them ran above: deselected here, not skipped).
 	@if [ -n "$$DATABASE_URL" ]; then \
 		echo "== storage tests again on SQLite =="; \
-		DATABASE_URL= $(PY) -m pytest -q -m both_databases; \
+		DATABASE_URL= $(PY) -m pytest -q -ra -m "both_databases and not postgres"; \
 	fi
 
 ## make collect KUBECONFIG=PATH: watch the kubeconfig's current context in the foreground, no broker
