@@ -47,11 +47,13 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
-## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium.
+## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium,
+## bench/firstdraw.py Chromium.
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
 	$(PY) bench/export.py
+	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 
 clean:
