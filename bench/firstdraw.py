@@ -241,8 +241,11 @@ def main() -> None:
     ours_ms, floor_ms = statistics.median(ours), statistics.median(floor)
     print(f"\nfirst draw, median of {args.runs} (ms from navigation start)")
     print(f"  podlife namespace page   {ours_ms:7.0f}   (runs: {', '.join(f'{v:.0f}' for v in ours)})")
-    print(f"    of which: API fetch {med('fetch0', 'fetched'):.0f}, figure {med('build0', 'built'):.0f}, "
-          f"Plotly {med('built', 'plotted'):.0f}")  # fmt: skip
+    before = statistics.median(p["fetch0"] for p in parts)
+    after = statistics.median(o - p["plotted"] for o, p in zip(ours, parts, strict=True))
+    print(f"    of which: page until the API fetch {before:.0f}, API fetch {med('fetch0', 'fetched'):.0f}, "
+          f"figure {med('build0', 'built'):.0f}, Plotly {med('built', 'plotted'):.0f}, "
+          f"then the pod table and the frame {after:.0f}")  # fmt: skip
     print(f"  plotly.js alone          {floor_ms:7.0f}   (runs: {', '.join(f'{v:.0f}' for v in floor)})")
     ratio = ours_ms / floor_ms
     print(
