@@ -338,7 +338,7 @@ def _put(pod: dict[str, Any], place: tuple[Any, ...], value: Any) -> dict[str, A
 COMPARED = "typed path taken: the same observation as the generic path"
 INVALID = "no name, uid or resourceVersion, or not a Pod: left to the generic path"
 MISTYPED = "a value of another type: left to the generic path"
-MIN_COMPARED = 0.55  # the share of examples that must compare the two paths (0.65-0.8 is drawn)
+MIN_COMPARED = 0.5  # most examples compare the two paths (0.61-0.76 of them in 15 runs of 400)
 
 
 @pytest.fixture
