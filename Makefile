@@ -17,15 +17,17 @@ demo: $(VENV)/.installed
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
-## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set)
+## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set).
+## -ra prints the reason of every skip; with PODLIFE_CI=1 (.ci/run) a skip fails (tests/ci_skips.py).
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(MAKE) --no-print-directory deploy-check
-	$(PY) -m pytest
-	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too.
+	$(PY) -m pytest -ra
+	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too
+	@# (the PostgreSQL-only ones among them ran above: deselected here, not skipped).
 	@if [ -n "$$DATABASE_URL" ]; then \
 		echo "== storage tests again on SQLite =="; \
-		DATABASE_URL= $(PY) -m pytest -q -m both_databases; \
+		DATABASE_URL= $(PY) -m pytest -q -ra -m "both_databases and not postgres"; \
 	fi
 
 ## make deploy-check: render every deploy/ overlay (kubectl kustomize), validate it against the Kubernetes
@@ -51,11 +53,13 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
-## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium.
+## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium,
+## bench/firstdraw.py Chromium.
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
 	$(PY) bench/export.py
+	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 
 clean:

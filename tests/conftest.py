@@ -1,10 +1,15 @@
-"""Shared fixtures. Tests that need PostgreSQL or Redis skip with a reason only when the variables are unset."""
+"""Shared fixtures. Tests that need PostgreSQL or Redis skip with a reason only when the variables are unset;
+in CI (PODLIFE_CI=1) a skip fails unless tests/ci_skips.py allows its reason."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport
+
+__all__ = ["pytest_collection_modifyitems", "pytest_make_collect_report", "pytest_runtest_makereport"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from channels.layers import get_channel_layer
@@ -10,6 +14,8 @@ from django.conf import settings
 from django.db import connection
 
 from podlife_site.celery import app as celery_app
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.redis
@@ -37,10 +43,43 @@ def test_celery_uses_redis_as_broker():
         conn.ensure_connection(max_retries=2)
 
 
-def test_embedded_default_runs_tasks_in_process(settings):
-    if settings.REDIS_URL:
-        pytest.skip("REDIS_URL is set: tasks go to the broker")
-    assert celery_app.conf.task_always_eager
+EMBEDDED_DEFAULT = """
+import os, time
+import django
+django.setup()
+from channels.layers import get_channel_layer
+from django.conf import settings
+from podlife_site.celery import app
+from timelines.tasks import purge_export_jobs
+
+old = settings.PODLIFE_EXPORT_DIR / "old-job.json"
+old.write_text("{}")
+os.utime(old, (time.time() - 3 * 86400,) * 2)
+result = purge_export_jobs.delay()  # no worker exists: only an in-process run can purge the file
+print(repr(settings.REDIS_URL), app.conf.broker_url, app.conf.task_always_eager, type(result).__name__,
+      result.get(timeout=1), old.exists(), type(get_channel_layer()).__name__, settings.DATABASES["default"]["ENGINE"])
+"""
+
+
+def test_embedded_default_runs_tasks_in_process(tmp_path):
+    """GIVEN the environment of the embedded default (no REDIS_URL, no DATABASE_URL), whatever this run's
+    WHEN a process starts podlife and queues a task THEN the task has run in that process before
+    ``delay`` returns, on the in-memory broker, and the channel layer is the in-process one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(DJANGO_SETTINGS_MODULE="podlife_site.settings", PODLIFE_EXPORT_DIR=str(tmp_path))
+    run = subprocess.run(
+        [sys.executable, "-c", EMBEDDED_DEFAULT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == [
+        "None", "memory://", "True", "EagerResult", "1", "False", "InMemoryChannelLayer",
+        "django.db.backends.sqlite3",
+    ]  # fmt: skip
 
 
 @pytest.mark.postgres

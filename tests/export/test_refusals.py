@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import re
+from datetime import timedelta
 
 import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.export.conftest import uid_for
 from tests.export.helpers import export_json, row_counts
+from timelines.export.bundle import SECTIONS, derived_line
 from timelines.export.importer import BundleError, import_incident
+from timelines.lifecycle.timeline import parse_time
+from timelines.models import Cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
 
@@ -109,13 +116,80 @@ def test_failure_during_the_import_rolls_everything_back(bundle, tmp_path, monke
     assert row_counts() == before
 
 
-def test_strict_import_refuses_when_a_timeline_would_differ(bundle, tmp_path, monkeypatch):
-    path = tmp_path / "incident.json"
-    path.write_bytes(bundle)
+def reseal(data: dict) -> bytes:
+    """The bundle with its derived digest and counts made to match what it now holds, as a buggy exporter
+    or someone editing a bundle would: the derived sections then pass every digest check, and only
+    re-deriving from the observations can tell."""
+    derived = hashlib.sha256()
+    for section in SECTIONS:
+        for item in data[section]:
+            derived.update(derived_line(section, item))
+    data["trailer"]["derived_sha256"] = derived.hexdigest()
+    for section in (*SECTIONS, "observations"):
+        data["trailer"]["counts"][section] = data["metadata"]["counts"][section] = len(data[section])
+    return orjson.dumps(data)
+
+
+def pod_in(data: dict, name: str) -> dict:
+    return next(tl for tl in data["pods"] if tl["pod"]["name"] == name)
+
+
+def misdrawn(raw: bytes) -> tuple[bytes, list[str]]:
+    """A bundle whose stored timelines differ from what its observations re-derive to, resealed; and the
+    differences an import must name, one line per pod in UID order."""
+    data = orjson.loads(raw)
+    # web-a: the worker's termination drawn 2 s shorter (an interval boundary moved)
+    terminating, cleanup = pod_in(data, "web-a")["lanes"]["worker"][1:3]
+    assert (terminating["state"], cleanup["state"]) == ("terminating", "cleanup")
+    earlier = (parse_time(cleanup["start"]) - timedelta(seconds=2)).isoformat()
+    terminating["end"] = cleanup["start"] = earlier
+    # web-b: its "killed during setup" finding left out
+    web_b = pod_in(data, "web-b")
+    assert "killed_during_setup" in [f["kind"] for f in web_b["findings"]]
+    web_b["findings"] = [f for f in web_b["findings"] if f["kind"] != "killed_during_setup"]
+    # web-c: missing from the bundle's pods though its observations are there
+    web_c = pod_in(data, "web-c")
+    data["pods"].remove(web_c)
+    # a pod with a timeline but not one observation
+    ghost = orjson.loads(orjson.dumps(pod_in(data, "web-e")))
+    ghost["pod"].update(uid="00000000-0000-4000-8000-0000000000ff", name="ghost")
+    data["pods"].append(ghost)
+    expected = [
+        f"pod shop/web-a ({uid_for('web-a')}): re-derived timeline differs from the bundle's (lanes worker)",
+        f"pod shop/web-b ({uid_for('web-b')}): re-derived timeline differs from the bundle's (findings)",
+        f"pod shop/web-c ({uid_for('web-c')}): re-derived, but not in the bundle",
+        "pod shop/ghost (00000000-0000-4000-8000-0000000000ff): in the bundle, but nothing re-derived "
+        "(no observations)",
+    ]
+    return reseal(data), expected
+
+
+def test_intact_bundle_reseals_to_itself(bundle):
+    """The resealing helper changes nothing in an intact bundle: the differences below are the tampering."""
+    data = orjson.loads(bundle)
+    assert orjson.loads(reseal(orjson.loads(bundle)))["trailer"] == data["trailer"]
+
+
+def test_timelines_that_differ_from_their_observations_are_named_and_strict_refuses(bundle, tmp_path):
+    """GIVEN a bundle whose stored timelines were changed and its digests recomputed WHEN it is imported
+    THEN re-deriving from its observations names every pod that differs and how; a strict import refuses
+    it and writes nothing; a lenient one imports it and records the differences."""
+    raw, expected = misdrawn(bundle)
+    path = tmp_path / "misdrawn.json"
+    path.write_bytes(raw)
     before = row_counts()
-    monkeypatch.setattr(
-        "timelines.export.importer.compare_pods", lambda *a: ["pod shop/web-a (x): lanes worker differ"]
-    )
-    with pytest.raises(BundleError, match="strict"):
+
+    with pytest.raises(BundleError) as refused:
         import_incident(path, name="copy", strict=True)
+    assert str(refused.value) == (
+        f"4 re-derived pod timeline(s) differ from the bundle (strict): {expected[0]}"
+    )
+    with pytest.raises(CommandError, match=re.escape(expected[0])):
+        call_command("import_incident", str(path), "--as", "copy", "--strict")
     assert row_counts() == before
+
+    result = import_incident(path, name="lenient")
+    assert result.differences == expected
+    cluster = Cluster.objects.get(name="lenient")
+    assert cluster.read_only and " | ".join(expected) in cluster.description
+    assert "4 differ from the bundle" in cluster.description

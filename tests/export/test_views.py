@@ -70,8 +70,8 @@ def test_bad_requests_say_what_is_wrong(client, admin, source_cluster, monkeypat
 
 
 def test_background_job_reports_progress_and_serves_the_file(client, admin, source_cluster):
-    """GIVEN a logged-in user WHEN they start a job (run eagerly here) THEN its status is done with
-    progress at its total, and the download is the same bundle a direct export gives."""
+    """GIVEN a logged-in user WHEN they start a job (run eagerly here; on a real Celery worker in
+    test_worker.py) THEN its status is done with progress at its total, and the download holds the pods."""
     client.force_login(admin)
     r = client.post("/c/src/export/jobs", {"namespace": "shop", **WINDOW, "format": "json"})
     assert r.status_code == 202, r.content

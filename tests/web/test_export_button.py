@@ -12,8 +12,8 @@ from tests.web.conftest import CHROMIUM, SHOTS, UID_KILLED, login
 
 @pytest.fixture(autouse=True)
 def _jobs_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With REDIS_URL set, export jobs go to a Celery worker, which the web tests do not start; the
-    worker's own path is tested in tests/export. Here the job runs in the server process."""
+    """With REDIS_URL set, export jobs go to a Celery worker, which these browser tests do not start:
+    here the job runs in the server process. tests/export/test_worker.py runs one on a real worker."""
     from podlife_site.celery import app
 
     monkeypatch.setitem(app.conf, "task_always_eager", True)

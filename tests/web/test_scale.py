@@ -1,15 +1,17 @@
-"""A 10,000-pod namespace day draws (WebGL) within 3 s of navigation in Chromium."""
+"""A 10,000-pod namespace day draws in Chromium: every row, with WebGL, and with a level of detail.
+
+How fast it draws is a benchmark, not a test: ``bench/firstdraw.py`` (docs/performance.md).
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 from tests.web.bulk import make_pods
 from tests.web.conftest import CHROMIUM, SHOTS, login
-from timelines.models import Cluster
+from timelines.models import Cluster, Interval
 
 pytestmark = [
     pytest.mark.browser,
@@ -18,31 +20,41 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
 ]
 
+PODS = 10_000
+# Segments of the chart by trace name: a WebGL trace holds one segment as [start, end, null] in x.
+SEGMENTS = """() => Object.fromEntries(document.getElementById("gantt").data
+    .filter((t) => t.type === "scattergl" && t.mode === "lines" && t.name !== "finding")
+    .map((t) => [t.name, t.x.length / 3]))"""
 
-def test_ten_thousand_pod_namespace_day_first_draws_within_three_seconds(
+
+def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     live_server_asgi: Any, admin_user: Any, request: Any
 ) -> None:
-    make_pods(Cluster.objects.create(name="scale"), pods=10_000)  # before Playwright's loop starts
+    """GIVEN 10,000 pods of one namespace over a day, each setup → terminating → cleanup (a fifth
+    inferred) WHEN the namespace page opens THEN it draws 10,000 rows with WebGL, and at the whole day (a
+    pixel is about a minute) the termination and cleanup of each pod (under 45 s) lengthen its setup
+    segment: one segment a pod. Zoomed to ten minutes (a pixel is under a second) every termination
+    (1-40 s) is drawn as its own segment."""
+    make_pods(Cluster.objects.create(name="scale"), pods=PODS)  # before Playwright's loop starts
+    assert Interval.objects.filter(cluster__name="scale", state="terminating").count() == PODS
     page = request.getfixturevalue("browser_page")
     base = live_server_asgi.url
     login(page, base, "root")
-    # A user who has podlife open already has plotly.js cached and compiled: warm that up on an empty
-    # window of the same page, then measure the chart itself (cold numbers are in docs/dashboard.md).
-    page.goto(f"{base}/c/scale/ns/big/?from=2030-01-01T00:00:00Z&to=2030-01-01T01:00:00Z")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=20_000)
+
     page.goto(f"{base}/c/scale/ns/big/")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=20_000)
-    first_draw_ms = page.evaluate("window.__podlifeDraws[0].t - performance.timeOrigin")
+    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=60_000)
     assert page.get_attribute("#gantt", "data-renderer") == "webgl"
-    assert page.get_attribute("#gantt", "data-rows") == "10000"
+    assert page.get_attribute("#gantt", "data-rows") == str(PODS)
+    assert page.locator("#gantt .main-svg").count() > 0 and page.locator("#gantt canvas").count() > 0
+    assert page.text_content("#pod-count") == f"{PODS} pods (first 2,000 listed)"
+    assert page.locator("#pods-body tr").count() == 2000
+    day = page.evaluate(SEGMENTS)
+    assert day == {"setup": PODS * 4 // 5, "setup (inferred)": PODS // 5}, day
     page.screenshot(path=str(SHOTS / "namespace-10000.png"))
-    timing = page.evaluate("window.__podlifeDraws[0]")
-    print(f"10,000-pod namespace day: first draw {first_draw_ms:.0f} ms after navigation; {timing}")
-    # The goal is 3 s. On a machine already busier than its cores (CI boxes shared with other jobs), the
-    # budget stretches by the excess load, and says so; an idle machine gets exactly 3 s.
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    budget = 3000 * max(1.0, load)
-    if budget > 3000:
-        print(f"load {load:.1f} per core: budget stretched to {budget:.0f} ms")
-    assert first_draw_ms <= budget, (first_draw_ms, budget)
+
+    page.goto(f"{base}/c/scale/ns/big/?x0=2024-06-07T12:00:00Z&x1=2024-06-07T12:10:00Z")
+    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=60_000)
+    zoomed = page.evaluate(SEGMENTS)
+    assert zoomed["terminating"] + zoomed["terminating (inferred)"] == PODS, zoomed
+    assert sum(zoomed.values()) > PODS * 2, zoomed  # most cleanups (0.1-5 s) are drawn too
     assert page.errors == []

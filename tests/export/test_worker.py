@@ -1,0 +1,147 @@
+"""An export job started through the view runs on a real Celery worker (Redis broker, PostgreSQL).
+
+The worker is a subprocess, as in tests/collector/test_celery_chain.py: it writes to the database this
+test reads (``transaction=True``, the test database's name in its DATABASE_URL) and to the same export
+folder, and takes tasks from this deployment's queue (PODLIFE_DEPLOYMENT names it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+
+from podlife_site.celery import app as celery_app
+from tests.export.conftest import SINCE, UNTIL
+from tests.export.helpers import export_json, normalized_pods, observation_rows
+from timelines.export import Scope, jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.urls("tests.export.urls"),
+]
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def worker(settings: Any, tmp_path: Path) -> Iterator[Callable[[], Path]]:
+    """Starts (when called) a Celery worker on this run's Redis and test database; its log's path."""
+    settings.PODLIFE_EXPORT_DIR = tmp_path / "exports"
+    url = urlsplit(os.environ["DATABASE_URL"])
+    test_db_url = urlunsplit((url.scheme, url.netloc, "/" + connection.settings_dict["NAME"], "", ""))
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_db_url,
+        "REDIS_URL": settings.REDIS_URL,
+        "PODLIFE_EXPORT_DIR": str(settings.PODLIFE_EXPORT_DIR),
+    }
+    log_path = tmp_path / "worker.log"
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> Path:
+        log = log_path.open("wb")
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "podlife_site",
+                    "worker",
+                    "--pool=solo",
+                    "-l",
+                    "info",
+                    "-n",
+                    f"export-{os.getpid()}@%h",
+                    "--without-mingle",
+                    "--without-gossip",
+                    "--without-heartbeat",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        )
+        wait_for("the worker to start", lambda: b"ready." in log_path.read_bytes(), timeout=60)
+        return log_path
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    connection.close()
+
+
+def test_export_job_runs_on_a_celery_worker_with_progress_and_a_download(client, worker, source_cluster):
+    """GIVEN a user who starts an export job through the view, with no worker running WHEN it is still
+    queued, then a Celery worker starts THEN the worker runs it: the status is done, progress at its
+    total, and the download is the bundle a direct export gives (the same pods, timelines, observations)."""
+    assert not celery_app.conf.task_always_eager  # a broker, not in-process
+    user = User.objects.create_superuser("admin", "a@example.org", "pw")
+    client.force_login(user)
+    window = {"since": SINCE.isoformat(), "until": UNTIL.isoformat()}
+    response = client.post("/c/src/export/jobs", {"namespace": "shop", **window, "format": "json"})
+    assert response.status_code == 202, response.content
+    job = response.json()
+    time.sleep(1)
+    queued = client.get(job["status_url"]).json()
+    assert queued["state"] == "queued" and queued["progress"] == {"stage": "queued", "done": 0, "total": 0}
+    assert client.get(job["download_url"]).status_code == 409  # not done: nothing to download yet
+
+    log = worker()
+    status = wait_for("the job to finish", lambda: (s := client.get(job["status_url"]).json())["state"]
+                      in ("done", "failed") and s)  # fmt: skip
+    assert status["state"] == "done", status["error"]
+    progress = status["progress"]
+    assert progress["done"] == progress["total"] > 0 and progress["stage"], progress
+    assert status["bytes"] > 0 and status["finished_at"]
+    text = log.read_text()
+    assert re.search(r"Task timelines\.export_incident\[[0-9a-f-]+\] received", text), text[-2000:]
+    assert re.search(r"Task timelines\.export_incident\[[0-9a-f-]+\] succeeded in", text), text[-2000:]
+
+    download = client.get(job["download_url"])
+    assert download.status_code == 200
+    raw = b"".join(download.streaming_content)
+    assert len(raw) == status["bytes"]
+    got = orjson.loads(raw)
+    direct = orjson.loads(export_json(source_cluster, Scope.one("namespace", "shop")))
+    assert (
+        got["metadata"]["counts"] == direct["metadata"]["counts"] and got["metadata"]["counts"]["pods"] == 6
+    )
+    assert normalized_pods(got) == normalized_pods(direct)
+    assert observation_rows(got) == observation_rows(direct)
+    assert jobs.job_status(job["job"])["started_at"]  # type: ignore[index]
