@@ -6,7 +6,9 @@ stops at start-up with a sentence an operator can act on instead of failing late
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -156,18 +158,54 @@ class SecretKey:
     generated: bool
 
 
+# Django's own deployment check (security.W009) wants 50 characters, 5 distinct ones and no
+# "django-insecure-" prefix; a key that passes here passes there too. 128 bits by a character-frequency
+# estimate (and 3 bits a character) refuses what an operator types by hand (one letter repeated, a short
+# pattern, a word); it cannot prove a key random, so the message says how to make one.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_BITS = 128
+SECRET_KEY_MIN_BITS_PER_CHARACTER = 3  # random hex has 4, base64 6: a short pattern repeated has less
+_MAKE_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+
+
+def estimated_bits(value: str) -> float:
+    """Shannon entropy of the key's character frequencies times its length (an upper bound)."""
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values()) * n if n else 0.0
+
+
+def check_secret_key(name: str, value: str) -> str:
+    """``value`` if it is long and varied enough to sign sessions; else ImproperlyConfigured saying why."""
+    if len(value) < SECRET_KEY_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"{name} is {len(value)} characters long: expected at least {SECRET_KEY_MIN_LENGTH} random "
+            f"characters, e.g. from {_MAKE_KEY}"
+        )
+    if value.startswith("django-insecure-"):
+        raise ImproperlyConfigured(
+            f"{name} starts with 'django-insecure-' (a development key): make one with {_MAKE_KEY}"
+        )
+    bits = estimated_bits(value)
+    per_character = bits / len(value)
+    if bits < SECRET_KEY_MIN_BITS or per_character < SECRET_KEY_MIN_BITS_PER_CHARACTER or len(set(value)) < 5:
+        raise ImproperlyConfigured(
+            f"{name} is not random enough: {len(set(value))} distinct characters, about {bits:.0f} bits "
+            f"({per_character:.1f} a character; expected at least {SECRET_KEY_MIN_BITS} bits and "
+            f"{SECRET_KEY_MIN_BITS_PER_CHARACTER} a character); make one with {_MAKE_KEY}"
+        )
+    return value
+
+
 def secret_key(name: str, *, debug: bool, key_file: Path) -> SecretKey:
     """SECRET_KEY from the environment; in development, generated once into a git-ignored file."""
     value = _raw(name)
     if value:
-        if len(value) < 32:
-            raise ImproperlyConfigured(
-                f"{name} is {len(value)} characters long: expected at least 32 random characters"
-            )
-        return SecretKey(value, generated=False)
+        return SecretKey(check_secret_key(name, value), generated=False)
     if not debug:
         raise ImproperlyConfigured(
-            f"{name} is not set: it is required when DEBUG is off (set 50 random characters)"
+            f"{name} is not set: it is required when DEBUG is off (make one with {_MAKE_KEY}); "
+            "for development on this machine, set DEBUG=1 instead"
         )
     if key_file.exists():
         return SecretKey(key_file.read_text(encoding="ascii").strip(), generated=False)

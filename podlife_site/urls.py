@@ -5,6 +5,9 @@ from django.urls import include, path
 
 from timelines.web import views
 
+# DEBUG off: Django renders templates/404.html etc.; a 500 under /api/ stays JSON (podlife_site/errors.py).
+handler500 = "podlife_site.errors.server_error"
+
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),

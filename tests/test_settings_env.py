@@ -71,7 +71,7 @@ def test_secret_key_generated_once_in_debug_and_required_otherwise(tmp_path, mon
     with pytest.raises(ImproperlyConfigured, match="required when DEBUG is off"):
         env.secret_key("SECRET_KEY", debug=False, key_file=tmp_path / "other")
     monkeypatch.setenv("SECRET_KEY", "short")
-    with pytest.raises(ImproperlyConfigured, match="at least 32"):
+    with pytest.raises(ImproperlyConfigured, match="at least 50"):
         env.secret_key("SECRET_KEY", debug=False, key_file=key_file)
 
 
