@@ -157,11 +157,14 @@ def resolve(
     value = scope.values[0]
     if scope.kind == "pods":
         wanted = list(dict.fromkeys(scope.values))
+        # A pod in a namespace the reader may not read is as unknown as a UID never seen (404, not an
+        # empty bundle that confirms it exists).
+        readable_pods = Pod.objects.filter(cluster=cluster)
+        if namespaces is not None:
+            readable_pods = readable_pods.filter(namespace__in=sorted(namespaces))
         known = set()
         for i in range(0, len(wanted), 500):
-            known |= set(
-                Pod.objects.filter(cluster=cluster, uid__in=wanted[i : i + 500]).values_list("uid", flat=True)
-            )
+            known |= set(readable_pods.filter(uid__in=wanted[i : i + 500]).values_list("uid", flat=True))
         missing = [u for u in wanted if u not in known]
         if missing:
             raise queries.NotFound(
@@ -172,8 +175,14 @@ def resolve(
             pods += list(pods_qs.filter(uid__in=wanted[i : i + 500]))
     elif scope.kind == "node":
         pods = list(pods_qs.filter(node=value))
-        known = Node.objects.filter(cluster=cluster, name=value).exists()
-        if not pods and not known and not Pod.objects.filter(cluster=cluster, node=value).exists():
+        if namespaces is None:
+            known = (
+                Node.objects.filter(cluster=cluster, name=value).exists()
+                or Pod.objects.filter(cluster=cluster, node=value).exists()
+            )
+        else:  # a namespace reader knows only the nodes its pods ran on (docs/security.md)
+            known = Pod.objects.filter(cluster=cluster, node=value, namespace__in=sorted(namespaces)).exists()
+        if not pods and not known:
             raise queries.NotFound(f"no node {value!r} in cluster {cluster.name!r}")
     elif scope.kind == "namespace":
         if namespaces is not None and value not in namespaces:
