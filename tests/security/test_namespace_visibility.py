@@ -128,3 +128,27 @@ def test_hidden_rows_do_not_reach_the_reader_over_time(viewer: Any, hidden: Any)
     )
     text = client_for(viewer).get("/").content.decode()
     assert "vault-1" not in text and "node-hidden" not in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/c/lab/nodes/never-seen/",
+        "/c/lab/ns/never-seen/",
+        "/c/lab/pods/ffffffff-0000-4000-8000-000000000000/",
+        "/c/lab/pods/never/seen/",
+        "/c/nope/",
+        "/api/v1/clusters/lab/nodes/never-seen/timeline",
+        "/api/v1/clusters/lab/namespaces/never-seen/timeline",
+    ],
+)
+def test_unknown_nodes_namespaces_and_pods_are_404_never_an_empty_page(
+    admin_user: Any, lab: Any, url: str
+) -> None:
+    """Issue #15: even for a superuser, a name nothing stored carries is 404, not an empty 200 page."""
+    answer = client_for(admin_user).get(url)
+    assert answer.status_code == 404
+    if url.startswith("/api/"):
+        assert "never-seen" in answer.json()["error"]["message"]
+    else:
+        assert b"<h1>Not found</h1>" in answer.content

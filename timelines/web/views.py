@@ -30,7 +30,13 @@ from timelines.web import figures
 from timelines.web.access import access_for
 from timelines.web.api.views import ApiError, parse_when, readable_cluster, require_namespace
 from timelines.web.routing import node_ws_path
-from timelines.web.visibility import require_node, visible_counts, visible_health, visible_node_summaries
+from timelines.web.visibility import (
+    require_known_namespace,
+    require_node,
+    visible_counts,
+    visible_health,
+    visible_node_summaries,
+)
 
 
 def _cluster_or_404(request: HttpRequest, name: str) -> Any:
@@ -143,6 +149,10 @@ def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpRespons
     access = access_for(request)
     c = _cluster_or_404(request, cluster)
     _namespace_or_404(request, c, namespace)
+    try:
+        require_known_namespace(c, namespace)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
     page = {
         "kind": "namespace",
         "cluster": c.name,

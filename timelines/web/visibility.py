@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from timelines import queries
-from timelines.models import Cluster, Node, Pod
+from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
 from timelines.web.access import Access
 
 HIDDEN = "(hidden: needs a grant on the whole cluster)"
@@ -39,6 +39,18 @@ def require_node(access: Access, cluster: Cluster, node: str) -> None:
     """Raise ``queries.NotFound`` (the same words for unknown and unreadable) unless the node is visible."""
     if not node_is_visible(access, cluster, node):
         raise queries.NotFound(f"no node {node!r} in cluster {cluster.name!r} that you may read")
+
+
+def require_known_namespace(cluster: Cluster, namespace: str) -> None:
+    """Raise ``queries.NotFound`` for a namespace nothing stored belongs to (issue #15: 404, never an empty
+    page). Readability is ``api.views.require_namespace``'s question; ask it first."""
+    known = (
+        Pod.objects.filter(cluster=cluster, namespace=namespace).exists()
+        or Workload.objects.filter(cluster=cluster, namespace=namespace).exists()
+        or PodDisruptionBudget.objects.filter(cluster=cluster, namespace=namespace).exists()
+    )
+    if not known:
+        raise queries.NotFound(f"no namespace {namespace!r} in cluster {cluster.name!r} that you may read")
 
 
 def visible_node_summaries(

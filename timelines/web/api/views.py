@@ -24,6 +24,7 @@ from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, Workload
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 from timelines.web.visibility import (
+    require_known_namespace,
     require_node,
     strip_node_lanes,
     visible_counts,
@@ -332,6 +333,7 @@ def node_timeline(request: HttpRequest, access: Access, cluster: str, node: str)
 def namespace_timeline(request: HttpRequest, access: Access, cluster: str, namespace: str) -> Any:
     c = readable_cluster(access, cluster)
     require_namespace(access, c, namespace)
+    require_known_namespace(c, namespace)
     return _window_response(request, access, c, {"kind": "namespace", "name": namespace}, namespace=namespace)
 
 
