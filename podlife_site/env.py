@@ -6,6 +6,7 @@ stops at start-up with a sentence an operator can act on instead of failing late
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from collections import Counter
@@ -100,8 +101,11 @@ SQLITE_OPTIONS = {
 _DB_FORM = "postgres://USER:PASSWORD@HOST:PORT/NAME, postgresql://…, or sqlite:////ABSOLUTE/PATH"
 
 
-def database_from_url(name: str, url: str) -> dict[str, object]:
-    """A Django DATABASES entry from a database URL (PostgreSQL or SQLite)."""
+def database_from_url(name: str, url: str, *, pool_max: int = 0) -> dict[str, object]:
+    """A Django DATABASES entry from a database URL (PostgreSQL or SQLite).
+
+    ``pool_max`` > 0 (PostgreSQL only): psycopg's connection pool through Django's backend, at most that
+    many connections per process; a request holds one only while it runs queries of its own."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -112,9 +116,9 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
         db_name = unquote(parts.path.lstrip("/"))
         if not db_name or not parts.hostname and not dict(parse_qsl(parts.query)).get("host"):
             raise ImproperlyConfigured(f"{name}={url!r} lacks a host or a database name: expected {_DB_FORM}")
-        options = dict(parse_qsl(parts.query))
+        options: dict[str, object] = dict(parse_qsl(parts.query))
         host = options.pop("host", None) or unquote(parts.hostname or "")
-        return {
+        entry: dict[str, object] = {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": db_name,
             "USER": unquote(parts.username or ""),
@@ -125,6 +129,16 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
         }
+        if pool_max:
+            if importlib.util.find_spec("psycopg_pool") is None:
+                raise ImproperlyConfigured(
+                    "PODLIFE_DB_POOL_MAX is set but psycopg_pool is not installed: pip install psycopg-pool"
+                )
+            # https://docs.djangoproject.com/en/5.2/ref/databases/#connection-pool: the pool keeps the
+            # connections, so Django's own persistence is off (it refuses both at once).
+            options["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": 30}
+            entry.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+        return entry
     if scheme == "sqlite":
         path = unquote(parts.path)[1:]  # sqlite:///relative.db, sqlite:////absolute/path.db
         if parts.netloc or not path:

@@ -85,7 +85,9 @@ TEMPLATES = [
 # --- storage --------------------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+    # PODLIFE_DB_POOL_MAX > 0: a psycopg pool of at most that many connections per process (PostgreSQL).
+    pool_max = env_int("PODLIFE_DB_POOL_MAX", 0, minimum=0, maximum=1000)
+    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL, pool_max=pool_max)}
 else:
     DATABASES = {
         "default": {
