@@ -29,7 +29,6 @@ test: $(VENV)/.installed
 	fi
 
 ## make collect KUBECONFIG=PATH: watch the kubeconfig's current context in the foreground, no broker
-## (DEBUG is off: set SECRET_KEY, or DEBUG=1 on a development machine)
 collect: $(VENV)/.installed
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py collect --kubeconfig $${KUBECONFIG:-$$HOME/.kube/config}

@@ -16,6 +16,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
 django_asgi_app = get_asgi_application()
 
 # These need Django set up first.
+from django.conf import settings  # noqa: E402
+
+from podlife_site.env import require_secret_key  # noqa: E402
+
+require_secret_key(settings.PODLIFE_HAS_SECRET_KEY)  # sessions and CSRF sign with it: no key, no web server
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

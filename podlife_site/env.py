@@ -211,16 +211,26 @@ def check_secret_key(name: str, value: str) -> str:
     return value
 
 
+def require_secret_key(present: bool, name: str = "SECRET_KEY") -> None:
+    """Stop a process that serves HTTP (sessions, CSRF) when it has no key, saying what to do."""
+    if not present:
+        raise ImproperlyConfigured(
+            f"{name} is not set: the web server needs one when DEBUG is off (make one with {_MAKE_KEY}); "
+            "for development on this machine, set DEBUG=1 instead"
+        )
+
+
 def secret_key(name: str, *, debug: bool, key_file: Path) -> SecretKey:
-    """SECRET_KEY from the environment; in development, generated once into a git-ignored file."""
+    """SECRET_KEY from the environment; in development, generated once into a git-ignored file.
+
+    Unset with DEBUG off: empty. Commands that sign nothing (collect, ingest, timeline, export, the Celery
+    worker) run without one; the web server refuses to start (``require_secret_key`` in asgi.py), and
+    anything else that signs fails with Django's "The SECRET_KEY setting must not be empty"."""
     value = _raw(name)
     if value:
         return SecretKey(check_secret_key(name, value), generated=False)
     if not debug:
-        raise ImproperlyConfigured(
-            f"{name} is not set: it is required when DEBUG is off (make one with {_MAKE_KEY}); "
-            "for development on this machine, set DEBUG=1 instead"
-        )
+        return SecretKey("", generated=False)
     if key_file.exists():
         return SecretKey(key_file.read_text(encoding="ascii").strip(), generated=False)
     from django.core.management.utils import get_random_secret_key

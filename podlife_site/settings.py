@@ -27,6 +27,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # `make demo` / `manage.py demo` turn it on; DEBUG=1 for development (docs/security.md).
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = secret_key("SECRET_KEY", debug=DEBUG, key_file=BASE_DIR / ".secret_key").value
+# Empty (unset with DEBUG off): asgi.py refuses to serve; reading settings.SECRET_KEY would raise instead.
+PODLIFE_HAS_SECRET_KEY = bool(SECRET_KEY)
 # Loopback names only until the deployment names its own (a Host header outside the list answers 400).
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -59,11 +59,14 @@ def test_the_demo_turns_debug_on_and_opens_metrics_unless_told_otherwise() -> No
     assert env == {}
 
 
-def test_without_a_secret_key_and_debug_off_start_up_stops_with_a_clear_message() -> None:
-    proc = manage("check", env=deployment_env())
-    assert proc.returncode != 0
-    assert "SECRET_KEY is not set: it is required when DEBUG is off" in proc.stderr
-    assert "DEBUG=1" in proc.stderr  # says how to run it for development
+def test_without_a_secret_key_and_debug_off_the_web_server_does_not_start() -> None:
+    """Commands that sign nothing run without a key; the ASGI application refuses to load, saying why."""
+    web = run_python("import podlife_site.asgi", deployment_env())
+    assert web.returncode != 0
+    assert "SECRET_KEY is not set: the web server needs one when DEBUG is off" in web.stderr
+    assert "DEBUG=1" in web.stderr  # says how to run it for development
+    command = manage("check", env=deployment_env())
+    assert command.returncode == 0, command.stderr
 
 
 @pytest.mark.parametrize(
