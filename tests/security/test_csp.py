@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.web.conftest import CHROMIUM, UID_EVIL, UID_KILLED, login
+from tests.web.conftest import CHROMIUM, UID_EVIL, UID_KILLED, login, wait_for_js
 from tests.web.factories import started_pod
 from timelines.ingest import ingest_observations
 
@@ -89,7 +89,7 @@ def test_pages_work_in_chromium_under_the_policy_and_quotes_show_once(
     page.evaluate(
         "const s = document.createElement('script'); s.textContent = 'window.ran = 1'; document.body.append(s)"
     )
-    page.wait_for_function("window.__csp.length > 0")
+    wait_for_js(page, "window.__csp.length > 0")
     assert page.evaluate("window.ran") is None and "script-src" in page.evaluate("window.__csp[0]")
     messages = [m for m in messages if "window.ran" not in m and "inline script" not in m]
     assert not [m for m in messages if "Content Security Policy" in m], messages

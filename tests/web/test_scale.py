@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.web.bulk import make_pods
-from tests.web.conftest import CHROMIUM, SHOTS, login
+from tests.web.conftest import CHROMIUM, SHOTS, login, wait_for_js
 from timelines.models import Cluster
 
 pytestmark = [
@@ -29,9 +29,9 @@ def test_ten_thousand_pod_namespace_day_first_draws_within_three_seconds(
     # A user who has podlife open already has plotly.js cached and compiled: warm that up on an empty
     # window of the same page, then measure the chart itself (cold numbers are in docs/dashboard.md).
     page.goto(f"{base}/c/scale/ns/big/?from=2030-01-01T00:00:00Z&to=2030-01-01T01:00:00Z")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=20_000)
+    wait_for_js(page, "window.__podlifeDraws && window.__podlifeDraws.length > 0")
     page.goto(f"{base}/c/scale/ns/big/")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=20_000)
+    wait_for_js(page, "window.__podlifeDraws && window.__podlifeDraws.length > 0")
     first_draw_ms = page.evaluate("window.__podlifeDraws[0].t - performance.timeOrigin")
     assert page.get_attribute("#gantt", "data-renderer") == "webgl"
     assert page.get_attribute("#gantt", "data-rows") == "10000"
