@@ -12,9 +12,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-## make demo: the demo on the embedded default (SQLite, in-process channel layer and tasks)
+## make demo: the demo on the embedded default (SQLite, in-process channel layer and tasks), DEBUG on
+## (the only place it is on by default: docs/security.md)
 demo: $(VENV)/.installed
-	$(PY) manage.py migrate --no-input -v 0
+	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
 ## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,9 @@ def setup_django(*, scratch_database: bool = False) -> None:
     autovacuum, a large table) and leaves it untouched."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
+    # DEBUG is off by default and then settings want a SECRET_KEY: a throwaway one for this run (servers
+    # the benchmark starts inherit it).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     import django
 
     django.setup()

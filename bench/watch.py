@@ -37,7 +37,6 @@ from pathlib import Path
 from _setup import ROOT, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
-os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
 setup_django(scratch_database=True)
 
 import orjson  # noqa: E402

@@ -271,6 +271,7 @@ RECORD_SKIP_REASONS: Final = {
     "no_node": "a record with no host field, sent without ?node=",
 }
 MAX_REPORTED_REJECTIONS: Final = 10
+MAX_NODE_NAME: Final = 253  # a DNS subdomain, as Kubernetes names nodes; the store holds no longer one
 
 
 @dataclass
@@ -346,6 +347,12 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
     if asked != cluster.name:
         raise LogRequestError(403, f"this ingest token writes cluster {cluster.name!r}, not {asked!r}")
     node = request.GET.get("node", "").strip() or None
+    if node is not None and len(node) > MAX_NODE_NAME:
+        # Refused here, once, rather than line by line by the store (docs/security.md).
+        raise LogRequestError(
+            400,
+            f"query parameter node is {len(node)} characters long: a node name has at most {MAX_NODE_NAME}",
+        )
     year = _year_param(request.GET.get("year"))
     tz = _tz_param(request.GET.get("tz"))
     media_type = (request.content_type or "").strip().lower()

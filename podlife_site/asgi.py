@@ -1,7 +1,9 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-Websockets pass the Origin check (ALLOWED_HOSTS) and the session auth before a consumer sees them; each
-consumer then checks the user's read permission (timelines/web/consumers.py).
+HTTP requests pass the body limits first (podlife_site/body_limits.py: an oversized or unauthenticated
+upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
+podlife_site/websocket_origin.py) and the session auth before a consumer sees them; each consumer then
+checks the user's read permission (timelines/web/consumers.py).
 """
 
 from __future__ import annotations
@@ -14,15 +16,22 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
 django_asgi_app = get_asgi_application()
 
 # These need Django set up first.
+from django.conf import settings  # noqa: E402
+
+from podlife_site.env import require_secret_key  # noqa: E402
+
+require_secret_key(settings.PODLIFE_HAS_SECRET_KEY)  # sessions and CSRF sign with it: no key, no web server
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from podlife_site.body_limits import BodyLimits  # noqa: E402
+from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
 from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "http": BodyLimits(django_asgi_app),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -6,7 +6,10 @@ stops at start-up with a sentence an operator can act on instead of failing late
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -98,8 +101,11 @@ SQLITE_OPTIONS = {
 _DB_FORM = "postgres://USER:PASSWORD@HOST:PORT/NAME, postgresql://…, or sqlite:////ABSOLUTE/PATH"
 
 
-def database_from_url(name: str, url: str) -> dict[str, object]:
-    """A Django DATABASES entry from a database URL (PostgreSQL or SQLite)."""
+def database_from_url(name: str, url: str, *, pool_max: int = 0) -> dict[str, object]:
+    """A Django DATABASES entry from a database URL (PostgreSQL or SQLite).
+
+    ``pool_max`` > 0 (PostgreSQL only): psycopg's connection pool through Django's backend, at most that
+    many connections per process; a request holds one only while it runs queries of its own."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -110,9 +116,9 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
         db_name = unquote(parts.path.lstrip("/"))
         if not db_name or not parts.hostname and not dict(parse_qsl(parts.query)).get("host"):
             raise ImproperlyConfigured(f"{name}={url!r} lacks a host or a database name: expected {_DB_FORM}")
-        options = dict(parse_qsl(parts.query))
+        options: dict[str, object] = dict(parse_qsl(parts.query))
         host = options.pop("host", None) or unquote(parts.hostname or "")
-        return {
+        entry: dict[str, object] = {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": db_name,
             "USER": unquote(parts.username or ""),
@@ -123,6 +129,16 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
         }
+        if pool_max:
+            if importlib.util.find_spec("psycopg_pool") is None:
+                raise ImproperlyConfigured(
+                    "PODLIFE_DB_POOL_MAX is set but psycopg_pool is not installed: pip install psycopg-pool"
+                )
+            # https://docs.djangoproject.com/en/5.2/ref/databases/#connection-pool: the pool keeps the
+            # connections, so Django's own persistence is off (it refuses both at once).
+            options["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": 30}
+            entry.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+        return entry
     if scheme == "sqlite":
         path = unquote(parts.path)[1:]  # sqlite:///relative.db, sqlite:////absolute/path.db
         if parts.netloc or not path:
@@ -156,19 +172,65 @@ class SecretKey:
     generated: bool
 
 
+# Django's own deployment check (security.W009) wants 50 characters, 5 distinct ones and no
+# "django-insecure-" prefix; a key that passes here passes there too. 128 bits by a character-frequency
+# estimate (and 3 bits a character) refuses what an operator types by hand (one letter repeated, a short
+# pattern, a word); it cannot prove a key random, so the message says how to make one.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_BITS = 128
+SECRET_KEY_MIN_BITS_PER_CHARACTER = 3  # random hex has 4, base64 6: a short pattern repeated has less
+_MAKE_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+
+
+def estimated_bits(value: str) -> float:
+    """Shannon entropy of the key's character frequencies times its length (an upper bound)."""
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values()) * n if n else 0.0
+
+
+def check_secret_key(name: str, value: str) -> str:
+    """``value`` if it is long and varied enough to sign sessions; else ImproperlyConfigured saying why."""
+    if len(value) < SECRET_KEY_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"{name} is {len(value)} characters long: expected at least {SECRET_KEY_MIN_LENGTH} random "
+            f"characters, e.g. from {_MAKE_KEY}"
+        )
+    if value.startswith("django-insecure-"):
+        raise ImproperlyConfigured(
+            f"{name} starts with 'django-insecure-' (a development key): make one with {_MAKE_KEY}"
+        )
+    bits = estimated_bits(value)
+    per_character = bits / len(value)
+    if bits < SECRET_KEY_MIN_BITS or per_character < SECRET_KEY_MIN_BITS_PER_CHARACTER or len(set(value)) < 5:
+        raise ImproperlyConfigured(
+            f"{name} is not random enough: {len(set(value))} distinct characters, about {bits:.0f} bits "
+            f"({per_character:.1f} a character; expected at least {SECRET_KEY_MIN_BITS} bits and "
+            f"{SECRET_KEY_MIN_BITS_PER_CHARACTER} a character); make one with {_MAKE_KEY}"
+        )
+    return value
+
+
+def require_secret_key(present: bool, name: str = "SECRET_KEY") -> None:
+    """Stop a process that serves HTTP (sessions, CSRF) when it has no key, saying what to do."""
+    if not present:
+        raise ImproperlyConfigured(
+            f"{name} is not set: the web server needs one when DEBUG is off (make one with {_MAKE_KEY}); "
+            "for development on this machine, set DEBUG=1 instead"
+        )
+
+
 def secret_key(name: str, *, debug: bool, key_file: Path) -> SecretKey:
-    """SECRET_KEY from the environment; in development, generated once into a git-ignored file."""
+    """SECRET_KEY from the environment; in development, generated once into a git-ignored file.
+
+    Unset with DEBUG off: empty. Commands that sign nothing (collect, ingest, timeline, export, the Celery
+    worker) run without one; the web server refuses to start (``require_secret_key`` in asgi.py), and
+    anything else that signs fails with Django's "The SECRET_KEY setting must not be empty"."""
     value = _raw(name)
     if value:
-        if len(value) < 32:
-            raise ImproperlyConfigured(
-                f"{name} is {len(value)} characters long: expected at least 32 random characters"
-            )
-        return SecretKey(value, generated=False)
+        return SecretKey(check_secret_key(name, value), generated=False)
     if not debug:
-        raise ImproperlyConfigured(
-            f"{name} is not set: it is required when DEBUG is off (set 50 random characters)"
-        )
+        return SecretKey("", generated=False)
     if key_file.exists():
         return SecretKey(key_file.read_text(encoding="ascii").strip(), generated=False)
     from django.core.management.utils import get_random_secret_key

@@ -25,9 +25,14 @@ from podlife_site.env import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: a debug page shows settings (DATABASE_URL and REDIS_URL with their passwords).
+# `make demo` / `manage.py demo` turn it on; DEBUG=1 for development (docs/security.md).
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = secret_key("SECRET_KEY", debug=DEBUG, key_file=BASE_DIR / ".secret_key").value
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+# Empty (unset with DEBUG off): asgi.py refuses to serve; reading settings.SECRET_KEY would raise instead.
+PODLIFE_HAS_SECRET_KEY = bool(SECRET_KEY)
+# Loopback names only until the deployment names its own (a Host header outside the list answers 400).
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -38,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",  # login throttling (docs/security.md)
     "timelines.apps.TimelinesConfig",
     "collectors.apps.CollectorsConfig",
     "alerts.apps.AlertsConfig",
@@ -45,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -52,9 +59,16 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authenticate() into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "podlife_site.urls"
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out user or address before a password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "podlife_site.asgi.application"
 
@@ -76,7 +90,9 @@ TEMPLATES = [
 # --- storage --------------------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+    # PODLIFE_DB_POOL_MAX > 0: a psycopg pool of at most that many connections per process (PostgreSQL).
+    pool_max = env_int("PODLIFE_DB_POOL_MAX", 0, minimum=0, maximum=1000)
+    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL, pool_max=pool_max)}
 else:
     DATABASES = {
         "default": {
@@ -150,6 +166,13 @@ PODLIFE_WATCH_WRITERS = env_int("PODLIFE_WATCH_WRITERS", 2, minimum=1)
 PODLIFE_WATCH_BACKOFF_S = env_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0)
 PODLIFE_WATCH_BACKOFF_MAX_S = env_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0)
 PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
+# Without a token /metrics answers 401, unless opened on purpose (the demo opens it): it names clusters and
+# carries collector lag and error counts.
+PODLIFE_METRICS_PUBLIC = env_bool("PODLIFE_METRICS_PUBLIC", False)
+
+# --- request bodies (podlife_site/body_limits.py refuses them before Django reads them) -------------------------
+PODLIFE_MAX_BODY_BYTES = env_int("PODLIFE_MAX_BODY_BYTES", 1024**2, minimum=1024)  # any route not below
+PODLIFE_FORM_MAX_BODY_BYTES = env_int("PODLIFE_FORM_MAX_BODY_BYTES", 64 * 1024, minimum=1024)  # log-in forms
 
 # --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------
 PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)
@@ -184,6 +207,51 @@ PODLIFE_ALERTS_SCAN_S = env_float("PODLIFE_ALERTS_SCAN_S", 30.0, minimum=1)  # w
 CELERY_BEAT_SCHEDULE = {
     "podlife-alerts": {"task": "alerts.scan_and_deliver", "schedule": PODLIFE_ALERTS_SCAN_S},
 }
+
+# --- security (docs/security.md) ------------------------------------------------------------------------------
+# PODLIFE_HTTPS=1 for a deployment served over HTTPS (directly or behind a TLS-terminating proxy): redirect
+# HTTP to HTTPS, cookies only over HTTPS, HSTS for a year. Each can be switched on its own.
+PODLIFE_HTTPS = env_bool("PODLIFE_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PODLIFE_HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes from the kubelet speak plain HTTP to the pod
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PODLIFE_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PODLIFE_HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if PODLIFE_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PODLIFE_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PODLIFE_HTTPS)
+# Behind a proxy that terminates TLS and says so in X-Forwarded-Proto (and strips it from clients).
+if env_bool("PODLIFE_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy on every response (django-csp): scripts only from this site (plotly.js and the
+# pages' modules are static files; page data is JSON in <script type="application/json">). Plotly sets
+# inline styles on the SVG it draws, so styles allow 'unsafe-inline'; nothing else inline runs.
+# https://django-csp.readthedocs.io/en/latest/configuration.html
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],  # REST refetches and the live websocket (same origin)
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Login throttling (django-axes): after PODLIFE_LOGIN_FAILURE_LIMIT wrong passwords for one user name, or
+# from one address, log-ins from it are refused for PODLIFE_LOGIN_COOLOFF_MINUTES. API and ingest tokens
+# never go through a password log-in and are not throttled. https://django-axes.readthedocs.io/
+AXES_FAILURE_LIMIT = env_int("PODLIFE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("PODLIFE_LOGIN_COOLOFF_MINUTES", 15.0, minimum=0.1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "podlife_site.errors.lockout_response"  # 429, Retry-After, a clear message
+AXES_VERBOSE = False
 
 # --- the rest --------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -5,6 +5,9 @@ from django.urls import include, path
 
 from podlife_site import health
 
+# DEBUG off: Django renders templates/404.html etc.; a 500 under /api/ stays JSON (podlife_site/errors.py).
+handler500 = "podlife_site.errors.server_error"
+
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

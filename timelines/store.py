@@ -740,6 +740,8 @@ def _finding_row(
 ) -> Finding:
     """A Finding row from the lifecycle core's finding; ``columns`` say whose it is (and may override attrs)."""
     columns.setdefault("attrs", finding.attrs)
+    if "subject_name" in columns:  # NS/NAME of a pod can pass the column's 300 (63 + 1 + 253 in Kubernetes)
+        columns["subject_name"] = columns["subject_name"][:300]
     return Finding(
         cluster=cluster,
         kind=finding.kind,

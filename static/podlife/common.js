@@ -92,9 +92,25 @@ export function duration(us) {
   return `${(s / 3600).toFixed(2)} h`;
 }
 
-const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+// Plotly decodes numeric references and only a few named ones (no &quot;): quotes go as &#34; / &#39;, so a
+// name with a quote shows it once, not as "&quot;".
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
 export function plotlyText(value) {
   return String(value ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+}
+
+// One URL path segment for any name, exactly as Django's reverse() builds it through the <segment:…>
+// converter (podlife_site/converters.py): "%" and "/" escaped twice (the server decodes once, the converter
+// once more), a name of only dots spelled out (a browser would resolve ".." as a path step).
+export function pathSegment(name) {
+  let text = String(name).replace(/%/g, "%25").replace(/\//g, "%2F");
+  if (text && /^\.+$/.test(text)) text = text.replace(/\./g, "%2E");
+  return encodeURIComponent(text);
+}
+
+// A page URL reversed with the placeholder "UID" as its last segment, for the pod ``uid``.
+export function podURL(template, uid) {
+  return template.replace(/\/UID\/$/, `/${pathSegment(uid)}/`);
 }
 
 // URL state: every view setting lives in the query string so a link can be shared.

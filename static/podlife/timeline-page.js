@@ -1,7 +1,7 @@
 // Node, namespace and workload pages: the window picker, the Gantt, and on node pages the live watch.
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
-  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, setParams, toMicros, tzLabel,
+  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, setParams, toMicros, tzLabel,
 } from "./common.js";
 import { buildFigure, rowFromTimeline } from "./gantt.js";
 
@@ -102,7 +102,7 @@ function renderTable(all) {
   const frag = document.createDocumentFragment();
   const pods = all.filter((r) => !r.key.startsWith("node:"));
   for (const r of pods.slice(0, 2000)) {
-    const link = el("a", { href: page.pod_url.replace("UID", encodeURIComponent(r.uid)), text: r.name || r.uid });
+    const link = el("a", { href: podURL(page.pod_url, r.uid), text: r.name || r.uid });
     const workers = r.intervals.filter((iv) => iv[0] === "worker");
     const last = workers.length ? workers[workers.length - 1] : null;
     frag.append(
@@ -188,7 +188,7 @@ function onClick(ev) {
   if (!custom || String(custom[0]).startsWith("node:")) return;
   const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
   const mark = custom[1] ? `?evidence=${encodeURIComponent(custom[1])}` : "";
-  window.location.href = page.pod_url.replace("UID", encodeURIComponent(custom[0])) + mark + evidence;
+  window.location.href = podURL(page.pod_url, custom[0]) + mark + evidence;
 }
 
 // --- live watch (node pages) ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 
   function esc(s) {
     return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
-      .replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+      .replace(/"/g, "&#34;").replace(/'/g, "&#39;");  // Plotly decodes &#34; but not &quot;
   }
   function el(tag, text, cls) {
     var e = document.createElement(tag);

@@ -21,14 +21,15 @@ from .conftest import CLUSTER, FAST, stored
 
 
 @pytest.mark.django_db
-def test_metrics_endpoint_exposes_health_per_resource(sim, client):
+def test_metrics_endpoint_exposes_health_per_resource(sim, client, settings):
+    settings.PODLIFE_METRICS_TOKEN = "scrape-token"
     sim.step("pods")
     sim.step("nodes")
     sim.spawn(1)
     sim.server.cluster.inject_malformed()  # after a write, so the watch from the list's version sees it
     sim.step("pods")
 
-    response = client.get("/metrics")
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token")
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")

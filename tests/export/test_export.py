@@ -46,8 +46,11 @@ def test_scopes_resolve_to_the_pods_alive_in_the_window(source_cluster):
     )
     assert "web-a" not in later and "web-b" not in later and "web-d" in later
     # readable namespaces narrow everything, and drop node lanes (they belong to no namespace)
-    narrowed = resolve(source_cluster, Scope.one("node", "node-b"), SINCE, UNTIL, namespaces={"shop"})
-    assert narrowed.pods == [] and narrowed.nodes == []
+    narrowed = resolve(source_cluster, Scope.one("node", "node-b"), SINCE, UNTIL, namespaces={"other"})
+    assert [p.name for p in narrowed.pods] == ["api-x"] and narrowed.nodes == []
+    # a node no readable pod ran on is as unknown as a node never seen (docs/security.md)
+    with pytest.raises(queries.NotFound, match="no node 'node-b'"):
+        resolve(source_cluster, Scope.one("node", "node-b"), SINCE, UNTIL, namespaces={"shop"})
 
 
 @pytest.mark.parametrize(
@@ -220,9 +223,9 @@ def _without_generated_at(raw: bytes) -> bytes:
     [
         (Scope.one("node", "node-a"), None),
         (Scope.one("namespace", "shop"), None),
-        (Scope.one("node", "node-b"), {"shop"}),
+        (Scope.one("node", "node-b"), {"other"}),
     ],
-    ids=["node", "namespace", "nothing-readable"],
+    ids=["node", "namespace", "node-lanes-left-out"],
 )
 def test_gzip_bundle_is_the_json_bundle_in_one_gzip_member(source_cluster, scope, namespaces):
     """GIVEN a scope WHEN it is exported as json.gz (observations compressed by a second thread, spliced)

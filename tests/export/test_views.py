@@ -91,9 +91,10 @@ def test_background_job_reports_progress_and_serves_the_file(client, admin, sour
 
 def test_namespace_grant_limits_what_an_export_holds(client, shop_reader, source_cluster):
     client.force_login(shop_reader)
-    r = client.get("/c/src/export", {"node": "node-a", **WINDOW})
-    bundle = orjson.loads(body(r))
-    assert bundle["pods"] == [] and bundle["nodes"] == []
+    # node-a ran only pods of namespace shop, which this user may not read: unknown to them (404)
+    assert client.get("/c/src/export", {"node": "node-a", **WINDOW}).status_code == 404
+    bundle = orjson.loads(body(client.get("/c/src/export", {"node": "node-b", **WINDOW})))
+    assert [p["pod"]["name"] for p in bundle["pods"]] == ["api-x"] and bundle["nodes"] == []
     r = client.get("/c/src/export", {"namespace": "other", **WINDOW})
     assert [p["pod"]["name"] for p in orjson.loads(body(r))["pods"]] == ["api-x"]
     assert client.get("/c/src/export", {"namespace": "shop", **WINDOW}).status_code == 404

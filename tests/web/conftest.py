@@ -193,6 +193,17 @@ def browser_page(live_server_asgi: Any) -> Any:
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
+def wait_for_js(page: Any, expression: str, timeout_s: float = 20.0) -> None:
+    """Poll ``expression`` in the page until it is truthy. ``page.wait_for_function`` turns its string into
+    code inside the page, which the site's Content-Security-Policy (no 'unsafe-eval') refuses as soon as
+    the first check is false; ``page.evaluate`` goes through the DevTools protocol, outside the policy."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{expression!r} still false after {timeout_s} s")
+        time.sleep(0.02)
+
+
 def login(page: Any, base: str, username: str) -> None:
     page.goto(f"{base}/accounts/login/")
     page.fill("#id_username", username)

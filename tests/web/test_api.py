@@ -182,7 +182,10 @@ def test_openapi_document_lists_every_endpoint(viewer: Any) -> None:
     assert status == 404 and "no API endpoint at /api/v1/nope" in body["error"]["message"]
 
 
-def test_node_window_carries_the_nodes_own_lanes_and_respects_namespace_grants(viewer: Any) -> None:
+def test_node_window_carries_the_nodes_own_lanes_and_respects_namespace_grants(
+    viewer: Any, admin_user: Any
+) -> None:
+    """The node's own lanes go to whole-cluster readers only (docs/security.md); pods by namespace."""
     from datetime import UTC, datetime
 
     from timelines.models import Interval
@@ -192,8 +195,11 @@ def test_node_window_carries_the_nodes_own_lanes_and_respects_namespace_grants(v
     Interval.objects.create(
         cluster=lab, pod_uid=None, node="node-a", lane="node:ready", state="ready", start=t, source="observed"
     )
+    status, whole = get(Client(), "/api/v1/clusters/lab/nodes/node-a/timeline", token_for("root"))
+    assert whole["node_lanes"]["node:ready"][0][:3] == ["ready", "2024-06-07T06:54:40.000000+00:00", None]
+    assert UID_SECRET in {p["uid"] for p in whole["pods"]}
     status, body = get(Client(), "/api/v1/clusters/lab/nodes/node-a/timeline", token_for("viewer"))
-    assert body["node_lanes"]["node:ready"][0][:3] == ["ready", "2024-06-07T06:54:40.000000+00:00", None]
+    assert status == 200 and body["node_lanes"] == {}
     # Window times are spelled as in podlife.timeline/v1: always microseconds.
     assert all(iv[2].endswith("+00:00") and len(iv[2]) == 32 for p in body["pods"] for iv in p["intervals"])
     assert UID_SECRET not in {p["uid"] for p in body["pods"]}

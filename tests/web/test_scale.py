@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.web.bulk import make_pods
-from tests.web.conftest import CHROMIUM, SHOTS, login
+from tests.web.conftest import CHROMIUM, SHOTS, login, wait_for_js
 from timelines.models import Cluster, Interval
 
 pytestmark = [
@@ -42,7 +42,7 @@ def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     login(page, base, "root")
 
     page.goto(f"{base}/c/scale/ns/big/")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=60_000)
+    wait_for_js(page, "window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout_s=60)
     assert page.get_attribute("#gantt", "data-renderer") == "webgl"
     assert page.get_attribute("#gantt", "data-rows") == str(PODS)
     assert page.locator("#gantt .main-svg").count() > 0 and page.locator("#gantt canvas").count() > 0
@@ -53,7 +53,7 @@ def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     page.screenshot(path=str(SHOTS / "namespace-10000.png"))
 
     page.goto(f"{base}/c/scale/ns/big/?x0=2024-06-07T12:00:00Z&x1=2024-06-07T12:10:00Z")
-    page.wait_for_function("window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout=60_000)
+    wait_for_js(page, "window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout_s=60)
     zoomed = page.evaluate(SEGMENTS)
     assert zoomed["terminating"] + zoomed["terminating (inferred)"] == PODS, zoomed
     assert sum(zoomed.values()) > PODS * 2, zoomed  # most cleanups (0.1-5 s) are drawn too

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from timelines import store
 from timelines.derivation import NODE_KINDS, rederive_nodes, rederive_pdbs, rederive_pods
@@ -41,6 +41,10 @@ def max_bytes() -> int:
 
 class BundleError(ValueError):
     """The file cannot be imported; the message says what is wrong with it (and nothing was written)."""
+
+
+class BundleConflict(BundleError):
+    """The cluster name is taken (also by an import that committed first while this one ran): HTTP 409."""
 
 
 @dataclass
@@ -294,9 +298,7 @@ def import_incident(
             f"cluster name {name!r} is not valid: 1-63 ASCII letters, digits, '-' or '.'; choose one with --as"
         ) from None
     if Cluster.objects.filter(name=name).exists():
-        raise BundleError(
-            f"a cluster named {name!r} already exists; import under another name with --as NAME"
-        )
+        raise BundleConflict(_name_taken(name))
     observations = _observations(data, what)
     bundle_key_of = {str(oid): obs.dedupe_key for oid, obs, _ in observations}
     report = progress or (lambda stage, done, total: None)
@@ -307,7 +309,33 @@ def import_incident(
         f"{scope.get('label') or scope.get('kind')}, {window.get('since')} to {window.get('until')}, "
         f"generated {meta.get('generated_at')} by podlife {meta.get('podlife_version')}."
     )
+    try:
+        return _import(name, description, data, what, observations, bundle_key_of, strict, report)
+    except IntegrityError:
+        # Two imports under one name at once: the cluster row's unique name lets exactly one commit; the
+        # other's insert fails (PostgreSQL, after waiting for the first to commit) and nothing of it stays.
+        if Cluster.objects.filter(name=name).exists():
+            raise BundleConflict(_name_taken(name)) from None
+        raise
+
+
+def _name_taken(name: str) -> str:
+    return f"a cluster named {name!r} already exists; import under another name with --as NAME"
+
+
+def _import(
+    name: str,
+    description: str,
+    data: Mapping[str, Any],
+    what: str,
+    observations: list[tuple[int, Observation, datetime]],
+    bundle_key_of: Mapping[str, str],
+    strict: bool,
+    report: Callable[[str, int, int], None],
+) -> ImportResult:
     with transaction.atomic():
+        if Cluster.objects.filter(name=name).exists():  # on SQLite, seen once the other import committed
+            raise BundleConflict(_name_taken(name))
         try:
             session = store.begin_import(name, description=description)
         except ValueError as exc:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from timelines.export import Scope, export_incident, filename
-from timelines.export.scope import parse_window
+from timelines.export.scope import parse_window, require_known
 from timelines.lifecycle.timeline import format_time
 from timelines.queries import get_cluster
 
@@ -83,6 +83,7 @@ def start_export(
 
     start, end = parse_window(since, until)
     c = get_cluster(cluster)
+    require_known(c, scope, namespaces=namespaces)  # an unreadable pod is 404 now, as an unknown one
     job_id = uuid.uuid4().hex
     _write(
         job_id,

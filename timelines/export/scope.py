@@ -135,6 +135,37 @@ def _alive_in(since: datetime, until: datetime) -> Q:
     return started_before_end & (Q(deleted_at__isnull=True) | Q(deleted_at__gte=since))
 
 
+def require_known(cluster: Cluster, scope: Scope, *, namespaces: set[str] | None = None) -> None:
+    """Raise ``queries.NotFound`` when the pods or the node of ``scope`` are unknown to the reader (cheap:
+    run before a background export is queued, and by ``resolve``). A pod in a namespace the reader may not
+    read, or a node none of its readable pods ran on, is as unknown as one never seen (docs/security.md):
+    404, not an empty bundle that confirms it exists."""
+    if scope.kind == "pods":
+        wanted = list(dict.fromkeys(scope.values))
+        readable_pods = Pod.objects.filter(cluster=cluster)
+        if namespaces is not None:
+            readable_pods = readable_pods.filter(namespace__in=sorted(namespaces))
+        known: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            known |= set(readable_pods.filter(uid__in=wanted[i : i + 500]).values_list("uid", flat=True))
+        missing = [u for u in wanted if u not in known]
+        if missing:
+            raise queries.NotFound(
+                f"no pod with UID {', '.join(map(repr, missing[:5]))} in cluster {cluster.name!r}"
+            )
+    elif scope.kind == "node":
+        value = scope.values[0]
+        if namespaces is None:
+            seen = (
+                Node.objects.filter(cluster=cluster, name=value).exists()
+                or Pod.objects.filter(cluster=cluster, node=value).exists()
+            )
+        else:
+            seen = Pod.objects.filter(cluster=cluster, node=value, namespace__in=sorted(namespaces)).exists()
+        if not seen:
+            raise queries.NotFound(f"no node {value!r} in cluster {cluster.name!r}")
+
+
 def resolve(
     cluster: Cluster,
     scope: Scope,
@@ -155,26 +186,14 @@ def resolve(
     side_pdbs: list[PodDisruptionBudget] | None = None
     workloads: list[Workload] = []
     value = scope.values[0]
+    require_known(cluster, scope, namespaces=namespaces)
     if scope.kind == "pods":
         wanted = list(dict.fromkeys(scope.values))
-        known = set()
-        for i in range(0, len(wanted), 500):
-            known |= set(
-                Pod.objects.filter(cluster=cluster, uid__in=wanted[i : i + 500]).values_list("uid", flat=True)
-            )
-        missing = [u for u in wanted if u not in known]
-        if missing:
-            raise queries.NotFound(
-                f"no pod with UID {', '.join(map(repr, missing[:5]))} in cluster {cluster.name!r}"
-            )
         pods = []
         for i in range(0, len(wanted), 500):
             pods += list(pods_qs.filter(uid__in=wanted[i : i + 500]))
     elif scope.kind == "node":
         pods = list(pods_qs.filter(node=value))
-        known = Node.objects.filter(cluster=cluster, name=value).exists()
-        if not pods and not known and not Pod.objects.filter(cluster=cluster, node=value).exists():
-            raise queries.NotFound(f"no node {value!r} in cluster {cluster.name!r}")
     elif scope.kind == "namespace":
         if namespaces is not None and value not in namespaces:
             raise queries.NotFound(f"no readable namespace {value!r} in cluster {cluster.name!r}")

@@ -11,7 +11,8 @@ Frames to the browser (JSON, ``type`` first):
   ``hello``   {group, max_fps}                       on connect
   ``deltas``  {seq, pods: [podlife.timeline/v1 …]}    coalesced updates
   ``refetch`` {seq, reason}                           a sequence gap: GET the node timeline again
-  ``error``   {status, message}                       then the socket closes (4401, 4403, 4404)
+  ``error``   {status, message}                       then the socket closes (4401, 4403, 4404); status
+                                                      400 (a frame that is not a JSON text) keeps it open
 
 Shutdown order: ``disconnect`` cancels the pending flush first, then leaves the group.
 """
@@ -32,6 +33,7 @@ from timelines.web.access import Access
 from timelines.web.figures import LIVE_MAX_FPS
 
 log = logging.getLogger(__name__)
+BAD_FRAME = 'frames to this socket are JSON text, e.g. {"type": "ping"}'
 
 
 @database_sync_to_async
@@ -80,6 +82,22 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
             self.flush_task.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A frame from the browser: JSON text. Anything else gets an error frame, never a traceback."""
+        if text_data is None:
+            await self.send_json(
+                {"type": "error", "status": 400, "message": BAD_FRAME + " (got binary data)"}
+            )
+            return
+        try:
+            content = orjson.loads(text_data)
+        except orjson.JSONDecodeError as exc:
+            await self.send_json({"type": "error", "status": 400, "message": f"{BAD_FRAME} ({exc})"})
+            return
+        await self.receive_json(content, **kwargs)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The browser only ever says "ping"; anything else is ignored (read-only socket).

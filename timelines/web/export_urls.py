@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from django.urls import path
 
+import podlife_site.converters  # noqa: F401  (registers <segment:…>)
 from timelines.web import export_views as views
 
 urlpatterns = [
-    path("c/<str:cluster>/export", views.export_download, name="export-download"),
-    path("c/<str:cluster>/export/jobs", views.export_job_create, name="export-job-create"),
+    path("c/<segment:cluster>/export", views.export_download, name="export-download"),
+    path("c/<segment:cluster>/export/jobs", views.export_job_create, name="export-job-create"),
     path("export/jobs/<str:job_id>", views.export_job_status, name="export-job-status"),
     path("export/jobs/<str:job_id>/download", views.export_job_download, name="export-job-download"),
     path("import", views.import_bundle, name="import-bundle"),

@@ -36,7 +36,7 @@ from timelines.export import (
     iter_export,
     jobs,
 )
-from timelines.export.importer import BundleError, import_incident, max_bytes
+from timelines.export.importer import BundleConflict, BundleError, import_incident, max_bytes
 from timelines.export.scope import parse_window, resolve
 from timelines.models import Cluster
 from timelines.queries import NotFound
@@ -231,10 +231,11 @@ def import_bundle(request: HttpRequest, access: Access) -> HttpResponse:
         with upload.open("rb") as f:
             result = import_incident(f, name=(request.POST.get("name") or "").strip() or None)
     except BundleError as exc:
+        status = 409 if isinstance(exc, BundleConflict) else 400  # the name is taken: another import won
         if _wants_json(request):
-            return _error(400, f"refused: {exc}")
+            return _error(status, f"refused: {exc}")
         return render(
-            request, "export/import_form.html", {"limit": max_bytes(), "error": str(exc)}, status=400
+            request, "export/import_form.html", {"limit": max_bytes(), "error": str(exc)}, status=status
         )
     body = {
         "cluster": result.cluster.name,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from django.urls import path
 
+from podlife_site.converters import url_segment  # also registers <segment:…>
 from timelines.web.consumers import NodeConsumer
 
 websocket_urlpatterns = [
-    path("ws/v1/nodes/<str:cluster>/<str:node>/", NodeConsumer.as_asgi()),
+    path("ws/v1/nodes/<segment:cluster>/<segment:node>/", NodeConsumer.as_asgi()),
 ]
 
 
 def node_ws_path(cluster: str, node: str) -> str:
-    return f"/ws/v1/nodes/{quote(cluster, safe='')}/{quote(node, safe='')}/"
+    return f"/ws/v1/nodes/{url_segment(cluster)}/{url_segment(node)}/"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+import podlife_site.converters  # noqa: F401  (registers <segment:…>)
 from timelines.web import views
 
-C = "c/<str:cluster>"
+C = "c/<segment:cluster>"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -17,10 +18,10 @@ urlpatterns = [
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("findings/", views.findings, name="findings"),
     path(f"{C}/", views.cluster, name="cluster"),
-    path(f"{C}/nodes/<str:node>/", views.node, name="node"),
-    path(f"{C}/ns/<str:namespace>/", views.namespace, name="namespace"),
-    path(f"{C}/ns/<str:namespace>/pdb/<str:name>/", views.pdb, name="pdb"),
-    path(f"{C}/ns/<str:namespace>/<str:kind>/<str:name>/", views.workload, name="workload"),
-    path(f"{C}/pods/<str:uid>/", views.pod, name="pod"),
-    path(f"{C}/pods/<str:namespace>/<str:name>/", views.pod_by_ref, name="pod-by-ref"),
+    path(f"{C}/nodes/<segment:node>/", views.node, name="node"),
+    path(f"{C}/ns/<segment:namespace>/", views.namespace, name="namespace"),
+    path(f"{C}/ns/<segment:namespace>/pdb/<segment:name>/", views.pdb, name="pdb"),
+    path(f"{C}/ns/<segment:namespace>/<segment:kind>/<segment:name>/", views.workload, name="workload"),
+    path(f"{C}/pods/<segment:uid>/", views.pod, name="pod"),
+    path(f"{C}/pods/<segment:namespace>/<segment:name>/", views.pod_by_ref, name="pod-by-ref"),
 ]

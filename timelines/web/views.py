@@ -30,6 +30,13 @@ from timelines.web import figures
 from timelines.web.access import access_for
 from timelines.web.api.views import ApiError, parse_when, readable_cluster, require_namespace
 from timelines.web.routing import node_ws_path
+from timelines.web.visibility import (
+    require_known_namespace,
+    require_node,
+    visible_counts,
+    visible_health,
+    visible_node_summaries,
+)
 
 
 def _cluster_or_404(request: HttpRequest, name: str) -> Any:
@@ -75,8 +82,18 @@ def overview(request: HttpRequest) -> HttpResponse:
     """Clusters, collector health and findings by kind / severity; and what podlife collects."""
     access = access_for(request)
     clusters = list(access.clusters())
-    rows = [{"cluster": c, "counts": queries.cluster_counts(c, access.namespace_filter(c))} for c in clusters]
-    health = queries.collector_health([c.id for c in clusters]) if clusters else []
+    rows = [
+        {
+            "cluster": c,
+            "counts": visible_counts(access, c, queries.cluster_counts(c, access.namespace_filter(c))),
+        }
+        for c in clusters
+    ]
+    health = (
+        visible_health(access, clusters, queries.collector_health([c.id for c in clusters]))
+        if clusters
+        else []
+    )
     context = {
         "clusters": rows,
         "health": health,
@@ -97,12 +114,12 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
     q = request.GET.get("q", "")
     context = {
         "cluster": c,
-        "counts": queries.cluster_counts(c, namespaces),
-        "nodes": queries.node_summaries(c, namespaces),
+        "counts": visible_counts(access, c, queries.cluster_counts(c, namespaces)),
+        "nodes": visible_node_summaries(access, c, queries.node_summaries(c, namespaces)),
         "namespaces": queries.namespace_summaries(c, namespaces),
         "q": q,
         "results": queries.search_visible_pods(c, q, namespaces) if q.strip() else None,
-        "health": queries.collector_health([c.id]),
+        "health": visible_health(access, [c], queries.collector_health([c.id])),
     }
     return render(request, "timelines/cluster.html", context)
 
@@ -110,6 +127,10 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
 @login_required
 def node(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
     c = _cluster_or_404(request, cluster)
+    try:
+        require_node(access_for(request), c, node)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
     page = {
         "kind": "node",
         "cluster": c.name,
@@ -128,6 +149,10 @@ def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpRespons
     access = access_for(request)
     c = _cluster_or_404(request, cluster)
     _namespace_or_404(request, c, namespace)
+    try:
+        require_known_namespace(c, namespace)
+    except queries.NotFound as exc:
+        raise Http404(str(exc)) from None
     page = {
         "kind": "namespace",
         "cluster": c.name,

@@ -23,6 +23,14 @@ from timelines import queries
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, Workload
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
+from timelines.web.visibility import (
+    require_known_namespace,
+    require_node,
+    strip_node_lanes,
+    visible_counts,
+    visible_health,
+    visible_node_summaries,
+)
 
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
@@ -178,17 +186,21 @@ def clusters(request: HttpRequest, access: Access) -> Any:
                 "origin": c.origin,
                 "read_only": c.read_only,
                 "namespaces": None if access.whole_cluster(c) else sorted(access.namespace_filter(c) or ()),
-                "counts": queries.cluster_counts(c, access.namespace_filter(c)),
+                "counts": visible_counts(access, c, queries.cluster_counts(c, access.namespace_filter(c))),
             }
         )
-    health = queries.collector_health([c.id for c in access.clusters()]) if access.superuser or out else []
+    readable = list(access.clusters())
+    health = (
+        visible_health(access, readable, queries.collector_health([c.id for c in readable])) if out else []
+    )
     return {"clusters": out, "collectors": health}
 
 
 @api_view
 def nodes(request: HttpRequest, access: Access, cluster: str) -> Any:
     c = readable_cluster(access, cluster)
-    return {"cluster": c.name, "nodes": queries.node_summaries(c, access.namespace_filter(c))}
+    nodes = visible_node_summaries(access, c, queries.node_summaries(c, access.namespace_filter(c)))
+    return {"cluster": c.name, "nodes": nodes}
 
 
 @api_view
@@ -307,12 +319,13 @@ def _window_response(
         scope=scope,
         **kw,
     )
-    return json_response(data, request=request)
+    return json_response(strip_node_lanes(access, c, data), request=request)
 
 
 @api_view
 def node_timeline(request: HttpRequest, access: Access, cluster: str, node: str) -> Any:
     c = readable_cluster(access, cluster)
+    require_node(access, c, node)
     return _window_response(request, access, c, {"kind": "node", "name": node}, node=node)
 
 
@@ -320,6 +333,7 @@ def node_timeline(request: HttpRequest, access: Access, cluster: str, node: str)
 def namespace_timeline(request: HttpRequest, access: Access, cluster: str, namespace: str) -> Any:
     c = readable_cluster(access, cluster)
     require_namespace(access, c, namespace)
+    require_known_namespace(c, namespace)
     return _window_response(request, access, c, {"kind": "namespace", "name": namespace}, namespace=namespace)
 
 

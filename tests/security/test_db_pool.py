@@ -1,0 +1,90 @@
+"""PODLIFE_DB_POOL_MAX: psycopg's pool through Django's PostgreSQL backend bounds one server process's
+database connections, however many requests run at once (a settings-only step towards issue #18,
+finding 4; the 503 limit and the load test come with the derive stage)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+from django.contrib.auth.models import User
+from django.db import connection
+
+from podlife_site.env import database_from_url
+from tests.security.conftest import deployment_env, strong_key
+from timelines.web.access import create_token
+
+CLIENTS = 24
+POOL = 3
+
+
+def test_the_pool_setting_turns_persistent_connections_off() -> None:
+    url = "postgres://u:p@db:5432/podlife"
+    assert database_from_url("DATABASE_URL", url)["CONN_MAX_AGE"] == 60
+    pooled = database_from_url("DATABASE_URL", url, pool_max=5)
+    assert pooled["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 5, "timeout": 30}  # type: ignore[index]
+    assert pooled["CONN_MAX_AGE"] == 0 and pooled["CONN_HEALTH_CHECKS"] is False
+
+
+def storm(serve: Any, database: str, pool_max: int, token: str) -> tuple[list[int], int]:
+    """``CLIENTS`` concurrent API requests against a uvicorn subprocess; (statuses, most connections the
+    server held at once, sampled from pg_stat_activity by its application_name)."""
+    name = f"podlife-pool-test-{pool_max}"
+    s = connection.settings_dict
+    url = f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{database}?application_name={name}"
+    server = serve(
+        deployment_env(SECRET_KEY=strong_key(), DATABASE_URL=url, PODLIFE_DB_POOL_MAX=str(pool_max))
+    )
+    most, done = 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal most
+        with psycopg.connect(
+            host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=database, autocommit=True
+        ) as watcher:
+            while not done.is_set():
+                count = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+                ).fetchone()
+                most = max(most, count[0] if count else 0)
+                time.sleep(0.01)
+
+    watcher = threading.Thread(target=sample)
+    watcher.start()
+    start = threading.Barrier(CLIENTS)
+
+    def get(_: int) -> int:
+        start.wait()
+        answer = requests.get(
+            f"{server.url}/api/v1/clusters", headers={"Authorization": f"Bearer {token}"}, timeout=120
+        )
+        return answer.status_code
+
+    try:
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            statuses = list(pool.map(get, range(CLIENTS)))
+    finally:
+        done.set()
+        watcher.join()
+    return statuses, most
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_many_concurrent_requests_use_at_most_the_pools_connections(serve: Any, lab: Any) -> None:
+    """GIVEN a server process with PODLIFE_DB_POOL_MAX=3 WHEN 24 clients ask at once THEN every answer is
+    200 and the process never holds more than 3 connections (without the pool it holds one per request
+    thread: the figure is printed beside it)."""
+    token = create_token(User.objects.create_superuser("root", "root@example.invalid", "pw"))
+    database = connection.settings_dict["NAME"]
+    statuses, pooled_most = storm(serve, database, POOL, token)
+    assert statuses == [200] * CLIENTS
+    assert 1 <= pooled_most <= POOL
+    statuses, unpooled_most = storm(serve, database, 0, token)
+    assert statuses == [200] * CLIENTS
+    print(f"connections held at most: pooled {pooled_most} (max {POOL}), unpooled {unpooled_most}")
