@@ -50,6 +50,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
 	$(PY) bench/export.py
+	$(PY) bench/audit.py
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 
 clean:

@@ -24,10 +24,13 @@ that runs podlife's pages (Django runs every synchronous view of an ASGI process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import gc
 import logging
+import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -42,7 +45,7 @@ from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers.audit import AuditParser
 from timelines import store
 from timelines.ingest import ingest_observations
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.models import Cluster
 
 log = logging.getLogger(__name__)
@@ -53,12 +56,36 @@ MAX_REPORTED: Final = 10
 CLUSTER_OBJECT_KINDS: Final = frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.PDB, Kind.PDB_DELETED})
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an input is parsed (as the watch does while it decodes).
+
+    Parsing allocates many small dicts that stay alive until their batch is stored, and the generational
+    passes kept re-scanning them; none of them form cycles, so reference counting frees them all the same.
+    Whoever found the collector enabled re-enables it, so it can only end up enabled early, never stay off.
+    """
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class AuditIngest:
     """Audit input into one cluster: parse, store in batches of ``flush_every``, count what was lost.
 
     ``feed_lines`` (files of any size) or ``feed_bytes`` (a request body), then ``close``. With
     ``derive=False`` nothing is re-derived while storing: the caller re-derives ``result.pods_touched`` and
     the nodes and PDBs of ``cluster_objects`` once at the end (``timelines.ingest.derive_new``).
+
+    With ``background=True`` a writer thread stores each batch while the next one is parsed (at most two
+    batches wait for it), as the watch's writers do: parsing is Python, a COPY mostly waits on the
+    database. The writer opens its own database connection (so, in tests, only a transactional database
+    sees its rows) and closes it at ``close``. ``save`` is the store call (``ingest_observations`` by
+    default; ``bench/audit.py`` also measures ``store.save_observations`` alone).
     """
 
     def __init__(
@@ -68,6 +95,8 @@ class AuditIngest:
         derive: bool = False,
         flush_every: int = FLUSH_EVERY,
         max_document_bytes: int | None = None,
+        background: bool = False,
+        save: Callable[[Cluster, list[AnyObservation]], store.SaveResult] | None = None,
     ) -> None:
         self.cluster = cluster
         self.parser = (
@@ -76,10 +105,17 @@ class AuditIngest:
             else AuditParser(max_document_bytes=max_document_bytes)
         )
         self.result = store.SaveResult()
-        self.cluster_objects: list[Observation] = []  # stored node / PDB snapshots, for their lanes
-        self._pending: list[Observation] = []
-        self._derive = derive
+        self.cluster_objects: list[AnyObservation] = []  # stored node / PDB snapshots, for their lanes
+        self._pending: list[AnyObservation] = []
         self._flush_every = flush_every
+        self._save = save or functools.partial(ingest_observations, derive=derive)
+        self._queue: queue.Queue[list[AnyObservation] | None] | None = None
+        self._writer: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=2)
+            self._writer = threading.Thread(target=self._write, name="audit-writer", daemon=True)
+            self._writer.start()
 
     def feed_lines(self, lines: Iterable[bytes | str]) -> None:
         self._take(self.parser.read_lines(lines))
@@ -87,26 +123,72 @@ class AuditIngest:
     def feed_bytes(self, body: bytes) -> None:
         self._take(self.parser.read_bytes(body))
 
-    def _take(self, observations: Iterator[Observation]) -> None:
-        for obs in observations:
-            self._pending.append(obs)
-            if len(self._pending) >= self._flush_every:
-                self.flush()
+    def _take(self, observations: Iterator[AnyObservation]) -> None:
+        with gc_paused():
+            for obs in observations:
+                self._pending.append(obs)
+                if len(self._pending) >= self._flush_every:
+                    self.flush()
 
     def flush(self) -> None:
+        """Hand the parsed observations to the store (to the writer thread, when there is one)."""
+        self._raise_failure()
         if not self._pending:
             return
-        saved = ingest_observations(self.cluster, self._pending, derive=self._derive)
-        self.result.merge(saved)
-        self.cluster_objects += [
-            o for o in self._pending if o.kind in CLUSTER_OBJECT_KINDS and o.dedupe_key in saved.stored_keys
-        ]
-        self._pending = []
+        batch, self._pending = self._pending, []
+        if self._queue is None:
+            self._store(batch)
+        else:
+            self._queue.put(batch)
+
+    def drain(self) -> None:
+        """Flush, and wait until everything handed over is stored (``result`` is then complete)."""
+        self.flush()
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_failure()
 
     def close(self) -> store.SaveResult:
-        self.flush()
+        try:
+            self.drain()
+        finally:
+            if self._queue is not None and self._writer is not None:
+                self._queue.put(None)
+                self._writer.join()
+                self._queue = None
+        self._raise_failure()
         self.parser.close()
         return self.result
+
+    def _store(self, batch: list[AnyObservation]) -> None:
+        saved = self._save(self.cluster, batch)
+        self.result.merge(saved)
+        self.cluster_objects += [
+            o for o in batch if o.kind in CLUSTER_OBJECT_KINDS and o.dedupe_key in saved.stored_keys
+        ]
+
+    def _write(self) -> None:
+        """The writer thread: store batches in the order they were parsed until told to stop. After a
+        failure it keeps taking batches (so the parser is never left waiting) and stores none."""
+        assert self._queue is not None
+        try:
+            while True:
+                batch = self._queue.get()
+                try:
+                    if batch is None:
+                        return
+                    if self._failure is None:
+                        self._store(batch)
+                except BaseException as exc:  # handed to the parsing thread, which raises it
+                    self._failure = exc
+                finally:
+                    self._queue.task_done()
+        finally:
+            connections.close_all()  # this thread's connection
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     def report(self) -> dict[str, Any]:
         """The counts a person (or the API server's log) reads: what was read, stored, skipped and lost."""

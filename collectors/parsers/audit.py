@@ -29,12 +29,13 @@ goes on.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
@@ -44,6 +45,7 @@ import orjson
 from collectors.parsers.k8s_objects import (
     node_observation,
     normalize_pod,
+    normalize_time,
     parse_time,
     pdb_observation,
     pod_observation,
@@ -147,14 +149,19 @@ CONTROLLER_ACCOUNTS: Final = frozenset(
 # -------------------------------------------------------------------------------------------- small readers
 
 
+_EMPTY: Final[Mapping[str, Any]] = {}
+
+
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # ``type(...) is dict`` first: decoded JSON is plain dicts, and the ABC check is slow on this hot path.
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def _str(value: Any) -> str | None:
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return value if value else None
-    if value is None or isinstance(value, Mapping | list | tuple):
+    if value is None or kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -191,6 +198,30 @@ def _strings(value: Any) -> list[str] | None:
     if not isinstance(value, list | tuple):
         return None
     return [s for s in (_str(v) for v in value[:MAX_LIST]) if s is not None]
+
+
+def _time(value: Any) -> datetime | None:
+    """An audit time (MicroTime: ``2024-06-07T06:54:00.123456Z``) as an aware UTC datetime, or None.
+
+    The API's own form is read by the C parser; anything else (nanoseconds, offsets, Go's zero time) goes
+    through ``k8s_objects.parse_time``."""
+    if isinstance(value, str) and len(value) == 27 and value[-1] == "Z":
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            return parse_time(value)
+        return at if at.year > 1 else None
+    return parse_time(value)
+
+
+def _query(uri: str) -> dict[str, list[str]]:
+    """The query parameters of a request URI (``dryRun``, ``gracePeriodSeconds``, ...)."""
+    if "?" not in uri:
+        return {}
+    try:
+        return parse_qs(uri.partition("?")[2].partition("#")[0], max_num_fields=64)
+    except ValueError:
+        return {}
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -460,23 +491,37 @@ def _delete_options(
 
 
 def _status_summary(status: Mapping[str, Any], *, partial: bool) -> dict[str, Any]:
-    """The pod status fields a write carries, read with the pod normalizer (only the keys present)."""
-    probe = {"metadata": {"name": "_", "uid": "_"}, "status": status}
-    normalized = normalize_pod(probe)
+    """The pod status fields a write carries, read as the pod normalizer reads them (only the keys present;
+    conditions and containers through ``normalize_pod`` itself, when the write has any)."""
     summary: dict[str, Any] = {"partial": partial}
-    for key, source in (
-        ("phase", "phase"),
-        ("reason", "reason"),
-        ("message", "message"),
-        ("start_time", "startTime"),
-    ):
-        if source in status:
-            summary[key] = normalized[key] if key != "message" else _text(normalized[key])
-    if "conditions" in status:
-        summary["conditions"] = normalized["conditions"]
-    if any(k in status for k in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")):
-        summary["containers"] = normalized["containers"]
+    if "phase" in status:
+        summary["phase"] = _k8s_str(status.get("phase"))
+    if "reason" in status:
+        summary["reason"] = _k8s_str(status.get("reason"))
+    if "message" in status:
+        summary["message"] = _text(_k8s_str(status.get("message")))
+    if "startTime" in status:
+        summary["start_time"] = normalize_time(status.get("startTime"))
+    lists = "conditions" in status, any(k in status for k in _STATUS_LISTS)
+    if any(lists):
+        normalized = normalize_pod({"metadata": {"name": "_", "uid": "_"}, "status": status})
+        if lists[0]:
+            summary["conditions"] = normalized["conditions"]
+        if lists[1]:
+            summary["containers"] = normalized["containers"]
     return summary
+
+
+_STATUS_LISTS: Final = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
+def _k8s_str(value: Any) -> str | None:
+    """A string field as ``k8s_objects`` renders it (numbers and booleans as text; "" kept)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _node_change(verb: str, request: Any) -> dict[str, Any] | None:
@@ -622,16 +667,20 @@ class AuditParser:
                     continue
                 mode = "text"
             if mode == "jsonl":
-                try:
-                    document = orjson.loads(stripped)
-                except orjson.JSONDecodeError as exc:
-                    self._reject("bad_json", f"line {number}: {exc}")
-                    continue
-                yield from self.feed_document(document, where=f"line {number}")
+                yield from self._line(stripped, f"line {number}")
             else:
                 yield from self._legacy_line(stripped, where=f"line {number}")
         if mode == "document":
             yield from self.read_bytes(b"".join(held))
+
+    def _line(self, line: bytes, where: str) -> list[Observation]:
+        """One JSON Lines line: a document, or a rejection naming the line."""
+        try:
+            document = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._reject("bad_json", f"{where}: {exc}")
+            return []
+        return self.feed_document(document, where=where)
 
     def read_bytes(self, data: bytes) -> Iterator[Observation]:
         """Observations from a whole body: one JSON document (EventList, array, envelope), JSON Lines,
@@ -653,7 +702,13 @@ class AuditParser:
         try:
             document = orjson.loads(stripped)
         except orjson.JSONDecodeError:
-            yield from self._concatenated(stripped.decode("utf-8", "replace"))
+            first = stripped.split(b"\n", 1)[0].strip()
+            try:
+                orjson.loads(first)
+            except orjson.JSONDecodeError:  # documents back to back, or one cut short
+                yield from self._concatenated(stripped.decode("utf-8", "replace"))
+                return
+            yield from self.read_lines(stripped.split(b"\n"))  # JSON Lines: the first line decides so
             return
         yield from self.feed_document(document, where="document")
 
@@ -965,8 +1020,8 @@ class AuditParser:
         if stage not in COMPLETED_STAGES:
             self.skipped["unknown_stage"] += 1
             return []
-        requested_at = parse_time(event.get("requestReceivedTimestamp"))
-        completed_at = parse_time(event.get("stageTimestamp"))
+        requested_at = _time(event.get("requestReceivedTimestamp"))
+        completed_at = _time(event.get("stageTimestamp"))
         at = completed_at or requested_at
         if at is None:
             self._reject("no_time", f"{where} ({audit_id})")
@@ -1017,8 +1072,7 @@ class AuditParser:
     ) -> list[Observation]:
         level = _str(event.get("level"))
         uri = _str(event.get("requestURI")) or ""
-        path = request_path(uri)
-        query = path.query if path is not None else {}
+        query = _query(uri)
         request = _object(event.get("requestObject"))
         response = _object(event.get("responseObject"))
         status = _map(_object(event.get("responseStatus")))
@@ -1043,10 +1097,11 @@ class AuditParser:
             for c in map(_map, raw_causes[:MAX_LIST] if isinstance(raw_causes, list) else [])
         ]
         message = _text(status.get("message"))
+        body = _map(request)
         dry_run = (
             bool(query.get("dryRun"))
-            or bool(_strings(_map(request).get("dryRun")))
-            or bool(_strings(_map(_map(request).get("deleteOptions")).get("dryRun")))
+            or bool(_strings(body.get("dryRun")))
+            or bool(_strings(_map(body.get("deleteOptions")).get("dryRun")))
         )
         user = _user(event.get("user"))
         impersonated = _user(event.get("impersonatedUser"))
@@ -1068,9 +1123,9 @@ class AuditParser:
 
         uid = (
             _str(ref.get("uid"))
-            or _str(_map(_map(request).get("metadata")).get("uid"))
-            or _str(_map(_map(request).get("preconditions")).get("uid"))
-            or _str(_map(_map(_map(request).get("deleteOptions")).get("preconditions")).get("uid"))
+            or _str(_map(body.get("metadata")).get("uid"))
+            or _str(_map(body.get("preconditions")).get("uid"))
+            or _str(_map(_map(body.get("deleteOptions")).get("preconditions")).get("uid"))
         )
         if uid is None and isinstance(response, Mapping) and response.get("kind") == kind:
             uid = _str(_map(response.get("metadata")).get("uid"))
@@ -1079,7 +1134,7 @@ class AuditParser:
         if resource == "nodes":
             node = name
         elif subresource == "binding":
-            binding_node = _str(_map(_map(request).get("target")).get("name"))
+            binding_node = _str(_map(body.get("target")).get("name"))
             node = binding_node
         elif actor["kind"] == "kubelet":
             node = actor["name"]
@@ -1140,7 +1195,7 @@ class AuditParser:
         key_id = audit_id if len(audit_id) <= 100 else digest_key(audit_id)
         # The auditID comes from the client's Audit-ID header when it sends one: the digest of what the
         # request was keeps two different requests that reuse an ID apart, and the same event re-sent equal.
-        fingerprint = digest_key(verb, uri, effective, _iso(requested_at))[:12]
+        fingerprint = _fingerprint(verb, uri, effective, payload["requested_at"])
         audit = Observation(
             kind=Kind.AUDIT,
             source=Source.AUDIT,
@@ -1161,7 +1216,7 @@ class AuditParser:
         whole object an ``update`` sent with its resourceVersion (the server took exactly that state)."""
         if subresource not in ("", "status", "ephemeralcontainers", "resize"):
             return []  # eviction and binding answer with a Status
-        bodies: list[tuple[Mapping[str, Any], str]] = []
+        bodies: list[tuple[Mapping[str, Any], str, str | None]] = []  # (object, watch type, replaced version)
         if isinstance(response, Mapping) and response.get("kind") == kind:
             if verb == "create":
                 watch = "ADDED"
@@ -1169,38 +1224,50 @@ class AuditParser:
                 watch = "DELETED" if _gone(response) else "MODIFIED"
             else:
                 watch = "MODIFIED"
-            bodies.append((response, watch))
+            bodies.append((response, watch, None))
         elif isinstance(response, Mapping) and response.get("kind") == f"{kind}List":
             items = response.get("items")
             for item in items if isinstance(items, list) else []:
                 if isinstance(item, Mapping):
-                    bodies.append(({"kind": kind, **item}, "DELETED" if _gone(item) else "MODIFIED"))
+                    bodies.append(({"kind": kind, **item}, "DELETED" if _gone(item) else "MODIFIED", None))
         elif (
             verb == "update"
             and isinstance(request, Mapping)
             and request.get("kind") == kind
-            and _str(_map(request.get("metadata")).get("resourceVersion"))
+            and (replaced := _str(_map(request.get("metadata")).get("resourceVersion")))
         ):
-            bodies.append((_strip_version(request), "MODIFIED"))
+            bodies.append((_strip_version(request), "MODIFIED", replaced))
         out: list[Observation] = []
-        for body, watch in bodies:
+        for body, watch, replaced in bodies:
             if kind == "Pod":
-                out.append(pod_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT))
+                obs = pod_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
             elif kind == "Node":
                 obs = node_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
                 fingerprint = str(obs.payload.get("fingerprint"))
                 if watch != "DELETED" and self._node_fingerprints.get(obs.payload["name"]) == fingerprint:
                     continue  # a heartbeat: nothing podlife keeps changed
                 self._node_fingerprints[obs.payload["name"]] = fingerprint
-                out.append(obs)
             else:
-                out.append(pdb_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT))
+                obs = pdb_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
+            if replaced is not None:
+                # The state written over resourceVersion R: one successful update can follow R (a second one
+                # sent with R fails with 409), so this names the state even though its own version is not in
+                # the event, and a state that comes back later is not mistaken for the earlier one.
+                version = replaced if len(replaced) <= 64 else digest_key(replaced)
+                obs = replace(obs, dedupe_key=f"{obs.kind}:{obs.payload['uid']}:after:{version}")
+            out.append(obs)
         return out
 
     def _reject(self, reason: str, where: str) -> None:
         self.rejected[reason] += 1
         if sum(1 for e in self.examples if e.startswith(f"{reason}:")) < MAX_EXAMPLES:
             self.examples.append(f"{reason}: {where}")
+
+
+def _fingerprint(*parts: str | None) -> str:
+    """12 hex digits of sha1 over the parts (what ``digest_key`` computes, without its generality)."""
+    text = "\x1f".join(part or "" for part in parts)
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:12]
 
 
 def _no_constant(name: str) -> Any:

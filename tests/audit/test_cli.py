@@ -17,7 +17,8 @@ from timelines import queries
 from timelines.lifecycle.observation import Kind
 from timelines.models import Node, Observation, PodDisruptionBudget
 
-pytestmark = pytest.mark.django_db
+# The command stores from a writer thread, on its own connection: only committed rows are seen by both.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SCENARIOS = [
     "drain-refused-evictions.jsonl",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tests.audit.helpers import audits, by_id, parsed
+from tests.audit.helpers import FIXTURES, audits, by_id, parsed
 from timelines.lifecycle.observation import Kind, Source
 
 
@@ -296,3 +296,30 @@ def test_cordon_uncordon_every_way() -> None:
         (None, True, 0),
     ]
     assert result.skipped["node_heartbeat"] == 2  # the Metadata-level heartbeat and the unchanged one
+
+
+def test_a_state_that_comes_back_is_a_new_snapshot() -> None:
+    """GIVEN the disruption controller writing a PDB's status 1, 0, then 1 again (whole-object PUTs) THEN
+    three snapshots, keyed by the version each replaced: the third is not taken for the first."""
+    import json
+
+    from collectors.parsers.audit import parse_audit
+
+    line = next(
+        json.loads(raw)
+        for raw in (FIXTURES / "drain-refused-evictions.jsonl").read_text().splitlines()
+        if '"d15c0a7e-4444-4555-8666-c77788889999"' in raw and '"ResponseComplete"' in raw
+    )
+    events = []
+    for i, allowed in enumerate([1, 0, 1]):
+        event = json.loads(json.dumps(line))
+        event["auditID"] = f"pdb-write-{i}"
+        event["requestObject"]["metadata"]["resourceVersion"] = str(48790 + i)
+        event["requestObject"]["status"]["disruptionsAllowed"] = allowed
+        events.append(json.dumps(event))
+    pdbs = [o for o in parse_audit("\n".join(events).encode()).observations if o.kind == Kind.PDB]
+    assert [(o.dedupe_key, o.payload["status"]["disruptions_allowed"]) for o in pdbs] == [
+        ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48790", 1),
+        ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48791", 0),
+        ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48792", 1),
+    ]

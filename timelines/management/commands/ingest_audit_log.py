@@ -103,7 +103,7 @@ class Command(BaseCommand):
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         if target.read_only:
             raise CommandError(f"--cluster {cluster!r} is read-only (an imported incident) and takes no data")
-        ingest = AuditIngest(target)
+        ingest = AuditIngest(target, background=True)  # a writer thread stores while the next batch parses
         failures: list[str] = []
         inputs = 0
         for name in input_paths(files):
@@ -146,7 +146,7 @@ class Command(BaseCommand):
         before = (result.received, result.stored, result.duplicates, len(result.rejected))
         problems: list[str] = []
         ingest.feed_lines(read_lines(stream, problems, name))
-        ingest.flush()
+        ingest.drain()  # this input's batches stored: its counts are complete
         events = parser.events - before_events
         skipped = parser.skipped - before_skipped
         unreadable = parser.rejected - before_rejected
