@@ -60,6 +60,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
 	$(PY) bench/export.py
+	$(PY) bench/audit.py
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 

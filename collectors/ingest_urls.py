@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from collectors import ingest_http
+from collectors import ingest_audit, ingest_http
 
 urlpatterns = [
     path("v1/traces", ingest_http.otlp_traces, name="otlp-traces"),
     path("ingest/v1/kubelet-logs", ingest_http.kubelet_logs, name="ingest-kubelet-logs"),
+    path("ingest/v1/audit", ingest_audit.audit_webhook, name="ingest-audit"),
 ]

@@ -178,6 +178,11 @@ PODLIFE_FORM_MAX_BODY_BYTES = env_int("PODLIFE_FORM_MAX_BODY_BYTES", 64 * 1024, 
 PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)
 # The cap after gzip/deflate: a small body that inflates past it is refused (a gzip bomb never fills memory).
 PODLIFE_INGEST_MAX_DECODED_BYTES = env_int("PODLIFE_INGEST_MAX_DECODED_BYTES", 64 * 1024**2, minimum=1024)
+# The audit webhook (collectors/ingest_audit.py): batches stored at once per process, batches that may wait,
+# and the Retry-After of the 429 that turns the next one away (docs/audit.md).
+PODLIFE_AUDIT_WORKERS = env_int("PODLIFE_AUDIT_WORKERS", 2, minimum=1, maximum=64)
+PODLIFE_AUDIT_QUEUE = env_int("PODLIFE_AUDIT_QUEUE", 4, minimum=0, maximum=1024)
+PODLIFE_AUDIT_RETRY_AFTER_S = env_int("PODLIFE_AUDIT_RETRY_AFTER_S", 5, minimum=1, maximum=3600)
 
 # --- incident bundles -------------------------------------------------------------------------------------
 PODLIFE_EXPORT_DIR = Path(env_str("PODLIFE_EXPORT_DIR", str(BASE_DIR / "var" / "exports")))

@@ -32,6 +32,7 @@ class Kind:
     PDB_DELETED = "pdb_deleted"
     WORKLOAD = "workload"  # a Deployment / StatefulSet / DaemonSet / ReplicaSet snapshot
     WORKLOAD_DELETED = "workload_deleted"
+    AUDIT = "audit"  # one audited API request: verb, object, actor, answer (docs/audit.md)
 
     ALL = frozenset(
         {
@@ -48,6 +49,7 @@ class Kind:
             PDB_DELETED,
             WORKLOAD,
             WORKLOAD_DELETED,
+            AUDIT,
         }
     )
 
@@ -61,8 +63,9 @@ class Source:
     KUBELET_SPAN = "kubelet_span"
     KUBELET_METRICS = "kubelet_metrics"
     SYNTHETIC = "synthetic"  # made by podlife itself, e.g. a deletion inferred after a relist
+    AUDIT = "audit"  # the API server's audit log (audit.k8s.io/v1): files, the webhook backend, exports
 
-    ALL = frozenset({API, OFFLINE, KUBELET_LOG, KUBELET_SPAN, KUBELET_METRICS, SYNTHETIC})
+    ALL = frozenset({API, OFFLINE, KUBELET_LOG, KUBELET_SPAN, KUBELET_METRICS, SYNTHETIC, AUDIT})
 
 
 class Transition:
