@@ -5,8 +5,8 @@ view runs, so a view's own limit comes too late: a 1 GiB POST without a token wa
 before its 401. This middleware sees the request first and, per route:
 
 * refuses a ``Content-Length`` over the route's limit with 413 without reading a byte of the body;
-* refuses a request without valid credentials where the route needs them (ingest token on ``/v1/traces``
-  and ``/ingest/v1/kubelet-logs``, a staff user's session or API token on ``POST /import``) with 401 / 403,
+* refuses a request without valid credentials where the route needs them (ingest token on ``/v1/traces``,
+  ``/ingest/v1/kubelet-logs`` and ``/ingest/v1/audit``, a staff user's session or API token on ``POST /import``) with 401 / 403,
   again before reading;
 * counts a body without ``Content-Length`` (chunked) as Django reads it and stops it one chunk past the
   limit: Django sees the client as gone and answers nothing, this middleware answers 413.
@@ -120,6 +120,7 @@ INGEST: Final = Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, styl
 ROUTES: Final[dict[str, Route]] = {
     "/v1/traces": Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="otlp"),
     "/ingest/v1/kubelet-logs": INGEST,
+    "/ingest/v1/audit": INGEST,
     "/import": Route("PODLIFE_IMPORT_MAX_BYTES", extra=MULTIPART_ROOM, check=_staff_user, style="json"),
     "/accounts/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),
     "/admin/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),

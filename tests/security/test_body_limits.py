@@ -154,6 +154,7 @@ def answered(server: Server, path: str) -> Seen:
     [
         ("/v1/traces", {"Content-Type": "application/x-protobuf"}, GIB, 401),
         ("/ingest/v1/kubelet-logs?cluster=lab&node=n", {"Content-Type": "text/plain"}, GIB, 401),
+        ("/ingest/v1/audit", {"Content-Type": "application/json"}, GIB, 401),
         ("/accounts/login/", {"Content-Type": "application/x-www-form-urlencoded"}, GIB, 413),
         ("/import", {"Content-Type": "multipart/form-data; boundary=x"}, 200 * MIB, 401),
         ("/v1/traces", {"Content-Type": "application/x-protobuf"}, None, 401),
@@ -162,6 +163,7 @@ def answered(server: Server, path: str) -> Seen:
     ids=[
         "otlp-1GiB-no-token",
         "logs-1GiB-no-token",
+        "audit-1GiB-no-token",
         "login-1GiB",
         "import-anonymous",
         "otlp-chunked-no-token",
