@@ -170,8 +170,8 @@ def test_metrics_are_aggregates_not_rows(client, settings, live_cluster, django_
     """However many findings there are, a scrape costs the same few queries."""
     for i in range(50):
         make_finding(live_cluster, pod_uid=f"x{i}", namespace=f"ns{i % 5}")
-    settings.PODLIFE_METRICS_TOKEN = ""
+    settings.PODLIFE_METRICS_TOKEN = "scrape-token"
     with django_assert_max_num_queries(12):
-        response = client.get("/metrics")
+        response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token")
     text = response.content.decode()
     assert text.count("podlife_findings_open{") == 5

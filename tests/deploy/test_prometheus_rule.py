@@ -69,8 +69,8 @@ def findings_rules(fired: dict[str, list[dict[str, str]]]) -> dict[str, list[dic
 
 
 def scrape(client, settings) -> list[Sample]:
-    settings.PODLIFE_METRICS_TOKEN = ""
-    response = client.get("/metrics")
+    settings.PODLIFE_METRICS_TOKEN = "scrape-token"  # /metrics is closed without one (docs/security.md)
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token")
     assert response.status_code == 200
     return parse_scrape(response.content.decode())
 
