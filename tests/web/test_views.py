@@ -164,11 +164,12 @@ def test_overview_counts_pods_and_findings_by_kind_and_severity(admin_user: Any,
 
 def test_overview_counts_only_what_a_namespace_grant_reads(fleet: Cluster) -> None:
     """GIVEN a user granted namespace team-a of fleet WHEN they open the overview THEN pods and findings
-    are counted in team-a only (no node finding: that needs the whole cluster)."""
+    are counted in team-a only (no node finding: that needs the whole cluster), and nodes only where
+    team-a's pods ran (docs/security.md: a namespace grant reveals no other node)."""
     user = User.objects.create_user("team-a-reader", password=PASSWORD)
     grant(user, fleet, "team-a")
     page = tables(logged_in(user).get("/").content.decode())
-    assert page.tables["clusters"][1:] == [["fleet", "watched live", "2", "2 / 3", "3"]]
+    assert page.tables["clusters"][1:] == [["fleet", "watched live", "1", "2 / 3", "3"]]
     assert page.tables["finding-counts"][1:] == [
         ["fleet", "crash_loop", "warning", "1"],
         ["fleet", "stuck_terminating", "critical", "2"],
