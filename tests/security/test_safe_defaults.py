@@ -141,11 +141,14 @@ def test_error_pages_of_a_deployment_never_show_its_settings(serve: Any) -> None
         REDIS_URL=f"redis://:{REDIS_PASSWORD}@{dead}/0",
     )
     server = serve(env)
-    failed = requests.get(f"{server.url}/healthz", timeout=30)
+    # A session cookie makes the overview look its session up in the (dead) database: a 500.
+    failed = requests.get(f"{server.url}/", cookies={"sessionid": "x" * 32}, timeout=30)
     missing = requests.get(f"{server.url}/no/such/page", timeout=30)
+    unready = requests.get(f"{server.url}/readyz", timeout=30)
     assert failed.status_code == 500
     assert missing.status_code == 404
-    for response in (failed, missing):
+    assert unready.status_code == 503
+    for response in (failed, missing, unready):
         body = response.text
         for secret in (DB_PASSWORD, REDIS_PASSWORD, "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "Traceback"):
             assert secret not in body, (response.status_code, secret)
