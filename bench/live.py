@@ -7,7 +7,7 @@
    pub/sub channel layer and a uvicorn server in a subprocess. Goal: p50 ≤ 4 × raw pub/sub.
 3. Event → pixel in Chromium on the node page (110 pods): from ``publish_timelines`` to the page's own
    record of the redrawn chart (after Plotly resolved and the next animation frame), and from
-   ``ingest_observations`` of a new pod (store + derive + push) to its row drawn.
+   ``store.save_observations`` + the derive stage (``tests.flow.ingest``) of a new pod (store, derive, push) to its row drawn.
    Goals: p50 ≤ 300 ms, p99 ≤ 1 s.
 4. The node timeline endpoint (Django view in-process: auth, grants, queries, JSON) against raw SQL
    fetching the same rows. Goal: ≤ 2 ×.
@@ -89,8 +89,8 @@ def seed(pods: int) -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
+    from tests.flow import ingest as ingest_observations
     from tests.web.factories import started_pod
-    from timelines.ingest import ingest_observations
     from timelines.models import Cluster
 
     call_command("migrate", verbosity=0)
@@ -216,8 +216,8 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
 def event_to_pixel(port: int, cookie: str, n: int, new_pods: int) -> tuple[list[float], list[float]]:
     from playwright.sync_api import sync_playwright
 
+    from tests.flow import ingest as ingest_observations
     from tests.web.factories import started_pod
-    from timelines.ingest import ingest_observations
     from timelines.live import publish_timelines
 
     tls = timelines_for(110)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kombu import Queue
+
 from podlife_site.env import (
     SQLITE_OPTIONS,
     database_from_url,
@@ -124,6 +126,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimu
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to another worker
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
+# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
+CELERY_TASK_QUEUES = [Queue(PODLIFE_DEPLOYMENT), Queue(f"{PODLIFE_DEPLOYMENT}.derive")]
+CELERY_TASK_ROUTES = {"timelines.derive_dirty": {"queue": f"{PODLIFE_DEPLOYMENT}.derive"}}
 
 # --- the collector (docs/collector.md) --------------------------------------------------------------------
 # Clusters every Celery worker collects from: kubeconfig contexts and/or the cluster podlife runs in.
@@ -143,7 +149,27 @@ PODLIFE_WATCH_BATCH_S = env_float("PODLIFE_WATCH_BATCH_S", 1.0, minimum=0)
 PODLIFE_WATCH_WRITERS = env_int("PODLIFE_WATCH_WRITERS", 2, minimum=1)
 PODLIFE_WATCH_BACKOFF_S = env_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0)
 PODLIFE_WATCH_BACKOFF_MAX_S = env_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0)
-PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
+PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")
+
+# --- the derive stage (timelines/derivation.py) ------------------------------------------------------------
+PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty keys claimed at a time
+# A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
+PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
+
+# The periodic tasks, declared here rather than by the modules that hold them (celery beat reads this).
+# https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
+CELERY_BEAT_SCHEDULE = {
+    "podlife-rearm-watches": {"task": "collectors.rearm_watches", "schedule": 30.0},
+    "podlife-kubelet-pulls": {
+        "task": "collectors.schedule_kubelet_pulls",
+        "schedule": PODLIFE_KUBELET_INTERVAL_S,
+    },
+    "podlife-retention": {"task": "collectors.apply_retention", "schedule": 3600.0},
+    # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
+    "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
+    "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},
+    "podlife-purge-export-jobs": {"task": "timelines.purge_export_jobs", "schedule": 3600.0},
+}  # set: /metrics wants "Authorization: Bearer …"
 
 # --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------
 PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)

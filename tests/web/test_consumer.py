@@ -13,9 +13,9 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from tests.flow import ingest as ingest_observations
 from tests.web.conftest import UID_EVIL
 from tests.web.factories import started_pod
-from timelines.ingest import ingest_observations
 from timelines.live import group_name
 from timelines.web.routing import websocket_urlpatterns
 
