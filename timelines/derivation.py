@@ -298,21 +298,30 @@ def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
 
 
 def expand_podref(cluster: Cluster, ref: str, out: Derived) -> None:
-    """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name."""
+    """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name (the pods
+    known once this batch's rows are written: a pod derived beside it counts)."""
     namespace, _, name = ref.partition("/")
-    uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list("uid", flat=True)
-    out.mark(cluster, dirty.POD, list(uids))
+
+    def mark() -> None:
+        uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list("uid", flat=True)
+        out.mark(cluster, dirty.POD, list(uids))
+
+    out.after_writes.append(mark)
     out.count(dirty.PODREF)
 
 
 def expand_nodepods(cluster: Cluster, key: dirty.Claimed, out: Derived) -> None:
     """A node-level kubelet line (shutdown, eviction) concerns the node's pods alive around it."""
-    pods = Pod.objects.filter(cluster=cluster, node=key.key)
-    if key.t_min is not None:
-        pods = pods.exclude(deleted_at__lt=key.t_min - NODEPODS_SLACK)
-    if key.t_max is not None:
-        pods = pods.exclude(first_seen__gt=key.t_max + NODEPODS_SLACK)
-    out.mark(cluster, dirty.POD, list(pods.values_list("uid", flat=True)))
+
+    def mark() -> None:
+        pods = Pod.objects.filter(cluster=cluster, node=key.key)
+        if key.t_min is not None:
+            pods = pods.exclude(deleted_at__lt=key.t_min - NODEPODS_SLACK)
+        if key.t_max is not None:
+            pods = pods.exclude(first_seen__gt=key.t_max + NODEPODS_SLACK)
+        out.mark(cluster, dirty.POD, list(pods.values_list("uid", flat=True)))
+
+    out.after_writes.append(mark)
     out.count(dirty.NODEPODS)
 
 

@@ -25,6 +25,8 @@ pods of that name, for kubelet lines without a UID) and ``nodepods`` (a node's p
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -214,8 +216,9 @@ class Claimed:
 
 
 def new_token() -> str:
-    """A claim token: unique per claimed batch, so a worker never mistakes another batch's claim for its own."""
-    return uuid.uuid4().hex
+    """A claim token: unique per claimed batch, so a worker never mistakes another batch's claim for its own;
+    it names the host and process that holds it (what an operator, or a test, reads in ``claimed_by``)."""
+    return f"{socket.gethostname()[:24]}:{os.getpid()}:{uuid.uuid4().hex[:24]}"
 
 
 def claim(

@@ -40,7 +40,7 @@ def delta(seq: int, uid: str, namespace: str = "default") -> dict[str, Any]:
         "schema": "podlife.delta/v1",
         "group": GROUP,
         "seq": seq,
-        "timeline": timeline(uid, namespace),
+        "timelines": [timeline(uid, namespace)],
     }
 
 
