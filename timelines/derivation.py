@@ -303,7 +303,9 @@ def expand_podref(cluster: Cluster, ref: str, out: Derived) -> None:
     namespace, _, name = ref.partition("/")
 
     def mark() -> None:
-        uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list("uid", flat=True)
+        uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list(
+            "uid", flat=True
+        )
         out.mark(cluster, dirty.POD, list(uids))
 
     out.after_writes.append(mark)
