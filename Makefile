@@ -17,9 +17,11 @@ demo: $(VENV)/.installed
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
-## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set)
+## make test: ruff, mypy --strict (make typecheck), then pytest (PostgreSQL / Redis tests run when DATABASE_URL /
+## REDIS_URL are set)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too.
 	@if [ -n "$$DATABASE_URL" ]; then \
@@ -40,7 +42,8 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## make typecheck: mypy --strict on the pure packages and the demo cluster (pyproject.toml [tool.mypy])
+## make typecheck: mypy --strict (with django-stubs) on the pure packages, the demo cluster, the store, the derive
+## stage, the read layer and the live push (pyproject.toml [tool.mypy])
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
@@ -49,6 +52,7 @@ typecheck: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
+	$(PY) bench/derive.py
 	$(PY) bench/export.py
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 

@@ -181,11 +181,14 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
     """The consumer path alone: one long-lived publisher (as a Celery worker or the collector loop would
     hold) doing ``group_send`` of a delta → the websocket frame."""
     import asyncio
+    import itertools
 
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
-    from timelines.live import DELTA_SCHEMA, group_name, sequences
+    from timelines.live import DELTA_SCHEMA, group_name
+
+    sequences = itertools.count(1)  # this publisher alone numbers the bench's group here
 
     body = timelines_for(1)[0].to_json(CLUSTER)
     group = group_name("node", CLUSTER, NODE)
@@ -200,7 +203,7 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
             await asyncio.sleep(0.3)
             for _ in range(n):
                 message = {"type": "timeline.delta", "schema": DELTA_SCHEMA, "group": group,
-                           "seq": sequences.next(group), "timeline": body}  # fmt: skip
+                           "seq": next(sequences), "timelines": [body]}  # fmt: skip
                 t0 = time.perf_counter()
                 await layer.group_send(group, message)
                 frame = await asyncio.wait_for(ws.recv(), 5)
@@ -353,7 +356,7 @@ def main() -> None:
         print("\n3. event → pixel in Chromium, node page")
         pub_ms, ingest_ms = event_to_pixel(port, cookie, args.events, args.new_pods)
         pix_p50, pix_p99 = summary("publish_timelines → chart redrawn", pub_ms)
-        ing_p50, ing_p99 = summary("ingest_observations (new pod) → row drawn", ingest_ms)
+        ing_p50, ing_p99 = summary("store + derive stage (new pod) → row drawn", ingest_ms)
         print("\n4. node timeline endpoint vs raw SQL (same rows, median of 30)")
         end_ms, raw_ms, rows = endpoint_vs_sql(30)
         print(f"  endpoint {end_ms:.2f} ms, raw SQL {raw_ms:.2f} ms ({rows} rows)")

@@ -28,6 +28,7 @@ PDB derivation that follows reads committed rows.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -238,7 +239,7 @@ def _covered_pods(cluster: Cluster, namespace: str) -> list[CoveredPod]:
     for uid, start, end in Interval.objects.filter(
         cluster=cluster, namespace=namespace, lane="condition:DisruptionTarget", state="true"
     ).values_list("pod_uid", "start", "end"):
-        targets.setdefault(uid, []).append((start, end))
+        targets.setdefault(uid or "", []).append((start, end))
     return [
         CoveredPod(
             uid=p.uid,
@@ -293,7 +294,7 @@ def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
     namespace, _, name = ref.partition("/")
     rows = workload_rows(o for _, o in workload_observations(cluster, namespace, name))
     for row in rows:
-        out.writes.append(lambda row=row: store.replace_workload(cluster, row))
+        out.writes.append(functools.partial(store.replace_workload, cluster, row))
     out.count(dirty.WORKLOAD)
 
 
@@ -453,7 +454,7 @@ def mark_open_pods() -> int:
     )
     by_cluster: dict[int, set[str]] = {}
     for cluster_id, uid in rows:
-        by_cluster.setdefault(cluster_id, set()).add(uid)
+        by_cluster.setdefault(cluster_id, set()).add(uid or "")
     marked = 0
     with transaction.atomic():
         for cluster_id, uids in by_cluster.items():
@@ -470,6 +471,7 @@ def mark_cluster(cluster: Cluster) -> int:
     keys: list[dirty.MarkedKey] = [
         (dirty.POD, uid, None, None)
         for uid in obs.filter(pod_uid__isnull=False).values_list("pod_uid", flat=True).distinct()
+        if uid
     ]
     keys += [
         (dirty.NODE, n, None, None)
@@ -514,7 +516,7 @@ def _redis() -> Any:
         if _redis_client is None:
             import redis
 
-            _redis_client = redis.Redis.from_url(settings.REDIS_URL)
+            _redis_client = redis.Redis.from_url(str(settings.REDIS_URL))
         return _redis_client
 
 

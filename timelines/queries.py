@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 from django.db import connection
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
 
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
+from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity, format_time
 from timelines.lifecycle.timeline import Marker as MarkerT
-from timelines.lifecycle.timeline import PodTimeline, format_time
 from timelines.models import (
     Cluster,
     CollectorState,
@@ -28,6 +28,8 @@ from timelines.models import (
     PodDisruptionBudget,
     Workload,
 )
+
+_M = TypeVar("_M", bound=Model)
 
 
 class NotFound(LookupError):
@@ -76,14 +78,24 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
     lanes: dict[str, list[IntervalT]] = {"worker": [], "api": []}
     for row in Interval.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("lane", "start", "id"):
         lanes.setdefault(row.lane, []).append(
-            IntervalT(row.lane, row.state, row.start, row.end, row.source, row.attrs, _evidence(row.evidence))
+            IntervalT(
+                row.lane,
+                row.state,
+                row.start,
+                row.end,
+                cast(IntervalSource, row.source),
+                row.attrs,
+                _evidence(row.evidence),
+            )
         )
     markers = tuple(
-        MarkerT(m.at, m.kind, m.reason, m.message, m.attrs, _evidence(m.evidence))
+        MarkerT(m.at, cast(MarkerKind, m.kind), m.reason, m.message, m.attrs, _evidence(m.evidence))
         for m in Marker.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("at", "id")
     )
     findings = tuple(
-        FindingT(f.kind, f.severity, f.message, f.start, f.end, _evidence(f.evidence), f.attrs)
+        FindingT(
+            f.kind, cast(Severity, f.severity), f.message, f.start, f.end, _evidence(f.evidence), f.attrs
+        )
         for f in Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
@@ -459,12 +471,15 @@ def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str]
 
 
 def workload_samples(workload: Workload) -> list[dict[str, Any]]:
-    return list(
-        workload.samples.order_by("at").values("at", "replicas", "current", "ready", "updated", "available")
-    )
+    return [
+        dict(r)
+        for r in workload.samples.order_by("at").values(
+            "at", "replicas", "current", "ready", "updated", "available"
+        )
+    ]
 
 
-def _current_incarnation(qs: Any, what: str, cluster: Cluster) -> Any:
+def _current_incarnation(qs: QuerySet[_M], what: str, cluster: Cluster) -> _M:
     """The live object of a name (else the newest deleted one): names are reused, UIDs are not."""
     found = qs.order_by("deleted_at", "-created_at").first()
     if found is None:
@@ -508,11 +523,12 @@ def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
 
 
 def pdb_samples(pdb: PodDisruptionBudget) -> list[dict[str, Any]]:
-    return list(
-        pdb.samples.order_by("at").values(
+    return [
+        dict(r)
+        for r in pdb.samples.order_by("at").values(
             "at", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "reason"
         )
-    )
+    ]
 
 
 def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = None) -> list[dict[str, Any]]:

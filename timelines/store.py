@@ -456,7 +456,7 @@ def bulk_insert(model: type[models.Model], objs: list[Any]) -> None:
     if not objs:
         return
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, batch_size=1000)
+        model._default_manager.bulk_create(objs, batch_size=1000)
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
@@ -543,7 +543,7 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
         bulk_insert(Marker, markers)
         bulk_insert(Finding, findings)
         existing = {p.uid: p for p in Pod.objects.filter(cluster=cluster, uid__in=uids)}
-        new_rows = []
+        new_rows: list[Pod] = []
         for item in pods:
             row = existing.get(item.timeline.uid) or Pod(cluster=cluster, uid=item.timeline.uid)
             _fill_pod_row(row, item.timeline, item.labels)
