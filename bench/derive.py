@@ -113,6 +113,7 @@ def derive_with(workers: int, cluster: Cluster) -> tuple[int, float]:
     for p in procs:
         p.start()
     time.sleep(0.5)
+
     t0 = time.perf_counter()
     start.set()
     results = [out.get(timeout=3600) for _ in procs]

@@ -110,6 +110,22 @@ def test_storing_marks_keys_in_the_same_transaction_and_deriving_clears_them():
 
 @pytest.mark.django_db
 @pytest.mark.both_databases
+def test_a_claim_takes_at_most_its_limit_oldest_first():
+    """GIVEN 50 dirty pods WHEN a worker claims 7 THEN it holds exactly 7, the oldest marks, and the next
+    claim takes the following 7. (PostgreSQL ran an ``IN (… LIMIT 7 FOR UPDATE SKIP LOCKED)`` subquery
+    once per row and claimed all 50.)"""
+    for i in range(50):
+        store.save_observations("prod", pod_history(uid(i), f"web-{i}", upto=1))
+    dirty.fold()
+    first = dirty.claim(dirty.new_token(), limit=7, ttl=timedelta(minutes=1))
+    second = dirty.claim(dirty.new_token(), limit=7, ttl=timedelta(minutes=1))
+    assert [c.key for c in first] == [uid(i) for i in range(7)]
+    assert [c.key for c in second] == [uid(i) for i in range(7, 14)]
+    assert DirtyKey.objects.exclude(claimed_by="").count() == 14
+
+
+@pytest.mark.django_db
+@pytest.mark.both_databases
 def test_a_key_marked_again_while_claimed_stays_dirty():
     """GIVEN a claimed pod key WHEN the pod is marked again before the claimer finishes THEN finishing
     leaves it dirty (generation moved), and the next claim derives it again."""

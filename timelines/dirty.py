@@ -239,12 +239,16 @@ def claim(
         params.append(cluster_id)
     pick = f"SELECT id FROM {table} WHERE {where} ORDER BY id LIMIT %s"
     if connection.vendor == "postgresql":
-        pick += " FOR UPDATE SKIP LOCKED"
+        # ARRAY(...) is evaluated once; PostgreSQL may run an ``IN (subquery)`` once per row it joins,
+        # and with SKIP LOCKED each run picks rows the last one locked past: far more than ``limit``.
+        chosen = f"id = ANY(ARRAY({pick} FOR UPDATE SKIP LOCKED))"
+    else:
+        chosen = f"id IN ({pick})"
     params.append(limit)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET claimed_by = %s, claimed_until = %s, claimed_generation = generation "
-            f"WHERE id IN ({pick})",
+            f"WHERE {chosen}",
             [token, now + ttl, *params],
         )
         cursor.execute(

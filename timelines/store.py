@@ -542,15 +542,20 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
         bulk_insert(Interval, intervals)
         bulk_insert(Marker, markers)
         bulk_insert(Finding, findings)
-        existing = {p.uid: p for p in Pod.objects.filter(cluster=cluster, uid__in=uids)}
-        new_rows: list[Pod] = []
+        rows: list[Pod] = []
         for item in pods:
-            row = existing.get(item.timeline.uid) or Pod(cluster=cluster, uid=item.timeline.uid)
+            row = Pod(cluster=cluster, uid=item.timeline.uid)
             _fill_pod_row(row, item.timeline, item.labels)
-            if row.pk is None:
-                new_rows.append(row)
-        Pod.objects.bulk_update(list(existing.values()), _POD_FIELDS, batch_size=500)
-        Pod.objects.bulk_create(new_rows, batch_size=500)
+            rows.append(row)
+        # One INSERT … ON CONFLICT DO UPDATE for new and known pods alike (bulk_update's CASE per field and
+        # row cost seconds per 200 pods). The derive stage's claim makes this the pod's only writer.
+        Pod.objects.bulk_create(
+            rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["cluster", "uid"],
+            update_fields=_POD_FIELDS,
+        )
 
 
 _POD_FIELDS = [
