@@ -122,19 +122,7 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
     )
 
 
-def search_pods(cluster: Cluster, text: str, *, limit: int = 100) -> list[Pod]:
-    """Pods whose name, namespace, UID, owner or node contains ``text``."""
-    q = (
-        Q(name__icontains=text)
-        | Q(namespace__icontains=text)
-        | Q(uid__istartswith=text)
-        | Q(owner_name__icontains=text)
-        | Q(node__icontains=text)
-    )
-    return list(Pod.objects.filter(cluster=cluster).filter(q).order_by("-last_seen")[:limit])
-
-
-# --- the dashboard and the API (timelines/web/views.py, timelines/web/api.py) ---------------------------------------
+# --- the dashboard and the API (timelines/web/views.py, timelines/web/api/views.py) ---------------------------------
 # These take the readable namespaces (``namespaces``: None = all) from timelines/web/access.py, so a caller
 # can never forget to narrow a read to what its user may see.
 
@@ -251,7 +239,8 @@ def namespace_summaries(cluster: Cluster, namespaces: set[str] | None) -> list[d
 def search_visible_pods(
     cluster: Cluster, text: str, namespaces: set[str] | None, *, limit: int = 100
 ) -> list[Pod]:
-    """``search_pods`` narrowed to readable namespaces (the filter runs in SQL, before the limit)."""
+    """Pods whose name, namespace, UID (prefix), owner or node contains ``text``, in readable namespaces
+    (the filter runs in SQL, before the limit)."""
     text = text.strip()
     if not text:
         return []

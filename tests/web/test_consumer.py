@@ -37,7 +37,7 @@ def timeline(uid: str, namespace: str = "default", name: str = "p") -> dict[str,
 def delta(seq: int, uid: str, namespace: str = "default") -> dict[str, Any]:
     return {
         "type": "timeline.delta",
-        "schema": "podlife.delta/v1",
+        "schema": "podlife.delta/v2",
         "group": GROUP,
         "seq": seq,
         "timelines": [timeline(uid, namespace)],
