@@ -36,12 +36,13 @@ from _setup import ROOT, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
+os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")  # the lag part's uvicorn answers there
 setup_django(scratch_database=True)
 
 from django.db import connection, connections  # noqa: E402
 
 from tests.lifecycle.factories import ctr, pod  # noqa: E402
-from timelines import derivation, store  # noqa: E402
+from timelines import derivation, dirty, store  # noqa: E402
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition  # noqa: E402
 from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
@@ -188,34 +189,62 @@ def throughput(pods: int) -> None:
 
 # --- 2. lag ---------------------------------------------------------------------------------------------
 def lag(seconds: float, churn: float) -> None:
-    import orjson
-    from websockets.sync.client import connect
-
     sys.path.insert(0, str(ROOT / "bench"))
     from live import free_port, start_server
-
-    from collectors.kube import config
-    from collectors.kube.config import ClusterSource, Tunables
-    from collectors.kube.runner import Collector
 
     observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
     kubeconfig = tmp / "kubeconfig"
+    procs: list[subprocess.Popen[str]] = []
+    os.environ["DATABASE_URL"] = _database_url()  # the scratch database, for the worker and the server
+    env = {**os.environ, "LOG_LEVEL": "WARNING"}
     sim = subprocess.Popen(
         [sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", "100", "--pods-per-node", "30",
          "--churn", str(churn), "--speed", "1", "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert sim.stdout is not None and "ready" in sim.stdout.readline()
-    env = {**os.environ, "DATABASE_URL": _database_url(), "LOG_LEVEL": "WARNING"}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "podlife_site", "worker", "--pool=solo", "-l", "warning",
-         "-Q", f"{os.environ.get('PODLIFE_DEPLOYMENT', 'podlife')}.derive", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    os.environ["DATABASE_URL"] = env["DATABASE_URL"]
-    port = free_port()
-    server = start_server(port)
+    procs.append(sim)
+    try:
+        assert sim.stdout is not None and "ready" in sim.stdout.readline()
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "podlife_site",
+                    "worker",
+                    "--pool=solo",
+                    "-l",
+                    "warning",
+                    "-Q",
+                    f"{os.environ.get('PODLIFE_DEPLOYMENT', 'podlife')}.derive",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+                cwd=ROOT,
+                env=env,
+                text=True,
+            )  # fmt: skip
+        )
+        port = free_port()
+        procs.append(start_server(port))
+        _measure_lag(kubeconfig, port, seconds, churn)
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(20)
+
+
+def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> None:
+    import orjson
+    from websockets.sync.client import connect
+
+    from collectors.kube import config
+    from collectors.kube.config import ClusterSource, Tunables
+    from collectors.kube.runner import Collector
+
     name = "bench-lag"
     config.register_cluster(ClusterSource(name, str(kubeconfig), "podlife-demo", False, False, False))
     collector = Collector(
@@ -243,18 +272,21 @@ def lag(seconds: float, churn: float) -> None:
                         lags.append(now - datetime.fromisoformat(seen).timestamp())
 
     try:
-        time.sleep(10)  # the list is stored and derived before the clock starts
+        # The first list (3,000 pods) is stored and derived before the clock starts: steady churn is measured.
+        time.sleep(5)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and dirty.pending():
+            time.sleep(0.5)
         lags.clear()
-        listeners = [threading.Thread(target=listen, args=(f"node-{n:04d}",), daemon=True) for n in range(10)]
+        listeners = [
+            threading.Thread(target=listen, args=(f"scale-node-{n:05d}",), daemon=True) for n in range(10)
+        ]
         for t in listeners:
             t.start()
         time.sleep(seconds)
     finally:
         stop.set()
         collector.stop()
-        for proc in (server, worker, sim):
-            proc.terminate()
-            proc.wait(20)
     print(f"\n2. lag, scale scenario at {churn:g} pods/s churn, {seconds:g} s, websocket clients on 10 nodes")
     if not lags:
         print("  no deltas arrived")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from podlife_site.env import (
     SQLITE_OPTIONS,
@@ -128,7 +128,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
 # `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
-CELERY_TASK_QUEUES = [Queue(PODLIFE_DEPLOYMENT), Queue(f"{PODLIFE_DEPLOYMENT}.derive")]
+# Each queue binds its own routing key on the deployment's exchange (Celery's defaults would give both queues the
+# default queue's key).
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(PODLIFE_DEPLOYMENT, type="direct"), routing_key=name)
+    for name in (PODLIFE_DEPLOYMENT, f"{PODLIFE_DEPLOYMENT}.derive")
+]
 CELERY_TASK_ROUTES = {"timelines.derive_dirty": {"queue": f"{PODLIFE_DEPLOYMENT}.derive"}}
 
 # --- the collector (docs/collector.md) --------------------------------------------------------------------

@@ -320,3 +320,25 @@ def test_concurrent_workers_push_a_groups_deltas_in_sequence(settings: Any) -> N
     assert sum(1 for name, n in publishers.items() if name.startswith("derive-") and n) >= 2, publishers
     assert len(received) == sum(publishers.values()) >= 5, (received, publishers)
     assert received == list(range(received[0], received[0] + len(received))), received
+
+
+@pytest.mark.redis
+def test_derive_tasks_go_to_the_derive_queue_only(settings: Any) -> None:
+    """GIVEN the two queues WHEN a derive task and a watch step are sent THEN each lands in its own queue,
+    once."""
+    import redis
+
+    from collectors.tasks import watch_step
+    from timelines.tasks import derive_dirty_task
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    own, derive = settings.PODLIFE_DEPLOYMENT, f"{settings.PODLIFE_DEPLOYMENT}.derive"
+    client.delete(own, derive)
+    try:
+        derive_dirty_task.apply_async()
+        watch_step.apply_async(("c", "pods", "", "token", 0))
+        assert (client.llen(own), client.llen(derive)) == (1, 1)
+        assert b"timelines.derive_dirty" in client.lindex(derive, 0)
+        assert b"collectors.watch_step" in client.lindex(own, 0)
+    finally:
+        client.delete(own, derive)
