@@ -134,15 +134,21 @@ def _ns_filter(qs: Any, namespaces: set[str] | None, field: str = "namespace") -
     return qs if namespaces is None else qs.filter(**{f"{field}__in": sorted(namespaces)})
 
 
-def collector_health(cluster_ids: Iterable[int], *, now: datetime | None = None) -> list[dict[str, Any]]:
-    """CollectorState rows of the clusters as dicts with ``lag_seconds`` (now − last event)."""
+def collector_health(
+    cluster_ids: Iterable[int] | None = None, *, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Health of every watch and kubelet pull (CollectorState) of the clusters (all when None), ordered by
+    cluster and resource, with ``lag_seconds`` (now − last event). The one computation of collector
+    health: the pages, the REST API and ``/metrics`` (``collectors/health.py``) all read it. The per-node
+    bookkeeping rows of log pulls (``kubelet-logs:NODE``) are summarized by their cluster's row."""
     now = now or timezone.now()
+    rows = CollectorState.objects.select_related("cluster").order_by("cluster__name", "resource")
+    if cluster_ids is not None:
+        rows = rows.filter(cluster_id__in=list(cluster_ids))
     out = []
-    for row in (
-        CollectorState.objects.filter(cluster_id__in=list(cluster_ids))
-        .select_related("cluster")
-        .order_by("cluster__name", "resource")
-    ):
+    for row in rows:
+        if ":" in row.resource:
+            continue
         lag = (now - row.last_event_at).total_seconds() if row.last_event_at else None
         out.append(
             {
@@ -153,11 +159,14 @@ def collector_health(cluster_ids: Iterable[int], *, now: datetime | None = None)
                 "last_step_at": row.last_step_at,
                 "lag_seconds": None if lag is None else max(0.0, lag),
                 "events_total": row.events_total,
+                "events_per_second": row.events_per_second,
                 "errors_total": row.errors_total,
                 "relists_total": row.relists_total,
                 "last_error": row.last_error,
                 "last_error_at": row.last_error_at,
                 "note": row.note,
+                "lease_owner": row.lease_owner,
+                "lease_expires": row.lease_expires,
             }
         )
     return out
