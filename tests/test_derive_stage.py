@@ -161,11 +161,12 @@ def test_a_worker_that_lost_its_claim_writes_nothing():
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.postgres
-def test_two_workers_racing_never_double_a_timeline():
+def test_two_workers_racing_never_double_a_timeline(settings: Any) -> None:
     """Issue #18, finding 3. GIVEN 60 pods whose observations keep arriving (a pods and an events watch)
     WHEN two derive workers (threads, each with its own connection) drain at the same time, round after
     round THEN no pod's intervals or markers are stored twice, no IntegrityError is raised, both workers
     derived some of the pods, and every pod ends as one derivation of all its observations makes it."""
+    settings.PODLIFE_DERIVE_BATCH = 5  # small claims, so the two workers' claims interleave
     pods = {uid(i): f"web-{i}" for i in range(60)}
     store.save_observations("race", [o for u, n in pods.items() for o in pod_history(u, n, upto=2)])
     errors: list[BaseException] = []
