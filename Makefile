@@ -18,10 +18,12 @@ demo: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
-## make test: ruff, then pytest (PostgreSQL / Redis tests run when DATABASE_URL / REDIS_URL are set).
-## -ra prints the reason of every skip; with PODLIFE_CI=1 (.ci/run) a skip fails (tests/ci_skips.py).
+## make test: ruff, mypy --strict (make typecheck), the deploy/ checks, then pytest (PostgreSQL / Redis tests
+## run when DATABASE_URL / REDIS_URL are set). -ra prints the reason of every skip; with PODLIFE_CI=1
+## (.ci/run) a skip fails (tests/ci_skips.py).
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(MAKE) --no-print-directory deploy-check
 	$(PY) -m pytest -ra
 	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too
@@ -49,7 +51,8 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## make typecheck: mypy --strict on the pure packages and the demo cluster (pyproject.toml [tool.mypy])
+## make typecheck: mypy --strict (with django-stubs) on the pure packages, the demo cluster, the store, the derive
+## stage, the read layer and the live push (pyproject.toml [tool.mypy])
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
@@ -59,6 +62,7 @@ typecheck: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
+	$(PY) bench/derive.py
 	$(PY) bench/export.py
 	$(PY) bench/audit.py
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi

@@ -7,7 +7,7 @@
    pub/sub channel layer and a uvicorn server in a subprocess. Goal: p50 ≤ 4 × raw pub/sub.
 3. Event → pixel in Chromium on the node page (110 pods): from ``publish_timelines`` to the page's own
    record of the redrawn chart (after Plotly resolved and the next animation frame), and from
-   ``ingest_observations`` of a new pod (store + derive + push) to its row drawn.
+   ``store.save_observations`` + the derive stage (``tests.flow.ingest``) of a new pod (store, derive, push) to its row drawn.
    Goals: p50 ≤ 300 ms, p99 ≤ 1 s.
 4. The node timeline endpoint (Django view in-process: auth, grants, queries, JSON) against raw SQL
    fetching the same rows. Goal: ≤ 2 ×.
@@ -89,8 +89,8 @@ def seed(pods: int) -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
+    from tests.flow import ingest as ingest_observations
     from tests.web.factories import started_pod
-    from timelines.ingest import ingest_observations
     from timelines.models import Cluster
 
     call_command("migrate", verbosity=0)
@@ -181,11 +181,14 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
     """The consumer path alone: one long-lived publisher (as a Celery worker or the collector loop would
     hold) doing ``group_send`` of a delta → the websocket frame."""
     import asyncio
+    import itertools
 
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
-    from timelines.live import DELTA_SCHEMA, group_name, sequences
+    from timelines.live import DELTA_SCHEMA, group_name
+
+    sequences = itertools.count(1)  # this publisher alone numbers the bench's group here
 
     body = timelines_for(1)[0].to_json(CLUSTER)
     group = group_name("node", CLUSTER, NODE)
@@ -200,7 +203,7 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
             await asyncio.sleep(0.3)
             for _ in range(n):
                 message = {"type": "timeline.delta", "schema": DELTA_SCHEMA, "group": group,
-                           "seq": sequences.next(group), "timeline": body}  # fmt: skip
+                           "seq": next(sequences), "timelines": [body]}  # fmt: skip
                 t0 = time.perf_counter()
                 await layer.group_send(group, message)
                 frame = await asyncio.wait_for(ws.recv(), 5)
@@ -216,8 +219,8 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
 def event_to_pixel(port: int, cookie: str, n: int, new_pods: int) -> tuple[list[float], list[float]]:
     from playwright.sync_api import sync_playwright
 
+    from tests.flow import ingest as ingest_observations
     from tests.web.factories import started_pod
-    from timelines.ingest import ingest_observations
     from timelines.live import publish_timelines
 
     tls = timelines_for(110)
@@ -355,7 +358,7 @@ def main() -> None:
         print("\n3. event → pixel in Chromium, node page")
         pub_ms, ingest_ms = event_to_pixel(port, cookie, args.events, args.new_pods)
         pix_p50, pix_p99 = summary("publish_timelines → chart redrawn", pub_ms)
-        ing_p50, ing_p99 = summary("ingest_observations (new pod) → row drawn", ingest_ms)
+        ing_p50, ing_p99 = summary("store + derive stage (new pod) → row drawn", ingest_ms)
         print("\n4. node timeline endpoint vs raw SQL (same rows, median of 30)")
         end_ms, raw_ms, rows = endpoint_vs_sql(30)
         print(f"  endpoint {end_ms:.2f} ms, raw SQL {raw_ms:.2f} ms ({rows} rows)")

@@ -44,16 +44,13 @@ from collectors.ingest_http import BodyError, max_decoded_bytes, read_body
 from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers.audit import AuditParser
 from timelines import store
-from timelines.ingest import ingest_observations
-from timelines.lifecycle.observation import AnyObservation, Kind
+from timelines.lifecycle.observation import AnyObservation
 from timelines.models import Cluster
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY: Final = 5_000  # observations per store batch: bounded memory for multi-GB logs
 MAX_REPORTED: Final = 10
-# Kinds whose lanes are derived per node or per PDB, not per pod: the caller re-derives those.
-CLUSTER_OBJECT_KINDS: Final = frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.PDB, Kind.PDB_DELETED})
 
 
 @contextlib.contextmanager
@@ -77,22 +74,21 @@ def gc_paused() -> Iterator[None]:
 class AuditIngest:
     """Audit input into one cluster: parse, store in batches of ``flush_every``, count what was lost.
 
-    ``feed_lines`` (files of any size) or ``feed_bytes`` (a request body), then ``close``. With
-    ``derive=False`` nothing is re-derived while storing: the caller re-derives ``result.pods_touched`` and
-    the nodes and PDBs of ``cluster_objects`` once at the end (``timelines.ingest.derive_new``).
+    ``feed_lines`` (files of any size) or ``feed_bytes`` (a request body), then ``close``. Storing is all
+    it does: the store marks what each batch makes dirty, and the derive stage derives each touched pod,
+    node and PDB once however many batches touched it.
 
     With ``background=True`` a writer thread stores each batch while the next one is parsed (at most two
     batches wait for it), as the watch's writers do: parsing is Python, a COPY mostly waits on the
     database. The writer opens its own database connection (so, in tests, only a transactional database
-    sees its rows) and closes it at ``close``. ``save`` is the store call (``ingest_observations`` by
-    default; ``bench/audit.py`` also measures ``store.save_observations`` alone).
+    sees its rows) and closes it at ``close``. ``save`` is the store call (``store.save_observations`` by
+    default; ``bench/audit.py`` passes its own to measure).
     """
 
     def __init__(
         self,
         cluster: Cluster,
         *,
-        derive: bool = False,
         flush_every: int = FLUSH_EVERY,
         max_document_bytes: int | None = None,
         background: bool = False,
@@ -105,10 +101,9 @@ class AuditIngest:
             else AuditParser(max_document_bytes=max_document_bytes)
         )
         self.result = store.SaveResult()
-        self.cluster_objects: list[AnyObservation] = []  # stored node / PDB snapshots, for their lanes
         self._pending: list[AnyObservation] = []
         self._flush_every = flush_every
-        self._save = save or functools.partial(ingest_observations, derive=derive)
+        self._save = save or store.save_observations
         self._queue: queue.Queue[list[AnyObservation] | None] | None = None
         self._writer: threading.Thread | None = None
         self._failure: BaseException | None = None
@@ -161,11 +156,7 @@ class AuditIngest:
         return self.result
 
     def _store(self, batch: list[AnyObservation]) -> None:
-        saved = self._save(self.cluster, batch)
-        self.result.merge(saved)
-        self.cluster_objects += [
-            o for o in batch if o.kind in CLUSTER_OBJECT_KINDS and o.dedupe_key in saved.stored_keys
-        ]
+        self.result.merge(self._save(self.cluster, batch))
 
     def _write(self) -> None:
         """The writer thread: store batches in the order they were parsed until told to stop. After a
@@ -340,7 +331,7 @@ def _receive_batch(request: HttpRequest) -> tuple[int, dict[str, Any]]:
         raise AuditRequestError(
             403, f"cluster {cluster.name!r} is read-only (an imported incident) and takes no data"
         )
-    ingest = AuditIngest(cluster, derive=True, max_document_bytes=max_decoded_bytes())
+    ingest = AuditIngest(cluster, max_document_bytes=max_decoded_bytes())
     ingest.feed_bytes(body)
     ingest.close()
     report = ingest.report()

@@ -42,7 +42,6 @@ from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers import otlp
 from collectors.parsers.kubelet_log import is_kubelet_ident
 from timelines import store
-from timelines.ingest import derive_new, ingest_observations
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +199,9 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     extraction = otlp.spans_to_observations(export)
     cluster = token.cluster
     try:
-        result = ingest_observations(cluster, extraction.observations) if extraction.observations else None
+        result = (
+            store.save_observations(cluster, extraction.observations) if extraction.observations else None
+        )
     except PermissionError as exc:
         return error(403, otlp.RpcCode.PERMISSION_DENIED, str(exc))
     except DatabaseError:
@@ -284,7 +285,6 @@ class LogRequestReport:
     lines_read: int = 0  # text: physical lines; ndjson / json: records
     result: store.SaveResult = field(default_factory=store.SaveResult)
     skipped: Counter[str] = field(default_factory=Counter)
-    derived: int = 0
 
     def as_json(self) -> dict[str, Any]:
         r = self.result
@@ -299,7 +299,6 @@ class LogRequestReport:
             "rejected": len(r.rejected),
             "rejections": [str(x) for x in r.rejected[:MAX_REPORTED_REJECTIONS]],
             "pods_touched": len(r.pods_touched),
-            "pods_rederived": self.derived,
             "skipped": dict(self.skipped.most_common()),
         }
 
@@ -415,15 +414,12 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
             for line in lines:
                 ingest.feed(line)
 
-    touched: set[str] = set()
     for node_name, ingest in ingests.items():
         report.result.merge(ingest.close())
         if kind == "text":
             report.lines_read += ingest.parser.lines_read
         report.skipped.update(ingest.parser.skipped)
         report.nodes.append(node_name)
-        touched |= ingest.result.pods_touched
-    report.derived = derive_new(cluster, touched, ())
     return report
 
 

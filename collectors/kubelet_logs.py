@@ -10,7 +10,6 @@ from datetime import tzinfo
 
 from collectors.parsers.kubelet_log import KubeletLogParser
 from timelines import store
-from timelines.ingest import ingest_observations
 from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
 
@@ -22,8 +21,8 @@ class KubeletLogIngest:
 
     Shared by ``manage.py ingest_kubelet_log`` and the HTTP endpoint, so a line gives the same
     observations (and dedupe keys) whichever way it arrives. ``feed`` lines in order, then ``close``;
-    observations are stored every ``flush_every`` without re-deriving (the caller re-derives the touched
-    pods once, with ``derive_new``).
+    observations are stored every ``flush_every``; the store marks what they make dirty, and the derive
+    stage derives each touched pod once however many batches touched it.
     """
 
     def __init__(
@@ -49,7 +48,7 @@ class KubeletLogIngest:
 
     def flush(self) -> None:
         if self._pending:
-            self.result.merge(ingest_observations(self.cluster, self._pending, derive=False))
+            self.result.merge(store.save_observations(self.cluster, self._pending))
             self._pending.clear()
 
     def close(self) -> store.SaveResult:

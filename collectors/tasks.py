@@ -3,12 +3,12 @@
 * ``watch_step(cluster, resource, resource_version, lease_token, attempt)``: one bounded watch request
   (or a list), then it chains the next step with ``apply_async`` (after a jittered backoff on failure).
   The lease token it carries keeps exactly one live chain per (cluster, resource).
-* ``rearm_watches()`` (beat, every ``REARM_EVERY_S``): arms a chain for every configured (cluster,
+* ``rearm_watches()`` (beat, every 30 s): arms a chain for every configured (cluster,
   resource) whose lease has expired: never started, stopped, or its worker died mid-step.
 * ``schedule_kubelet_pulls()`` (beat) fans out ``pull_kubelet(cluster, what)`` per cluster;
   ``apply_retention()`` (beat, hourly) drops observations older than ``PODLIFE_RETENTION_DAYS``.
 
-The beat schedule is registered here (``add_beat_entries``), not in settings. On the embedded
+The beat schedule is declared in settings (``CELERY_BEAT_SCHEDULE``). On the embedded
 default tasks run eagerly in the caller's process, where a chain would recurse into itself; there
 ``watch_step`` runs its one step and returns, and ``rearm_watches`` starts the in-process background
 collector (``collectors/kube/runner.py``) instead of chains.
@@ -25,12 +25,8 @@ from django.conf import settings
 from collectors.kube import chain, kubelet, lease, runner
 from collectors.kube.config import Tunables, configured_clusters
 from collectors.kube.resources import ALL_RESOURCES
-from podlife_site.celery import add_beat_entries
 
 log = logging.getLogger(__name__)
-
-REARM_EVERY_S = 30.0
-RETENTION_EVERY_S = 3600.0
 
 
 def _eager() -> bool:
@@ -111,18 +107,3 @@ def apply_retention() -> int:
     from timelines.store import apply_retention as drop_old
 
     return drop_old(settings.PODLIFE_RETENTION_DAYS)
-
-
-def beat_schedule() -> dict[str, dict[str, Any]]:
-    """The collector's periodic tasks (merged into ``app.conf.beat_schedule``)."""
-    return {
-        "podlife-rearm-watches": {"task": "collectors.rearm_watches", "schedule": REARM_EVERY_S},
-        "podlife-kubelet-pulls": {
-            "task": "collectors.schedule_kubelet_pulls",
-            "schedule": Tunables.from_settings().kubelet_interval_s,
-        },
-        "podlife-retention": {"task": "collectors.apply_retention", "schedule": RETENTION_EVERY_S},
-    }
-
-
-add_beat_entries(beat_schedule())

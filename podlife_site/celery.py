@@ -1,9 +1,11 @@
-"""The Celery app. Tasks take ids and primitives and call into modules a test can drive without Celery."""
+"""The Celery app. Tasks take ids and primitives and call into modules a test can drive without Celery.
+
+Everything is configured in settings (``CELERY_*``): queues and routes, and the beat schedule.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from celery import Celery
 
@@ -12,12 +14,3 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
 app = Celery("podlife")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-
-
-def add_beat_entries(entries: dict[str, dict[str, Any]]) -> None:
-    """Merge an app's periodic tasks into the beat schedule (entries already there win).
-
-    Each task module registers its own entries when Celery imports it (autodiscovery runs before beat
-    builds its scheduler), so the schedule sits beside the tasks it runs.
-    """
-    app.conf.beat_schedule = {**entries, **(app.conf.beat_schedule or {})}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from podlife_site.env import (
     SQLITE_OPTIONS,
@@ -143,6 +144,15 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimu
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to another worker
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
+# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
+# Each queue binds its own routing key on the deployment's exchange (Celery's defaults would give both queues the
+# default queue's key).
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(PODLIFE_DEPLOYMENT, type="direct"), routing_key=name)
+    for name in (PODLIFE_DEPLOYMENT, f"{PODLIFE_DEPLOYMENT}.derive")
+]
+CELERY_TASK_ROUTES = {"timelines.derive_dirty": {"queue": f"{PODLIFE_DEPLOYMENT}.derive"}}
 
 # --- the collector (docs/collector.md) --------------------------------------------------------------------
 # Clusters every Celery worker collects from: kubeconfig contexts and/or the cluster podlife runs in.
@@ -173,6 +183,26 @@ PODLIFE_METRICS_PUBLIC = env_bool("PODLIFE_METRICS_PUBLIC", False)
 # --- request bodies (podlife_site/body_limits.py refuses them before Django reads them) -------------------------
 PODLIFE_MAX_BODY_BYTES = env_int("PODLIFE_MAX_BODY_BYTES", 1024**2, minimum=1024)  # any route not below
 PODLIFE_FORM_MAX_BODY_BYTES = env_int("PODLIFE_FORM_MAX_BODY_BYTES", 64 * 1024, minimum=1024)  # log-in forms
+
+# --- the derive stage (timelines/derivation.py) ------------------------------------------------------------
+PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty keys claimed at a time
+# A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
+PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
+
+# The periodic tasks, declared here rather than by the modules that hold them (celery beat reads this).
+# https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
+CELERY_BEAT_SCHEDULE = {
+    "podlife-rearm-watches": {"task": "collectors.rearm_watches", "schedule": 30.0},
+    "podlife-kubelet-pulls": {
+        "task": "collectors.schedule_kubelet_pulls",
+        "schedule": PODLIFE_KUBELET_INTERVAL_S,
+    },
+    "podlife-retention": {"task": "collectors.apply_retention", "schedule": 3600.0},
+    # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
+    "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
+    "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},
+    "podlife-purge-export-jobs": {"task": "timelines.purge_export_jobs", "schedule": 3600.0},
+}
 
 # --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------
 PODLIFE_INGEST_MAX_BODY_BYTES = env_int("PODLIFE_INGEST_MAX_BODY_BYTES", 8 * 1024**2, minimum=1024)
@@ -207,10 +237,9 @@ if PODLIFE_EXTERNAL_URL and not PODLIFE_EXTERNAL_URL.startswith(("https://", "ht
 # end within seconds); the webhook scan also looks back this far for findings that came and went.
 PODLIFE_METRICS_RECENT_S = env_int("PODLIFE_METRICS_RECENT_S", 900, minimum=60)
 PODLIFE_ALERTS_SCAN_S = env_float("PODLIFE_ALERTS_SCAN_S", 30.0, minimum=1)  # webhook scan period
-# Declared here, not by importing a task module; podlife_site.celery.add_beat_entries merges the others.
-# https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
-CELERY_BEAT_SCHEDULE = {
-    "podlife-alerts": {"task": "alerts.scan_and_deliver", "schedule": PODLIFE_ALERTS_SCAN_S},
+CELERY_BEAT_SCHEDULE["podlife-alerts"] = {
+    "task": "alerts.scan_and_deliver",
+    "schedule": PODLIFE_ALERTS_SCAN_S,
 }
 
 # --- security (docs/security.md) ------------------------------------------------------------------------------

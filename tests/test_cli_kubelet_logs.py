@@ -1,4 +1,4 @@
-"""ingest_kubelet_log → store → re-derive → timeline, for kubelet logs of 1.22 to today.
+"""ingest_kubelet_log → store → derive stage → timeline, for kubelet logs of 1.22 to today.
 
 GIVEN the realistic logs in tests/fixtures/kubelet (1.22 journald lowercase, 1.27 plain klog, 1.29 JSON,
 a node upgraded from 1.26 to 1.29 across a graceful shutdown) WHEN they are ingested with the CLI THEN
@@ -26,6 +26,7 @@ def ingest(node: str, name: str, *extra: str) -> str:
     call_command(
         "ingest_kubelet_log", "--cluster", "lab", "--node", node, *extra, str(FIXTURES / name), stdout=out
     )
+    call_command("derive", stdout=io.StringIO())  # what a worker does with what the command stored
     return out.getvalue()
 
 

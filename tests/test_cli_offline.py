@@ -18,6 +18,9 @@ K8S = Path(__file__).parent / "fixtures" / "k8s"
 def ingest(*paths: Path | str) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
     call_command("ingest_k8s_json", "--cluster", "bundle", *map(str, paths), stdout=out, stderr=err)
+    derived = io.StringIO()
+    call_command("derive", stdout=derived)  # what a worker does with what the command stored
+    assert derived.getvalue().startswith("derived ")
     return out.getvalue(), err.getvalue()
 
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from tests.flow import ingest as ingest_observations
 from tests.lifecycle.factories import ctr, pod, t
-from timelines.derivation import rederive_open_pods
-from timelines.ingest import ingest_observations
+from timelines.derivation import drain, mark_open_pods
 from timelines.models import Finding
 
 pytestmark = pytest.mark.django_db
@@ -34,8 +34,8 @@ def test_a_terminating_pod_becomes_stuck_without_new_observations():
         ],
     )
     # (Ingest measured against the wall clock, years after these times: already stuck. Now rewind "now".)
-    assert rederive_open_pods(now=t(100.0) + timedelta(seconds=30)) == 1
+    assert mark_open_pods() == 1 and drain(now=t(100.0) + timedelta(seconds=30)) == 1
     assert not Finding.objects.filter(kind="stuck_terminating").exists()
-    assert rederive_open_pods(now=t(100.0) + timedelta(minutes=5)) == 1
+    assert mark_open_pods() == 1 and drain(now=t(100.0) + timedelta(minutes=5)) == 1
     [stuck] = Finding.objects.filter(kind="stuck_terminating")
     assert stuck.pod_uid == UID and stuck.end is None

@@ -1,33 +1,65 @@
-"""Re-derive pods: read a pod's observations, run the pure lifecycle core, replace what was derived.
+"""The derive stage: the one place that turns stored observations into timelines, projections and pushes.
 
-Called by the ingestion pipeline for every pod that got a new observation, by ``manage.py rederive`` to
-rebuild from the source of truth, and on a schedule for pods still open (a terminating pod becomes
-"stuck" as time passes, with no new observation).
+The store marks keys dirty (``timelines/dirty.py``) in the transaction that stores what made them dirty.
+Here a worker, in a loop (``drain``; the Celery task ``timelines.derive_dirty`` runs it):
+
+1. folds the marked batches into per-key rows and claims a batch of keys no other worker holds;
+2. reads each key's observations (``pod_observations``, ``node_observations``, ...) and derives with the
+   pure lifecycle core and ``timelines/projections.py``, outside any transaction;
+3. in ONE transaction replaces what derives from those keys (``timelines/store.py``), records the
+   follow-up keys it found (a pod's namespace's PDBs; the pods a podref names) and finishes the claims:
+   a key marked again meanwhile stays dirty, a claim lost to expiry rolls the whole transaction back;
+4. after the commit, pushes the changed pods to live listeners (``timelines/live.py``).
+
+So no two workers derive one key at once (no doubled intervals, no two Pod rows of one UID), a relist
+or a burst derives each pod once per batch however many of its observations arrived, and a worker killed
+anywhere leaves its keys to be claimed again when its claim expires. "Now" for findings about intervals
+still open is the wall clock for a live cluster; for offline and imported clusters it is each pod's
+newest observation, since their history stopped when the logs or bundle were taken.
+
+PDB derivation reads the PDB's own observations (snapshots and the events about it) and, for the pods it
+may cover and the nodes they run on, two derived inputs: the pods' rows (labels, owner, lifetime, node)
+with their ``condition:DisruptionTarget`` intervals, and the nodes' ``node:cordoned`` intervals. Rebuilding
+those from observations would re-read every pod snapshot of the namespace and every node snapshot of the
+cluster on every PDB change. The order is kept by the dirty keys: a pod or node derivation that changes
+one of those inputs marks the namespace's PDBs dirty in the transaction that commits the change, so the
+PDB derivation that follows reads committed rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
-from timelines import store
-from timelines.lifecycle.cluster_objects import (
-    CoveredPod,
-    NodeTimeline,
-    PdbTimeline,
-    derive_node_timeline,
-    derive_pdb_timeline,
-)
+from timelines import dirty, live, store
+from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
 from timelines.models import Observation as ObservationRow
+from timelines.projections import node_row, pdb_rows, workload_rows
+
+log = logging.getLogger(__name__)
+
+NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS)
+NODEPODS_SLACK = timedelta(minutes=5)  # a node-level kubelet line concerns pods alive this close to it
 
 
 def thresholds_from_settings() -> Thresholds:
@@ -38,13 +70,6 @@ def thresholds_from_settings() -> Thresholds:
         slow_cleanup=timedelta(seconds=settings.PODLIFE_SLOW_CLEANUP_S),
         crash_loop_restarts=settings.PODLIFE_CRASH_LOOP_RESTARTS,
         crash_loop_window=timedelta(seconds=settings.PODLIFE_CRASH_LOOP_WINDOW_S),
-    )
-
-
-def _observation(fields: list[Any] | tuple[Any, ...]) -> Observation:
-    kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, payload = fields
-    return Observation(
-        kind, source, observed_at, dedupe_key, pod_uid, node or None, namespace or None, name or None, payload
     )
 
 
@@ -62,107 +87,150 @@ def observation_from_row(row: ObservationRow) -> Observation:
     )
 
 
-CHUNK = 200  # pods per read-derive-replace round
+# -- reading observations ----------------------------------------------------------------------------------
+# (id, observation) pairs: the id is what derived rows cite as evidence.
+Fact = tuple[int, Observation]
+_FACT_COLUMNS = ("id", "kind", "source", "observed_at", "dedupe_key", "pod_uid", "node", "namespace", "name")
 
 
-def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None = None) -> list[PodTimeline]:
-    """Re-derive each pod in ``uids`` from all its stored observations; returns the new timelines.
-
-    "Now" (for findings about intervals still open, such as a stuck termination) is the wall clock for a
-    live cluster; for offline and imported clusters it is each pod's newest observation, since their
-    history stopped when the logs or bundle were taken.
-    """
-    if now is None and cluster.origin == Cluster.Origin.LIVE:
-        now = timezone.now()
-    thresholds = thresholds_from_settings()
-    derived: list[PodTimeline] = []
-    ordered = sorted(set(uids))
-    # A chunk of pods at a time: one read of their observations, one replace of what derives from them.
-    for i in range(0, len(ordered), CHUNK):
-        chunk = ordered[i : i + CHUNK]
-        rows_by_uid: dict[str, list[ObservationRow]] = {}
-        for row in ObservationRow.objects.filter(cluster=cluster, pod_uid__in=chunk).order_by(
-            "pod_uid", "observed_at", "id"
-        ):
-            rows_by_uid.setdefault(row.pod_uid or "", []).append(row)
-        batch: list[store.DerivedPod] = []
-        for uid in chunk:
-            rows = rows_by_uid.get(uid)
-            if not rows:
-                continue
-            timeline = derive_pod_timeline(
-                (observation_from_row(r) for r in rows), thresholds=thresholds, now=now
-            )
-            labels = next(
-                (
-                    r.payload.get("labels") or {}
-                    for r in reversed(rows)
-                    if r.kind in (Kind.POD, Kind.POD_DELETED)
-                ),
-                {},
-            )
-            batch.append(store.DerivedPod(timeline, {r.dedupe_key: r.id for r in rows}, labels))
-        store.replace_pod_timelines(cluster, batch)
-        derived.extend(d.timeline for d in batch)
-    return derived
-
-
-AGING_STATES = ("terminating", "cleanup")  # open intervals whose findings change as time passes
-
-
-def rederive_open_pods(*, now: datetime | None = None) -> int:
-    """Re-derive the pods of live clusters that are still terminating or cleaning up, or still carry a
-    deletion request: their findings (stuck, slow cleanup) depend on how long ago that began. Returns
-    how many pods were re-derived."""
-    open_rows = (
-        Interval.objects.filter(
-            cluster__origin=Cluster.Origin.LIVE,
-            pod_uid__isnull=False,
-            end__isnull=True,
-            lane__in=("worker", "api"),
+def _facts(rows: Any) -> Iterable[Fact]:
+    """(id, Observation) from a queryset of observation rows; the payload is read as text and parsed with
+    orjson (several times faster than the JSONField's own decoding)."""
+    for oid, kind, source, at, key, uid, node, ns, name, payload in rows.annotate(
+        payload_text=Cast("payload", TextField())
+    ).values_list(*_FACT_COLUMNS, "payload_text"):
+        yield (
+            oid,
+            Observation(
+                kind, source, at, key, uid, node or None, ns or None, name or None, orjson.loads(payload)
+            ),
         )
-        .filter(state__in=AGING_STATES)
-        .values_list("cluster_id", "pod_uid")
-        .distinct()
+
+
+def pod_observations(cluster: Cluster, uids: Sequence[str]) -> dict[str, list[Fact]]:
+    """Every stored observation of each pod in ``uids`` (the one read a pod's derivation makes)."""
+    out: dict[str, list[Fact]] = {uid: [] for uid in uids}
+    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(uids)).order_by(
+        "pod_uid", "observed_at", "id"
     )
-    by_cluster: dict[int, set[str]] = {}
-    for cluster_id, uid in open_rows:
-        by_cluster.setdefault(cluster_id, set()).add(uid)
-    count = 0
-    for cluster in Cluster.objects.filter(pk__in=by_cluster):
-        alive = set(
-            Pod.objects.filter(
-                cluster=cluster, uid__in=by_cluster[cluster.pk], deleted_at__isnull=True
-            ).values_list("uid", flat=True)
-        )
-        count += len(rederive_pods(cluster, alive, now=now))
-    return count
+    for fact in _facts(rows):
+        out[fact[1].pod_uid or ""].append(fact)
+    return out
 
 
-def rederive_cluster(cluster: Cluster, *, now: datetime | None = None) -> list[PodTimeline]:
-    """Rebuild every pod of ``cluster`` from its observations."""
-    uids = (
-        ObservationRow.objects.filter(cluster=cluster, pod_uid__isnull=False)
-        .values_list("pod_uid", flat=True)
-        .distinct()
+def node_observations(cluster: Cluster, name: str) -> list[Fact]:
+    """The node, node_deleted and node_metrics observations of one node."""
+    return list(_facts(ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)))
+
+
+def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
+    """The PDB snapshots of ``namespace`` and the events about a PDB there."""
+    snaps = ObservationRow.objects.filter(
+        cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace
     )
-    return rederive_pods(cluster, list(uids), now=now)
+    events = ObservationRow.objects.filter(
+        cluster=cluster,
+        kind=Kind.EVENT,
+        namespace=namespace,
+        pod_uid__isnull=True,
+        payload__involved__kind="PodDisruptionBudget",
+    )
+    return [*_facts(snaps), *_facts(events)]
 
 
-NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS)
+def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[Fact]:
+    """The snapshots of every workload named ``namespace/name`` (all kinds and incarnations)."""
+    rows = ObservationRow.objects.filter(
+        cluster=cluster, kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=namespace, name=name
+    )
+    return list(_facts(rows))
 
 
-def rederive_nodes(cluster: Cluster, names: Iterable[str]) -> list[NodeTimeline]:
-    """Re-derive the own lanes of each node in ``names`` (ready, cordoned, shutdown, working pods)."""
-    derived = []
-    for name in sorted(set(names)):
-        rows = list(ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name))
+# -- deriving ----------------------------------------------------------------------------------------------
+@dataclass
+class Derived:
+    """What one claimed batch derived, to be written in one transaction and then pushed."""
+
+    writes: list[Callable[[], None]] = field(default_factory=list)
+    follow_up: dict[int, list[dirty.MarkedKey]] = field(default_factory=dict)  # cluster id -> keys
+    after_writes: list[Callable[[], None]] = field(default_factory=list)  # follow-ups that read the writes
+    pushed: dict[str, list[PodTimeline]] = field(default_factory=dict)  # cluster name -> timelines
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, kind: str, n: int = 1) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + n
+
+    def mark(self, cluster: Cluster, kind: str, keys: Iterable[str]) -> None:
+        self.follow_up.setdefault(cluster.pk, []).extend((kind, k, None, None) for k in keys)
+
+    def mark_pdbs(self, cluster: Cluster, namespaces: Iterable[str] | None) -> None:
+        """Mark the PDBs of ``namespaces`` (None: every namespace) dirty, where there are any, once this
+        batch's rows are written (a PDB row this batch creates counts)."""
+        wanted = None if namespaces is None else set(namespaces)
+
+        def mark() -> None:
+            rows = PodDisruptionBudget.objects.filter(cluster=cluster)
+            if wanted is not None:
+                rows = rows.filter(namespace__in=wanted)
+            self.mark(cluster, dirty.PDBS, set(rows.values_list("namespace", flat=True)))
+
+        self.after_writes.append(mark)
+
+
+def _now_for(cluster: Cluster, now: datetime | None) -> datetime | None:
+    if cluster.origin != Cluster.Origin.LIVE:
+        return None
+    return now or timezone.now()
+
+
+def derive_pods(cluster: Cluster, uids: Sequence[str], out: Derived, *, now: datetime | None = None) -> None:
+    """Derive each pod of ``uids`` from all its observations; its PDBs' namespaces become follow-ups."""
+    now, thresholds = _now_for(cluster, now), thresholds_from_settings()
+    facts = pod_observations(cluster, uids)
+    batch: list[store.DerivedPod] = []
+    for uid in uids:
+        rows = facts.get(uid) or []
         if not rows:
             continue
-        timeline = derive_node_timeline(observation_from_row(r) for r in rows)
-        store.replace_node_timeline(cluster, timeline, {r.dedupe_key: r.id for r in rows})
-        derived.append(timeline)
-    return derived
+        timeline = derive_pod_timeline((o for _, o in rows), thresholds=thresholds, now=now)
+        labels = next(
+            (
+                o.payload.get("labels") or {}
+                for _, o in reversed(rows)
+                if o.kind in (Kind.POD, Kind.POD_DELETED)
+            ),
+            {},
+        )
+        batch.append(store.DerivedPod(timeline, {o.dedupe_key: i for i, o in rows}, labels))
+    if not batch:
+        return
+    out.writes.append(lambda: store.replace_pod_timelines(cluster, batch))
+    out.pushed.setdefault(cluster.name, []).extend(d.timeline for d in batch)
+    out.count(dirty.POD, len(batch))
+    out.mark_pdbs(cluster, {d.timeline.namespace for d in batch if d.timeline.namespace})
+
+
+def _cordon_spans(cluster: Cluster, node: str) -> set[tuple[datetime, datetime | None]]:
+    return set(
+        Interval.objects.filter(
+            cluster=cluster, pod_uid=None, node=node, lane="node:cordoned", state="cordoned"
+        ).values_list("start", "end")
+    )
+
+
+def derive_node(cluster: Cluster, name: str, out: Derived) -> None:
+    """A node's row and own lanes; when its cordoned spans change, every namespace's PDBs are follow-ups
+    (a cordon decides whether a PDB blocks a drain, in any namespace)."""
+    facts = node_observations(cluster, name)
+    observations = [o for _, o in facts]
+    row = node_row(observations)
+    timeline = derive_node_timeline(observations) if observations else None
+    ids = {o.dedupe_key: i for i, o in facts}
+    out.writes.append(lambda: store.replace_node(cluster, name, row, timeline, ids))
+    out.count(dirty.NODE)
+    new_cordons = set(timeline.spans("node:cordoned", "cordoned")) if timeline else set()
+    if new_cordons != _cordon_spans(cluster, name):
+        out.mark_pdbs(cluster, None)
 
 
 def _covered_pods(cluster: Cluster, namespace: str) -> list[CoveredPod]:
@@ -171,7 +239,7 @@ def _covered_pods(cluster: Cluster, namespace: str) -> list[CoveredPod]:
     for uid, start, end in Interval.objects.filter(
         cluster=cluster, namespace=namespace, lane="condition:DisruptionTarget", state="true"
     ).values_list("pod_uid", "start", "end"):
-        targets.setdefault(uid, []).append((start, end))
+        targets.setdefault(uid or "", []).append((start, end))
     return [
         CoveredPod(
             uid=p.uid,
@@ -197,36 +265,307 @@ def _cordons(cluster: Cluster) -> dict[str, list[tuple[datetime, datetime | None
     return spans
 
 
-def rederive_pdbs(cluster: Cluster, *, namespaces: Iterable[str] | None = None) -> list[PdbTimeline]:
-    """Re-derive the PDBs of ``namespaces`` (all when None): their lanes, coverage and findings."""
-    pdbs = PodDisruptionBudget.objects.filter(cluster=cluster)
-    if namespaces is not None:
-        pdbs = pdbs.filter(namespace__in=set(namespaces))
-    cordons = _cordons(cluster) if pdbs.exists() else {}
-    pods_by_ns: dict[str, list[CoveredPod]] = {}
-    derived = []
-    for pdb in pdbs:
-        rows = list(
-            ObservationRow.objects.filter(
-                cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=pdb.namespace, name=pdb.name
-            ).filter(payload__uid=pdb.uid)
+def derive_pdbs(cluster: Cluster, namespace: str, out: Derived) -> None:
+    """Every PDB of ``namespace``: its row and status samples, its lane and findings."""
+    facts = pdb_observations(cluster, namespace)
+    rows = pdb_rows(o for _, o in facts)
+    if not rows:
+        return
+    pods, cordons = _covered_pods(cluster, namespace), _cordons(cluster)
+    for row in rows:
+        mine = [
+            (i, o)
+            for i, o in facts
+            if (o.kind == Kind.EVENT and o.name == row.name) or o.payload.get("uid") == row.uid
+        ]
+        timeline = derive_pdb_timeline((o for _, o in mine), pods=pods, cordons=cordons)
+        ids = {o.dedupe_key: i for i, o in mine}
+
+        def write(row: Any = row, timeline: Any = timeline, ids: Mapping[str, int] = ids) -> None:
+            store.replace_pdb(cluster, row)
+            store.replace_pdb_timeline(cluster, timeline, ids)
+
+        out.writes.append(write)
+    out.count(dirty.PDBS)
+
+
+def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
+    """Every workload named ``NAMESPACE/NAME``: rows and status samples."""
+    namespace, _, name = ref.partition("/")
+    rows = workload_rows(o for _, o in workload_observations(cluster, namespace, name))
+    for row in rows:
+        out.writes.append(functools.partial(store.replace_workload, cluster, row))
+    out.count(dirty.WORKLOAD)
+
+
+def expand_podref(cluster: Cluster, ref: str, out: Derived) -> None:
+    """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name (the pods
+    known once this batch's rows are written: a pod derived beside it counts)."""
+    namespace, _, name = ref.partition("/")
+
+    def mark() -> None:
+        uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list(
+            "uid", flat=True
         )
-        rows += list(
-            ObservationRow.objects.filter(
-                cluster=cluster,
-                kind=Kind.EVENT,
-                namespace=pdb.namespace,
-                name=pdb.name,
-                payload__involved__kind="PodDisruptionBudget",
-            )
-        )
-        if not any(r.kind != Kind.EVENT for r in rows):
+        out.mark(cluster, dirty.POD, list(uids))
+
+    out.after_writes.append(mark)
+    out.count(dirty.PODREF)
+
+
+def expand_nodepods(cluster: Cluster, key: dirty.Claimed, out: Derived) -> None:
+    """A node-level kubelet line (shutdown, eviction) concerns the node's pods alive around it."""
+
+    def mark() -> None:
+        pods = Pod.objects.filter(cluster=cluster, node=key.key)
+        if key.t_min is not None:
+            pods = pods.exclude(deleted_at__lt=key.t_min - NODEPODS_SLACK)
+        if key.t_max is not None:
+            pods = pods.exclude(first_seen__gt=key.t_max + NODEPODS_SLACK)
+        out.mark(cluster, dirty.POD, list(pods.values_list("uid", flat=True)))
+
+    out.after_writes.append(mark)
+    out.count(dirty.NODEPODS)
+
+
+def _derive(claimed: Sequence[dirty.Claimed], now: datetime | None) -> Derived:
+    out = Derived()
+    clusters = {c.pk: c for c in Cluster.objects.filter(pk__in={k.cluster_id for k in claimed})}
+    for (cluster_id, kind), keys in sorted(dirty.keys_by_kind(claimed).items()):
+        cluster = clusters.get(cluster_id)
+        if cluster is None:  # deleted meanwhile: its keys went with it
             continue
-        if pdb.namespace not in pods_by_ns:
-            pods_by_ns[pdb.namespace] = _covered_pods(cluster, pdb.namespace)
-        timeline = derive_pdb_timeline(
-            (observation_from_row(r) for r in rows), pods=pods_by_ns[pdb.namespace], cordons=cordons
+        if kind == dirty.POD:
+            uids = sorted(k.key for k in keys)
+            for i in range(0, len(uids), POD_CHUNK):
+                derive_pods(cluster, uids[i : i + POD_CHUNK], out, now=now)
+        for key in keys:
+            if kind == dirty.NODE:
+                derive_node(cluster, key.key, out)
+            elif kind == dirty.PDBS:
+                derive_pdbs(cluster, key.key, out)
+            elif kind == dirty.WORKLOAD:
+                derive_workload(cluster, key.key, out)
+            elif kind == dirty.PODREF:
+                expand_podref(cluster, key.key, out)
+            elif kind == dirty.NODEPODS:
+                expand_nodepods(cluster, key, out)
+    return out
+
+
+# -- the stage ---------------------------------------------------------------------------------------------
+POD_CHUNK = 200  # pods per read and per replace
+
+
+@dataclass
+class BatchResult:
+    claimed: int
+    counts: dict[str, int]
+    again: int = 0  # keys marked again while derived: they stay dirty
+    lost: bool = False  # the claim expired and was taken over: nothing written
+    pushed: int = 0
+
+
+def _settings_int(name: str, default: int) -> int:
+    return int(getattr(settings, name, default))
+
+
+def claim_ttl() -> timedelta:
+    return timedelta(seconds=float(getattr(settings, "PODLIFE_DERIVE_CLAIM_S", 60.0)))
+
+
+def run_batch(
+    *, limit: int | None = None, cluster: Cluster | None = None, now: datetime | None = None
+) -> BatchResult | None:
+    """Fold, claim, derive and write one batch of dirty keys; None when nothing was left to claim.
+
+    ``now`` (live clusters: the wall clock) is the time findings about open intervals are judged at.
+    """
+    limit = limit or _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK)
+    cluster_id = cluster.pk if cluster is not None else None
+    while dirty.fold(cluster_id=cluster_id):
+        pass
+    token = dirty.new_token()
+    claimed = dirty.claim(token, limit=limit, ttl=claim_ttl(), cluster_id=cluster_id)
+    if not claimed:
+        return None
+    try:
+        out = _derive(claimed, now)
+        with transaction.atomic():
+            for write in out.writes:
+                write()
+            for follow in out.after_writes:
+                follow()
+            for follow_cluster, keys in out.follow_up.items():
+                dirty.append_batch(follow_cluster, keys)
+            again = dirty.finish(token, claimed)
+    except dirty.ClaimLost as exc:
+        log.warning("derive batch %s written by no one: %s", token, exc)
+        dirty.release(token, claimed)
+        return BatchResult(len(claimed), {}, lost=True)
+    except BaseException:
+        dirty.release(token, claimed)  # left dirty for the next claim
+        raise
+    result = BatchResult(len(claimed), out.counts, again=again)
+    if out.pushed:
+        if connection.in_atomic_block:  # a caller's transaction (an import): push once it commits
+            transaction.on_commit(lambda: _push(out.pushed))
+        else:
+            result.pushed = _push(out.pushed)
+    return result
+
+
+def _push(pushed: Mapping[str, list[PodTimeline]]) -> int:
+    return sum(live.publish_timelines(name, timelines) for name, timelines in pushed.items())
+
+
+def drain(
+    *, cluster: Cluster | None = None, budget_s: float | None = None, now: datetime | None = None
+) -> int:
+    """Derive until nothing is dirty (for ``cluster`` only, when given) or ``budget_s`` seconds passed;
+    returns how many keys were derived. Any number of processes may drain at once."""
+    started = time.monotonic()
+    done = 0
+    while budget_s is None or time.monotonic() - started < budget_s:
+        result = run_batch(cluster=cluster, now=now)
+        if result is None:
+            break
+        done += result.claimed
+    return done
+
+
+# -- marking from outside the store: periodic and whole-cluster re-derivation -------------------------------
+AGING_STATES = ("terminating", "cleanup")  # open intervals whose findings change as time passes
+
+
+def mark_open_pods() -> int:
+    """Mark the pods of live clusters that are still terminating or cleaning up dirty: their findings
+    (stuck, slow cleanup) depend on how long ago that began. Returns how many were marked."""
+    rows = (
+        Interval.objects.filter(
+            cluster__origin=Cluster.Origin.LIVE,
+            pod_uid__isnull=False,
+            end__isnull=True,
+            lane__in=("worker", "api"),
+            state__in=AGING_STATES,
         )
-        store.replace_pdb_timeline(cluster, timeline, {r.dedupe_key: r.id for r in rows})
-        derived.append(timeline)
-    return derived
+        .values_list("cluster_id", "pod_uid")
+        .distinct()
+    )
+    by_cluster: dict[int, set[str]] = {}
+    for cluster_id, uid in rows:
+        by_cluster.setdefault(cluster_id, set()).add(uid or "")
+    marked = 0
+    with transaction.atomic():
+        for cluster_id, uids in by_cluster.items():
+            alive = Pod.objects.filter(cluster_id=cluster_id, uid__in=uids, deleted_at__isnull=True)
+            keys = [(dirty.POD, uid, None, None) for uid in alive.values_list("uid", flat=True)]
+            dirty.append_batch(cluster_id, keys)
+            marked += len(keys)
+    return marked
+
+
+def mark_cluster(cluster: Cluster) -> int:
+    """Mark everything of ``cluster`` dirty: every pod, node, namespace's PDBs and workload it observed."""
+    obs = ObservationRow.objects.filter(cluster=cluster)
+    keys: list[dirty.MarkedKey] = [
+        (dirty.POD, uid, None, None)
+        for uid in obs.filter(pod_uid__isnull=False).values_list("pod_uid", flat=True).distinct()
+        if uid
+    ]
+    keys += [
+        (dirty.NODE, n, None, None)
+        for n in obs.filter(kind__in=NODE_KINDS).values_list("node", flat=True).distinct()
+        if n
+    ]
+    keys += [
+        (dirty.PDBS, ns, None, None)
+        for ns in obs.filter(kind__in=(Kind.PDB, Kind.PDB_DELETED))
+        .values_list("namespace", flat=True)
+        .distinct()
+        if ns
+    ]
+    keys += [
+        (dirty.WORKLOAD, dirty.ref(ns, name), None, None)
+        for ns, name in obs.filter(kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED))
+        .values_list("namespace", "name")
+        .distinct()
+    ]
+    with transaction.atomic():
+        for i in range(0, len(keys), 5000):
+            dirty.append_batch(cluster.pk, keys[i : i + 5000])
+    return len(keys)
+
+
+def rederive_cluster(cluster: Cluster) -> int:
+    """Rebuild everything derived of ``cluster`` from its observations, here and now (``manage.py
+    rederive``, imports); returns how many keys were derived."""
+    mark_cluster(cluster)
+    return drain(cluster=cluster)
+
+
+# -- being asked to run ------------------------------------------------------------------------------------
+_redis_client: Any = None
+_redis_lock = threading.Lock()
+PENDING_TTL_MS = 10_000  # a queued derive task not started by then is presumed lost (the beat re-kicks too)
+
+
+def _redis() -> Any:
+    global _redis_client
+    with _redis_lock:
+        if _redis_client is None:
+            import redis
+
+            _redis_client = redis.Redis.from_url(str(settings.REDIS_URL))
+        return _redis_client
+
+
+def _pending_key() -> str:
+    return f"{settings.PODLIFE_DEPLOYMENT}:derive:pending"
+
+
+def request() -> None:
+    """Ask for the derive stage to run: inline where Celery tasks run eagerly (the embedded default),
+    else one ``timelines.derive_dirty`` task queued unless one is queued and not started yet."""
+    from celery import current_app
+
+    from timelines.tasks import derive_dirty_task
+
+    if current_app.conf.task_always_eager:
+        drain()
+        return
+    try:
+        if _redis().set(_pending_key(), worker_name(), nx=True, px=PENDING_TTL_MS):
+            derive_dirty_task.apply_async()
+    except Exception:  # the beat's periodic run derives it anyway; storing must not fail for this
+        log.warning("could not queue the derive stage", exc_info=True)
+
+
+def run_task(*, budget_s: float = 20.0) -> int:
+    """The Celery task's body: drain for at most ``budget_s`` seconds, then queue a successor if work is
+    left (so a long backlog never holds a worker past its time limit)."""
+    from celery import current_app
+
+    if not current_app.conf.task_always_eager:
+        _redis().delete(_pending_key())  # from now on a new mark queues another task
+    done = 0
+    started = time.monotonic()
+    while True:
+        result = run_batch()
+        if result is None:
+            return done
+        done += result.claimed
+        if time.monotonic() - started >= budget_s:
+            request()  # work is left: a successor task goes on with it
+            return done
+        if result.claimed >= _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK):
+            request()  # a backlog: one more task, for an idle worker to share it
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def on_observations_stored(sender: Any, **kwargs: Any) -> None:
+    """``observations_stored`` receiver (connected in ``TimelinesConfig.ready``)."""
+    request()

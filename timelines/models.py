@@ -286,6 +286,51 @@ class CollectorState(models.Model):
         ordering = ["cluster", "resource"]
 
 
+# --- the derive stage's work (timelines/dirty.py) ---------------------------------------------------------
+
+
+class DirtyBatch(models.Model):
+    """What one store transaction changed: the keys its new observations make dirty.
+
+    Appended by ``store.save_observations`` in the same transaction as the observations (one row per
+    batch, so a batch of 500 rows costs the store one small insert), and by the derive stage for the
+    follow-up work a derivation finds (a pod's PDBs, a name's pods). The derive stage folds these rows
+    into ``DirtyKey`` rows and deletes them; nothing else reads them.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    keys = models.JSONField(help_text="[[kind, key, first observed, last observed], ...]")
+    created_at = models.DateTimeField()
+
+
+class DirtyKey(models.Model):
+    """One thing to derive again (a pod, a node, a namespace's PDBs, a workload, ...), claimed by at most one
+    derive worker at a time.
+
+    ``generation`` grows when the key is marked again while claimed: the claimer deletes the row only when
+    the generation is still the one it claimed, so a mark that arrived during a derivation is never lost.
+    A claim ends at ``claimed_until``: a crashed worker's keys are claimed again after that.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)
+    key = models.CharField(max_length=520)
+    t_min = models.DateTimeField(null=True, blank=True, help_text="For time-ranged keys (a node's pods).")
+    t_max = models.DateTimeField(null=True, blank=True)
+    generation = models.IntegerField(default=0)
+    marked_at = models.DateTimeField()
+    claimed_by = models.CharField(max_length=64, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    claimed_generation = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "kind", "key"], name="dirty_key_unique_per_cluster")
+        ]
+
+
 # --- access (the dashboard and the API) -------------------------------------------------------------------
 
 

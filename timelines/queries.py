@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 from django.db import connection
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
 
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
+from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity, format_time
 from timelines.lifecycle.timeline import Marker as MarkerT
-from timelines.lifecycle.timeline import PodTimeline, format_time
 from timelines.models import (
     Cluster,
     CollectorState,
@@ -28,6 +28,8 @@ from timelines.models import (
     PodDisruptionBudget,
     Workload,
 )
+
+_M = TypeVar("_M", bound=Model)
 
 
 class NotFound(LookupError):
@@ -76,14 +78,24 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
     lanes: dict[str, list[IntervalT]] = {"worker": [], "api": []}
     for row in Interval.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("lane", "start", "id"):
         lanes.setdefault(row.lane, []).append(
-            IntervalT(row.lane, row.state, row.start, row.end, row.source, row.attrs, _evidence(row.evidence))
+            IntervalT(
+                row.lane,
+                row.state,
+                row.start,
+                row.end,
+                cast(IntervalSource, row.source),
+                row.attrs,
+                _evidence(row.evidence),
+            )
         )
     markers = tuple(
-        MarkerT(m.at, m.kind, m.reason, m.message, m.attrs, _evidence(m.evidence))
+        MarkerT(m.at, cast(MarkerKind, m.kind), m.reason, m.message, m.attrs, _evidence(m.evidence))
         for m in Marker.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("at", "id")
     )
     findings = tuple(
-        FindingT(f.kind, f.severity, f.message, f.start, f.end, _evidence(f.evidence), f.attrs)
+        FindingT(
+            f.kind, cast(Severity, f.severity), f.message, f.start, f.end, _evidence(f.evidence), f.attrs
+        )
         for f in Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
@@ -110,19 +122,7 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
     )
 
 
-def search_pods(cluster: Cluster, text: str, *, limit: int = 100) -> list[Pod]:
-    """Pods whose name, namespace, UID, owner or node contains ``text``."""
-    q = (
-        Q(name__icontains=text)
-        | Q(namespace__icontains=text)
-        | Q(uid__istartswith=text)
-        | Q(owner_name__icontains=text)
-        | Q(node__icontains=text)
-    )
-    return list(Pod.objects.filter(cluster=cluster).filter(q).order_by("-last_seen")[:limit])
-
-
-# --- the dashboard and the API (timelines/web/views.py, timelines/web/api.py) ---------------------------------------
+# --- the dashboard and the API (timelines/web/views.py, timelines/web/api/views.py) ---------------------------------
 # These take the readable namespaces (``namespaces``: None = all) from timelines/web/access.py, so a caller
 # can never forget to narrow a read to what its user may see.
 
@@ -134,15 +134,21 @@ def _ns_filter(qs: Any, namespaces: set[str] | None, field: str = "namespace") -
     return qs if namespaces is None else qs.filter(**{f"{field}__in": sorted(namespaces)})
 
 
-def collector_health(cluster_ids: Iterable[int], *, now: datetime | None = None) -> list[dict[str, Any]]:
-    """CollectorState rows of the clusters as dicts with ``lag_seconds`` (now − last event)."""
+def collector_health(
+    cluster_ids: Iterable[int] | None = None, *, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Health of every watch and kubelet pull (CollectorState) of the clusters (all when None), ordered by
+    cluster and resource, with ``lag_seconds`` (now − last event). The one computation of collector
+    health: the pages, the REST API and ``/metrics`` (``collectors/health.py``) all read it. The per-node
+    bookkeeping rows of log pulls (``kubelet-logs:NODE``) are summarized by their cluster's row."""
     now = now or timezone.now()
+    rows = CollectorState.objects.select_related("cluster").order_by("cluster__name", "resource")
+    if cluster_ids is not None:
+        rows = rows.filter(cluster_id__in=list(cluster_ids))
     out = []
-    for row in (
-        CollectorState.objects.filter(cluster_id__in=list(cluster_ids))
-        .select_related("cluster")
-        .order_by("cluster__name", "resource")
-    ):
+    for row in rows:
+        if ":" in row.resource:
+            continue
         lag = (now - row.last_event_at).total_seconds() if row.last_event_at else None
         out.append(
             {
@@ -153,11 +159,14 @@ def collector_health(cluster_ids: Iterable[int], *, now: datetime | None = None)
                 "last_step_at": row.last_step_at,
                 "lag_seconds": None if lag is None else max(0.0, lag),
                 "events_total": row.events_total,
+                "events_per_second": row.events_per_second,
                 "errors_total": row.errors_total,
                 "relists_total": row.relists_total,
                 "last_error": row.last_error,
                 "last_error_at": row.last_error_at,
                 "note": row.note,
+                "lease_owner": row.lease_owner,
+                "lease_expires": row.lease_expires,
             }
         )
     return out
@@ -239,7 +248,8 @@ def namespace_summaries(cluster: Cluster, namespaces: set[str] | None) -> list[d
 def search_visible_pods(
     cluster: Cluster, text: str, namespaces: set[str] | None, *, limit: int = 100
 ) -> list[Pod]:
-    """``search_pods`` narrowed to readable namespaces (the filter runs in SQL, before the limit)."""
+    """Pods whose name, namespace, UID (prefix), owner or node contains ``text``, in readable namespaces
+    (the filter runs in SQL, before the limit)."""
     text = text.strip()
     if not text:
         return []
@@ -459,12 +469,15 @@ def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str]
 
 
 def workload_samples(workload: Workload) -> list[dict[str, Any]]:
-    return list(
-        workload.samples.order_by("at").values("at", "replicas", "current", "ready", "updated", "available")
-    )
+    return [
+        dict(r)
+        for r in workload.samples.order_by("at").values(
+            "at", "replicas", "current", "ready", "updated", "available"
+        )
+    ]
 
 
-def _current_incarnation(qs: Any, what: str, cluster: Cluster) -> Any:
+def _current_incarnation(qs: QuerySet[_M], what: str, cluster: Cluster) -> _M:
     """The live object of a name (else the newest deleted one): names are reused, UIDs are not."""
     found = qs.order_by("deleted_at", "-created_at").first()
     if found is None:
@@ -508,11 +521,12 @@ def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
 
 
 def pdb_samples(pdb: PodDisruptionBudget) -> list[dict[str, Any]]:
-    return list(
-        pdb.samples.order_by("at").values(
+    return [
+        dict(r)
+        for r in pdb.samples.order_by("at").values(
             "at", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "reason"
         )
-    )
+    ]
 
 
 def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = None) -> list[dict[str, Any]]:

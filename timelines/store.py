@@ -10,7 +10,7 @@ rejected with its key and the reason; the rest of its batch is stored.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,12 +23,12 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
 
+from timelines import dirty
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
 from timelines.lifecycle.observation import (
     AnyObservation,
     EncodedObservation,
     InvalidObservation,
-    Kind,
     Observation,
 )
 from timelines.lifecycle.timeline import PodTimeline
@@ -45,6 +45,8 @@ from timelines.models import (
     WorkloadStatusSample,
 )
 from timelines.models import Observation as ObservationRow
+from timelines.projections import NodeRow, PdbRow, WorkloadRow
+from timelines.signals import observations_stored
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +150,11 @@ def save_observations(
 def _append(
     cluster_id: int, pairs: Iterable[tuple[AnyObservation | Mapping[str, Any], datetime]]
 ) -> SaveResult:
-    """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs."""
+    """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs; record the keys
+    the new ones make dirty in the same transaction (``timelines/dirty.py``)."""
     result = SaveResult()
     rows: dict[str, tuple[Any, ...]] = {}
+    facts: dict[str, AnyObservation] = {}  # stored dedupe key -> observation (for its dirty keys)
     for record, received_at in pairs:
         result.received += 1
         try:
@@ -165,16 +169,30 @@ def _append(
             result.duplicates += 1
             continue
         rows[obs.dedupe_key] = row
+        facts[row[_KEY_AT]] = obs
     if rows:
         if connection.vendor == "postgresql":
-            inserted = _insert_postgres(cluster_id, list(rows.values()))
+            inserted = _insert_postgres(cluster_id, list(rows.values()), facts)
         else:
-            inserted = _insert_portable(cluster_id, rows)
+            inserted = _insert_portable(cluster_id, rows, facts)
         result.stored = len(inserted)
         result.duplicates += len(rows) - len(inserted)
         result.pods_touched = {uid for uid, _key in inserted if uid}
         result.stored_keys = {key for _uid, key in inserted}
+        if inserted:
+            # After the commit (at once outside a caller's transaction): the derive stage is told there
+            # is work (timelines/derivation.py connects to this signal).
+            transaction.on_commit(
+                functools.partial(observations_stored.send, sender=SaveResult, cluster_id=cluster_id)
+            )
     return result
+
+
+def _mark_dirty(
+    cluster_id: int, inserted: Iterable[tuple[str | None, str]], facts: Mapping[str, AnyObservation]
+) -> None:
+    """Record the keys the inserted rows make dirty (inside the transaction that inserted them)."""
+    dirty.append_batch(cluster_id, dirty.marked_keys(facts[key] for _uid, key in inserted))
 
 
 def _coerce(record: AnyObservation | Mapping[str, Any]) -> AnyObservation:
@@ -293,29 +311,35 @@ def _reason(exc: Exception) -> str:
 _conflicted: set[int] = set()
 
 
-def _insert_postgres(cluster_id: int, rows: list[tuple[Any, ...]]) -> list[tuple[str | None, str]]:
-    """Insert ``rows``; returns (pod uid, dedupe key) of each row actually inserted.
+def _insert_postgres(
+    cluster_id: int, rows: list[tuple[Any, ...]], facts: Mapping[str, AnyObservation]
+) -> list[tuple[str | None, str]]:
+    """Insert ``rows`` and mark what they make dirty, in one transaction; returns (pod uid, dedupe key) of
+    each row actually inserted.
 
     A batch of new facts (a first list, a watch's fresh events: nearly every batch) is COPYed straight
     into the table; a duplicate key makes that COPY fail, and then (and for this cluster's next batches,
     until one comes back without duplicates) the batch goes through a staging table and
     ``INSERT … ON CONFLICT DO NOTHING``, which skips what is stored. The straight COPY does half the work:
-    each row is written and indexed once, not twice.
+    each row is written and indexed once, not twice. The dirty keys are one small row more in the same
+    transaction (``dirty.append_batch``).
     """
+    nested = connection.in_atomic_block
     if cluster_id not in _conflicted:
         try:
-            # Outside a transaction the COPY is one by itself (autocommit): all rows or none, and two
-            # round trips fewer than BEGIN ... COMMIT around it. Inside a caller's transaction, a
-            # savepoint, so that a failed COPY rolls back only itself.
-            with (
-                transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext(),
-                connection.cursor() as cursor,
-            ):
+            # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a
+            # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
+            with transaction.atomic(), connection.cursor() as cursor:
                 copy_observation_rows(cursor.cursor, "timelines_observation", rows)
-            return [(row[1], row[_KEY_AT]) for row in rows]
+                inserted = [(row[1], row[_KEY_AT]) for row in rows]
+                _mark_dirty(cluster_id, inserted, facts)
+            return inserted
         except psycopg_errors.UniqueViolation:
             _conflicted.add(cluster_id)
-    inserted = _insert_postgres_staged(rows)
+    with transaction.atomic():
+        inserted = _insert_postgres_staged(rows, nested=nested)
+        if inserted:
+            _mark_dirty(cluster_id, inserted, facts)
     if len(inserted) == len(rows):
         _conflicted.discard(cluster_id)
     return inserted
@@ -339,12 +363,12 @@ def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterabl
             copy.write_row(row)
 
 
-def _insert_postgres_staged(rows: list[tuple[Any, ...]]) -> list[tuple[str | None, str]]:
-    """COPY into a temporary staging table, then one INSERT … ON CONFLICT DO NOTHING … RETURNING."""
-    # Only a caller's enclosing transaction needs the explicit TRUNCATE below: when this block is the
+def _insert_postgres_staged(rows: list[tuple[Any, ...]], *, nested: bool) -> list[tuple[str | None, str]]:
+    """COPY into a temporary staging table, then one INSERT … ON CONFLICT DO NOTHING … RETURNING (inside
+    the caller's ``atomic`` block; ``nested``: that block is inside a transaction of its caller's)."""
+    # Only a caller's enclosing transaction needs the explicit TRUNCATE below: when the block is the
     # outermost one, its commit empties the staging table (ON COMMIT DELETE ROWS) more cheaply.
-    nested = connection.in_atomic_block
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         raw = cursor.cursor
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
         copy_observation_rows(raw, _STAGE, rows)
@@ -358,8 +382,11 @@ def _insert_postgres_staged(rows: list[tuple[Any, ...]]) -> list[tuple[str | Non
     return inserted
 
 
-def _insert_portable(cluster_id: int, rows: dict[str, tuple[Any, ...]]) -> list[tuple[str | None, str]]:
-    """Any database: skip keys already stored, insert the rest with ON CONFLICT DO NOTHING.
+def _insert_portable(
+    cluster_id: int, rows: dict[str, tuple[Any, ...]], facts: Mapping[str, AnyObservation]
+) -> list[tuple[str | None, str]]:
+    """Any database: skip keys already stored, insert the rest with ON CONFLICT DO NOTHING, and mark what
+    they make dirty in the same transaction.
 
     Knowing the stored keys first tells which rows are new without RETURNING; the conflict clause keeps a
     concurrent writer's identical row from failing the batch.
@@ -388,10 +415,15 @@ def _insert_portable(cluster_id: int, rows: dict[str, tuple[Any, ...]]) -> list[
         f"INSERT INTO timelines_observation ({', '.join(_COLUMNS)}) VALUES ({marks}) "
         "ON CONFLICT (cluster_id, dedupe_key) DO NOTHING"
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(sql, params)
-    key = _COLUMNS.index("dedupe_key")
-    return [(row[1], row[key]) for row in new]
+    # A row another writer stored since the look-up above is skipped by the conflict clause but still
+    # counted (and marked dirty) here: marking a key once too often costs one derivation, never a fact.
+    inserted = [(row[1], row[_KEY_AT]) for row in new]
+    with transaction.atomic():
+        if params:
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, params)
+            _mark_dirty(cluster_id, inserted, facts)
+    return inserted
 
 
 def apply_retention(days: int, *, now: datetime | None = None) -> int:
@@ -424,7 +456,7 @@ def bulk_insert(model: type[models.Model], objs: list[Any]) -> None:
     if not objs:
         return
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, batch_size=1000)
+        model._default_manager.bulk_create(objs, batch_size=1000)
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
@@ -510,15 +542,20 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
         bulk_insert(Interval, intervals)
         bulk_insert(Marker, markers)
         bulk_insert(Finding, findings)
-        existing = {p.uid: p for p in Pod.objects.filter(cluster=cluster, uid__in=uids)}
-        new_rows = []
+        rows: list[Pod] = []
         for item in pods:
-            row = existing.get(item.timeline.uid) or Pod(cluster=cluster, uid=item.timeline.uid)
+            row = Pod(cluster=cluster, uid=item.timeline.uid)
             _fill_pod_row(row, item.timeline, item.labels)
-            if row.pk is None:
-                new_rows.append(row)
-        Pod.objects.bulk_update(list(existing.values()), _POD_FIELDS, batch_size=500)
-        Pod.objects.bulk_create(new_rows, batch_size=500)
+            rows.append(row)
+        # One INSERT … ON CONFLICT DO UPDATE for new and known pods alike (bulk_update's CASE per field and
+        # row cost seconds per 200 pods). The derive stage's claim makes this the pod's only writer.
+        Pod.objects.bulk_create(
+            rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["cluster", "uid"],
+            update_fields=_POD_FIELDS,
+        )
 
 
 _POD_FIELDS = [
@@ -555,167 +592,93 @@ def _fill_pod_row(row: Pod, timeline: PodTimeline, labels: Mapping[str, str]) ->
     row.last_seen = timeline.last_observed
 
 
-def _condition_status(conditions: list[dict[str, Any]] | None, kind: str) -> dict[str, Any] | None:
-    return next((c for c in conditions or [] if c.get("type") == kind), None)
-
-
-def update_current_state(cluster: Cluster, observations: Iterable[AnyObservation]) -> None:
-    """Bring node, PDB and workload rows (and their status samples) up to the newest snapshots.
-
-    Pods are kept by ``replace_pod_timelines``: their row derives from the whole timeline, kubelet lines
-    included. An older snapshot arriving late never overwrites a newer one; a status sample is added only
-    when the status changed.
-    """
-    handlers = {
-        Kind.PDB: _update_pdb,
-        Kind.PDB_DELETED: _update_pdb,
-        Kind.WORKLOAD: _update_workload,
-        Kind.WORKLOAD_DELETED: _update_workload,
-    }
-    nodes: dict[str, AnyObservation] = {}
-    relevant = []
-    wanted = (o for o in observations if o.kind in handlers or o.kind in _NODE_SNAPSHOTS)
-    for obs in sorted(wanted, key=lambda o: o.sort_key):
-        if obs.kind in handlers:
-            relevant.append(obs)
-        elif name := obs.payload.get("name") or obs.name:
-            nodes[name] = obs  # the newest snapshot of each node is the one that counts
-    if not nodes and not relevant:
-        return
-    with transaction.atomic():
-        if nodes:
-            _update_nodes(cluster, nodes)
-        for obs in relevant:
-            handlers[obs.kind](cluster, obs)
-
-
-_NODE_SNAPSHOTS = (Kind.NODE, Kind.NODE_DELETED)
 _NODE_FIELDS = ["uid", "labels", "unschedulable", "ready", "created_at", "last_seen", "deleted_at"]
 
 
-def _update_nodes(cluster: Cluster, newest: Mapping[str, AnyObservation]) -> None:
-    """Node rows from each node's newest snapshot: one read, one bulk create, one bulk update."""
-    stored = {node.name: node for node in Node.objects.filter(cluster=cluster, name__in=list(newest))}
-    created, updated = [], []
-    for name, obs in newest.items():
-        node = stored.get(name)
-        if node is None:
-            node = Node(cluster=cluster, name=name)
-            created.append(node)
-        elif node.last_seen and obs.observed_at < node.last_seen:
-            continue  # a late, older snapshot
-        else:
-            updated.append(node)
-        p = obs.payload
-        ready = _condition_status(p.get("conditions"), "Ready")
-        node.uid = p.get("uid") or node.uid
-        node.labels = p.get("labels") or {}
-        node.unschedulable = bool(p.get("unschedulable"))
-        node.ready = None if ready is None else ready.get("status") == "True"
-        node.created_at = _time(p.get("created")) or node.created_at
-        node.last_seen = obs.observed_at
-        node.deleted_at = obs.observed_at if obs.kind == Kind.NODE_DELETED else None
-    if created:  # a row another writer created meanwhile takes this snapshot
-        Node.objects.bulk_create(
-            created, update_conflicts=True, unique_fields=["cluster", "name"], update_fields=_NODE_FIELDS
+def replace_node(
+    cluster: Cluster,
+    name: str,
+    row: NodeRow | None,
+    timeline: NodeTimeline | None,
+    ids_by_key: Mapping[str, int],
+) -> None:
+    """Replace a node's row (from its newest snapshot) and own lanes (``node:*`` intervals) in one
+    transaction (the derive stage's projection of a node)."""
+    with transaction.atomic():
+        if row is not None:
+            values = {f: getattr(row, f) for f in _NODE_FIELDS}
+            updated = Node.objects.filter(cluster=cluster, name=name).update(**values)
+            if not updated:
+                Node.objects.create(cluster=cluster, name=name, **values)
+        Interval.objects.filter(cluster=cluster, pod_uid=None, node=name, lane__startswith="node:").delete()
+        if timeline is not None:
+            evidence = _evidence_ids(ids_by_key)
+            rows = _interval_rows(
+                cluster,
+                (iv for lane in timeline.lanes.values() for iv in lane),
+                evidence,
+                pod_uid=None,
+                node=name,
+                namespace="",
+            )
+            bulk_insert(Interval, rows)
+
+
+_PDB_FIELDS = [
+    "namespace",
+    "name",
+    "selector",
+    "min_available",
+    "max_unavailable",
+    "unhealthy_pod_eviction_policy",
+    "created_at",
+    "deleted_at",
+]
+
+
+def replace_pdb(cluster: Cluster, row: PdbRow) -> PodDisruptionBudget:
+    """Replace a PDB's row and status samples (the derive stage's projection of its snapshots)."""
+    with transaction.atomic():
+        values = {f: getattr(row, f) for f in _PDB_FIELDS}
+        pdb, created = PodDisruptionBudget.objects.get_or_create(
+            cluster=cluster, uid=row.uid, defaults=values
         )
-    if updated:
-        Node.objects.bulk_update(updated, _NODE_FIELDS)
+        if not created:
+            PodDisruptionBudget.objects.filter(pk=pdb.pk).update(**values)
+            for f, v in values.items():
+                setattr(pdb, f, v)
+            PDBStatusSample.objects.filter(pdb=pdb).delete()
+        PDBStatusSample.objects.bulk_create(
+            [PDBStatusSample(pdb=pdb, at=at, **sample) for at, sample in row.samples], batch_size=500
+        )
+    return pdb
 
 
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else None
+_WORKLOAD_FIELDS = [
+    "kind",
+    "namespace",
+    "name",
+    "owner_kind",
+    "owner_name",
+    "owner_uid",
+    "selector",
+    "created_at",
+    "deleted_at",
+]
 
 
-def _update_pdb(cluster: Cluster, obs: Observation) -> None:
-    p = obs.payload
-    uid = p.get("uid")
-    if not uid:
-        return
-    pdb, _ = PodDisruptionBudget.objects.get_or_create(
-        cluster=cluster,
-        uid=uid,
-        defaults={"namespace": p.get("namespace") or "", "name": p.get("name") or ""},
-    )
-    pdb.namespace, pdb.name = p.get("namespace") or pdb.namespace, p.get("name") or pdb.name
-    pdb.selector = p.get("selector") or {}
-    pdb.min_available = "" if p.get("min_available") is None else str(p["min_available"])
-    pdb.max_unavailable = "" if p.get("max_unavailable") is None else str(p["max_unavailable"])
-    pdb.unhealthy_pod_eviction_policy = p.get("unhealthy_pod_eviction_policy") or ""
-    pdb.created_at = _time(p.get("created")) or pdb.created_at
-    if obs.kind == Kind.PDB_DELETED:
-        pdb.deleted_at = obs.observed_at
-    pdb.save()
-    status = p.get("status") or {}
-    allowed = _condition_status(status.get("conditions"), "DisruptionAllowed") or {}
-    sample = {
-        "disruptions_allowed": status.get("disruptions_allowed") or 0,
-        "current_healthy": status.get("current_healthy") or 0,
-        "desired_healthy": status.get("desired_healthy") or 0,
-        "expected_pods": status.get("expected_pods") or 0,
-        "observed_generation": status.get("observed_generation"),
-        "reason": allowed.get("reason") or "",
-        "disrupted_pods": status.get("disrupted_pods") or {},
-        "conditions": status.get("conditions") or [],
-    }
-    last = pdb.samples.order_by("-at").first()
-    if last is not None and last.at >= obs.observed_at:
-        return
-    if last is not None and all(getattr(last, k) == v for k, v in sample.items()):
-        return
-    PDBStatusSample.objects.create(pdb=pdb, at=obs.observed_at, **sample)
-
-
-def _first_int(status: Mapping[str, Any], *names: str) -> int | None:
-    for name in names:
-        if isinstance(status.get(name), int):
-            return status[name]
-    return None
-
-
-def _update_workload(cluster: Cluster, obs: Observation) -> None:
-    p = obs.payload
-    uid, kind = p.get("uid"), p.get("kind")
-    if not uid or kind not in Workload.Kind.values:
-        return
-    owner = p.get("owner") or {}
-    workload, _ = Workload.objects.update_or_create(
-        cluster=cluster,
-        uid=uid,
-        defaults={
-            "kind": kind,
-            "namespace": p.get("namespace") or "",
-            "name": p.get("name") or "",
-            "owner_kind": owner.get("kind") or "",
-            "owner_name": owner.get("name") or "",
-            "owner_uid": owner.get("uid") or "",
-            "selector": p.get("selector") or {},
-            "created_at": _time(p.get("created")),
-        },
-    )
-    if obs.kind == Kind.WORKLOAD_DELETED and workload.deleted_at is None:
-        Workload.objects.filter(pk=workload.pk).update(deleted_at=obs.observed_at)
-    status = p.get("status") or {}
-    sample = {
-        "replicas": p.get("spec_replicas") if kind != "DaemonSet" else status.get("desired_number_scheduled"),
-        "current": _first_int(status, "replicas", "current_replicas", "current_number_scheduled"),
-        "ready": _first_int(status, "ready_replicas", "number_ready"),
-        "updated": _first_int(status, "updated_replicas", "updated_number_scheduled"),
-        "available": _first_int(status, "available_replicas", "number_available"),
-        "status": status,
-    }
-    last = workload.samples.order_by("-at").first()
-    if last is not None and last.at >= obs.observed_at:
-        return
-    if last is not None and all(getattr(last, k) == v for k, v in sample.items()):
-        return
-    WorkloadStatusSample.objects.create(workload=workload, at=obs.observed_at, **sample)
+def replace_workload(cluster: Cluster, row: WorkloadRow) -> None:
+    """Replace a workload's row and status samples (the derive stage's projection of its snapshots)."""
+    with transaction.atomic():
+        values = {f: getattr(row, f) for f in _WORKLOAD_FIELDS}
+        workload, created = Workload.objects.get_or_create(cluster=cluster, uid=row.uid, defaults=values)
+        if not created:
+            Workload.objects.filter(pk=workload.pk).update(**values)
+            WorkloadStatusSample.objects.filter(workload=workload).delete()
+        WorkloadStatusSample.objects.bulk_create(
+            [WorkloadStatusSample(workload=workload, at=at, **sample) for at, sample in row.samples],
+            batch_size=500,
+        )
 
 
 MAX_EVIDENCE = 200  # a long-running pod's setup cites every SyncPod pass; keep its first and last ones
@@ -771,24 +734,6 @@ def _interval_rows(
         )
         for iv in intervals
     ]
-
-
-def replace_node_timeline(cluster: Cluster, timeline: NodeTimeline, ids_by_key: Mapping[str, int]) -> None:
-    """Replace a node's own lanes (``node:*`` intervals with no pod) in one transaction."""
-    evidence = _evidence_ids(ids_by_key)
-    rows = _interval_rows(
-        cluster,
-        (iv for lane in timeline.lanes.values() for iv in lane),
-        evidence,
-        pod_uid=None,
-        node=timeline.name,
-        namespace="",
-    )
-    with transaction.atomic():
-        Interval.objects.filter(
-            cluster=cluster, pod_uid=None, node=timeline.name, lane__startswith="node:"
-        ).delete()
-        bulk_insert(Interval, rows)
 
 
 def replace_pdb_timeline(cluster: Cluster, timeline: PdbTimeline, ids_by_key: Mapping[str, int]) -> None:

@@ -1,8 +1,16 @@
-"""Celery tasks of the timelines app: large incident exports (``timelines/export/jobs.py`` does the work),
-their clean-up, and re-deriving pods whose open intervals age (a termination becomes "stuck" with time,
-with no new observation).
+"""Celery tasks of the timelines app. Each is a few lines around a module a test drives without Celery.
 
-Tasks take ids and primitives; retrying an export that failed would fail the same way, so there is none.
+* ``derive_dirty``: the derive stage (``timelines/derivation.py``): claims dirty keys, derives, writes,
+  pushes, for at most ~20 s, then hands what is left to a successor. Queued by the store's
+  ``observations_stored`` signal (one queued at a time) and every few seconds by beat, which also picks up
+  the keys of a worker that died holding them once their claim expired. It runs on its own queue
+  (``<deployment>.derive``), so long watch steps never hold it up.
+* ``mark_open_pods``: pods still terminating or cleaning up are marked dirty every minute (a termination
+  becomes "stuck" with time, with no new observation).
+* ``export_incident`` / ``purge_export_jobs``: large incident exports (``timelines/export/jobs.py``).
+
+The schedule is declared in settings (``CELERY_BEAT_SCHEDULE``). Tasks take ids and primitives; retrying
+an export that failed would fail the same way, so there is none.
 """
 
 from __future__ import annotations
@@ -11,12 +19,21 @@ from typing import Any
 
 from celery import shared_task
 
-from podlife_site.celery import add_beat_entries
-from timelines.derivation import rederive_open_pods
+from timelines import derivation
 from timelines.export import jobs
 
-REDERIVE_OPEN_EVERY_S = 60.0
-PURGE_EXPORTS_EVERY_S = 3600.0
+
+@shared_task(name="timelines.derive_dirty", ignore_result=True, acks_late=True)
+def derive_dirty_task() -> int:
+    return derivation.run_task()
+
+
+@shared_task(name="timelines.mark_open_pods", ignore_result=True)
+def mark_open_pods_task() -> int:
+    marked = derivation.mark_open_pods()
+    if marked:
+        derivation.request()
+    return marked
 
 
 # An export of tens of thousands of pods takes minutes, past the default CELERY_TASK_TIME_LIMIT.
@@ -34,22 +51,3 @@ def export_incident_task(self: Any, job_id: str) -> dict[str, Any] | None:
 @shared_task(name="timelines.purge_export_jobs", ignore_result=True)
 def purge_export_jobs() -> int:
     return jobs.purge_old_jobs()
-
-
-@shared_task(name="timelines.rederive_open_pods", ignore_result=True)
-def rederive_open_pods_task() -> int:
-    return rederive_open_pods()
-
-
-add_beat_entries(
-    {
-        "podlife-rederive-open-pods": {
-            "task": "timelines.rederive_open_pods",
-            "schedule": REDERIVE_OPEN_EVERY_S,
-        },
-        "podlife-purge-export-jobs": {
-            "task": "timelines.purge_export_jobs",
-            "schedule": PURGE_EXPORTS_EVERY_S,
-        },
-    }
-)

@@ -37,7 +37,6 @@ from collectors.kube.config import api_client, cluster_source
 from collectors.kube.stream import close_response
 from collectors.kubelet_logs import KubeletLogIngest
 from timelines import store
-from timelines.ingest import derive_new, ingest_observations
 from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -158,7 +157,7 @@ def pull_kubelet_metrics(cluster_name: str, *, nodes: list[str] | None = None) -
             continue
         batch.append(obs)
     if batch:
-        result.stored = ingest_observations(cluster, batch).stored
+        result.stored = store.save_observations(cluster, batch).stored
     state.record_events(cluster, state.KUBELET_METRICS, len(batch))
     state.record_step(cluster, state.KUBELET_METRICS, events=len(batch), seconds=0)
     state.set_note(cluster, state.KUBELET_METRICS, "")
@@ -238,7 +237,6 @@ def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> P
         for line in text.splitlines():
             ingest.feed(line)
         saved = ingest.close()
-        derive_new(cluster, saved.pods_touched, ())
         result.lines += ingest.parser.lines_read
         result.stored += saved.stored
         # sinceTime has second precision and is inclusive: the boundary line comes again and dedupes.

@@ -3,9 +3,10 @@
 ``run_step(cluster, resource)`` is the unit everything schedules: the Celery chain (``collectors/tasks.py``),
 the foreground ``collect`` command (``collectors/kube/runner.py``) and the tests. A step either lists (when
 no resourceVersion is stored, or after the watch expired) or runs ONE watch request bounded by
-``timeoutSeconds``. It stores what it saw through ``timelines.ingest.ingest_observations`` and then saves
-the resourceVersion it reached, in that order, so a worker killed mid-step loses nothing: the next step
-resumes from the stored version and a re-delivered event dedupes in the store.
+``timeoutSeconds``. It stores what it saw (``timelines.store.save_observations``, which marks what the
+derive stage must derive again) and then saves the resourceVersion it reached, in that order, so a worker
+killed mid-step loses nothing: the next step resumes from the stored version and a re-delivered event
+dedupes in the store. A step ends at the store: it derives, projects and pushes nothing.
 
 Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.watch.Watch``:
 * the generated ``list_*`` methods are called with ``_preload_content=False`` and bodies are parsed with
@@ -22,8 +23,8 @@ Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.wat
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import functools
 import gc
 import logging
 import queue
@@ -46,9 +47,8 @@ from collectors.kube.stream import END, LineReader, close_response
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
 from timelines import store
-from timelines.ingest import after_save
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
-from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
+from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,6 @@ class StepControl:
     heartbeat: Callable[[], bool] | None = None
     cancel: threading.Event | None = None
     tunables: Tunables | None = None
-    derive: bool = (
-        True  # False: store and update current state only (bench/watch.py: the collector's own cost)
-    )
 
 
 @dataclass
@@ -174,28 +171,20 @@ def _settle_process() -> None:
         gc.freeze()
 
 
-class _Writer:
-    """Stores one step's batches on background threads while the step parses the next.
+class _Writers:
+    """Threads that store one step's batches while the step parses the next.
 
-    Owned by one ``_Stepper``. A job has two parts. ``save`` appends a batch's observations: idempotent
-    and order-free, so ``threads`` saves run at once, each thread on its own database connection, and
-    PostgreSQL takes in one batch while the next is being sent. ``then`` does what must follow in order
-    (current-state rows, derivation, recording the resourceVersion the batch reached): it gets the
-    save's result and runs only after its own save and every earlier job's ``then``, one at a time, so a
-    version is saved only after every batch it covers is stored. After a job fails the rest are dropped
-    and the error is raised in the step's thread by the next ``submit`` or ``drain``. Shutdown: ``close``
-    (the step's ``finally``) lets the queued jobs finish, then ends the threads, which close their
-    connections.
+    Owned by one ``_Stepper``. Appending observations (and marking their keys dirty) is idempotent and
+    order-free, so ``threads`` batches are stored at once, each thread on its own database connection.
+    ``submit`` hands a batch over and returns its Future; the step keeps the Futures in submission order
+    and counts a batch's progress only once it and every batch before it are stored (``_Stepper._settle``):
+    a resourceVersion is never saved ahead of what it covers. Shutdown: ``close`` (the step's ``finally``)
+    lets the queued batches finish, then ends the threads, which close their connections.
     """
 
     def __init__(self, name: str, threads: int) -> None:
-        # At most one batch waits besides those being saved: bounds the memory a step holds.
-        self._jobs: queue.Queue[tuple[int, Callable[[], Any], Callable[[Any], None]] | None] = queue.Queue(1)
-        self._turn = threading.Condition()
-        self._submitted = 0  # sequence number of the next job (the step's thread only)
-        self._next_then = 0  # sequence number of the job whose ``then`` runs next
-        self._error: BaseException | None = None
-        self._reported = False
+        # At most one batch waits besides those being stored: bounds the memory a step holds.
+        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue(1)
         self._threads = [
             threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
             for i in range(max(1, threads))
@@ -203,65 +192,27 @@ class _Writer:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, save: Callable[[], Any], then: Callable[[Any], None]) -> None:
-        self._raise_error()
-        self._jobs.put((self._submitted, save, then))
-        self._submitted += 1
+    def submit(self, save: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((save, future))
+        return future
 
-    def drain(self) -> None:
-        """Wait until every submitted job ran; raises the error of a failed one."""
-        self._jobs.join()
-        self._raise_error()
-
-    def close(self) -> BaseException | None:
-        """Finish the queued jobs and end the threads; returns an error not raised in the step yet."""
+    def close(self) -> None:
         for _ in self._threads:
             self._jobs.put(None)
         for thread in self._threads:
             thread.join()
-        if self._error is not None and not self._reported:
-            self._reported = True
-            return self._error
-        return None
-
-    def _raise_error(self) -> None:
-        if self._error is not None and not self._reported:
-            self._reported = True
-            raise self._error
 
     def _run(self) -> None:
         try:
-            while True:
-                job = self._jobs.get()
+            while (job := self._jobs.get()) is not None:
+                save, future = job
                 try:
-                    if job is None:
-                        return
-                    self._do(*job)
-                finally:
-                    self._jobs.task_done()
+                    future.set_result(save())
+                except BaseException as exc:  # handed to the step's thread, which logs and counts it
+                    future.set_exception(exc)
         finally:
             connections.close_all()  # this thread's connections only
-
-    def _do(self, seq: int, save: Callable[[], Any], then: Callable[[Any], None]) -> None:
-        saved, failed = None, None
-        if self._error is None:
-            try:
-                saved = save()
-            except BaseException as exc:  # handed to the step's thread, which logs and counts it
-                failed = exc
-        with self._turn:
-            while self._next_then != seq:
-                self._turn.wait()
-            try:
-                if self._error is None and failed is not None:
-                    self._error = failed
-                if self._error is None:
-                    then(saved)
-            except BaseException as exc:
-                self._error = exc
-            finally:
-                self._next_then += 1
-                self._turn.notify_all()
 
 
 # -- the step --------------------------------------------------------------------------------------------
@@ -337,10 +288,12 @@ class _Stepper:
         self.fingerprints: dict[str, str] | None = None
         self.started = time.monotonic()
         self._last_stamp: datetime | None = None
-        self._writer: _Writer | None = None
+        self._writers: _Writers | None = None
+        # Batches handed to the writers, in submission order, with the progress each makes once it and
+        # every one before it are stored (``_settle``, on the step's thread only).
+        self._in_flight: collections.deque[tuple[Future[Any], int, str | None]] = collections.deque()
         self._notes: list[str] = []  # status notes from API calls, written by the step's thread
-        # Progress not written yet (``_progress``); touched in batch order only: by the writer's ordered
-        # ``then``, or by the step's thread once the writer is drained.
+        # Progress stored but not written yet (``_progress``), in batch order.
         self._unwritten_events = 0
         self._unwritten_rv: str | None = None
         self._progress_at = time.monotonic()
@@ -449,7 +402,7 @@ class _Stepper:
                     held += observations
                 if len(held) >= self.tunables.batch_size or not token:
                     batch, held, count, held_items = held, [], held_items, 0
-                    self._store(batch, functools.partial(self._progress, count, None))
+                    self._store(batch, count, None)
                 self._beat()
                 if not token:
                     if not rv:
@@ -460,7 +413,7 @@ class _Stepper:
         finally:
             fetcher.shutdown(wait=False)  # a page still in flight closes its response itself
             if held or held_items:
-                self._store(held, functools.partial(self._progress, held_items, None))
+                self._store(held, held_items, None)
 
     def _fetch_page(self, token: str | None) -> bytes:
         """The body of one list page (``token``: the previous page's continue token)."""
@@ -548,6 +501,7 @@ class _Stepper:
                     raise
                 if lines is END:
                     break
+                self._settle()  # count the batches stored meanwhile (their progress)
                 quiet = lines is None  # the stream paused: a burst ended, so what is held goes now
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
@@ -638,51 +592,66 @@ class _Stepper:
         return now
 
     def _flush(self, pending: list[AnyObservation], events: int, rv: str) -> None:
-        """Store ``pending`` (the observations of ``events`` watch events) and then record the version it
-        reached (in this order: nothing is lost)."""
-        self._store(pending, functools.partial(self._progress, events, rv))
+        """Store ``pending`` (the observations of ``events`` watch events); the version it reached is
+        recorded once it is stored (in this order: nothing is lost)."""
+        self._store(pending, events, rv)
 
-    def _store(self, batch: list[AnyObservation], then: Callable[[], None]) -> None:
-        """Store ``batch``, then call ``then`` (which records what the batch covered).
+    def _store(self, batch: list[AnyObservation], events: int, rv: str | None) -> None:
+        """Store ``batch``, then count ``events`` and the version ``rv`` it reached as progress.
 
-        On PostgreSQL outside a caller's transaction this happens on the step's writer thread, in
-        submission order, while the step goes on parsing; ``drain`` waits for it. Inside a transaction
-        (tests, a caller's atomic block) and on SQLite it happens here and now: another connection could
-        not see the caller's uncommitted rows, and SQLite takes one writer at a time.
+        On PostgreSQL outside a caller's transaction the batch goes to the step's writer threads while the
+        step goes on parsing; ``drain`` waits for them. Inside a transaction (tests, a caller's atomic
+        block) and on SQLite it is stored here and now: another connection could not see the caller's
+        uncommitted rows, and SQLite takes one writer at a time.
         """
 
         def save() -> store.SaveResult | None:
             return store.save_observations(self.cluster, batch) if batch else None
 
-        def finish(saved: store.SaveResult | None) -> None:
-            if saved is not None:
-                after_save(self.cluster, batch, saved, derive=self.control.derive)
-                self._count(saved)
-            then()
+        if self._writers is None and connection.vendor == "postgresql" and not connection.in_atomic_block:
+            self._writers = _Writers(f"store-{self.cluster.name}-{self.spec.name}", self.tunables.writers)
+        if self._writers is None:
+            self._stored(save(), events, rv)
+            return
+        self._in_flight.append((self._writers.submit(save), events, rv))
+        self._settle(block=len(self._in_flight) > self.tunables.writers + 1)
 
-        if self._writer is None and connection.vendor == "postgresql" and not connection.in_atomic_block:
-            self._writer = _Writer(f"store-{self.cluster.name}-{self.spec.name}", self.tunables.writers)
-        if self._writer is None:
-            finish(save())
-        else:
-            self._writer.submit(save, finish)
+    def _settle(self, *, block: bool = False) -> None:
+        """Count the batches at the front of ``_in_flight`` that are stored (with ``block``, wait for at
+        least the first); raises the error of one that failed (the batches after it do not count)."""
+        while self._in_flight and (block or self._in_flight[0][0].done()):
+            future, events, rv = self._in_flight[0]
+            saved = future.result()  # raises a failed batch's error
+            self._in_flight.popleft()
+            self._stored(saved, events, rv)
+            block = False
+
+    def _stored(self, saved: store.SaveResult | None, events: int, rv: str | None) -> None:
+        if saved is not None:
+            self._count(saved)
+        self._progress(events, rv)
 
     def drain(self) -> None:
         """Wait until every batch handed to ``_store`` is stored (raises the error of one that failed),
         then write the progress they made."""
-        if self._writer is not None:
-            self._writer.drain()
+        while self._in_flight:
+            self._settle(block=True)
         self._write_progress()
 
     def close(self) -> None:
-        """End the writer thread after it stored what it was given, and write the progress of what was
-        stored (the step's ``finally``); a step that lost its lease writes nothing more."""
-        writer, self._writer = self._writer, None
-        error = writer.close() if writer is not None else None
-        if error is not None:  # the step is already failing with its own error; this one is logged here
-            message = f"storing a batch failed: {type(error).__name__}: {error}"
-            log.warning("%s/%s: %s", self.cluster.name, self.spec.name, message, exc_info=error)
+        """End the writer threads after they stored what they were given, and write the progress of what
+        was stored (the step's ``finally``); a step that lost its lease writes nothing more."""
+        writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.close()
+        try:
+            while self._in_flight:
+                self._settle(block=True)
+        except Exception as exc:  # the step is already failing with its own error; this one is logged here
+            message = f"storing a batch failed: {type(exc).__name__}: {exc}"
+            log.warning("%s/%s: %s", self.cluster.name, self.spec.name, message, exc_info=exc)
             state.record_error(self.cluster, self.spec.name, message)
+            self._in_flight.clear()  # nothing after a failed batch counts as progress
         if not self._lease_lost:
             try:
                 self._write_progress()
@@ -691,7 +660,7 @@ class _Stepper:
 
     def _progress(self, events: int, rv: str | None) -> None:
         """A batch of ``events`` events (reaching ``rv``, for a watch) is stored: count it, and write the
-        progress when it was last written ``PROGRESS_S`` ago. Runs in batch order (see ``__init__``)."""
+        progress when it was last written ``PROGRESS_S`` ago. Runs in batch order (``_settle``)."""
         self._unwritten_events += events
         if rv is not None:
             self._unwritten_rv = rv
@@ -750,7 +719,7 @@ class _Stepper:
         return False
 
     def _count(self, saved: store.SaveResult) -> None:
-        """Add what storing one batch did to the step's result (in batch order: ``_store``)."""
+        """Add what storing one batch did to the step's result (in batch order: ``_settle``)."""
         self.result.busy_seconds = time.monotonic() - self.started
         result = self.result
         result.stored += saved.stored
@@ -782,7 +751,7 @@ class _Stepper:
             self.spec.name,
             len(synthetic),
         )
-        self._store(synthetic, lambda: None)
+        self._store(synthetic, 0, None)
         self.result.synthetic_deletions += len(synthetic)
 
 
@@ -810,22 +779,26 @@ def _observed_identity(spec: ResourceSpec, obs: AnyObservation) -> str:
 
 
 def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dict[str, str]]]:
-    """(identity, row fields) of every object of ``spec``'s kind the store holds as not deleted."""
-    if spec.name == "pods":
-        rows = Pod.objects.filter(cluster=cluster, deleted_at__isnull=True).values("uid", "namespace", "name")
-        return [(r["uid"], r) for r in rows]
-    if spec.name == "nodes":
-        rows = Node.objects.filter(cluster=cluster, deleted_at__isnull=True).values("uid", "name")
-        return [(r["name"], r) for r in rows]
-    if spec.name == "poddisruptionbudgets":
-        rows = PodDisruptionBudget.objects.filter(cluster=cluster, deleted_at__isnull=True).values(
-            "uid", "namespace", "name"
-        )
-        return [(r["uid"], r) for r in rows]
-    rows = Workload.objects.filter(cluster=cluster, kind=spec.kind, deleted_at__isnull=True).values(
-        "uid", "namespace", "name"
-    )
-    return [(r["uid"], r) for r in rows]
+    """(identity, fields) of every object of ``spec``'s kind whose newest stored snapshot is not a deletion.
+
+    Read from the observations, the source of truth, and not from the derive stage's current-state rows,
+    which may not have caught up with what this collector stored a moment ago.
+    """
+    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
+    if spec.live_kind == Kind.WORKLOAD:
+        rows = rows.filter(payload__kind=spec.kind)
+    fields = ("kind", "pod_uid", "namespace", "name", "payload__uid")
+    newest: dict[str, tuple[str, dict[str, str]]] = {}
+    for kind, pod_uid, namespace, name, uid in (
+        rows.order_by("observed_at", "id").values_list(*fields).iterator(chunk_size=5000)
+    ):
+        identity = pod_uid if spec.name == "pods" else name if spec.name == "nodes" else uid
+        if identity:
+            newest[str(identity)] = (
+                kind,
+                {"uid": str(uid or pod_uid or ""), "namespace": namespace, "name": name},
+            )
+    return [(identity, row) for identity, (kind, row) in newest.items() if kind == spec.live_kind]
 
 
 def _synthetic_deletion(

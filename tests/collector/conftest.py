@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -9,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.watch import StepControl, StepResult, run_step
 from collectors.sim import SimServer, run_sim
+from timelines import derivation
 from timelines.models import Observation
 
 CLUSTER = "sim"
@@ -109,6 +112,41 @@ def _serve(tmp_path: Path, scenario: str | None, advance: float, **opts: Any) ->
                 server.cluster.advance(advance)
         config.register_cluster(ClusterSource(CLUSTER, str(kubeconfig), "podlife-demo"))
         yield SimCluster(server, kubeconfig)
+
+
+class DeriveWorker:
+    """The derive stage on a thread of this process, as a Celery worker runs it beside the collector: it
+    drains what is dirty every ``interval`` seconds until ``stop``."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, name="derive-worker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                try:
+                    derivation.drain()
+                except Exception as exc:  # reported by stop(): a test must not pass over it
+                    self.errors.append(exc)
+                self.stopped.wait(self.interval)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(30)
+        assert not self.errors, self.errors
+
+
+@pytest.fixture
+def derive_worker(transactional_db: Any) -> Iterator[DeriveWorker]:
+    worker = DeriveWorker()
+    yield worker
+    worker.stop()
 
 
 @pytest.fixture

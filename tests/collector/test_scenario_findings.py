@@ -1,7 +1,7 @@
 """Every demo scenario, collected through the real client, yields the findings a person would expect.
 
 GIVEN the mixed demo cluster (every scenario at once) WHEN the collector's threads watch it and pull the
-kubelet's metrics and logs while the scenarios play out THEN each scenario's anomaly is flagged on the
+kubelet's metrics and logs while the scenarios play out, and a derive worker derives what they store, THEN each scenario's anomaly is flagged on the
 right pod or PDB, from evidence the collector stored.
 
 The demo cluster runs on virtual time, stepped by the test; the whole process reads that clock (the
@@ -34,7 +34,7 @@ EXPECTED = {
 }
 
 
-def test_every_scenario_produces_its_findings(make_sim, monkeypatch):
+def test_every_scenario_produces_its_findings(make_sim, monkeypatch, derive_worker):
     sim = make_sim("mixed", advance=0)
     engine = sim.server.cluster.engine
     monkeypatch.setattr(timezone, "now", lambda: engine.now)

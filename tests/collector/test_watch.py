@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from collectors.kube.watch import StepResult
+from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
-from timelines.models import CollectorState
+from timelines.models import CollectorState, Interval, Pod
 
 from .conftest import CLUSTER, FAST, stored
 
@@ -19,6 +20,14 @@ pytestmark = pytest.mark.django_db
 
 def state(resource: str) -> CollectorState:
     return CollectorState.objects.get(cluster__name=CLUSTER, resource=resource)
+
+
+def api_states(uid: str) -> list[str]:
+    return list(
+        Interval.objects.filter(cluster__name=CLUSTER, pod_uid=uid, lane="api")
+        .order_by("start")
+        .values_list("state", flat=True)
+    )
 
 
 def test_list_then_watch_stores_every_kind(sim):
@@ -102,6 +111,13 @@ def test_expired_watch_relists_and_reconciles(sim):
     assert not stored(Kind.POD_DELETED, source=Source.SYNTHETIC).exclude(pod_uid=victim).exists()
     st = state("pods")
     assert st.relists_total == 2 and st.resource_version == result.resource_version
+    # Through the derive stage: every pod has its timeline, and the vanished one ends deleted.
+    derivation.drain()
+    assert set(Pod.objects.filter(cluster__name=CLUSTER).values_list("uid", flat=True)) >= sim.uids(
+        "pods"
+    ) | {victim}
+    assert Pod.objects.get(cluster__name=CLUSTER, uid=victim).deleted_at is not None
+    assert api_states(victim)[-1] == "deleted"
 
     again = sim.step("pods")  # the next step watches from the relist's version: nothing expires
     assert again.ok and again.action == "watch" and not again.expired
@@ -141,6 +157,12 @@ def test_dropped_connection_resumes_from_the_stored_version(sim):
     st = state("pods")
     assert st.relists_total == 1 and st.errors_total == 1
     assert int(reached) < int(result.resource_version)
+    # Through the derive stage: every pod seen before and after the cut has its timeline.
+    derivation.drain()
+    derived = set(
+        Interval.objects.filter(cluster__name=CLUSTER, lane="api").values_list("pod_uid", flat=True)
+    )
+    assert derived >= first | later | sim.uids("pods")
 
 
 def test_duplicated_event_is_stored_once(sim):
@@ -262,6 +284,7 @@ def test_expired_watch_reconciles_pdbs_workloads_and_nodes(sim, resource, kind, 
     assert result.ok and result.expired and result.synthetic_deletions == 1
     gone = stored(deleted_kind).get()
     assert gone.source == Source.SYNTHETIC and gone.name == meta["name"]
+    derivation.drain()  # the derive stage projects the rows (a worker's job; here and now)
     row_model = getattr(models, model)
     key = {"name": meta["name"]} if model == "Node" else {"uid": meta["uid"]}
     assert row_model.objects.get(cluster__name=CLUSTER, **key).deleted_at is not None

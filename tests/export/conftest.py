@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import T0, node, node_metrics, pdb, t
 from timelines import store
-from timelines.ingest import ingest_observations
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Cluster
 

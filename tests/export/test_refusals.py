@@ -110,7 +110,7 @@ def test_failure_during_the_import_rolls_everything_back(bundle, tmp_path, monke
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("timelines.export.importer.rederive_nodes", boom)
+    monkeypatch.setattr("timelines.derivation.derive_node", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         import_incident(path, name="copy")
     assert row_counts() == before

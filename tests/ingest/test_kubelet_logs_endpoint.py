@@ -93,7 +93,6 @@ def test_text_matches_the_cli_line_for_line(ingest: Ingest):
         "rejected": 0,
         "rejections": [],
         "pods_touched": 2,
-        "pods_rederived": 2,
         "skipped": None,
     }
     assert report["observations"] > 10

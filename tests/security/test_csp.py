@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from tests.flow import ingest as ingest_observations
 from tests.web.conftest import CHROMIUM, UID_EVIL, UID_KILLED, login, wait_for_js
 from tests.web.factories import started_pod
-from timelines.ingest import ingest_observations
 
 
 def directives(header: str) -> dict[str, list[str]]:

@@ -26,8 +26,8 @@ from django.test import Client
 from django.urls import resolve, reverse
 
 from collectors.parsers.kubectl import read_kubectl_output
+from tests.flow import ingest as ingest_observations
 from tests.web.conftest import grant
-from timelines.ingest import ingest_observations
 from timelines.live import group_name
 from timelines.models import Cluster, Observation
 from timelines.web.routing import websocket_urlpatterns

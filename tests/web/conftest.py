@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
+from tests.flow import ingest as ingest_observations
 from tests.web.factories import HOSTILE, killed_during_setup, started_pod
-from timelines.ingest import ingest_observations
 from timelines.models import Cluster, ClusterGrant
 
 # channels.testing's __init__ imports its Daphne live-server helper (daphne.testing.DaphneProcess); podlife

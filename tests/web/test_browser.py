@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.flow import ingest as ingest_observations
 from tests.web.conftest import CHROMIUM, SHOTS, UID_EVIL, UID_KILLED, login
 from tests.web.factories import HOSTILE, started_pod
-from timelines.ingest import ingest_observations
 
 pytestmark = [
     pytest.mark.browser,

@@ -13,9 +13,9 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from tests.flow import ingest as ingest_observations
 from tests.web.conftest import UID_EVIL
 from tests.web.factories import started_pod
-from timelines.ingest import ingest_observations
 from timelines.live import group_name
 from timelines.web.routing import websocket_urlpatterns
 
@@ -37,10 +37,10 @@ def timeline(uid: str, namespace: str = "default", name: str = "p") -> dict[str,
 def delta(seq: int, uid: str, namespace: str = "default") -> dict[str, Any]:
     return {
         "type": "timeline.delta",
-        "schema": "podlife.delta/v1",
+        "schema": "podlife.delta/v2",
         "group": GROUP,
         "seq": seq,
-        "timeline": timeline(uid, namespace),
+        "timelines": [timeline(uid, namespace)],
     }
 
 

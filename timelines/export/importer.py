@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from timelines import store
-from timelines.derivation import NODE_KINDS, rederive_nodes, rederive_pdbs, rederive_pods
+from timelines.derivation import drain
 from timelines.export import reads
 from timelines.export.bundle import SCHEMA, SCHEMA_FAMILY, SECTIONS, canonical_observation, derived_line
 from timelines.lifecycle.observation import InvalidObservation, Observation
@@ -352,13 +352,11 @@ def _import(
         if stored.duplicates:
             raise BundleError(f"{what}: {stored.duplicates} observations repeat a dedupe key")
         plain = [obs for _, obs, _ in observations]
-        store.update_current_state(cluster, plain)
         uids = sorted({o.pod_uid for o in plain if o.pod_uid})
-        for i in range(0, len(uids), 200):
-            rederive_pods(cluster, uids[i : i + 200])
-            report("derive", min(i + 200, len(uids)), len(uids))
-        rederive_nodes(cluster, {o.node for o in plain if o.kind in NODE_KINDS and o.node})
-        rederive_pdbs(cluster)
+        # The store marked every key of the new cluster dirty; the derive stage runs here, inside this
+        # transaction (no one else can see the cluster before it commits).
+        derived = drain(cluster=cluster)
+        report("derive", derived, derived)
         differences = compare_pods(cluster, data["pods"], bundle_key_of)
         notes = _side_notes(cluster, data)
         if differences and strict:

@@ -1,7 +1,8 @@
 """Live node watch: one websocket per browser tab on a node page.
 
-The consumer joins the node's group (``timelines.live.group_name("node", C, NAME)``) and receives a
-``timeline.delta`` for every re-derived pod on that node. It forwards them coalesced — at most
+The consumer joins the node's group (``timelines.live.group_name("node", C, NAME)``), tells the
+publisher it listens there (``timelines.live.listen``, renewed while connected: deltas go only to groups
+someone listens to) and receives a ``timeline.delta`` with the pods of that node each derive batch changed. It forwards them coalesced — at most
 ``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod wins — and only for pods in namespaces
 the user may read. Each group message carries a per-group sequence number; when one is skipped (or arrives
 late) the consumer drops what it holds and tells the browser to refetch over REST instead of drawing a
@@ -14,7 +15,8 @@ Frames to the browser (JSON, ``type`` first):
   ``error``   {status, message}                       then the socket closes (4401, 4403, 4404); status
                                                       400 (a frame that is not a JSON text) keeps it open
 
-Shutdown order: ``disconnect`` cancels the pending flush first, then leaves the group.
+Shutdown order: ``disconnect`` cancels the pending flush and the listening renewal first, then leaves the
+group (the publisher stops sending there once no consumer renews it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from timelines import live
 from timelines.live import group_name
 from timelines.models import Cluster
 from timelines.web.access import Access
@@ -64,6 +67,7 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
         self.gap: str | None = None
         self.last_sent = 0.0
         self.flush_task: asyncio.Task[None] | None = None
+        self.renew_task: asyncio.Task[None] | None = None
         status, message, namespaces = await _authorize(self.scope.get("user"), self.cluster)
         await self.accept()
         if status != 200:
@@ -75,11 +79,23 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
         self.namespaces = namespaces
         self.group = group_name("node", self.cluster, self.node)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await live.listen(self.group)
+        self.renew_task = asyncio.get_running_loop().create_task(self._renew(self.group))
         await self.send_json({"type": "hello", "group": self.group, "max_fps": self.max_fps})
+
+    async def _renew(self, group: str) -> None:
+        while True:
+            await asyncio.sleep(live.LISTEN_TTL_S / 3)
+            try:
+                await live.listen(group)
+            except Exception:  # Redis away for a moment: the next renewal tries again
+                log.warning("renewing the live group %s failed", group, exc_info=True)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "flush_task", None) is not None:
             self.flush_task.cancel()
+        if getattr(self, "renew_task", None) is not None:
+            self.renew_task.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -112,15 +128,17 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
                 what = "skipped" if seq > self.last_seq + 1 else "arrived late"
                 self.gap = f"sequence gap on {self.group}: expected {self.last_seq + 1}, got {seq} ({what})"
             self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
-        timeline = message.get("timeline") or {}
-        pod = timeline.get("pod") or {}
-        if self.namespaces is not None and pod.get("namespace") not in self.namespaces:
+        for timeline in message.get("timelines") or ():
+            pod = timeline.get("pod") or {}
+            if self.namespaces is not None and pod.get("namespace") not in self.namespaces:
+                continue
+            uid = pod.get("uid")
+            if uid:
+                self.pending[uid] = timeline
+        if not self.pending:
             if self.gap:
                 self._schedule()
             return
-        uid = pod.get("uid")
-        if uid:
-            self.pending[uid] = timeline
         idle = self.flush_task is None or self.flush_task.done()
         if idle and asyncio.get_running_loop().time() - self.last_sent >= 1.0 / self.max_fps:
             await self._flush()  # a quiet group: send now, no extra trip through the event loop

@@ -418,6 +418,3 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok", "database": connection.vendor})
-
-
-landing = overview  # the name podlife_site/urls.py used before the dashboard

@@ -98,28 +98,33 @@ class Command(BaseCommand):
 
     def _celery(self, stack: ExitStack, kubeconfig: Path, context: str) -> None:
         env = {**os.environ, "PODLIFE_KUBECONFIG": str(kubeconfig), "PODLIFE_KUBE_CONTEXTS": context}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "podlife_site",
-                "worker",
-                "-B",
-                "--loglevel=WARNING",
-                "--concurrency=4",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            env=env,
-        )
+        queue = settings.PODLIFE_DEPLOYMENT
+        # Watch steps, pulls and beat on one worker; the derive stage on its own, so long watch steps never
+        # hold it up (as a deployment runs them: docs/collector.md).
+        for extra in (["-B", "-Q", queue, "--concurrency=4"], ["-Q", f"{queue}.derive", "--concurrency=1"]):
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "podlife_site",
+                    "worker",
+                    *extra,
+                    "--loglevel=WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "-n",
+                    f"{extra[-2].replace('.', '-')}@%h",
+                ],
+                env=env,
+            )
+            stack.callback(self._stop, proc)
 
-        def stop() -> None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-        stack.callback(stop)
+    @staticmethod
+    def _stop(proc: subprocess.Popen[bytes]) -> None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

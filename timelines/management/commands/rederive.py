@@ -1,16 +1,19 @@
-"""``manage.py rederive``: rebuild intervals, markers and findings from the stored observations."""
+"""``manage.py rederive``: rebuild intervals, markers, findings and current-state rows from the stored
+observations (every key of the cluster marked dirty, then the derive stage run here until it is done)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from timelines.ingest import rederive_everything
+from timelines.derivation import rederive_cluster
 from timelines.models import Cluster
 from timelines.queries import NotFound, get_cluster
 
 
 class Command(BaseCommand):
-    help = "Rebuild every derived row (intervals, markers, findings, pods) from the observations."
+    help = (
+        "Rebuild every derived row (intervals, markers, findings, pods, nodes, PDBs) from the observations."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         scope = parser.add_mutually_exclusive_group(required=True)
@@ -23,5 +26,5 @@ class Command(BaseCommand):
         except NotFound as exc:
             raise CommandError(str(exc)) from None
         for c in clusters:
-            count = rederive_everything(c)
-            self.stdout.write(f"{c.name}: re-derived {count} pod{'s' if count != 1 else ''}")
+            count = rederive_cluster(c)
+            self.stdout.write(f"{c.name}: re-derived {count} key{'s' if count != 1 else ''}")

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from collectors.kubelet_logs import KubeletLogIngest
 from timelines import store
-from timelines.ingest import derive_new
 from timelines.models import Cluster
 
 SNIFF = 8192
@@ -55,6 +54,11 @@ def open_log(path: str) -> IO[bytes]:
 def text_lines(stream: IO[bytes]) -> Iterator[str]:
     for raw in stream:
         yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+# Storing is this command's whole job; timelines derive from what it stored in the derive stage (a Celery
+# worker, or at once on the embedded default).
+DERIVED_BY = "(the derive stage derives them; `manage.py derive` runs it in this process)"
 
 
 class Command(BaseCommand):
@@ -96,10 +100,7 @@ class Command(BaseCommand):
                 continue
             with stream:
                 touched |= self._ingest(target, path, stream, node=node, year=year, zone=zone)
-        derived = derive_new(target, touched, ())
-        self.stdout.write(
-            f"total: {len(touched)} pod{'s' if len(touched) != 1 else ''} touched, {derived} re-derived"
-        )
+        self.stdout.write(f"total: {len(touched)} pod{'s' if len(touched) != 1 else ''} touched {DERIVED_BY}")
         if failures:
             raise CommandError(f"{len(failures)} of {len(files)} file(s) could not be read")
 

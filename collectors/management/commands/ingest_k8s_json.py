@@ -14,8 +14,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.parsers.kubectl import OfflineResult, read_cluster_info_dump, read_kubectl_output
 from timelines import store
-from timelines.ingest import derive_new, ingest_observations
-from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
 
 MAX_FILE_BYTES = 2 * 1024**3  # a larger file is refused rather than read into memory
@@ -39,6 +37,11 @@ def read_path(path: Path) -> OfflineResult:
     return read_kubectl_output(data.decode("utf-8", errors="replace"), origin=str(path))
 
 
+# Storing is this command's whole job; timelines derive from what it stored in the derive stage (a Celery
+# worker, or at once on the embedded default).
+DERIVED_BY = "(the derive stage derives them; `manage.py derive` runs it in this process)"
+
+
 class Command(BaseCommand):
     help = "Read kubectl -o json|yaml output, kubectl get -w -o json streams and cluster-info dumps."
 
@@ -52,13 +55,11 @@ class Command(BaseCommand):
         except Exception as exc:
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         touched: set[str] = set()
-        new: list[Observation] = []
         failed = 0
         for name in paths:
             parsed = read_path(Path(name))
-            saved = ingest_observations(target, parsed.observations, derive=False)
+            saved = store.save_observations(target, parsed.observations)
             touched |= saved.pods_touched
-            new += [o for o in parsed.observations if o.dedupe_key in saved.stored_keys]
             read = ", ".join(f"{n} {kind}" for kind, n in sorted(parsed.read.items())) or "nothing"
             self.stdout.write(
                 f"{name}: read {read}; {saved.received} observations "
@@ -73,7 +74,6 @@ class Command(BaseCommand):
                 self.stderr.write(f"  rejected {rejected}")
             if parsed.errors and not parsed.observations:
                 failed += 1
-        derived = derive_new(target, touched, new)
-        self.stdout.write(f"total: {len(touched)} pods touched, {derived} re-derived")
+        self.stdout.write(f"total: {len(touched)} pods touched {DERIVED_BY}")
         if failed:
             raise CommandError(f"{failed} of {len(paths)} input(s) gave nothing usable")

@@ -1,0 +1,343 @@
+"""Derive-stage benchmark, against baselines measured in the same run.
+
+    python bench/derive.py [--pods 3000] [--lag-seconds 60] [--churn 20]
+
+1. Throughput. ``--pods`` pods (a life of 6 snapshots and 4 kubelet lines each) are stored, which marks
+   them dirty; then the derive stage (``derivation.drain``) derives them all, in one worker process and
+   then, marked again, in two at once (forked after set-up, started together). The baseline is the raw
+   I/O of the same work: reading the same pods' observations (one query per 200 pods, payload as text)
+   and COPYing as many derived rows as the derive stage wrote into a scratch copy of the interval table.
+   Ratios: one worker / baseline (goal >= 0.3) and two workers / one (goal >= 1.6 where the machine has
+   the cores; it reports how many it has).
+2. Lag, with REDIS_URL set: the demo cluster's ``scale`` scenario churns ``--churn`` pods a second; the
+   collector watches it (the real client, in this process), a real Celery worker runs the derive stage
+   from the queue the store feeds, uvicorn serves the node consumers and websocket clients listen on ten
+   nodes. For every pod in every frame: frame arrival − the pod's newest observation (the time its watch
+   event was received, before it was even stored). Goal: p99 <= 2 s at 20 pods/s.
+
+Works in a scratch copy of the configured database (``test_<name>``), dropped at exit; PostgreSQL for
+meaningful figures (SQLite runs one worker at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from _setup import ROOT, setup_django
+
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
+os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")  # the lag part's uvicorn answers there
+setup_django(scratch_database=True)
+
+from django.db import connection, connections  # noqa: E402
+
+from tests.lifecycle.factories import ctr, pod  # noqa: E402
+from timelines import derivation, dirty, store  # noqa: E402
+from timelines.lifecycle.observation import Kind, Observation, Source, Transition  # noqa: E402
+from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noqa: E402
+from timelines.signals import observations_stored  # noqa: E402
+
+CLUSTER = "bench-derive"
+
+
+def life(i: int) -> list[Observation]:
+    """One pod's life: scheduled, started, ready, deleted, terminated, gone; and the kubelet's lines."""
+    uid = f"00000000-0000-4000-a000-{i:012d}"
+    name, node, s = f"web-{i}", f"node-{i % 50:02d}", i * 0.01
+    running = [ctr("app", "running", started=s + 5.0, ready=True)]
+    done = [ctr("app", "terminated", started=s + 5.0, finished=s + 40.0, exit_code=0)]
+    snaps = [
+        pod(uid, 1, s + 1.0, name=name, node=node, phase="Pending"),
+        pod(uid, 2, s + 2.0, name=name, node=node, phase="Pending", start_time=s + 1.0),
+        pod(uid, 3, s + 6.0, name=name, node=node, phase="Running", start_time=s + 1.0, containers=running),
+        pod(uid, 4, s + 30.0, name=name, node=node, phase="Running", start_time=s + 1.0, containers=running,
+            deletion=s + 60.0),
+        pod(uid, 5, s + 41.0, name=name, node=node, phase="Succeeded", start_time=s + 1.0, containers=done,
+            deletion=s + 60.0),
+        pod(uid, 6, s + 42.0, name=name, node=node, phase="Succeeded", start_time=s + 1.0, containers=done,
+            deleted=True),
+    ]  # fmt: skip
+    lines = [
+        (Transition.SYNC_ENTER, s + 1.5),
+        (Transition.TERMINATING_ENTER, s + 30.5),
+        (Transition.TERMINATED_ENTER, s + 40.5),
+        (Transition.WORKER_DONE, s + 41.5),
+    ]
+    t0 = snaps[0].observed_at - timedelta(seconds=s + 1.0)
+    return snaps + [
+        Observation(
+            Kind.WORKER,
+            Source.KUBELET_LOG,
+            t0 + timedelta(seconds=at),
+            f"log:{uid}:{what}",
+            pod_uid=uid,
+            node=node,
+            namespace="default",
+            name=name,
+            payload={"transition": what},
+        )
+        for what, at in lines
+    ]
+
+
+def mark_all(cluster: Cluster) -> int:
+    return derivation.mark_cluster(cluster)
+
+
+def _worker(start: multiprocessing.synchronize.Event, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    start.wait()
+    t0 = time.perf_counter()
+    done = derivation.drain()
+    out.put((done, time.perf_counter() - t0))
+    connections.close_all()
+
+
+def derive_with(workers: int, cluster: Cluster) -> tuple[int, float]:
+    """Mark every key of ``cluster`` dirty, then derive them with ``workers`` forked processes started
+    together; returns (keys derived, seconds from the start until the last worker is done)."""
+    mark_all(cluster)
+    derivation.run_batch(limit=1)  # fold the marks outside the clock (a DirtyKey per key), derive one
+    connections.close_all()  # no connection crosses a fork
+    ctx = multiprocessing.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(start, out)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+
+    t0 = time.perf_counter()
+    start.set()
+    results = [out.get(timeout=3600) for _ in procs]
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    assert not DirtyKey.objects.exists()
+    return sum(r[0] for r in results), elapsed
+
+
+def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
+    """Seconds to read the pods' observations (as the derive stage reads them) and COPY as many derived
+    rows as it wrote (the same rows, read back outside the clock) into a scratch table."""
+    interval_fields = [f for f in Interval._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(f'"{f.column}"' for f in interval_fields)
+    rows = list(Interval.objects.filter(cluster=cluster).values_list(*[f.attname for f in interval_fields]))
+    rows = [tuple(store._json_text(v) if isinstance(v, dict | list) else v for v in r) for r in rows]
+    extra = Marker.objects.filter(cluster=cluster).count() + Finding.objects.filter(cluster=cluster).count()
+    rows += rows[:extra]  # markers and findings, written as many interval-sized rows
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_interval_raw")
+        cursor.execute("CREATE TABLE bench_interval_raw (LIKE timelines_interval INCLUDING ALL)")
+    per_chunk = max(1, len(rows) // max(1, len(uids) // 200))
+    try:
+        t0 = time.perf_counter()
+        for n, i in enumerate(range(0, len(uids), 200)):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT id, kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, "
+                    "payload::text FROM timelines_observation WHERE cluster_id = %s AND pod_uid = ANY(%s) "
+                    "ORDER BY pod_uid, observed_at, id",
+                    [cluster.pk, uids[i : i + 200]],
+                )
+                cursor.fetchall()
+                chunk = rows[n * per_chunk : (n + 1) * per_chunk]
+                with cursor.cursor.copy(f"COPY bench_interval_raw ({columns}) FROM STDIN") as copy:
+                    for row in chunk:
+                        copy.write_row(row)
+        return time.perf_counter() - t0
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS bench_interval_raw")
+
+
+def throughput(pods: int) -> None:
+    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")  # derive when the bench says so
+    cluster = store.cluster_for(CLUSTER)
+    uids: list[str] = []
+    batch: list[Observation] = []
+    for i in range(pods):
+        obs = life(i)
+        uids.append(obs[0].pod_uid or "")
+        batch += obs
+        if len(batch) >= 5000:
+            store.save_observations(cluster, batch)
+            batch = []
+    store.save_observations(cluster, batch)
+    derivation.drain()  # a first derivation outside the clock: derived rows exist, as in steady state
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    one_keys, one_s = derive_with(1, cluster)
+    two_keys, two_s = derive_with(2, cluster)
+    base_s = min(raw_baseline(cluster, uids) for _ in range(3))
+    one, two, raw = one_keys / one_s, two_keys / two_s, len(uids) / base_s
+    print(f"1. throughput, {pods} pods ({len(uids) * 10} observations), {os.cpu_count()} cores")
+    print(f"  derive stage, one worker:  {one_keys} keys in {one_s:6.2f} s = {one:8,.0f} keys/s")
+    print(f"  derive stage, two workers: {two_keys} keys in {two_s:6.2f} s = {two:8,.0f} keys/s")
+    print(f"  raw read + COPY:           {len(uids)} pods in {base_s:6.2f} s = {raw:8,.0f} pods/s")
+    print(f"  ratio one worker / raw read + COPY: {one / raw:.2f}  (goal >= 0.3)")
+    print(f"  ratio two workers / one:            {two / one:.2f}  (goal >= 1.6 where the cores are there)")
+
+
+# --- 2. lag ---------------------------------------------------------------------------------------------
+def lag(seconds: float, churn: float) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from live import free_port, start_server
+
+    observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
+    kubeconfig = tmp / "kubeconfig"
+    procs: list[subprocess.Popen[str]] = []
+    os.environ["DATABASE_URL"] = _database_url()  # the scratch database, for the worker and the server
+    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", "100", "--pods-per-node", "30",
+         "--churn", str(churn), "--speed", "1", "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    procs.append(sim)
+    try:
+        assert sim.stdout is not None and "ready" in sim.stdout.readline()
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "podlife_site",
+                    "worker",
+                    "--pool=solo",
+                    "-l",
+                    "warning",
+                    "-Q",
+                    f"{os.environ.get('PODLIFE_DEPLOYMENT', 'podlife')}.derive",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+                cwd=ROOT,
+                env=env,
+                text=True,
+            )  # fmt: skip
+        )
+        port = free_port()
+        procs.append(start_server(port))
+        _measure_lag(kubeconfig, port, seconds, churn)
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(20)
+
+
+def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> None:
+    import orjson
+    from websockets.sync.client import connect
+
+    from collectors.kube import config
+    from collectors.kube.config import ClusterSource, Tunables
+    from collectors.kube.runner import Collector
+
+    name = "bench-lag"
+    config.register_cluster(ClusterSource(name, str(kubeconfig), "podlife-demo", False, False, False))
+    collector = Collector(
+        [name], resources=("pods",), kubelet=False, tunables=Tunables.from_settings()
+    ).start()
+    lags: list[float] = []
+    stop = threading.Event()
+    cookie = _cookie()
+
+    def listen(node: str) -> None:
+        url = f"ws://127.0.0.1:{port}/ws/v1/nodes/{name}/{node}/"
+        headers = {"Origin": f"http://127.0.0.1:{port}", "Cookie": f"sessionid={cookie}"}
+        with connect(url, additional_headers=headers) as ws:
+            while not stop.is_set():
+                try:
+                    frame = orjson.loads(ws.recv(timeout=1))
+                except TimeoutError:
+                    continue
+                now = time.time()
+                for p in frame.get("pods") or ():
+                    seen = p["pod"].get("last_observed")
+                    if seen:
+                        from datetime import datetime
+
+                        lags.append(now - datetime.fromisoformat(seen).timestamp())
+
+    try:
+        # The first list (3,000 pods) is stored and derived before the clock starts: steady churn is measured.
+        time.sleep(5)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and dirty.pending():
+            time.sleep(0.5)
+        lags.clear()
+        listeners = [
+            threading.Thread(target=listen, args=(f"scale-node-{n:05d}",), daemon=True) for n in range(10)
+        ]
+        for t in listeners:
+            t.start()
+        time.sleep(seconds)
+    finally:
+        stop.set()
+        collector.stop()
+    print(f"\n2. lag, scale scenario at {churn:g} pods/s churn, {seconds:g} s, websocket clients on 10 nodes")
+    if not lags:
+        print("  no deltas arrived")
+        return
+    lags.sort()
+    p50, p99 = lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+    print(
+        f"  event received -> delta on a websocket: n={len(lags)} p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+    )
+    print(f"  goal p99 <= 2000 ms: {'met' if p99 <= 2.0 else 'NOT met'}")
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+def _cookie() -> str:
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore
+
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+        "bench", "bench@example.invalid", "bench-password-123"
+    )
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    return str(session.session_key)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--lag-seconds", type=float, default=60.0)
+    parser.add_argument("--churn", type=float, default=20.0)
+    parser.add_argument("--skip-lag", action="store_true")
+    args = parser.parse_args()
+    print(f"database: {connection.vendor}")
+    throughput(args.pods)
+    if args.skip_lag:
+        return
+    if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
+        print("\n2. lag: skipped (needs PostgreSQL and REDIS_URL: a Celery worker derives from the queue)")
+        return
+    lag(args.lag_seconds, args.churn)
+
+
+if __name__ == "__main__":
+    main()

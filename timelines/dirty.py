@@ -1,0 +1,350 @@
+"""Dirty keys: what the store marks, and how derive workers claim it so no two derive one key at once.
+
+Two tables, two steps:
+
+1. **Marking** (``store.save_observations``, in the same transaction as the observations): one
+   ``DirtyBatch`` row per batch, holding the keys its new observations touch (``keys_of``). One small
+   insert per batch, never a lock on a shared row: the collector's store never waits on the derive stage.
+2. **Folding and claiming** (the derive stage): ``fold`` moves batches into ``DirtyKey`` rows (one per
+   key, unique per cluster), ``claim`` takes a batch of unclaimed keys with ``FOR UPDATE SKIP LOCKED``
+   (PostgreSQL; SQLite has one writer at a time, and the same statement claims by update, as healthchecks
+   does), and ``finish`` deletes the keys whose generation did not move during the derivation, in the
+   transaction that replaced their derived rows. A key marked again while claimed gets a new generation,
+   so ``finish`` leaves it dirty and it is derived again: nothing dirty is forgotten. A claim expires at
+   ``claimed_until``; ``finish`` checks the claim is still held before it commits, so a worker that lost
+   its claim (it stalled past the expiry and another worker took the key) writes nothing.
+
+Locks are only ever taken in key order by single statements (``fold``'s upsert, ``finish``'s
+``SELECT … FOR UPDATE``) or skipped (``claim``), so derive workers cannot deadlock one another.
+
+Key kinds: ``pod`` (a UID), ``node`` (a node's own lanes and row), ``pdbs`` (the PDBs of a namespace),
+``workload`` (``NAMESPACE/NAME``), and two that expand into pod keys: ``podref`` (``NAMESPACE/NAME``: the
+pods of that name, for kubelet lines without a UID) and ``nodepods`` (a node's pods alive between
+``t_min`` and ``t_max``, for node-level kubelet lines).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from timelines.lifecycle.observation import AnyObservation, Kind
+from timelines.models import DirtyBatch, DirtyKey
+
+POD = "pod"
+NODE = "node"
+PDBS = "pdbs"
+WORKLOAD = "workload"
+PODREF = "podref"
+NODEPODS = "nodepods"
+
+KINDS = (POD, NODE, PDBS, WORKLOAD, PODREF, NODEPODS)
+
+NODE_KINDS = frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS})
+PDB_KINDS = frozenset({Kind.PDB, Kind.PDB_DELETED})
+WORKLOAD_KINDS = frozenset({Kind.WORKLOAD, Kind.WORKLOAD_DELETED})
+
+# A key as a batch records it: (kind, key, first observed, last observed); the times matter to ``nodepods``.
+MarkedKey = tuple[str, str, datetime | None, datetime | None]
+
+
+def ref(namespace: str, name: str) -> str:
+    """The ``NAMESPACE/NAME`` key of workloads and pod references."""
+    return f"{namespace}/{name}"
+
+
+def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
+    """The keys one new observation makes dirty (without times).
+
+    * an observation of a pod (it has a UID) → that pod;
+    * a node snapshot or kubelet metrics → the node's own lanes and row;
+    * a PDB snapshot, or an event about something that is not a pod (a PDB's) → the namespace's PDBs;
+    * a workload snapshot → the workload;
+    * anything else naming ``NAMESPACE/NAME`` (a kubelet line with only ``pod="ns/name"``) → the pods of
+      that name; else naming a node (a shutdown or eviction manager line) → that node's pods.
+    """
+    kind = obs.kind
+    if kind in NODE_KINDS:
+        name = obs.node or obs.name
+        return [(NODE, name)] if name else []
+    if kind in PDB_KINDS:
+        return [(PDBS, obs.namespace)] if obs.namespace else []
+    if kind in WORKLOAD_KINDS:
+        return [(WORKLOAD, ref(obs.namespace, obs.name))] if obs.namespace and obs.name else []
+    if obs.pod_uid:
+        return [(POD, obs.pod_uid)]
+    if kind == Kind.EVENT:
+        involved = obs.payload.get("involved") or {}
+        if involved.get("kind") not in (None, "", "Pod"):
+            return [(PDBS, obs.namespace)] if obs.namespace else []
+    if obs.namespace and obs.name:
+        return [(PODREF, ref(obs.namespace, obs.name))]
+    if obs.node:
+        return [(NODEPODS, obs.node)]
+    return []
+
+
+def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:
+    """The distinct keys of ``observations``, each with the time span of the observations that marked it."""
+    spans: dict[tuple[str, str], tuple[datetime, datetime]] = {}
+    for obs in observations:
+        at = obs.observed_at
+        for key in keys_of(obs):
+            span = spans.get(key)
+            if span is None:
+                spans[key] = (at, at)
+            elif at < span[0] or at > span[1]:
+                spans[key] = (min(at, span[0]), max(at, span[1]))
+    return [(kind, key, lo, hi) for (kind, key), (lo, hi) in spans.items()]
+
+
+def _json_keys(keys: Iterable[MarkedKey]) -> list[list[Any]]:
+    return [
+        [kind, key, lo.isoformat() if lo else None, hi.isoformat() if hi else None]
+        for kind, key, lo, hi in keys
+    ]
+
+
+def append_batch(cluster_id: int, keys: Iterable[MarkedKey], *, now: datetime | None = None) -> None:
+    """Record ``keys`` as dirty (a ``DirtyBatch`` row). Call it inside the transaction that stores what
+    made them dirty, so they commit (or roll back) together."""
+    payload = _json_keys(keys)
+    if not payload:
+        return
+    DirtyBatch.objects.create(cluster_id=cluster_id, keys=payload, created_at=now or timezone.now())
+
+
+def _parse(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+# -- folding ---------------------------------------------------------------------------------------------
+
+FOLD_BATCHES = 200  # DirtyBatch rows folded per transaction
+
+
+def fold(*, cluster_id: int | None = None, limit: int = FOLD_BATCHES) -> int:
+    """Move up to ``limit`` DirtyBatch rows into DirtyKey rows (one transaction); returns how many.
+
+    A key already dirty and unclaimed stays as it is (its time span widened when the new one is wider);
+    one that is claimed gets a new generation, so its claimer leaves it dirty.
+    """
+    with transaction.atomic():
+        rows = DirtyBatch.objects.order_by("id")
+        if cluster_id is not None:
+            rows = rows.filter(cluster_id=cluster_id)
+        if connection.vendor == "postgresql":
+            rows = rows.select_for_update(skip_locked=True)
+        batches = list(rows.values_list("id", "cluster_id", "keys")[:limit])
+        if not batches:
+            return 0
+        merged: dict[tuple[int, str, str], tuple[datetime | None, datetime | None]] = {}
+        for _id, cluster, keys in batches:
+            for kind, key, lo, hi in keys:
+                k = (cluster, kind, key)
+                lo_t, hi_t = _parse(lo), _parse(hi)
+                if k in merged:
+                    old_lo, old_hi = merged[k]
+                    lo_t = min(lo_t, old_lo) if lo_t and old_lo else lo_t or old_lo
+                    hi_t = max(hi_t, old_hi) if hi_t and old_hi else hi_t or old_hi
+                merged[k] = (lo_t, hi_t)
+        mark(
+            [(cluster, kind, key, lo, hi) for (cluster, kind, key), (lo, hi) in merged.items()],
+        )
+        DirtyBatch.objects.filter(id__in=[b[0] for b in batches]).delete()
+        return len(batches)
+
+
+def mark(keys: Iterable[tuple[int, str, str, datetime | None, datetime | None]]) -> None:
+    """Upsert DirtyKey rows for ``(cluster id, kind, key, t_min, t_max)``, in key order (so concurrent
+    folds lock rows in one order and cannot deadlock)."""
+    rows = sorted(keys, key=lambda k: (k[0], k[1], k[2]))
+    if not rows:
+        return
+    now = timezone.now()
+    table = DirtyKey._meta.db_table
+    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    # A claimed key gets a new generation; an unclaimed one is rewritten only when its span widens.
+    update = (
+        f"ON CONFLICT (cluster_id, kind, key) DO UPDATE SET "
+        f"generation = {table}.generation + 1, "
+        f"t_min = CASE WHEN excluded.t_min IS NULL THEN {table}.t_min WHEN {table}.t_min IS NULL "
+        f"THEN excluded.t_min ELSE {least}({table}.t_min, excluded.t_min) END, "
+        f"t_max = CASE WHEN excluded.t_max IS NULL THEN {table}.t_max WHEN {table}.t_max IS NULL "
+        f"THEN excluded.t_max ELSE {greatest}({table}.t_max, excluded.t_max) END "
+        f"WHERE {table}.claimed_by <> '' OR excluded.t_min < {table}.t_min OR excluded.t_max > {table}.t_max"
+    )
+    columns = "cluster_id, kind, key, t_min, t_max, generation, marked_at, claimed_by, claimed_generation"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) "
+                "SELECT c, k, y, lo, hi, 0, %s, '', 0 FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], "
+                "%s::timestamptz[], %s::timestamptz[]) AS u(c, k, y, lo, hi) ORDER BY c, k, y " + update,
+                [now, *[list(col) for col in zip(*rows, strict=True)]],
+            )
+        else:
+            adapt = connection.ops.adapt_datetimefield_value
+            cursor.executemany(
+                f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s, 0, %s, '', 0) " + update,
+                [(c, k, y, adapt(lo), adapt(hi), adapt(now)) for c, k, y, lo, hi in rows],
+            )
+
+
+# -- claiming --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A key a derive worker holds until ``finish`` (or its claim expires)."""
+
+    id: int
+    cluster_id: int
+    kind: str
+    key: str
+    t_min: datetime | None
+    t_max: datetime | None
+    generation: int
+
+
+def new_token() -> str:
+    """A claim token: unique per claimed batch, so a worker never mistakes another batch's claim for its own;
+    it names the host and process that holds it (what an operator, or a test, reads in ``claimed_by``)."""
+    return f"{socket.gethostname()[:24]}:{os.getpid()}:{uuid.uuid4().hex[:24]}"
+
+
+def claim(
+    token: str,
+    *,
+    limit: int,
+    ttl: timedelta,
+    cluster_id: int | None = None,
+    now: datetime | None = None,
+) -> list[Claimed]:
+    """Claim up to ``limit`` dirty keys no one holds (or whose claim expired) for ``token``, oldest first."""
+    now = now or timezone.now()
+    table = DirtyKey._meta.db_table
+    where = "(claimed_by = '' OR claimed_until < %s)"
+    params: list[Any] = [now]
+    if cluster_id is not None:
+        where += " AND cluster_id = %s"
+        params.append(cluster_id)
+    pick = f"SELECT id FROM {table} WHERE {where} ORDER BY id LIMIT %s"
+    if connection.vendor == "postgresql":
+        # ARRAY(...) is evaluated once; PostgreSQL may run an ``IN (subquery)`` once per row it joins,
+        # and with SKIP LOCKED each run picks rows the last one locked past: far more than ``limit``.
+        chosen = f"id = ANY(ARRAY({pick} FOR UPDATE SKIP LOCKED))"
+    else:
+        chosen = f"id IN ({pick})"
+    params.append(limit)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET claimed_by = %s, claimed_until = %s, claimed_generation = generation "
+            f"WHERE {chosen}",
+            [token, now + ttl, *params],
+        )
+        cursor.execute(
+            f"SELECT id, cluster_id, kind, key, t_min, t_max, claimed_generation FROM {table} "
+            "WHERE claimed_by = %s ORDER BY id",
+            [token],
+        )
+        rows = cursor.fetchall()
+    return [
+        Claimed(id_, cluster, kind, key, _aware(lo), _aware(hi), generation)
+        for id_, cluster, kind, key, lo, hi, generation in rows
+    ]
+
+
+def _aware(value: Any) -> datetime | None:
+    """A time read by a raw cursor: SQLite gives Django's naive UTC (or its text), PostgreSQL an aware one."""
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class ClaimLost(Exception):
+    """Some keys of a batch are no longer claimed by its token (the claim expired and another worker took
+    them, or they were released): the batch's derived rows must not be written."""
+
+
+def finish(token: str, claimed: Iterable[Claimed]) -> int:
+    """Inside the transaction that replaced the derived rows of ``claimed``: check every key is still held
+    by ``token`` (raises ClaimLost, which rolls that transaction back), then delete the keys not marked
+    again meanwhile and release the others. Returns how many stay dirty."""
+    claimed = list(claimed)
+    ids = sorted(c.id for c in claimed)
+    if not ids:
+        return 0
+    generations = {c.id: c.generation for c in claimed}
+    rows = DirtyKey.objects.filter(id__in=ids).order_by("cluster_id", "kind", "key")
+    if connection.vendor == "postgresql":
+        rows = rows.select_for_update()
+    # Still ours when no one re-claimed it (a re-claim overwrites claimed_by); the lock taken here keeps
+    # anyone from claiming it until this transaction ends.
+    held = {
+        id_: generation
+        for id_, by, generation in rows.values_list("id", "claimed_by", "generation")
+        if by == token
+    }
+    lost = [i for i in ids if i not in held]
+    if lost:
+        raise ClaimLost(f"{len(lost)} of {len(ids)} claimed keys are no longer held by {token}")
+    done = [i for i in ids if held[i] == generations[i]]
+    again = [i for i in ids if held[i] != generations[i]]
+    if done:
+        DirtyKey.objects.filter(id__in=done).delete()
+    if again:
+        DirtyKey.objects.filter(id__in=again).update(claimed_by="", claimed_until=None)
+    return len(again)
+
+
+def release(token: str, claimed: Iterable[Claimed]) -> None:
+    """Give keys back unfinished (a derivation failed): they stay dirty for the next claim."""
+    ids = [c.id for c in claimed]
+    if ids:
+        DirtyKey.objects.filter(id__in=ids, claimed_by=token).update(claimed_by="", claimed_until=None)
+
+
+@dataclass(frozen=True)
+class Backlog:
+    batches: int
+    keys: int
+    claimed: int
+    oldest: datetime | None
+
+
+def backlog() -> Backlog:
+    """How much is waiting for the derive stage (``/metrics``, tests and the benchmark)."""
+    from django.db.models import Count, Min, Q
+
+    agg = DirtyKey.objects.aggregate(
+        n=Count("id"), claimed=Count("id", filter=~Q(claimed_by="")), oldest=Min("marked_at")
+    )
+    batch = DirtyBatch.objects.aggregate(n=Count("id"), oldest=Min("created_at"))
+    oldest = min((t for t in (agg["oldest"], batch["oldest"]) if t is not None), default=None)
+    return Backlog(batch["n"], agg["n"], agg["claimed"], oldest)
+
+
+def pending(*, cluster_id: int | None = None) -> bool:
+    """Whether anything is dirty (folded or not)."""
+    batches, keys = DirtyBatch.objects.all(), DirtyKey.objects.all()
+    if cluster_id is not None:
+        batches, keys = batches.filter(cluster_id=cluster_id), keys.filter(cluster_id=cluster_id)
+    return batches.exists() or keys.exists()
+
+
+def keys_by_kind(claimed: Iterable[Claimed]) -> Mapping[tuple[int, str], list[Claimed]]:
+    """Claimed keys grouped by (cluster id, kind)."""
+    out: dict[tuple[int, str], list[Claimed]] = {}
+    for c in claimed:
+        out.setdefault((c.cluster_id, c.kind), []).append(c)
+    return out
