@@ -291,7 +291,7 @@ def derive_pdbs(cluster: Cluster, namespace: str, out: Derived) -> None:
 
 def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
     """Every workload named ``NAMESPACE/NAME``: rows and status samples."""
-    namespace, _, name = ref.partition("/")
+    namespace, name = dirty.split_ref(ref)
     rows = workload_rows(o for _, o in workload_observations(cluster, namespace, name))
     for row in rows:
         out.writes.append(functools.partial(store.replace_workload, cluster, row))
@@ -301,7 +301,7 @@ def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
 def expand_podref(cluster: Cluster, ref: str, out: Derived) -> None:
     """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name (the pods
     known once this batch's rows are written: a pod derived beside it counts)."""
-    namespace, _, name = ref.partition("/")
+    namespace, name = dirty.split_ref(ref)
 
     def mark() -> None:
         uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list(

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote, unquote
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -57,8 +58,15 @@ MarkedKey = tuple[str, str, datetime | None, datetime | None]
 
 
 def ref(namespace: str, name: str) -> str:
-    """The ``NAMESPACE/NAME`` key of workloads and pod references."""
-    return f"{namespace}/{name}"
+    """The ``NAMESPACE/NAME`` key of workloads and pod references. The namespace is percent-quoted (a
+    no-op on every name Kubernetes allows), so a hostile ingest's ``a/b`` splits back as it came."""
+    return f"{quote(namespace, safe='')}/{name}"
+
+
+def split_ref(key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a ``ref`` key."""
+    namespace, _, name = key.partition("/")
+    return unquote(namespace), name
 
 
 def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.audit.helpers import FIXTURES, parsed
-from timelines import queries
+from timelines import derivation, queries
 from timelines.lifecycle.observation import Kind
 from timelines.models import Node, Observation, PodDisruptionBudget
 
@@ -77,6 +77,7 @@ def test_a_cluster_from_audit_logs_alone_is_browsable(logs: Path) -> None:
     and condition lanes, its DisruptionTarget, its deletion, the PDB blocking the drain, and the nodes and
     PDB exist as rows."""
     run("--cluster", "offline-1", str(logs))
+    derivation.drain()  # the command stores; the derive stage (a worker, or this) derives
     cluster = queries.get_cluster("offline-1")
     pod = queries.resolve_pod(cluster, uid="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3")
     timeline = queries.pod_timeline(cluster, pod)

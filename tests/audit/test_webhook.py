@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from collectors.ingest_audit import admission
 from tests.audit.helpers import fixture, parsed
 from tests.ingest.conftest import CLUSTER, Ingest, issue_token
-from timelines import queries, store
+from timelines import derivation, queries, store
 from timelines.lifecycle.observation import Kind
 from timelines.models import Observation
 
@@ -65,6 +65,7 @@ def test_a_webhook_batch_is_stored_once_and_derived(server: str, request: pytest
     assert stored == {o.dedupe_key for o in expected.observations}
     again = post(ingest, fixture(EVENTLIST)).json()
     assert (again["stored"], again["already_stored"]) == (0, 20)
+    derivation.drain()  # the endpoint stores; the derive stage (a worker, or this) derives
     cluster = queries.get_cluster(CLUSTER)
     timeline = queries.pod_timeline(
         cluster, queries.resolve_pod(cluster, uid="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3")

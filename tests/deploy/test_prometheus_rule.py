@@ -27,7 +27,7 @@ from collectors.kube.runner import Collector
 from collectors.sim import run_sim
 from tests.alerts.conftest import make_finding
 from tests.alerts.receiver import Receiver
-from timelines.derivation import rederive_open_pods
+from timelines import derivation
 from timelines.models import Cluster
 
 from .conftest import ROOT
@@ -173,14 +173,16 @@ def demo_cluster(tmp_path: Path, scenario: str):
 
 
 def play_until(server, client, settings, done, *, limit: int = 240, pause: float = 0.1) -> list[Sample]:
-    """Advance the demo cluster a virtual second at a time (re-deriving ageing pods every 5 s, as beat
-    does) and scrape, until ``done(firing)``; returns that scrape."""
+    """Advance the demo cluster a virtual second at a time (marking ageing pods every 5 s, as beat does),
+    run the derive stage as a derive worker would, and scrape, until ``done(firing)``; returns that
+    scrape."""
     for second in range(limit):
         with server.cluster.engine.lock:
             server.cluster.advance(1.0)
         time.sleep(pause)
         if second % 5 == 0:
-            rederive_open_pods()
+            derivation.mark_open_pods()
+        derivation.drain()
         samples = scrape(client, settings)
         if done(firing(samples)):
             return samples

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from collectors.health import health_rows
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.kubelet import pull_kubelet_metrics
@@ -23,6 +22,7 @@ from collectors.kube.watch import StepControl, run_step
 from collectors.sim import SimServer, run_sim
 from collectors.sim.tls import make_serving_certs
 from timelines.models import Observation
+from timelines.queries import collector_health
 
 CLUSTER = "incluster"
 FAST = Tunables(watch_timeout_s=1, lease_ttl_s=5.0, list_page_size=50, batch_size=200, batch_seconds=0.1)
@@ -62,7 +62,9 @@ def step(resource: str = "pods") -> watch.StepResult:
 
 
 def last_error(resource: str = "pods") -> str:
-    return next(h.last_error for h in health_rows() if h.cluster == CLUSTER and h.resource == resource)
+    return next(
+        h["last_error"] for h in collector_health() if h["cluster"] == CLUSTER and h["resource"] == resource
+    )
 
 
 def test_demo_cluster_serves_https_with_its_own_ca_and_requires_the_token(

@@ -16,6 +16,7 @@ from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.watch import StepControl, run_step
 from collectors.sim import SimServer, run_sim
 from tests.sim.conftest import api_client
+from timelines import derivation
 from timelines.models import Workload, WorkloadStatusSample
 
 CLUSTER = "status-writes"
@@ -48,8 +49,11 @@ def sim(tmp_path: Path) -> Iterator[tuple[SimServer, client.AppsV1Api]]:
 
 
 def step(resource: str) -> None:
+    """One watch step, then the derive stage as a derive worker would run it (workload rows and their
+    status samples are its projections)."""
     result = run_step(CLUSTER, resource, control=StepControl(tunables=FAST))
     assert result.error is None, result.error
+    derivation.drain()
 
 
 @pytest.mark.django_db
