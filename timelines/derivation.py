@@ -8,10 +8,12 @@ rebuild from the source of truth, and on a schedule for pods still open (a termi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from timelines import store
@@ -25,6 +27,13 @@ from timelines.lifecycle.cluster_objects import (
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.resolve import (
+    CONTEXT_MARGIN,
+    KUBELET_KINDS,
+    Anchor,
+    anchors_of,
+    resolve_pod_observations,
+)
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
 from timelines.models import Observation as ObservationRow
@@ -65,6 +74,117 @@ def observation_from_row(row: ObservationRow) -> Observation:
 CHUNK = 200  # pods per read-derive-replace round
 
 
+@dataclass
+class PodInputs:
+    """What one pod is derived from: its observations (own, plus the UID-less kubelet lines resolved to
+    it and node-level context), evidence ids by dedupe key, and its newest labels."""
+
+    observations: list[Observation]
+    ids_by_key: dict[str, int]
+    labels: dict[str, Any]
+
+
+# UID-less kubelet lines: SyncLoop / shutdown / eviction / status lines naming ns/name, and node-level
+# lines (a kubelet process, the eviction manager reclaiming) naming no pod.
+UIDLESS_KINDS = (Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
+CONTEXT_LOOKBACK = timedelta(days=1)  # kubelet processes seen this long before a pod's first evidence
+
+
+def pod_observations_with_candidates(cluster: Cluster, uids: Iterable[str]) -> dict[str, PodInputs]:
+    """Each pod's own observations plus the UID-less candidates that belong to it, for the pure core.
+
+    Candidates: same cluster, no pod UID, and either the same ``namespace``/``name`` (on any node), or
+    no name and a node the pod left evidence on, within its span (``resolve.CONTEXT_MARGIN``, kubelet
+    processes from ``CONTEXT_LOOKBACK`` before). Which of them belong is decided by
+    ``timelines.lifecycle.resolve.resolve_pod_observations``, with the other incarnations of the same
+    name (``Pod`` rows) as rivals. So when a UID-less line arrives, the pods named ``ns/name`` must be
+    re-derived (all of them, on any node); a node-level line on node N at time t concerns the pods on
+    N whose span reaches t; and a UID-bearing observation of pod U re-derives U and the other pods named
+    like U.
+    """
+    wanted = sorted(set(uids))
+    rows_by_uid: dict[str, list[ObservationRow]] = {u: [] for u in wanted}
+    for row in ObservationRow.objects.filter(cluster=cluster, pod_uid__in=wanted).order_by(
+        "pod_uid", "observed_at", "id"
+    ):
+        rows_by_uid[row.pod_uid or ""].append(row)
+    own = {u: [observation_from_row(r) for r in rows] for u, rows in rows_by_uid.items()}
+    names = {(o.namespace, o.name) for obs in own.values() for o in obs if o.namespace and o.name}
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for obs in own.values():
+        for o in obs:
+            if o.node:
+                lo, hi = spans.get(o.node, (o.observed_at, o.observed_at))
+                spans[o.node] = (min(lo, o.observed_at), max(hi, o.observed_at))
+    candidate_rows: dict[str, ObservationRow] = {}
+    if names:
+        by_name = Q()
+        for ns, name in names:
+            by_name |= Q(namespace=ns, name=name)
+        for row in ObservationRow.objects.filter(
+            by_name, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS
+        ):
+            candidate_rows[row.dedupe_key] = row
+    for node, (lo, hi) in spans.items():
+        for row in ObservationRow.objects.filter(
+            cluster=cluster,
+            pod_uid__isnull=True,
+            kind__in=UIDLESS_KINDS,
+            node=node,
+            name="",
+            observed_at__gte=lo - CONTEXT_LOOKBACK,
+            observed_at__lte=hi + CONTEXT_MARGIN,
+        ):
+            candidate_rows[row.dedupe_key] = row
+    candidates = [observation_from_row(r) for r in candidate_rows.values()]
+    # The other incarnations of these names: where they left evidence.
+    rival_uids = set(
+        Pod.objects.filter(
+            Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
+            if names
+            else Q(pk__in=[]),
+            cluster=cluster,
+        ).values_list("uid", flat=True)
+    ) - set(wanted)
+    anchors = anchors_of(o for obs in own.values() for o in obs)
+    if rival_uids:
+        rival_names = {
+            uid: (ns, name)
+            for uid, ns, name in Pod.objects.filter(cluster=cluster, uid__in=rival_uids).values_list(
+                "uid", "namespace", "name"
+            )
+        }
+        for uid, node, kind, first, last in (
+            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=rival_uids)
+            .exclude(node="")
+            .values_list("pod_uid", "node", "kind")
+            .annotate(first=Min("observed_at"), last=Max("observed_at"))
+            .values_list("pod_uid", "node", "kind", "first", "last")
+        ):
+            ns, name = rival_names.get(uid, (None, None))
+            anchors.append(Anchor(uid, node, first, last, kind in KUBELET_KINDS, ns, name))
+    out: dict[str, PodInputs] = {}
+    for uid in wanted:
+        rows = rows_by_uid[uid]
+        if not rows:
+            continue
+        resolved = list(resolve_pod_observations(uid, own[uid], candidates, anchors))
+        ids = {r.dedupe_key: r.id for r in rows}
+        ids.update(
+            {
+                o.dedupe_key: candidate_rows[o.dedupe_key].id
+                for o in resolved
+                if o.dedupe_key in candidate_rows
+            }
+        )
+        labels = next(
+            (r.payload.get("labels") or {} for r in reversed(rows) if r.kind in (Kind.POD, Kind.POD_DELETED)),
+            {},
+        )
+        out[uid] = PodInputs(resolved, ids, labels)
+    return out
+
+
 def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None = None) -> list[PodTimeline]:
     """Re-derive each pod in ``uids`` from all its stored observations; returns the new timelines.
 
@@ -80,28 +200,14 @@ def rederive_pods(cluster: Cluster, uids: Iterable[str], *, now: datetime | None
     # A chunk of pods at a time: one read of their observations, one replace of what derives from them.
     for i in range(0, len(ordered), CHUNK):
         chunk = ordered[i : i + CHUNK]
-        rows_by_uid: dict[str, list[ObservationRow]] = {}
-        for row in ObservationRow.objects.filter(cluster=cluster, pod_uid__in=chunk).order_by(
-            "pod_uid", "observed_at", "id"
-        ):
-            rows_by_uid.setdefault(row.pod_uid or "", []).append(row)
+        inputs = pod_observations_with_candidates(cluster, chunk)
         batch: list[store.DerivedPod] = []
         for uid in chunk:
-            rows = rows_by_uid.get(uid)
-            if not rows:
+            pod_inputs = inputs.get(uid)
+            if pod_inputs is None:
                 continue
-            timeline = derive_pod_timeline(
-                (observation_from_row(r) for r in rows), thresholds=thresholds, now=now
-            )
-            labels = next(
-                (
-                    r.payload.get("labels") or {}
-                    for r in reversed(rows)
-                    if r.kind in (Kind.POD, Kind.POD_DELETED)
-                ),
-                {},
-            )
-            batch.append(store.DerivedPod(timeline, {r.dedupe_key: r.id for r in rows}, labels))
+            timeline = derive_pod_timeline(pod_inputs.observations, thresholds=thresholds, now=now)
+            batch.append(store.DerivedPod(timeline, pod_inputs.ids_by_key, pod_inputs.labels))
         store.replace_pod_timelines(cluster, batch)
         derived.extend(d.timeline for d in batch)
     return derived
@@ -149,7 +255,7 @@ def rederive_cluster(cluster: Cluster, *, now: datetime | None = None) -> list[P
     return rederive_pods(cluster, list(uids), now=now)
 
 
-NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS)
+NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS)
 
 
 def rederive_nodes(cluster: Cluster, names: Iterable[str]) -> list[NodeTimeline]:
