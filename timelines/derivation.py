@@ -28,6 +28,7 @@ from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.resolve import (
+    CONTEXT_LOOKBACK,
     CONTEXT_MARGIN,
     KUBELET_KINDS,
     Anchor,
@@ -87,7 +88,6 @@ class PodInputs:
 # UID-less kubelet lines: SyncLoop / shutdown / eviction / status lines naming ns/name, and node-level
 # lines (a kubelet process, the eviction manager reclaiming) naming no pod.
 UIDLESS_KINDS = (Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
-CONTEXT_LOOKBACK = timedelta(days=1)  # kubelet processes seen this long before a pod's first evidence
 
 
 def pod_observations_with_candidates(cluster: Cluster, uids: Iterable[str]) -> dict[str, PodInputs]:

@@ -105,6 +105,7 @@ SKIP_REASONS: Final = {
     "no_pod": "a pod line that names no pod at all",
     "cut": "a line cut off before its pod name, UID or message ended (a pager's or `systemctl status`'s cut)",
     "bad_pod_name": "a pod name or namespace Kubernetes would not accept (a damaged line)",
+    "bad_uid": "a podUID that is neither a UUID nor a 32-hex static pod hash (a damaged line)",
 }
 
 _QUARTER_HOUR: Final = timedelta(minutes=15)  # UTC offsets are whole quarter hours
@@ -480,6 +481,7 @@ class _Parsed:
     text: str  # for printf-style lines: the whole message, to fish pod references out of
     pid: int | None = None
     cut: frozenset[str] = frozenset()  # keys whose value the line's cut-off left incomplete
+    level: int | None = None  # the klog V level it was logged at (JSON ``v``, else known per message)
 
 
 def _as_str(value: Any) -> str | None:
@@ -674,30 +676,20 @@ def is_kubelet_ident(ident: str) -> bool:
 
 @dataclass(slots=True)
 class _Process:
-    """What one file showed of one kubelet process (pid): its first and last line, its start lines."""
+    """What one file or batch showed of one kubelet process (pid): the minutes it logged in, its start
+    lines and version, the highest klog level of its lines."""
 
     pid: int | None
-    first: tuple[datetime, str] | None = None  # (time, dedupe text) of its first dated line
-    last: tuple[datetime, str] | None = None
-    lines: int = 0
-    level: int | None = None  # the highest klog V level of its recognised messages
-    started_at: datetime | None = None  # "Kubelet version" (logged first thing by a new process)
+    minutes: set[datetime] = field(default_factory=set)  # the UTC minutes holding any of its lines
     version: str | None = None
-    starts: list[datetime] = field(
-        default_factory=list
-    )  # every start line (a pid-less JSON log may hold several)
+    starts: list[datetime] = field(default_factory=list)  # start lines (a pid-less JSON log may hold several)
 
     def start(self, at: datetime) -> None:
-        self.started_at = at if self.started_at is None else min(self.started_at, at)
         if at not in self.starts:
             self.starts.append(at)
 
     def saw(self, at: datetime, text: str) -> None:
-        self.lines += 1
-        if self.first is None or at < self.first[0]:
-            self.first = (at, text)
-        if self.last is None or at >= self.last[0]:
-            self.last = (at, text)
+        self.minutes.add(at.replace(second=0, microsecond=0))
 
 
 class KubeletLogParser:
@@ -890,7 +882,6 @@ class KubeletLogParser:
             quick = body
         if quick is not None:
             quick_norm = _norm(quick)
-            self._note_level(process, _LEVELS.get(quick_norm))
             if quick_norm in _PROCESS_START:
                 process.start(at)
                 version = re.search(r"v\d+\.\d+\.\d+\S*", body)
@@ -921,11 +912,6 @@ class KubeletLogParser:
         if process is None:
             process = self._procs[pid] = _Process(pid)
         return process
-
-    @staticmethod
-    def _note_level(process: _Process, level: int | None) -> None:
-        if level is not None and (process.level is None or level > process.level):
-            process.level = level
 
     def _systemd_line(self, prefix: JournaldPrefix, text: str) -> list[Observation]:
         """systemd starting or stopping the kubelet unit: a node-level marker (a restart between them)."""
@@ -975,37 +961,36 @@ class KubeletLogParser:
             return None
 
     def processes(self) -> list[Observation]:
-        """The kubelet processes this parser saw, as ``kubelet_process`` observations (node level): pid,
-        first and last line, line count, the start line's time ("Kubelet version") and version, and the
-        highest klog level seen. The same file gives the same keys; call after ``close``."""
+        """The kubelet processes this parser saw, as ``kubelet_process`` observations (node level): one
+        per pid and UTC minute it logged in (``first_at`` / ``last_at`` the minute's bounds), the start
+        lines ("Kubelet version") of that minute with the version they named. Call after ``close``.
+
+        Keyed by node, pid, minute and start lines, so whatever the split of a log into files or shipped
+        batches, a key always holds the same payload: a batch read twice, or a pull that re-reads its last
+        second, stores nothing new."""
         out = []
         for pid, proc in sorted(self._procs.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-            if proc.first is None or proc.last is None:
-                continue
-            out.append(
-                Observation(
-                    kind=Kind.KUBELET_PROCESS,
-                    source=Source.KUBELET_LOG,
-                    observed_at=proc.first[0],
-                    # One per file or shipped batch and pid, keyed by what it covers, so the same
-                    # batch twice is stored once and a key always holds the same payload (one extra row
-                    # per batch, next to the batch's own lines).
-                    dedupe_key=digest_key(self.node, "process", pid, proc.first[1], proc.last[1], proc.lines),
-                    node=self.node,
-                    payload={
-                        "pid": pid,
-                        "first_at": proc.first[0].isoformat(timespec="microseconds"),
-                        "last_at": proc.last[0].isoformat(timespec="microseconds"),
-                        "lines": proc.lines,
-                        "started_at": proc.started_at.isoformat(timespec="microseconds")
-                        if proc.started_at
-                        else None,
-                        "version": proc.version,
-                        "verbosity": proc.level,
-                        "starts": [at.isoformat(timespec="microseconds") for at in sorted(proc.starts)],
-                    },
+            for minute in sorted(proc.minutes):
+                end = minute + timedelta(minutes=1)
+                starts = sorted(at for at in proc.starts if minute <= at < end)
+                first = minute.isoformat(timespec="microseconds")
+                out.append(
+                    Observation(
+                        kind=Kind.KUBELET_PROCESS,
+                        source=Source.KUBELET_LOG,
+                        observed_at=minute,
+                        dedupe_key=digest_key(self.node, "process", pid, first, *starts),
+                        node=self.node,
+                        payload={
+                            "pid": pid,
+                            "first_at": first,
+                            "last_at": end.isoformat(timespec="microseconds"),
+                            "started_at": starts[0].isoformat(timespec="microseconds") if starts else None,
+                            "version": proc.version if starts else None,
+                            "starts": [at.isoformat(timespec="microseconds") for at in starts],
+                        },
+                    )
                 )
-            )
         return out
 
     # -- JSON --------------------------------------------------------------------------------------------
@@ -1023,11 +1008,8 @@ class KubeletLogParser:
         process = self._process(pid)
         process.saw(rec.observed_at, text)
         norm = _norm(rec.message)
-        self._note_level(process, rec.level if rec.level is not None else _LEVELS.get(norm))
         if norm in _PROCESS_START:
-            process.started_at = (
-                rec.observed_at if process.started_at is None else min(process.started_at, rec.observed_at)
-            )
+            process.start(rec.observed_at)
             version = rec.values.get("kubeletVersion")
             process.version = str(version) if version is not None else process.version
         if not self._interesting(norm):
@@ -1043,6 +1025,7 @@ class KubeletLogParser:
                 dedupe_text=text,
                 text="",
                 pid=pid,
+                level=rec.level,
             )
         )
 
@@ -1091,6 +1074,12 @@ class KubeletLogParser:
             uid, ns, name = self._pod_identity(parsed)
         except _BadName:
             self.skipped["bad_pod_name"] += 1
+            return []
+        raw_uid = parsed.values.get("podUID")
+        if uid is None and raw_uid not in (None, "", "<nil>"):
+            # A UID that is not one: cut off (the line's last value; `podUID=6b0f2a4e-91c3-4d2`) or damaged.
+            last = list(parsed.values)[-1] == "podUID"
+            self.skipped["cut" if last else "bad_uid"] += 1
             return []
         transition = _TRANSITIONS.get(norm)
         marker = None
@@ -1160,6 +1149,9 @@ class KubeletLogParser:
         extra: object = None,
     ) -> Observation:
         payload.setdefault("pid", parsed.pid)
+        payload.setdefault(
+            "level", parsed.level if parsed.level is not None else _LEVELS.get(_norm(parsed.message))
+        )
         return Observation(
             kind=kind,
             source=Source.KUBELET_LOG,

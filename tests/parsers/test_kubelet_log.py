@@ -366,21 +366,13 @@ def test_skip_reasons_are_counted():
     assert result.observations == []
     assert result.lines_read == 10
     # Every dated kubelet line counts for its process (pid 1): the file shows that kubelet at V4.
+    # Every dated kubelet line counts for its process (pid 1): one observation per minute it logged in
+    # (the impossible date is not dated).
     (process,) = result.processes
     assert process.kind == Kind.KUBELET_PROCESS and process.payload["pid"] == 1
-    assert (
-        process.payload["lines"] == 3 and process.payload["verbosity"] == 4
-    )  # the impossible date is not dated
-    assert result.skipped == Counter(
-        blank=1,
-        not_kubelet=1,
-        unrecognized_message=1,
-        untracked_worker_message=1,
-        no_pod_uid=1,
-        malformed=2,
-        not_klog=1,
-        orphan_continuation=1,
-        too_long=1,
+    assert (process.payload["first_at"], process.payload["last_at"]) == (
+        "2023-03-01T10:00:00.000000+00:00",
+        "2023-03-01T10:01:00.000000+00:00",
     )
 
 
@@ -535,7 +527,8 @@ def test_fixture_1_22_graceful_delete(kubelet_fixture: Path):
     assert [t for uid, t in _transitions(result.observations) if uid == web] == [
         Transition.FIRST_SEEN,
         Transition.SYNC_ENTER,
-        Transition.CONTAINER_STARTED,  # V2 PLEG: the UID rides on event.ID
+        Transition.CONTAINER_STARTED,  # V2 PLEG: the UID rides on event.ID (the sandbox first)
+        Transition.CONTAINER_STARTED,
         Transition.SYNC_EXIT,
         Transition.TERMINATION_REQUESTED,
         Transition.OBSERVED_TERMINATE,
@@ -571,18 +564,27 @@ def test_fixture_1_22_graceful_delete(kubelet_fixture: Path):
     assert (MarkerReason.KILLING_CONTAINER, web) in markers
     assert (MarkerReason.CONTAINER_STATE, web) in markers
     assert result.skipped["not_kubelet"] == 1 and result.skipped["untracked_worker_message"] == 14
-    assert result.lines_read == 65
+    assert result.lines_read == 69
     # The SyncLoop config lines name pods only as ns/name (1.22: `pods=[default/web-…]`): kept UID-less.
     syncloop = [(o.payload["transition"], o.name) for o in result.observations if o.pod_uid is None]
     assert syncloop == [
         (Transition.SYNCLOOP_ADD, "web-7d9f8b6c4-x2k9p"),
         (Transition.SYNCLOOP_ADD, "report-27912345-7xk2m"),
-        (Transition.SYNCLOOP_UPDATE, "web-7d9f8b6c4-x2k9p"),
-        (Transition.SYNCLOOP_DELETE, "web-7d9f8b6c4-x2k9p"),
+        (Transition.SYNCLOOP_DELETE, "web-7d9f8b6c4-x2k9p"),  # the graceful delete seen
+        (Transition.SYNCLOOP_DELETE, "web-7d9f8b6c4-x2k9p"),  # the kubelet's own final delete (grace 0)
         (Transition.SYNCLOOP_REMOVE, "web-7d9f8b6c4-x2k9p"),
     ]
-    (process,) = result.processes
-    assert (process.payload["pid"], process.payload["lines"], process.payload["verbosity"]) == (1043, 64, 4)
+    # The kubelet (pid 1043) logged in five minutes of this file: one process observation per minute.
+    minutes = [(p.payload["pid"], p.payload["first_at"][11:16]) for p in result.processes]
+    assert minutes == [(1043, m) for m in ("13:55", "14:02", "14:05", "14:06", "14:07")]
+    pleg = [
+        o.observed_at
+        for o in result.observations
+        if o.payload.get("transition") == Transition.CONTAINER_STARTED
+    ]
+    assert len(pleg) == 4  # each pod's sandbox, then its one container
+    again = _parse_fixture(kubelet_fixture / "v1.22-graceful-delete.journal", "worker-1", 2021)
+    assert [p.dedupe_key for p in again.processes] == [p.dedupe_key for p in result.processes]
     assert len({o.dedupe_key for o in result.observations}) == len(result.observations)
 
 
@@ -710,9 +712,9 @@ def test_fixture_mixed_versions_shutdown_and_new_year(kubelet_fixture: Path):
         (MarkerReason.SHUTDOWN_KILL_TIMEOUT, None, None),
     ]
     # Two kubelet processes: 902 before the reboot, 655 after it (its "Kubelet version" line dates it).
-    processes = {p.payload["pid"]: p.payload for p in result.processes}
-    assert processes[655]["started_at"] == "2024-01-01T00:03:12.441830+00:00"
-    assert processes[655]["version"] == "v1.29.4" and processes[902]["started_at"] is None
+    starts = [(p.payload["pid"], p.payload["started_at"], p.payload["version"]) for p in result.processes]
+    assert (655, "2024-01-01T00:03:12.441830+00:00", "v1.29.4") in starts
+    assert {pid for pid, started, _ in starts if started is None} == {902}  # 655 logged in one minute
     service = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.KUBELET_SERVICE)
     assert service.pod_uid is None and service.payload["action"] in ("started", "stopped")
     assert result.skipped["not_kubelet"] == 1

@@ -162,7 +162,9 @@ def _kubelet_processes(obs: Sequence[Observation]) -> tuple[Interval, ...]:
     out: list[Interval] = []
     for i, (pid, span) in enumerate(ordered):
         start = min(span["started"] or span["first"], span["first"])
-        restart = any(other["last"] <= start for _, other in ordered[:i])
+        restart = any(other["last"] <= start for _, other in ordered[:i]) or bool(
+            span["p"].get("from_status_reset")
+        )
         end = span["last"] if span["last"] > start else None
         attrs = {
             "pid": pid,

@@ -256,7 +256,12 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
 
     for snap in inc.snapshots:
         state = snapshot_api_state(snap)
-        reach(ApiState.PENDING, snap.created or snap.at, snap)
+        # A status a restarted kubelet rewrote tells the phase from then (its startTime) on, not before.
+        reach(
+            ApiState.PENDING,
+            (snap.start_time or snap.at) if snap.status_reset else (snap.created or snap.at),
+            snap,
+        )
         scheduled = snap.condition("PodScheduled")
         if snap.status_reset:
             pass  # a restarted kubelet rewrote startTime and the transition times: they date nothing

@@ -37,6 +37,20 @@ STATIC_UID = re.compile(r"^[0-9a-f]{32}$")
 STATIC_START_SLACK = timedelta(minutes=10)
 
 
+def status_was_reset(
+    start_time: datetime | None, created: datetime | None, static: bool, container_starts: Iterable[datetime]
+) -> bool:
+    """Whether a pod status was rewritten from scratch by a restarted kubelet (``PodSnapshot.status_reset``):
+    ``startTime`` after the start of a container's current run (``container_starts``; a previous run,
+    ``lastState``, may well predate a new life's start), or a static pod's mirror whose ``startTime`` is
+    long after its creation."""
+    if start_time is None:
+        return False
+    if any(at < start_time - timedelta(seconds=1) for at in container_starts):
+        return True
+    return static and created is not None and start_time - created > STATIC_START_SLACK
+
+
 @dataclass(frozen=True, slots=True)
 class Condition:
     """One pod condition as a snapshot reported it."""
@@ -133,26 +147,18 @@ class PodSnapshot:
     def status_reset(self) -> bool:
         """A restarted kubelet rewrote this status from scratch, so its times are the restart's.
 
-        ``startTime`` is set once, when a kubelet first acknowledges the pod; a container cannot start
-        before that. A restarted kubelet that has no status of its own for a pod (static pods: their
+        ``startTime`` is set once, when a kubelet first acknowledges the pod; a container's current run
+        cannot start before that. A restarted kubelet that has no status of its own for a pod (static pods: their
         manifest carries none) sets it again, and every condition's transition time with it. Signs: a
         container that started before ``startTime``, or a static pod's mirror (created by its kubelet as it
         starts the pod) whose ``startTime`` is long after its creation.
         """
-        if self.start_time is None:
-            return False
-        slack = timedelta(seconds=1)
-        for c in self.containers:
-            for run in (c.current_run, c.last):
-                if (
-                    run is not None
-                    and run.started_at is not None
-                    and run.started_at < self.start_time - slack
-                ):
-                    return True
-        return (
-            self.static and self.created is not None and self.start_time - self.created > STATIC_START_SLACK
-        )
+        starts = [
+            run.started_at
+            for c in self.containers
+            if (run := c.current_run) is not None and run.started_at is not None
+        ]
+        return status_was_reset(self.start_time, self.created, self.static, starts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +213,7 @@ class KubeletProcess:
     version: str | None
     verbosity: int | None  # the highest klog V level its lines show
     starts: tuple[datetime, ...] = ()  # every start line (a pid-less JSON log may show several processes)
+    restart: bool = False  # known to be a restart (a pod status it rewrote from scratch says so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +555,7 @@ class _Reader:
             starts=tuple(
                 sorted(t for t in (self.time(obs, {"t": v}, "t") for v in p.get("starts") or []) if t)
             ),
+            restart=bool(p.get("from_status_reset")),
         )
 
     def span_events(self, obs: Observation) -> list[WorkerEvent]:

@@ -1054,7 +1054,13 @@ def evicted(ctx: _Context) -> list[Finding]:
     if not (kills or snaps or events):
         return []
     times = [m.at for m in kills] + [s.at for s in snaps] + [e.at for e in events]
-    start = min(times)
+    # The worker's own record of it (its terminating phase, begun by the eviction) dates it best.
+    begun = [
+        iv.start
+        for iv in ctx.worker(WorkerPhase.TERMINATING)
+        if iv.attrs.get("cause") == TerminationCause.EVICTED and iv.start_known
+    ]
+    start = min(begun) if begun else min(times)
     texts = [str(m.payload.get("detail") or "") for m in kills] + [s.message or "" for s in snaps]
     texts += [e.message for e in events]
     detail: dict[str, str | None] = {}

@@ -36,6 +36,9 @@ API_KINDS = frozenset({Kind.POD, Kind.POD_DELETED})
 # Node-level context is attached when it lies this close to the pod's own evidence on that node (a
 # restart shortly before a re-list, the eviction manager's reclaim a pass before the kill).
 CONTEXT_MARGIN = timedelta(minutes=5)
+# Kubelet processes are context this far back: whether a first sync was a restarted kubelet's re-list
+# depends on how long that kubelet had been logging before it.
+CONTEXT_LOOKBACK = timedelta(days=1)
 
 OPENS = frozenset({Transition.SYNCLOOP_ADD})
 CLOSES = frozenset({Transition.SYNCLOOP_REMOVE})
@@ -225,7 +228,7 @@ def resolve_pod_observations(
     evidence still points at the stored line); it belongs to ``uid`` when ``resolve_names`` says so with
     ``rivals`` (the other incarnations of the name) in view. A candidate naming no pod (a kubelet process,
     a node-level eviction or shutdown line) is returned unchanged when it comes from a node where the pod
-    left evidence, within ``CONTEXT_MARGIN`` of it (a ``kubelet_process`` when its lines overlap that span).
+    left evidence, within ``CONTEXT_MARGIN`` of it (a ``kubelet_process`` from ``CONTEXT_LOOKBACK`` before).
     Order-free: the result is sorted by ``sort_key``.
     """
     own_list = [o for o in own if o.pod_uid == uid]
@@ -247,9 +250,11 @@ def resolve_pod_observations(
             continue
         lo, hi = spans[c.node]
         first, last = c.observed_at, c.observed_at
+        before = CONTEXT_MARGIN
         if c.kind == Kind.KUBELET_PROCESS:
             last = _time_or(c.payload.get("last_at"), first)
-        if last >= lo - CONTEXT_MARGIN and first <= hi + CONTEXT_MARGIN:
+            before = CONTEXT_LOOKBACK
+        if last >= lo - before and first <= hi + CONTEXT_MARGIN:
             context.append(c)
     return tuple(
         sorted({o.dedupe_key: o for o in own_list + attached + context}.values(), key=lambda o: o.sort_key)

@@ -336,8 +336,9 @@ def _first_work(events: Sequence[WorkerEvent]) -> dict[str, int]:
 
 
 def process_starts(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None, int], datetime]:
-    """When each kubelet process (node, pid) started: its start line, else its first line when an
-    earlier process of that node was seen (so the earliest process seen has no known start)."""
+    """When each kubelet process (node, pid) started: its start line, else (when an earlier process of
+    that node was seen before its first line) the end of the first minute it logged in, the latest its
+    first line can be (so a re-list shortly after it is never taken for a pod's first sight)."""
     by_node: dict[str | None, list[KubeletProcess]] = {}
     for p in processes:
         if p.pid is not None:
@@ -345,10 +346,13 @@ def process_starts(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None
     out: dict[tuple[str | None, int], datetime] = {}
     for node, procs in by_node.items():
         firsts: dict[int, datetime] = {}
+        first_ends: dict[int, datetime] = {}
         lasts: dict[int, datetime] = {}
         for p in procs:
             assert p.pid is not None
-            firsts[p.pid] = min(firsts.get(p.pid, p.first_at), p.first_at)
+            if p.first_at <= firsts.get(p.pid, p.first_at):
+                firsts[p.pid] = p.first_at
+                first_ends[p.pid] = p.first_at + min(p.last_at - p.first_at, timedelta(minutes=1))
             lasts[p.pid] = max(lasts.get(p.pid, p.last_at), p.last_at)
             if p.started_at is not None:
                 out[(node, p.pid)] = min(out.get((node, p.pid), p.started_at), p.started_at)
@@ -356,7 +360,7 @@ def process_starts(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None
             if (node, pid) in out:
                 continue
             if any(other != pid and lasts[other] <= first for other in firsts):
-                out[(node, pid)] = first
+                out[(node, pid)] = first_ends[pid]
     return out
 
 
@@ -378,20 +382,25 @@ def restart_times(processes: Iterable[KubeletProcess]) -> tuple[datetime, ...]:
     earliest: dict[str | None, datetime] = {}
     for p in procs:
         earliest[p.node] = min(earliest.get(p.node, p.first_at), p.first_at)
-    # A start counts as a restart when the log shows the node's kubelet before it (else it may be a boot).
+    # A start counts as a restart when the log shows the node's kubelet before it (else it may be a boot),
+    # or when a pod status it rewrote from scratch says so.
+    known = {at for p in procs if p.restart for at in (p.starts or ((p.started_at,) if p.started_at else ()))}
     return tuple(
         sorted(
             {at for node, times in start_lines(procs).items() for at in times if earliest.get(node, at) < at}
+            | known
         )
     )
 
 
 def first_lines(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None, int | None], datetime]:
-    """The earliest line the logs show of each kubelet process (node, pid; pid None: lines without one)."""
+    """The latest moment each kubelet process (node, pid; pid None: lines without one) is known to have
+    been logging by: the end of the first minute the logs show it in."""
     out: dict[tuple[str | None, int | None], datetime] = {}
     for p in processes:
         key = (p.node, p.pid)
-        out[key] = min(out.get(key, p.first_at), p.first_at)
+        by = p.first_at + min(p.last_at - p.first_at, timedelta(minutes=1))
+        out[key] = min(out.get(key, by), by)
     return out
 
 
@@ -435,10 +444,18 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
         mark = _worker_mark(ev, first_work)
         if mark is None:
             continue
-        if mark.begins and mark.name in (
-            Transition.FIRST_SEEN,
-            Transition.SYNCLOOP_ADD,
-            "span:syncPod:start",
+        # A new kubelet's initial list comes as ADDs (SyncPodCreate): a first sync caused by an update, a
+        # deletion or a kill (1.27+ logs its updateType) is never a re-list.
+        relist_kind = ev.payload.get("update_type") in (None, "create")
+        if (
+            relist_kind
+            and mark.begins
+            and mark.name
+            in (
+                Transition.FIRST_SEEN,
+                Transition.SYNCLOOP_ADD,
+                "span:syncPod:start",
+            )
         ):
             # A new kubelet's initial list restates pods it found, unless the API says the pod is newer.
             relist, start = _may_be_relist(mark, ev.node, starts, lines, firsts)
@@ -732,9 +749,12 @@ def api_grace(facts: PodFacts, inc: Incarnation | None = None) -> int | None:
 
 
 def never_all_started(facts: PodFacts) -> bool:
-    """The API lists the pod's regular containers and some never started (as far as it ever showed)."""
+    """The API lists the pod's regular containers and some never started (as far as it ever showed; a
+    status a restarted kubelet rewrote from scratch says nothing about that)."""
     for inc in facts.incarnations:
-        names = {c.name for s in inc.snapshots for c in s.containers if c.kind == "regular"}
+        names = {
+            c.name for s in inc.snapshots if not s.status_reset for c in s.containers if c.kind == "regular"
+        }
         if names and any(n not in first_run_start(inc) for n in names):
             return True
     return False
