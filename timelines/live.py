@@ -39,7 +39,7 @@ class PodDelta(TypedDict):
     schema: str
     group: str
     seq: int
-    timeline: dict[str, Any]  # podlife.timeline/v1 of the changed pod
+    timeline: dict[str, Any]  # podlife.timeline/v2 of the changed pod
 
 
 def group_name(scope: Scope, cluster: str, name: str) -> str:

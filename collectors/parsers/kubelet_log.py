@@ -187,6 +187,8 @@ _TRANSITIONS: dict[str, tuple[str, str | None]] = {
         ("SyncTerminatedPod enter", Transition.TERMINATED_ENTER, None),
         ("SyncTerminatedPod exit", Transition.TERMINATED_EXIT, None),
         ("Pod is complete and the worker can now stop", Transition.WORKER_DONE, None),
+        # 1.23–1.26: a worker whose pod never started (first seen terminal) stops without a cleanup sync.
+        ("Pod never started and the worker can now stop", Transition.WORKER_DONE, None),
         ("Pod cannot start ever", Transition.CANNOT_START_EVER, None),
         ("Pod cannot start yet", Transition.CANNOT_START_YET, None),
         ("Pod is terminal", Transition.POD_TERMINAL, None),
@@ -276,6 +278,7 @@ _LEVELS: dict[str, int] = {
                 "SyncTerminatedPod enter",
                 "SyncTerminatedPod exit",
                 "Pod is complete and the worker can now stop",
+                "Pod never started and the worker can now stop",
                 "Pod terminating with grace period",
                 "Post-termination container state",
                 "Pod termination stopped all running containers",

@@ -3,7 +3,7 @@
 // SVG bars up to `webgl_threshold` segments, WebGL lines (scattergl) past it.
 import { axisValue, display, duration, plotlyText, toMicros } from "./common.js";
 
-// A podlife.timeline/v1 document (REST or live delta) → a row of the compact window shape.
+// A podlife.timeline/v2 document (REST or live delta) → a row of the compact window shape.
 export function rowFromTimeline(tl, lanes) {
   const pod = tl.pod || {};
   const intervals = [];

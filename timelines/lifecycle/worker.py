@@ -438,12 +438,24 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
     lines = start_lines(facts.processes)
     firsts = first_lines(facts.processes)
     created = [inc.created for inc in facts.incarnations if inc.created is not None]
+    # startTime is set by the kubelet that first synced the pod (RFC 3339 seconds, so up to 1 s early):
+    # one a restarted kubelet did not rewrite says when the pod was first acknowledged on its node.
+    acknowledged = [
+        s.start_time + timedelta(seconds=1)
+        for s in facts.snapshots
+        if s.start_time is not None and not s.status_reset
+    ]
     restart_kills = _restart_kills(facts.kubelet_markers)
+    # Finalizers keep a deleted object after the kubelet's final delete: its REMOVE comes when they are
+    # gone, so it dates nothing of the worker (only that it was done by then).
+    finalized = any(s.finalizers and s.deletion_timestamp is not None for s in facts.snapshots)
     marks: list[Mark] = []
     for ev in events:
         mark = _worker_mark(ev, first_work)
         if mark is None:
             continue
+        if finalized and mark.name == Transition.SYNCLOOP_REMOVE and mark.begins:
+            mark = _restate(mark)
         # A new kubelet's initial list comes as ADDs (SyncPodCreate): a first sync caused by an update, a
         # deletion or a kill (1.27+ logs its updateType) is never a re-list.
         relist_kind = ev.payload.get("update_type") in (None, "create")
@@ -457,9 +469,13 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
                 "span:syncPod:start",
             )
         ):
-            # A new kubelet's initial list restates pods it found, unless the API says the pod is newer.
+            # A new kubelet's initial list restates pods it found, unless the API says the pod is newer
+            # (created, or first acknowledged by a kubelet, after it started).
             relist, start = _may_be_relist(mark, ev.node, starts, lines, firsts)
-            if relist and not (created and start is not None and min(created) >= start):
+            newer = start is not None and (
+                (created and min(created) >= start) or (acknowledged and min(acknowledged) >= start)
+            )
+            if relist and not newer:
                 # A re-list: the pod still exists for the new kubelet, in whatever state it was.
                 mark = _presence(mark) if mark.name == Transition.SYNCLOOP_ADD else _restate(mark)
         marks.append(mark)
@@ -1299,16 +1315,25 @@ def _close_at_restart(
     """A state still open when its kubelet restarted, and never mentioned by the new kubelet: the old
     worker is gone with its process, so the state lasted at least until its last evidence and how it
     ended is not known (the node may have rebooted, the new kubelet may have found it finished)."""
-    if not pieces or pieces[-1].end is not None or pieces[-1].last_seen is None:
+    if not pieces or pieces[-1].last_seen is None:
         return pieces
     last = pieces[-1]
+    # An end the API gives after the restart (the object deleted once the new kubelet was up) only says
+    # the old worker was gone by then: it is no more the state's end than an open one.
+    api_end = last.end is not None and last.end.grade == API
+    if last.end is not None and not api_end:
+        return pieces
     seen = last.last_seen
     assert seen is not None
-    later = [r for r in restarts if r > seen]
-    if not later or any(m.kubelet_side and m.at >= later[0] for m in cycle):
+    later = [r for r in restarts if r > seen and (last.end is None or r <= last.end.at)]
+    # The new kubelet carried the state on if it says anything of the pod beyond "done" (a REMOVE).
+    if not later or any(m.kubelet_side and m.at >= later[0] and m.state != DONE for m in cycle):
         return pieces
     if seen > last.start.at:
         last.end = _Bound(seen, False, last.start.grade, "kubelet_restart")
+    elif api_end:
+        last.end = None
+        last.open_unknown = True
     return pieces
 
 
