@@ -55,18 +55,19 @@ def test_spans_alone_give_observed_phases() -> None:
         span(UID, "syncTerminatedPod", 23.21, 23.6),
     ]
     tl = derive_pod_timeline(obs)
-    # syncPod spans pin SyncPod; the API's container start splits it into setup and running.
+    # syncPod spans pin SyncPod; the API's container start splits it into setup and running. The worker
+    # marks the pod terminated as a clean syncTerminatingPod span ends: cleanup begins there.
     assert rows(tl, "worker") == [
         ("setup", at(1.1), at(4), "inferred"),
         ("running", at(4), at(20.46), "inferred"),
-        ("terminating", at(20.46), at(23.21), "observed"),
-        ("cleanup", at(23.21), at(23.6), "observed"),
+        ("terminating", at(20.46), at(23.2), "observed"),
+        ("cleanup", at(23.2), at(23.6), "observed"),
     ]
     assert [iv.attrs["start_from"] for iv in tl.lane("worker")] == [
         "span:syncPod:start",
         "all_containers_started",
         "span:syncTerminatingPod:start",
-        "span:syncTerminatedPod:start",
+        "span:syncTerminatingPod:end",
     ]
 
 

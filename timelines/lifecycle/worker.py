@@ -225,7 +225,9 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == "span:syncTerminatingPod:start":
         return mk(TERMINATING, True)
     if name == "span:syncTerminatingPod:end":
-        return mk(TERMINATING, False)
+        # Without an error the worker marks the pod terminated as the span ends (completeTerminating):
+        # cleanup begins there. With one, terminating is retried.
+        return mk(CLEANUP, True) if not p.get("error") else mk(TERMINATING, False)
     if name == "span:syncTerminatedPod:start":
         return mk(CLEANUP, True)
     if name == "span:syncTerminatedPod:end":
