@@ -37,7 +37,7 @@ function colour(cfg, state) {
 }
 
 // Which bounds of an interval the evidence does not hold (timeline/v2 attrs), as hover text.
-function unknownBounds(a) {
+export function unknownBounds(a) {
   const parts = [];
   if (a.start_unknown) parts.push("began at or before its start");
   if (a.end_unknown) parts.push(a.seen_until && !a.end_from ? `seen until ${a.seen_until}, end unknown` : "lasted at least until its end, end unknown");

@@ -175,3 +175,11 @@ def test_the_command_line_option_builds_v2_kubelets() -> None:
     assert parser.parse_args([]).kubelet_verbosity == 4
     with pytest.raises(SystemExit):
         parser.parse_args(["--kubelet-verbosity", "12"])
+
+
+def test_manage_py_demo_takes_the_option() -> None:
+    from collectors.management.commands.demo import Command
+
+    parser = Command().create_parser("manage.py", "demo")
+    assert parser.parse_args(["--kubelet-verbosity", "2"]).kubelet_verbosity == 2
+    assert parser.parse_args([]).kubelet_verbosity == 4
