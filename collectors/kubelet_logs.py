@@ -53,5 +53,7 @@ class KubeletLogIngest:
 
     def close(self) -> store.SaveResult:
         self._pending.extend(self.parser.close())
+        # The kubelet processes the lines showed (pid, first / last line): restarts and log coverage.
+        self._pending.extend(self.parser.processes())
         self.flush()
         return self.result

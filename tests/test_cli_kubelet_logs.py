@@ -42,14 +42,17 @@ def worker(tl: dict) -> list[tuple[str, str, str | None, str]]:
 
 def test_v122_graceful_delete_and_completed_job():
     report = ingest("worker-1", "v1.22-graceful-delete.journal", "--year", "2021")
-    assert "65 lines read, 38 observations (38 stored" in report
+    assert "69 lines read, 54 observations (54 stored" in report
     assert "not_kubelet 1" in report
 
     web = timeline("--pod", "default/web-7d9f8b6c4-x2k9p")
-    assert web["schema"] == "podlife.timeline/v1"
+    assert web["schema"] == "podlife.timeline/v2"
     assert web["pod"] == web["pod"] | {"uid": "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47", "node": "worker-1"}
+    # Setup ends where PLEG saw the last container of the start-up start (the sandbox, then nginx): a
+    # bound inferred from kubelet lines, so both sides of it are "kubelet", not "observed".
     assert worker(web) == [
-        ("setup", "2021-11-03T14:02:11.402201+00:00", "2021-11-03T14:07:15.116122+00:00", "observed"),
+        ("setup", "2021-11-03T14:02:11.402201+00:00", "2021-11-03T14:02:13.771052+00:00", "kubelet"),
+        ("running", "2021-11-03T14:02:13.771052+00:00", "2021-11-03T14:07:15.116122+00:00", "kubelet"),
         ("terminating", "2021-11-03T14:07:15.116122+00:00", "2021-11-03T14:07:17.519941+00:00", "observed"),
         ("cleanup", "2021-11-03T14:07:17.519941+00:00", "2021-11-03T14:07:18.734050+00:00", "observed"),
     ]
@@ -57,8 +60,8 @@ def test_v122_graceful_delete_and_completed_job():
     assert web["findings"] == []
 
     job = timeline("--pod", "default/report-27912345-7xk2m")
-    assert [w[0] for w in worker(job)] == ["setup", "terminating", "cleanup"]
-    assert worker(job)[1][1] == "2021-11-03T14:06:02.210702+00:00"
+    assert [w[0] for w in worker(job)] == ["setup", "running", "terminating", "cleanup"]
+    assert worker(job)[2][1] == "2021-11-03T14:06:02.210702+00:00"
 
 
 def test_v127_delete_during_setup_is_flagged():
@@ -89,10 +92,18 @@ def test_mixed_versions_across_a_node_shutdown_and_new_year():
     ingest("cp-1", "mixed-upgrade-shutdown.journal", "--year", "2023")
     old_etcd = timeline("--uid", "d1c4757bcb230bf06ab7e866b62132a1")
     assert old_etcd["pod"]["static"] is True
+    # The excerpt begins two seconds before the static pod's sync: whether it was still setting up or
+    # long running is not in the log. Its termination is cut off by the reboot: it lasted at least until
+    # its last line, how it ended is unknown (the kubelet that ran it is gone).
     assert worker(old_etcd) == [
-        ("setup", "2023-12-31T23:59:58.120087+00:00", "2024-01-01T00:00:03.503231+00:00", "observed"),
-        ("terminating", "2024-01-01T00:00:03.503231+00:00", None, "observed"),
+        ("unknown", "2023-12-31T23:59:58.120087+00:00", "2024-01-01T00:00:03.503231+00:00", "observed"),
+        ("terminating", "2024-01-01T00:00:03.503231+00:00", "2024-01-01T00:00:03.503655+00:00", "observed"),
     ]
+    unknown, terminating = old_etcd["lanes"]["worker"]
+    assert unknown["attrs"]["between"] == ["setup", "running"]
+    assert (
+        terminating["attrs"]["end_unknown"] is True and terminating["attrs"]["end_from"] == "kubelet_restart"
+    )
     assert [f["kind"] for f in old_etcd["findings"]] == ["node_shutdown"]
 
     cache = timeline("--pod", "default/cache-0")  # the newest incarnation after the reboot
@@ -105,7 +116,7 @@ def test_same_file_twice_stores_nothing_new():
     ingest("worker-1", "v1.22-graceful-delete.journal", "--year", "2021")
     count = Observation.objects.count()
     again = ingest("worker-1", "v1.22-graceful-delete.journal", "--year", "2021")
-    assert "(0 stored, 38 already stored" in again
+    assert "(0 stored, 54 already stored" in again
     assert Observation.objects.count() == count
 
 
@@ -142,7 +153,11 @@ def test_binary_and_missing_files_fail_with_one_line_each(tmp_path):
     lines = err.getvalue().strip().splitlines()
     assert lines[0].startswith(f"error: {binary}: binary data (NUL byte at offset 4)")
     assert lines[1].startswith(f"error: {tmp_path / 'nope.log'}: cannot read (No such file or directory)")
-    assert Observation.objects.count() == 1  # the good file was still read
+    # The good file was still read: its line, and its kubelet process (pid 1043, seen in that minute).
+    assert sorted(Observation.objects.values_list("kind", "pod_uid")) == [
+        ("kubelet_process", None),
+        ("worker", "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47"),
+    ]
 
 
 def test_unknown_zone_and_pod_are_clear_errors():

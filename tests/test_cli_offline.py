@@ -24,13 +24,24 @@ def ingest(*paths: Path | str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def ingest_losing(*paths: Path | str) -> tuple[str, str, str]:
+    """Ingest input that loses something: the command stores what it could read, then fails."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError) as failure:
+        call_command("ingest_k8s_json", "--cluster", "bundle", *map(str, paths), stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue(), str(failure.value)
+
+
 def test_every_offline_shape_is_read_and_reported():
-    out, err = ingest(
+    out, err, failure = ingest_losing(
         *sorted(K8S.glob("*.json")),
         K8S / "pods.yaml",
         K8S / "cluster-info-dump",
         K8S / "cluster-info-dump.txt",
     )
+    # The one Pod without a uid is lost, loudly; everything else read was stored.
+    assert failure == "1 object(s) could not be read (1 Pod)"
+    assert "lost: 1 object(s) could not be read (1 Pod); everything else read was stored" in out
     assert (
         "mixed-list.json: read 1 Deployment, 1 Event, 1 Node, 1 Pod, 1 PodDisruptionBudget, 1 Service" in out
     )
@@ -63,6 +74,7 @@ def test_api_only_pod_gets_an_inferred_worker_lane():
     tl = orjson.loads(out.getvalue())
     assert [(i["state"], i["source"]) for i in tl["lanes"]["worker"]] == [
         ("setup", "inferred"),
+        ("running", "inferred"),
         ("terminating", "inferred"),
     ]
     assert tl["lanes"]["api"][-1]["state"] == "deleted"

@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import TextField
+from django.db.models import Max, Min, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -51,6 +51,14 @@ from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.resolve import (
+    CONTEXT_LOOKBACK,
+    CONTEXT_MARGIN,
+    KUBELET_KINDS,
+    Anchor,
+    anchors_of,
+    resolve_pod_observations,
+)
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
 from timelines.models import Observation as ObservationRow
@@ -58,7 +66,10 @@ from timelines.projections import node_row, pdb_rows, workload_rows
 
 log = logging.getLogger(__name__)
 
-NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS)
+NODE_KINDS = (Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS)
+# UID-less kubelet lines: SyncLoop / shutdown / eviction / status lines naming ns/name, and node-level
+# lines (a kubelet process, the eviction manager reclaiming) naming no pod.
+UIDLESS_KINDS = (Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 NODEPODS_SLACK = timedelta(minutes=5)  # a node-level kubelet line concerns pods alive this close to it
 
 
@@ -107,15 +118,99 @@ def _facts(rows: Any) -> Iterable[Fact]:
         )
 
 
-def pod_observations(cluster: Cluster, uids: Sequence[str]) -> dict[str, list[Fact]]:
-    """Every stored observation of each pod in ``uids`` (the one read a pod's derivation makes)."""
-    out: dict[str, list[Fact]] = {uid: [] for uid in uids}
-    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(uids)).order_by(
+@dataclass
+class PodFacts:
+    """What the pods of one read are derived from: each pod's facts (its own observations plus the
+    UID-less kubelet lines resolved to it), and the names whose incarnations compete for UID-less lines
+    (a pod of such a name that changes may take a line from, or give one to, another incarnation)."""
+
+    by_uid: dict[str, list[Fact]]
+    contested: set[tuple[str, str]]
+    resolved_ids: set[int] = field(default_factory=set)  # the UID-less rows that some pod took
+
+
+def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
+    """Every stored observation of each pod in ``uids``, plus the UID-less candidates that belong to it
+    (the one read a pod's derivation makes).
+
+    Candidates: same cluster, no pod UID, and either the same ``namespace``/``name`` (on any node), or
+    no name and a node the pod left evidence on, within its span (``resolve.CONTEXT_MARGIN``; kubelet
+    processes from ``CONTEXT_LOOKBACK`` before). Which of them belong is decided by the pure
+    ``timelines.lifecycle.resolve.resolve_pod_observations``, with the other incarnations of the same name
+    (``Pod`` rows and where they left evidence) as rivals. The dirty keys follow from that
+    (``timelines/dirty.py``): a UID-less line naming ``ns/name`` marks every pod of that name
+    (``podref``), a node-level line the node's pods around it (``nodepods``), and a pod of a contested
+    name that changes marks its rivals (``rivals``).
+    """
+    wanted = sorted(set(uids))
+    own: dict[str, list[Fact]] = {uid: [] for uid in wanted}
+    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=wanted).order_by(
         "pod_uid", "observed_at", "id"
     )
     for fact in _facts(rows):
-        out[fact[1].pod_uid or ""].append(fact)
-    return out
+        own[fact[1].pod_uid or ""].append(fact)
+    names = {(o.namespace, o.name) for facts in own.values() for _, o in facts if o.namespace and o.name}
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for facts in own.values():
+        for _, o in facts:
+            if o.node:
+                lo, hi = spans.get(o.node, (o.observed_at, o.observed_at))
+                spans[o.node] = (min(lo, o.observed_at), max(hi, o.observed_at))
+    candidates: dict[str, Fact] = {}
+    by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR) if names else None
+    if by_name is not None:
+        named = ObservationRow.objects.filter(
+            by_name, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS
+        )
+        for fact in _facts(named):
+            candidates[fact[1].dedupe_key] = fact
+    contested = {(o.namespace or "", o.name or "") for _, o in candidates.values()}
+    if spans:
+        by_node = Q(
+            *[
+                Q(node=node, observed_at__gte=lo - CONTEXT_LOOKBACK, observed_at__lte=hi + CONTEXT_MARGIN)
+                for node, (lo, hi) in spans.items()
+            ],
+            _connector=Q.OR,
+        )
+        nameless = ObservationRow.objects.filter(
+            by_node, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS, name=""
+        )
+        for fact in _facts(nameless):
+            candidates[fact[1].dedupe_key] = fact
+    if not candidates:  # the common case: nothing to resolve, each pod is its own observations
+        return PodFacts(own, contested)
+    ids = {o.dedupe_key: i for i, o in candidates.values()}
+    anchors = anchors_of(o for facts in own.values() for _, o in facts)
+    if by_name is not None and contested:
+        rivals: dict[str, tuple[str, str]] = {
+            uid: (ns, name)
+            for uid, ns, name in Pod.objects.filter(by_name, cluster=cluster)
+            .exclude(uid__in=wanted)
+            .values_list("uid", "namespace", "name")
+        }
+        for rival, node, kind, first, last in (
+            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(rivals))
+            .exclude(node="")
+            .values_list("pod_uid", "node", "kind")
+            .annotate(first=Min("observed_at"), last=Max("observed_at"))
+            .values_list("pod_uid", "node", "kind", "first", "last")
+        ):
+            ns, name = rivals[rival or ""]
+            anchors.append(Anchor(rival or "", node, first, last, kind in KUBELET_KINDS, ns, name))
+    pool = [o for _, o in candidates.values()]
+    out: dict[str, list[Fact]] = {}
+    taken: set[int] = set()
+    for uid, facts in own.items():
+        if not facts:
+            out[uid] = facts
+            continue
+        mine = {o.dedupe_key for _, o in facts}
+        resolved = resolve_pod_observations(uid, (o for _, o in facts), pool, anchors)
+        extra = [(ids[o.dedupe_key], o) for o in resolved if o.dedupe_key not in mine]
+        taken.update(i for i, _ in extra)
+        out[uid] = facts + extra
+    return PodFacts(out, contested, taken)
 
 
 def node_observations(cluster: Cluster, name: str) -> list[Fact]:
@@ -183,10 +278,20 @@ def _now_for(cluster: Cluster, now: datetime | None) -> datetime | None:
     return now or timezone.now()
 
 
-def derive_pods(cluster: Cluster, uids: Sequence[str], out: Derived, *, now: datetime | None = None) -> None:
-    """Derive each pod of ``uids`` from all its observations; its PDBs' namespaces become follow-ups."""
+def derive_pods(
+    cluster: Cluster,
+    uids: Sequence[str],
+    out: Derived,
+    *,
+    now: datetime | None = None,
+    rivals: bool = True,
+) -> None:
+    """Derive each pod of ``uids`` from all its observations; its PDBs' namespaces become follow-ups, and
+    (``rivals``: for pods that got something new, not for pods derived as someone's rival) the other
+    incarnations of a name whose UID-less kubelet lines they compete for."""
     now, thresholds = _now_for(cluster, now), thresholds_from_settings()
-    facts = pod_observations(cluster, uids)
+    read = pod_observations(cluster, uids)
+    facts = read.by_uid
     batch: list[store.DerivedPod] = []
     for uid in uids:
         rows = facts.get(uid) or []
@@ -208,6 +313,8 @@ def derive_pods(cluster: Cluster, uids: Sequence[str], out: Derived, *, now: dat
     out.pushed.setdefault(cluster.name, []).extend(d.timeline for d in batch)
     out.count(dirty.POD, len(batch))
     out.mark_pdbs(cluster, {d.timeline.namespace for d in batch if d.timeline.namespace})
+    if rivals and read.contested:
+        out.mark(cluster, dirty.RIVALS, sorted(dirty.ref(ns, name) for ns, name in read.contested))
 
 
 def _cordon_spans(cluster: Cluster, node: str) -> set[tuple[datetime, datetime | None]]:
@@ -298,19 +405,21 @@ def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
     out.count(dirty.WORKLOAD)
 
 
-def expand_podref(cluster: Cluster, ref: str, out: Derived) -> None:
+def expand_podref(cluster: Cluster, ref: str, out: Derived, *, kind: str = dirty.PODREF) -> None:
     """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name (the pods
-    known once this batch's rows are written: a pod derived beside it counts)."""
+    known once this batch's rows are written: a pod derived beside it counts); so do an incarnation's
+    rivals (``rivals`` keys) when it changed. They are derived as ``podonly`` keys: together, and without
+    marking their own rivals again (which would never end)."""
     namespace, name = dirty.split_ref(ref)
 
     def mark() -> None:
         uids = Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list(
             "uid", flat=True
         )
-        out.mark(cluster, dirty.POD, list(uids))
+        out.mark(cluster, dirty.PODONLY, list(uids))
 
     out.after_writes.append(mark)
-    out.count(dirty.PODREF)
+    out.count(kind)
 
 
 def expand_nodepods(cluster: Cluster, key: dirty.Claimed, out: Derived) -> None:
@@ -331,7 +440,8 @@ def expand_nodepods(cluster: Cluster, key: dirty.Claimed, out: Derived) -> None:
 def _derive(claimed: Sequence[dirty.Claimed], now: datetime | None) -> Derived:
     out = Derived()
     clusters = {c.pk: c for c in Cluster.objects.filter(pk__in={k.cluster_id for k in claimed})}
-    for (cluster_id, kind), keys in sorted(dirty.keys_by_kind(claimed).items()):
+    grouped = dirty.keys_by_kind(claimed)
+    for (cluster_id, kind), keys in sorted(grouped.items()):
         cluster = clusters.get(cluster_id)
         if cluster is None:  # deleted meanwhile: its keys went with it
             continue
@@ -339,6 +449,11 @@ def _derive(claimed: Sequence[dirty.Claimed], now: datetime | None) -> Derived:
             uids = sorted(k.key for k in keys)
             for i in range(0, len(uids), POD_CHUNK):
                 derive_pods(cluster, uids[i : i + POD_CHUNK], out, now=now)
+        elif kind == dirty.PODONLY:  # a pod claimed as both is derived once, as ``pod``
+            also = {k.key for k in grouped.get((cluster_id, dirty.POD), [])}
+            uids = sorted(k.key for k in keys if k.key not in also)
+            for i in range(0, len(uids), POD_CHUNK):
+                derive_pods(cluster, uids[i : i + POD_CHUNK], out, now=now, rivals=False)
         for key in keys:
             if kind == dirty.NODE:
                 derive_node(cluster, key.key, out)
@@ -346,8 +461,8 @@ def _derive(claimed: Sequence[dirty.Claimed], now: datetime | None) -> Derived:
                 derive_pdbs(cluster, key.key, out)
             elif kind == dirty.WORKLOAD:
                 derive_workload(cluster, key.key, out)
-            elif kind == dirty.PODREF:
-                expand_podref(cluster, key.key, out)
+            elif kind in (dirty.PODREF, dirty.RIVALS):
+                expand_podref(cluster, key.key, out, kind=kind)
             elif kind == dirty.NODEPODS:
                 expand_nodepods(cluster, key, out)
     return out

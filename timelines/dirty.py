@@ -18,9 +18,11 @@ Locks are only ever taken in key order by single statements (``fold``'s upsert, 
 ``SELECT … FOR UPDATE``) or skipped (``claim``), so derive workers cannot deadlock one another.
 
 Key kinds: ``pod`` (a UID), ``node`` (a node's own lanes and row), ``pdbs`` (the PDBs of a namespace),
-``workload`` (``NAMESPACE/NAME``), and two that expand into pod keys: ``podref`` (``NAMESPACE/NAME``: the
-pods of that name, for kubelet lines without a UID) and ``nodepods`` (a node's pods alive between
-``t_min`` and ``t_max``, for node-level kubelet lines).
+``workload`` (``NAMESPACE/NAME``), ``podonly`` (a UID derived without marking its rivals), and three that
+expand into pod keys: ``podref`` (``NAMESPACE/NAME``: the pods of that name, for kubelet lines without a
+UID), ``rivals`` (``NAMESPACE/NAME``: the incarnations of a name whose UID-less lines a changed pod
+competes for; they expand into ``podonly`` keys, so the marking stops there) and ``nodepods`` (a node's
+pods alive between ``t_min`` and ``t_max``, for node-level kubelet lines).
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ PDBS = "pdbs"
 WORKLOAD = "workload"
 PODREF = "podref"
 NODEPODS = "nodepods"
+PODONLY = "podonly"
+RIVALS = "rivals"
 
-KINDS = (POD, NODE, PDBS, WORKLOAD, PODREF, NODEPODS)
+KINDS = (POD, NODE, PDBS, WORKLOAD, PODREF, NODEPODS, PODONLY, RIVALS)
 
 NODE_KINDS = frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS})
 PDB_KINDS = frozenset({Kind.PDB, Kind.PDB_DELETED})
@@ -73,13 +77,16 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
     """The keys one new observation makes dirty (without times).
 
     * an observation of a pod (it has a UID) → that pod;
-    * a node snapshot or kubelet metrics → the node's own lanes and row;
+    * a node snapshot or kubelet metrics → the node's own lanes and row; a kubelet process (a restart)
+      → those and the node's pods around it;
     * a PDB snapshot, or an event about something that is not a pod (a PDB's) → the namespace's PDBs;
     * a workload snapshot → the workload;
     * anything else naming ``NAMESPACE/NAME`` (a kubelet line with only ``pod="ns/name"``) → the pods of
       that name; else naming a node (a shutdown or eviction manager line) → that node's pods.
     """
     kind = obs.kind
+    if kind == Kind.KUBELET_PROCESS:  # a kubelet (re)start: the node's own lane, and its pods around it
+        return [(NODE, obs.node), (NODEPODS, obs.node)] if obs.node else []
     if kind in NODE_KINDS:
         name = obs.node or obs.name
         return [(NODE, name)] if name else []

@@ -47,13 +47,13 @@ LOCK_TTL_MS = 5_000  # a publisher that dies holding a group's lock frees it aft
 
 class GroupDelta(TypedDict):
     """The channel-layer message for one group and one batch (``type`` routes it to the consumer's
-    handler): every pod of the group that the batch re-derived, in ``podlife.timeline/v1``."""
+    handler): every pod of the group that the batch re-derived, in ``podlife.timeline/v2``."""
 
     type: Literal["timeline.delta"]
     schema: str
     group: str
     seq: int
-    timelines: list[dict[str, Any]]
+    timelines: list[dict[str, Any]]  # podlife.timeline/v2 of each changed pod
 
 
 def group_name(scope: Scope, cluster: str, name: str) -> str:

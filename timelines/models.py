@@ -129,6 +129,7 @@ class _Derived(models.Model):
 class Interval(_Derived):
     class Source(models.TextChoices):
         OBSERVED = "observed", "observed from the kubelet or the API"
+        KUBELET = "kubelet", "inferred from kubelet lines"
         INFERRED = "inferred", "inferred from the API"
 
     lane = models.CharField(max_length=300)

@@ -2,7 +2,8 @@
 
 Three layers, each a pure function over text:
 
-* journald prefixes (``journalctl -o short | short-iso | short-precise``) in front of a kubelet line;
+* journald prefixes (``journalctl -o short | short-iso | short-precise``) in front of a kubelet line, or a
+  log store's own timestamp (``kubectl logs --timestamps``, CRI log files, Cloud Logging / Loki exports);
 * the klog text header (``I1019 00:23:45.896841     273 kubelet.go:1761] ``) and its structured body
   (``"message" key=value ...``, values quoted with Go escapes, bare tokens, ``&{...}`` structs,
   JSON objects/arrays and multi-line ``key=<`` blocks);
@@ -52,6 +53,15 @@ _JOURNALD_ISO = re.compile(
     r"(?P<off>Z|[+-]\d{2}:?\d{2}) (?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 
+# A copy from a log store with its own timestamp in front: `kubectl logs --timestamps`
+# (`2024-06-07T06:54:47.123456789Z I0607 …`), a CRI log file (`… stderr F I0607 …`), a Cloud Logging or
+# Loki export (`2024-06-07 06:54:47.123 UTC	I0607 …`). Only recognised when a klog header or a JSON
+# record follows, so a journald short-iso line (host and ident next) is never taken for one.
+_STORE_PREFIX = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<hms>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}))?"
+    r" ?(?P<off>Z|UTC|[+-]\d{2}:?\d{2})?[ \t]+(?:(?:stdout|stderr) [FP] )?(?=[IWEF]\d{4} |\{)"
+)
+
 # klog FormatHeader: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg  (pid right-aligned in 7 columns,
 # or with the spaces collapsed by a log pipeline).
 _KLOG_HEADER = re.compile(
@@ -98,13 +108,19 @@ class KlogBody:
     ``structured`` is False for printf-style lines (no leading quote); then ``message`` is the whole
     text and ``values`` is empty. Values are ``str`` (quoted strings unquoted, bare tokens and Go
     structs as printed), or what JSON decoded for ``{...}`` / ``[...]`` values, or the joined lines of a
-    multi-line ``key=<`` block. ``truncated`` says a quoted string or bracket ran off the end.
+    multi-line ``key=<`` block. ``truncated`` says a quoted string or bracket ran off the end (or the
+    body did not read as ``key=value``); ``cut`` names the keys whose value ran off the end of the line,
+    ``message_cut`` says the message itself did.
     """
 
     message: str
     structured: bool
     values: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False
+    # Keys whose value ran off the end of the line (a quote or bracket never closed, or a pager's "…"):
+    # what they hold is a prefix of the real value, never the value.
+    cut: set[str] = field(default_factory=set)
+    message_cut: bool = False
 
 
 @dataclass(slots=True)
@@ -116,6 +132,7 @@ class JsonRecord:
     caller: str | None
     severity: str
     values: dict[str, Any]
+    level: int | None = None  # the record's ``v`` (klog verbosity), absent on error lines
 
 
 def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
@@ -128,6 +145,9 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
         return None, line
     first = line[0]
     if first.isdigit():
+        store = _split_store_prefix(line)
+        if store[0] is not None:
+            return store
         m = _JOURNALD_ISO.match(line)
         if m is None:
             return None, line
@@ -173,6 +193,32 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
         )
         return prefix, line[m.end() :]
     return None, line
+
+
+def _split_store_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
+    """A log store's own timestamp in front of a kubelet line (see ``_STORE_PREFIX``), as a prefix that
+    carries the year and, when written, the offset (``Z`` / ``UTC``: zero)."""
+    m = _STORE_PREFIX.match(line)
+    if m is None:
+        return None, line
+    try:
+        y, mo, d = (int(x) for x in m.group("date").split("-"))
+        off = m.group("off")
+        offset: timedelta | None
+        if off is None:
+            offset = None
+        elif off in ("Z", "UTC"):
+            offset = timedelta(0)
+        else:
+            sign = -1 if off[0] == "-" else 1
+            digits = off[1:].replace(":", "")
+            offset = sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
+        if not (1 <= mo <= 12 and 1 <= d <= 31):
+            return None, line
+    except (ValueError, IndexError):
+        return None, line
+    prefix = JournaldPrefix("", "kubelet", None, mo, d, y, offset, _hms(m))
+    return prefix, line[m.end() :]
 
 
 def _hms(m: re.Match[str]) -> tuple[int, int, int] | None:
@@ -322,9 +368,10 @@ def parse_klog_body(body: str, block_lines: list[list[str]] | None = None) -> Kl
     (``kubelet_log`` does this joining). Never raises.
     """
     if not body.startswith('"'):
-        return KlogBody(message=body.strip(), structured=False)
+        text = body.strip()
+        return KlogBody(message=text, structured=False, message_cut=text.endswith(ELLIPSIS))
     message, i, complete = _scan_quoted(body, 0)
-    result = KlogBody(message=message, structured=True, truncated=not complete)
+    result = KlogBody(message=message, structured=True, truncated=not complete, message_cut=not complete)
     values = result.values
     n = len(body)
     blocks = iter(block_lines or ())
@@ -350,18 +397,25 @@ def parse_klog_body(body: str, block_lines: list[list[str]] | None = None) -> Kl
             values[key] = value
             if not ok:
                 result.truncated = True
+                result.cut.add(key)
         elif c == "<" and (i + 1 == n or body[i + 1] == "\n"):
             lines = next(blocks, None)
             values[key] = "\n".join(lines) if lines is not None else ""
             if lines is None:
                 result.truncated = True
+                result.cut.add(key)
             i += 1
         else:
             raw, i, ok = _scan_token(body, i)
             values[key] = _decode_bare(raw)
-            if not ok:
+            if not ok or (i >= n and raw.endswith(ELLIPSIS)):
                 result.truncated = True
+                result.cut.add(key)
     return result
+
+
+# What `systemctl status` and pagers put where they cut a long line.
+ELLIPSIS = "\u2026"
 
 
 def _ms_to_datetime(ts: Any) -> datetime | None:
@@ -394,7 +448,15 @@ def parse_json_record(text: str) -> JsonRecord | None:
     caller = obj.get("caller")
     severity = "I" if "v" in obj else ("E" if "err" in obj else "I")
     values = {k: v for k, v in obj.items() if k not in ("ts", "msg", "caller", "v")}
-    return JsonRecord(at, msg, caller if isinstance(caller, str) else None, severity, values)
+    level = obj.get("v")
+    return JsonRecord(
+        at,
+        msg,
+        caller if isinstance(caller, str) else None,
+        severity,
+        values,
+        level if isinstance(level, int) and not isinstance(level, bool) else None,
+    )
 
 
 def journald_offset_tz(prefix: JournaldPrefix) -> timezone | None:

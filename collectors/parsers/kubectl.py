@@ -26,7 +26,9 @@ from typing import Any, Final
 
 import yaml  # no stubs in the venv (types-PyYAML)
 
-from timelines.lifecycle.observation import Observation, Source
+from timelines.lifecycle.facts import status_was_reset
+from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
+from timelines.lifecycle.timeline import parse_time
 
 from .k8s_objects import SUPPORTED_KINDS, object_observation
 
@@ -63,6 +65,10 @@ class OfflineResult:
     read: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    # Objects that were in the input but could not be read (by kind, "object" when not even the kind
+    # could be read): a broken list item, an object missing what its kind needs, an unreadable file.
+    lost: Counter[str] = field(default_factory=Counter)
+    unreadable: list[str] = field(default_factory=list)  # inputs (files) that could not be read at all
 
     def merge(self, other: OfflineResult) -> None:
         """Add ``other``'s observations, counts and errors to this result."""
@@ -70,6 +76,8 @@ class OfflineResult:
         self.read.update(other.read)
         self.skipped.update(other.skipped)
         self.errors.extend(other.errors)
+        self.lost.update(other.lost)
+        self.unreadable.extend(other.unreadable)
 
 
 def _strip_log_blocks(text: str, result: OfflineResult) -> str:
@@ -97,7 +105,12 @@ def _line_of(text: str, pos: int) -> int:
 
 
 def _json_values(text: str, origin: str, result: OfflineResult) -> Iterator[Any]:
-    """Every JSON value in ``text`` (one, or a stream of them back to back); errors resync at a ``{``."""
+    """Every JSON value in ``text`` (one, or a stream of them back to back).
+
+    A value that does not decode is salvaged when it is a pretty-printed list (kubectl's): each of its
+    items is decoded on its own, so the items before and after a break are kept and the broken ones are
+    counted as lost (``OfflineResult.lost``), each named in ``errors``. Reading then resumes at the next
+    value that starts a line (kubectl prints ``{`` in column 0)."""
     decoder = json.JSONDecoder()
     pos, n = 0, len(text)
     while True:
@@ -110,18 +123,72 @@ def _json_values(text: str, origin: str, result: OfflineResult) -> Iterator[Any]
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             where = getattr(exc, "pos", pos)
             detail = getattr(exc, "msg", str(exc))
-            result.skipped["invalid_json"] += 1
-            result.errors.append(
-                f"{origin}: line {_line_of(text, where)}: expected a JSON object or list ({detail})"
-            )
-            # Resynchronise on the next object that starts a line (kubectl pretty-prints "{" in column 0).
             nxt = text.find("\n{", pos + 1)
+            stop = n if nxt == -1 else nxt + 1
+            salvaged = _salvage_items(text, pos, stop, origin, result, decoder)
+            if salvaged is None:
+                result.skipped["invalid_json"] += 1
+                result.lost["object"] += 1
+                result.errors.append(
+                    f"{origin}: line {_line_of(text, where)}: expected a JSON object or list ({detail})"
+                )
+            else:
+                yield from salvaged
             if nxt == -1:
                 return
-            pos = nxt + 1
+            pos = stop
             continue
         yield value
         pos = end
+
+
+_ITEMS = re.compile(r'"items"\s*:\s*\[')
+
+
+def _salvage_items(
+    text: str, start: int, stop: int, origin: str, result: OfflineResult, decoder: json.JSONDecoder
+) -> list[Any] | None:
+    """The items of a broken pretty-printed list in ``text[start:stop]`` that still decode, as a list
+    holding one list value (so the caller reads them like any list); None when it is not a list.
+
+    An item starts on its own line at the items' indentation; each one that does not decode (cut
+    mid-string, its end missing) is lost, and named."""
+    m = _ITEMS.search(text, start, stop)
+    if m is None:
+        return None
+    first = re.compile(r"\n([ \t]*)\{").search(text, m.end(), stop)
+    if first is None:
+        return None
+    indent = first.group(1)
+    item_start = re.compile(r"\n" + re.escape(indent) + r"\{")
+    # kubectl writes the list's own kind before its items (a typed list) or after them (sorted keys).
+    kind_m = re.search(r'"kind"\s*:\s*"([A-Za-z]+List)"', text[start:stop])
+    list_kind = kind_m.group(1) if kind_m else None
+    items: list[Any] = []
+    for number, found in enumerate(item_start.finditer(text, m.end() - 1, stop), 1):
+        begin = found.start() + 1 + len(indent)
+        try:
+            item, _ = decoder.raw_decode(text, begin)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            kind = _kind_of_list(list_kind) or "object"
+            result.skipped["invalid_json"] += 1
+            result.lost[kind] += 1
+            result.errors.append(
+                f"{origin}: line {_line_of(text, begin)}: item {number} of a broken "
+                f"{list_kind or 'list'} could not be read ({getattr(exc, 'msg', exc)}); the items around it are kept"
+            )
+            continue
+        items.append(item)
+    hinted: dict[str, Any] = {"items": items}
+    if list_kind:
+        hinted["kind"] = list_kind
+    return [hinted]
+
+
+def _kind_of_list(list_kind: str | None) -> str | None:
+    if list_kind and list_kind.endswith("List") and list_kind != "List":
+        return list_kind[: -len("List")]
+    return None
 
 
 def _yaml_values(text: str, origin: str, result: OfflineResult) -> Iterator[Any]:
@@ -135,8 +202,12 @@ def _yaml_values(text: str, origin: str, result: OfflineResult) -> Iterator[Any]
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         result.skipped["invalid_yaml"] += 1
+        result.lost["object"] += 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        result.errors.append(f"{origin}: {where}expected YAML documents of Kubernetes objects ({problem})")
+        result.errors.append(
+            f"{origin}: {where}expected YAML documents of Kubernetes objects ({problem}); "
+            "the documents from there on could not be read"
+        )
     except (RecursionError, ValueError, TypeError) as exc:
         result.skipped["invalid_yaml"] += 1
         result.errors.append(f"{origin}: expected YAML documents of Kubernetes objects ({exc})")
@@ -166,12 +237,56 @@ def _accept_object(
         )
     except ValueError as exc:
         result.skipped["invalid_object"] += 1
+        result.lost[kind] += 1
         result.errors.append(f"{origin}: {where}: {exc}")
         return
     if obs is None:
         result.skipped["event_without_time"] += 1
         return
     result.observations.append(obs)
+    restart = reset_restart(obs)
+    if restart is not None:
+        result.observations.append(restart)
+
+
+def reset_restart(obs: Observation) -> Observation | None:
+    """A kubelet restart a pod snapshot shows: a status rewritten from scratch (``status_was_reset``) by
+    the kubelet that started at its ``startTime``. A node-level ``kubelet_process`` observation, so the
+    node lane marks the restart and the node's pods see it; None for any other snapshot."""
+    if obs.kind != Kind.POD or not obs.node:
+        return None
+    p = obs.payload
+    try:
+        start = parse_time(p.get("start_time"))
+        created = parse_time(p.get("created"))
+        starts = []
+        for c in p.get("containers") or []:
+            at = parse_time(c.get("started_at")) if c.get("state") in ("running", "terminated") else None
+            if at is not None:
+                starts.append(at)
+    except (ValueError, AttributeError):
+        return None
+    if start is None or not status_was_reset(start, created, bool(p.get("static")), starts):
+        return None
+    when = start.isoformat(timespec="microseconds")
+    return Observation(
+        kind=Kind.KUBELET_PROCESS,
+        source=obs.source,
+        observed_at=start,
+        dedupe_key=digest_key("kubelet-start", obs.node, when),
+        node=obs.node,
+        payload={
+            "pid": None,
+            "first_at": when,
+            "last_at": when,
+            "lines": 0,
+            "started_at": when,
+            "version": None,
+            "verbosity": None,
+            "starts": [when],
+            "from_status_reset": f"{p.get('namespace')}/{p.get('name')}",
+        },
+    )
 
 
 def _accept(
@@ -332,5 +447,6 @@ def _read_file(path: Path, origin: str) -> OfflineResult:
     except OSError as exc:
         failed = OfflineResult()
         failed.errors.append(f"{origin}: expected a readable file ({exc.strerror or exc})")
+        failed.unreadable.append(origin)
         return failed
     return read_kubectl_output(text, origin=origin)

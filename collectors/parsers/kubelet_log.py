@@ -6,7 +6,10 @@ with numeric ``updateType=1``, >=1.27 capitalised, 2024-era JSON-encoded values,
 blocks) or ``--logging-format=json`` lines, each possibly behind a journald prefix.
 
 Matching is on message text, case-insensitively and ignoring punctuation, because kubelet log text is not
-covered by API stability (k8s-facts.md section 4). A line that is not a pod-worker transition or a marker
+covered by API stability (k8s-facts.md section 4). Lines below V4 (SyncLoop, PLEG, kills, the shutdown and
+eviction managers, the startup-latency tracker, the status manager) are read too (docs/kubelet-lines.md);
+those naming a pod only as ``ns/name`` are kept without a UID, and lines cut short (a pager, `systemctl
+status`) never give a name or a UID. A line that is not a pod-worker transition or a marker
 is counted under a skip reason (``SKIP_REASONS``) and dropped; no exception escapes, whatever the input.
 
 The dedupe key of a line is a digest of the node and the klog line *without* its journald prefix, so
@@ -79,6 +82,14 @@ class MarkerReason:
     STATUS_FINAL = "StatusFinal"
     STATUS_READ_FAILED = "StatusReadFailed"
     DELETED_MUST_BE_KILLED = "DeletedMustBeKilled"
+    # Below V4 (docs/kubelet-lines.md); those naming pods only as ns/name carry no UID.
+    EVICTION_RANKED = "EvictionRanked"  # one per pod ranked, payload rank / ranked
+    EVICTION_CLEANUP_WAIT = "EvictionCleanupWait"
+    EVICTION_CLEANED_UP = "EvictionCleanedUp"
+    EVICTION_CLEANUP_TIMEOUT = "EvictionCleanupTimeout"
+    CONTAINER_RESTART = "ContainerRestart"  # "Message for Container of pod": why a container restarts
+    SHUTDOWN_DETECTED = "ShutdownDetected"  # node level
+    KUBELET_SERVICE = "KubeletService"  # systemd starting / stopping the kubelet unit (node level)
 
 
 SKIP_REASONS: Final = {
@@ -90,7 +101,11 @@ SKIP_REASONS: Final = {
     "malformed": "a klog header with an impossible date, or a JSON record without ts/msg",
     "unrecognized_message": "a kubelet message that is neither a worker transition nor a marker",
     "untracked_worker_message": "a pod-worker message with no transition of its own (Processing pod event, ...)",
-    "no_pod_uid": "a transition or pod marker with no podUID that no earlier line ties to a pod",
+    "no_pod_uid": "a V4 pod-worker transition with no podUID",
+    "no_pod": "a pod line that names no pod at all",
+    "cut": "a line cut off before its pod name, UID or message ended (a pager's or `systemctl status`'s cut)",
+    "bad_pod_name": "a pod name or namespace Kubernetes would not accept (a damaged line)",
+    "bad_uid": "a podUID that is neither a UUID nor a 32-hex static pod hash (a damaged line)",
 }
 
 _QUARTER_HOUR: Final = timedelta(minutes=15)  # UTC offsets are whole quarter hours
@@ -172,6 +187,8 @@ _TRANSITIONS: dict[str, tuple[str, str | None]] = {
         ("SyncTerminatedPod enter", Transition.TERMINATED_ENTER, None),
         ("SyncTerminatedPod exit", Transition.TERMINATED_EXIT, None),
         ("Pod is complete and the worker can now stop", Transition.WORKER_DONE, None),
+        # 1.23–1.26: a worker whose pod never started (first seen terminal) stops without a cleanup sync.
+        ("Pod never started and the worker can now stop", Transition.WORKER_DONE, None),
         ("Pod cannot start ever", Transition.CANNOT_START_EVER, None),
         ("Pod cannot start yet", Transition.CANNOT_START_YET, None),
         ("Pod is terminal", Transition.POD_TERMINAL, None),
@@ -198,7 +215,113 @@ _TRANSITIONS: dict[str, tuple[str, str | None]] = {
         ("Pod is orphaned and has not been started", Transition.ORPHANED, None),
         ("Pod is orphaned and still running, began terminating", Transition.ORPHANED, None),
         ("Pod is orphaned and still terminating, notified the pod worker", Transition.ORPHANED, None),
+        ("Notifying pod of pending update", Transition.PENDING_UPDATE, None),
+        # Below V4: lines that name the pod (some only as ns/name) and bound the worker's phases.
+        ("Generic (PLEG): container finished", Transition.CONTAINER_FINISHED, None),
+        ("Observed pod startup duration", Transition.STARTUP_OBSERVED, None),
+        ("Mark when the pod was running for the first time", Transition.RUNNING_MARKED, None),
+        ("Status for pod updated successfully", Transition.STATUS_UPDATED, None),
+        ("Marking terminal pod as failed", Transition.MARKED_FAILED, None),
+        ("Delaying pod deletion as the phase is non-terminal", Transition.DELETION_DELAYED, None),
+        (
+            "The pod termination is finished as SyncTerminatedPod completes its execution",
+            Transition.TERMINATION_FINISHED,
+            None,
+        ),
+        ("Pod fully terminated and removed from etcd", Transition.REMOVED_FROM_ETCD, None),
     )
+}
+# Transitions that may name their pod only as ns/name: kept without a UID (resolved at derive time).
+_UIDLESS_OK = frozenset(
+    {
+        Transition.STARTUP_OBSERVED,
+        Transition.RUNNING_MARKED,
+        Transition.STATUS_UPDATED,
+        Transition.REMOVED_FROM_ETCD,
+    }
+)
+# SyncLoop config lines list the pods they concern (no UID, 1.21+): one observation per pod named.
+_SYNCLOOP = {
+    _norm("SyncLoop ADD"): Transition.SYNCLOOP_ADD,
+    _norm("SyncLoop UPDATE"): Transition.SYNCLOOP_UPDATE,
+    _norm("SyncLoop DELETE"): Transition.SYNCLOOP_DELETE,
+    _norm("SyncLoop REMOVE"): Transition.SYNCLOOP_REMOVE,
+    _norm("SyncLoop RECONCILE"): Transition.SYNCLOOP_RECONCILE,
+}
+_PLEG = _norm("SyncLoop (PLEG): event for pod")
+_PLEG_TYPES = {"ContainerStarted": Transition.CONTAINER_STARTED, "ContainerDied": Transition.CONTAINER_DIED}
+_PROCESS_START = frozenset(_norm(m) for m in ("Kubelet version",))
+_PROCESS_STARTED = frozenset(_norm(m) for m in ("Starting kubelet main sync loop", "Started kubelet"))
+
+# The klog V level each recognised message is logged at (docs/kubelet-lines.md): a process whose lines
+# include a level-N message runs at --v=N or more. Unlisted messages tell nothing.
+_LEVELS: dict[str, int] = {
+    _norm(m): level
+    for level, messages in (
+        (
+            4,
+            (
+                "Pod is being synced for the first time",
+                "SyncPod enter",
+                "SyncPod exit",
+                "Pod is marked for graceful deletion, begin teardown",
+                "Pod is in a terminal phase (success/failed), begin teardown",
+                "Pod is being evicted by the kubelet, begin teardown",
+                "Pod is being removed by the kubelet, begin teardown",
+                "Notifying pod of pending update",
+                "Processing pod event",
+                "Processing pod event done",
+                "Pod worker has observed request to terminate",
+                "SyncTerminatingPod enter",
+                "SyncTerminatingPod exit",
+                "Pod terminated all containers successfully",
+                "SyncTerminatedPod enter",
+                "SyncTerminatedPod exit",
+                "Pod is complete and the worker can now stop",
+                "Pod never started and the worker can now stop",
+                "Pod terminating with grace period",
+                "Post-termination container state",
+                "Pod termination stopped all running containers",
+                "Pod termination unmounted volumes",
+                "Pod termination removed cgroups",
+                "Pod is terminated and will need no more status updates",
+                "SyncLoop RECONCILE",
+            ),
+        ),
+        (
+            3,
+            (
+                "Cancelling current pod sync",
+                "Pod worker has stopped",
+                "Status for pod updated successfully",
+                "Pod fully terminated and removed from etcd",
+                "The pod termination is finished as SyncTerminatedPod completes its execution",
+                "Delaying pod deletion as the phase is non-terminal",
+                "Mark when the pod was running for the first time",
+                "Marking terminal pod as failed",
+                "Evicting pod",
+                "Pod has been deleted and must be killed",
+                "Pod termination cleaned up volume paths",
+                "Killing container with a grace period override",
+                "Generating pod status",
+            ),
+        ),
+        (
+            2,
+            (
+                "SyncLoop ADD",
+                "SyncLoop UPDATE",
+                "SyncLoop DELETE",
+                "SyncLoop REMOVE",
+                "SyncLoop (PLEG): event for pod",
+                "Generic (PLEG): container finished",
+                "Sync exited with context cancellation error",
+                "Killing container with a grace period",
+                "Message for Container of pod",
+            ),
+        ),
+    )
+    for m in messages
 }
 
 # Pod-worker messages that carry no transition of their own (they repeat on every update): counted apart
@@ -208,7 +331,6 @@ _UNTRACKED_WORKER_MESSAGES = frozenset(
     for m in (
         "Processing pod event",
         "Processing pod event done",
-        "Notifying pod of pending update",
         "Requeueing pod due to pending update",
         "Pending update already queued",
         "Pod update is ignored, runtime pods can only be killed",
@@ -273,11 +395,43 @@ _MARKERS: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
             False,
         ),
         (r"^pod has been deleted and must be killed", MarkerReason.DELETED_MUST_BE_KILLED, False),
+        (r"^pod admission denied", MarkerReason.ADMISSION_REJECTED, False),
+        (r"^eviction manager pods ranked for eviction", MarkerReason.EVICTION_RANKED, False),
+        (
+            r"^eviction manager pods evicted waiting for pod to be cleaned up",
+            MarkerReason.EVICTION_CLEANUP_WAIT,
+            False,
+        ),
+        (r"^eviction manager pods successfully cleaned up", MarkerReason.EVICTION_CLEANED_UP, False),
+        (
+            r"^eviction manager timed out waiting for pods to be cleaned up",
+            MarkerReason.EVICTION_CLEANUP_TIMEOUT,
+            False,
+        ),
+        (r"^message for container of pod", MarkerReason.CONTAINER_RESTART, False),
+        (
+            r"^shutdown manager (detected new shutdown event|processing shutdown event)",
+            MarkerReason.SHUTDOWN_DETECTED,
+            True,
+        ),
     )
 )
+# Markers whose `pods` key lists the pods they concern (one observation each).
+_LIST_MARKERS = frozenset(
+    {
+        MarkerReason.EVICTION_RANKED,
+        MarkerReason.EVICTION_CLEANUP_WAIT,
+        MarkerReason.EVICTION_CLEANED_UP,
+        MarkerReason.EVICTION_CLEANUP_TIMEOUT,
+    }
+)
 # Cheap test before trying every marker rule (most kubelet lines match none).
-_MARKER_HINT = re.compile(r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted")
+_MARKER_HINT = re.compile(
+    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container"
+)
 _KILL_ERROR = re.compile(r"kill", re.IGNORECASE)
+# Keys that identify the pod a line is about: a line cut off inside one of them says nothing usable.
+_IDENTITY_KEYS = frozenset({"pod", "podUID", "podID", "pods", "event"})
 
 _WORK_TYPES = {"0": "sync", "1": "terminating", "2": "terminated"}
 _WORK_NAMES = frozenset({"sync", "terminating", "terminated"})
@@ -301,6 +455,8 @@ class LogParseResult:
     observations: list[Observation] = field(default_factory=list)
     lines_read: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    processes: list[Observation] = field(default_factory=list)  # kubelet_process, node level
+    cut_kept: int = 0  # lines cut short after their identity: kept without the cut values
 
 
 @dataclass(slots=True)
@@ -326,6 +482,9 @@ class _Parsed:
     values: dict[str, Any]
     dedupe_text: str
     text: str  # for printf-style lines: the whole message, to fish pod references out of
+    pid: int | None = None
+    cut: frozenset[str] = frozenset()  # keys whose value the line's cut-off left incomplete
+    level: int | None = None  # the klog V level it was logged at (JSON ``v``, else known per message)
 
 
 def _as_str(value: Any) -> str | None:
@@ -363,32 +522,154 @@ def _as_bool(value: Any) -> bool | None:
     return None
 
 
+# DNS-1123: a pod name is a subdomain (≤253), a namespace a label (≤63). Anything else is a damaged line.
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# API UIDs are UUIDs; a static pod's UID is the 32-hex hash of its manifest.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
+
+
+class _BadName(ValueError):
+    """A pod reference that is not a valid namespace/name."""
+
+
 def _pod_ref(value: Any) -> tuple[str | None, str | None]:
-    """(namespace, name) from a ``pod`` value: ``"ns/name"`` text or a KObj ``{"name","namespace"}``."""
+    """(namespace, name) from a ``pod`` value: ``"ns/name"`` text or a KObj ``{"name","namespace"}``.
+
+    Raises ``_BadName`` for a value that names a pod Kubernetes would not accept (e.g. a line cut off
+    by a pager: ``ns/cert>``): such a value is never taken as a name.
+    """
+    ns: Any
+    name: Any
     if isinstance(value, dict):
         name = value.get("name")
         ns = value.get("namespace")
-        return (ns if isinstance(ns, str) and ns else None, name if isinstance(name, str) and name else None)
-    if isinstance(value, str) and value and value not in ("<nil>", "nil"):
+        ns = ns if isinstance(ns, str) and ns else None
+        name = name if isinstance(name, str) and name else None
+    elif isinstance(value, str) and value and value not in ("<nil>", "nil"):
         text = value.strip().strip('"')
         if "/" in text:
             ns, _, name = text.partition("/")
-            return (ns or None, name or None)
-        return (None, text or None)
-    return (None, None)
+            ns, name = ns or None, name or None
+        else:
+            ns, name = None, text or None
+    else:
+        return (None, None)
+    if name is not None and (len(name) > 253 or not _POD_NAME.fullmatch(name)):
+        raise _BadName(name)
+    if ns is not None and not _NAMESPACE.fullmatch(ns):
+        raise _BadName(ns)
+    return (ns, name)
+
+
+def _pod_list(value: Any) -> list[tuple[str | None, str | None]] | None:
+    """The pods of a ``pods`` value: ``[ns/a ns/b]`` (1.22–1.28 text), ``["ns/a","ns/b"]`` (2024-era
+    text), ``[{"name":..,"namespace":..}]`` (JSON logging). None when it is none of these."""
+    items: list[Any]
+    if isinstance(value, list):
+        items = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not (text.startswith("[") and text.endswith("]")):
+            return None
+        inner = text[1:-1].strip()
+        items = [t.strip('"') for t in re.split(r"[\s,]+", inner) if t.strip('"')] if inner else []
+    else:
+        return None
+    return [_pod_ref(item) for item in items]
+
+
+def _valid_uid(text: str | None) -> str | None:
+    if not text:
+        return None
+    text = text.strip("\x00 \t").strip('"').lower()
+    return text if _UUID.fullmatch(text) else None
 
 
 def _pod_uid(values: dict[str, Any]) -> str | None:
     raw = values.get("podUID")
     if raw is None:
         raw = values.get("podUid", values.get("pod_uid"))
-    text = _as_str(raw)
-    if not text:
+    return _valid_uid(_as_str(raw))
+
+
+def _event(value: Any) -> dict[str, Any] | None:
+    """A PLEG event: ``{"ID":..,"Type":..,"Data":..}`` (JSON) or ``&{ID:.. Type:.. Data:..}`` (Go)."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"&?\{ID:(?P<ID>\S*) Type:(?P<Type>\S*) Data:(?P<Data>[^}]*)\}", value.strip())
+        if m is not None:
+            return m.groupdict()
+    return None
+
+
+def _go_time(value: Any) -> str | None:
+    """A Go ``time.Time`` as klog prints it (``2022-12-30 15:33:13.375009262 +0000 UTC m=+17.1``), as
+    ISO text, or epoch milliseconds (JSON logging), to ISO 8601 UTC with microseconds; None for the zero
+    time or anything else."""
+    if isinstance(value, bool):
         return None
-    text = text.strip("\x00 \t").strip('"')
-    if not _UID.fullmatch(text):
+    if isinstance(value, int | float):
+        try:
+            at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=float(value))
+        except (OverflowError, ValueError):
+            return None
+        return at.isoformat(timespec="microseconds")
+    if not isinstance(value, str):
         return None
-    return text.lower() if len(text) in (32, 36) else text
+    text = value.strip().strip('"')
+    m = re.match(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?\s*(Z|[+-]\d{2}:?\d{2})?", text)
+    if m is None or m.group(1).startswith("0001"):
+        return None
+    frac = (m.group(3) or "").ljust(6, "0")[:6]
+    off = m.group(4) or "+00:00"
+    if off == "Z":
+        off = "+00:00"
+    elif ":" not in off:
+        off = off[:3] + ":" + off[3:]
+    try:
+        at = datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}.{frac}{off}")
+    except ValueError:
+        return None
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration: a number of seconds, or Go's ``1.5s`` / ``2m3.1s`` / ``150ms`` text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    total = 0.0
+    matched = False
+    for number, unit in re.findall(r"([0-9.]+)(h|ms|µs|us|ns|m|s)", value):
+        matched = True
+        try:
+            n = float(number)
+        except ValueError:
+            return None
+        total += n * {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}[unit]
+    if matched:
+        return total
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _phase_of(status: Any) -> str | None:
+    """The phase inside a ``status`` value (JSON-encoded, or Go's ``&PodStatus{Phase:Running,...}``)."""
+    if isinstance(status, dict):
+        phase = status.get("phase")
+        return phase if isinstance(phase, str) else None
+    if isinstance(status, str):
+        m = re.search(r"\bPhase:(\w+)|\"phase\":\s*\"(\w+)\"", status)
+        if m is not None:
+            return m.group(1) or m.group(2)
+    return None
 
 
 def is_kubelet_ident(ident: str) -> bool:
@@ -396,13 +677,36 @@ def is_kubelet_ident(ident: str) -> bool:
     return any(name in low for name in _KUBELET_IDENTS)
 
 
+@dataclass(slots=True)
+class _Process:
+    """What one file or batch showed of one kubelet process (pid): the minutes it logged in, its start
+    lines and version, the highest klog level of its lines."""
+
+    pid: int | None
+    minutes: set[datetime] = field(default_factory=set)  # the UTC minutes holding any of its lines
+    version: str | None = None
+    starts: list[datetime] = field(default_factory=list)  # start lines (a pid-less JSON log may hold several)
+
+    def start(self, at: datetime) -> None:
+        if at not in self.starts:
+            self.starts.append(at)
+
+    def saw(self, at: datetime, text: str) -> None:
+        self.minutes.add(at.replace(second=0, microsecond=0))
+
+
 class KubeletLogParser:
     """A streaming kubelet log parser for one node: ``feed`` lines, then ``close``.
 
     State carried between lines: the year (a month smaller than an earlier one by two or more moves to
     the next year, so a December to January file works; ``short-iso`` journald prefixes give the year
-    outright), an open ``key=<`` block, and the last podUID seen for each ``ns/name`` so that pod lines
-    without a podUID (e.g. shutdown-manager kills) can still be tied to a pod.
+    outright), an open ``key=<`` block, the kubelet processes seen (pid, first and last line, start
+    lines: ``processes()`` gives them as ``kubelet_process`` observations) and the last work type
+    reported per pod (a pending update is kept only when it changes the work type).
+
+    Lines that name a pod only as ``ns/name`` are kept without a UID: which incarnation they belong to is
+    decided at derive time from every file and source (``timelines/lifecycle/resolve.py``), never from
+    the order lines arrived in.
     """
 
     def __init__(self, *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None) -> None:
@@ -411,10 +715,12 @@ class KubeletLogParser:
         self.prefix_tz = prefix_tz
         self.lines_read = 0
         self.skipped: Counter[str] = Counter()
+        self.cut_kept = 0  # lines cut short after their message and pod identity: kept, cut values dropped
         self._year = year
         self._max_month: int | None = None
         self._pending: _Record | None = None
-        self._uid_by_ref: dict[tuple[str | None, str], str] = {}
+        self._procs: dict[int | None, _Process] = {}
+        self._work_type: dict[str, str] = {}
 
     # -- input -----------------------------------------------------------------------------------------
 
@@ -477,10 +783,13 @@ class KubeletLogParser:
             self.skipped["blank"] += 1
             return out
         if prefix is not None and not is_kubelet_ident(prefix.ident):
+            if prefix.ident == "systemd" and "kubelet" in rest.lower():
+                out.extend(self._systemd_line(prefix, rest))
+                return out
             self.skipped["not_kubelet"] += 1
             return out
         if rest.startswith("{"):
-            out.extend(self._json_line(rest))
+            out.extend(self._json_line(rest, prefix))
             return out
         parsed_header = parse_klog_header(rest)
         if parsed_header is None:
@@ -562,21 +871,32 @@ class KubeletLogParser:
     def _finish(self, record: _Record) -> list[Observation]:
         year = self._year_for(record.header, record.prefix)
         body = record.segments[0]
+        at = self._klog_time(record.header, year, record.prefix)
+        if at is None:
+            self.skipped["malformed"] += 1
+            return []
+        process = self._process(record.header.pid)
+        process.saw(at, "\n".join(record.klog_lines))
         # Prefilter on the message alone before parsing every key/value.
         if body.startswith('"'):
             end = body.find('"', 1)
             quick = body[1:end] if end != -1 and body.find("\\", 1, end) == -1 else None
         else:
             quick = body
-        if quick is not None and not self._interesting(quick_norm := _norm(quick)):
-            self._skip_message(quick_norm)
-            return []
-        at = self._klog_time(record.header, year, record.prefix)
-        if at is None:
-            self.skipped["malformed"] += 1
-            return []
+        if quick is not None:
+            quick_norm = _norm(quick)
+            if quick_norm in _PROCESS_START:
+                process.start(at)
+                version = re.search(r"v\d+\.\d+\.\d+\S*", body)
+                process.version = version.group(0).strip('"') if version else process.version
+            if not self._interesting(quick_norm):
+                self._skip_message(quick_norm)
+                return []
         joined = "\n".join(record.segments)
         parsed_body = parse_klog_body(joined, record.blocks)
+        if parsed_body.message_cut:
+            self.skipped["cut"] += 1
+            return []
         parsed = _Parsed(
             at=at,
             message=parsed_body.message,
@@ -585,17 +905,116 @@ class KubeletLogParser:
             values=parsed_body.values,
             dedupe_text="\n".join(record.klog_lines),
             text="" if parsed_body.structured else parsed_body.message,
+            pid=record.header.pid,
+            cut=frozenset(parsed_body.cut),
         )
         return self._map(parsed)
 
-    # -- JSON --------------------------------------------------------------------------------------------
+    def _process(self, pid: int | None) -> _Process:
+        process = self._procs.get(pid)
+        if process is None:
+            process = self._procs[pid] = _Process(pid)
+        return process
 
-    def _json_line(self, text: str) -> list[Observation]:
-        rec = parse_json_record(text)
-        if rec is None:
+    def _systemd_line(self, prefix: JournaldPrefix, text: str) -> list[Observation]:
+        """systemd starting or stopping the kubelet unit: a node-level marker (a restart between them)."""
+        low = text.lower()
+        if "kubelet" not in low.split(":")[0] and not re.search(r"\bkubelet(\.service)?\b", low):
+            self.skipped["not_kubelet"] += 1
+            return []
+        if re.search(r"^(started|starting) ", low):
+            action = "started"
+        elif re.search(
+            r"^(stopped|stopping) |main process exited|scheduled restart job|failed with result", low
+        ):
+            action = "stopped"
+        else:
+            self.skipped["not_kubelet"] += 1
+            return []
+        at = self._prefix_time(prefix)
+        if at is None:
             self.skipped["malformed"] += 1
             return []
+        return [
+            Observation(
+                kind=Kind.KUBELET_MARKER,
+                source=Source.KUBELET_LOG,
+                observed_at=at,
+                dedupe_key=digest_key(self.node, "systemd", at.isoformat(), text),
+                node=self.node,
+                payload={
+                    "reason": MarkerReason.KUBELET_SERVICE,
+                    "message": text.strip(),
+                    "severity": "I",
+                    "caller": "systemd",
+                    "action": action,
+                    "pid": prefix.pid,
+                },
+            )
+        ]
+
+    def _prefix_time(self, prefix: JournaldPrefix) -> datetime | None:
+        if prefix.hms is None:
+            return None
+        zone = timezone(prefix.utcoffset) if prefix.utcoffset is not None else (self.prefix_tz or self.tz)
+        year = prefix.year if prefix.year is not None else self._year
+        try:
+            return datetime(year, prefix.month, prefix.day, *prefix.hms, tzinfo=zone).astimezone(UTC)
+        except (ValueError, OverflowError):
+            return None
+
+    def processes(self) -> list[Observation]:
+        """The kubelet processes this parser saw, as ``kubelet_process`` observations (node level): one
+        per pid and UTC minute it logged in (``first_at`` / ``last_at`` the minute's bounds), the start
+        lines ("Kubelet version") of that minute with the version they named. Call after ``close``.
+
+        Keyed by node, pid, minute and start lines, so whatever the split of a log into files or shipped
+        batches, a key always holds the same payload: a batch read twice, or a pull that re-reads its last
+        second, stores nothing new."""
+        out = []
+        for pid, proc in sorted(self._procs.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            for minute in sorted(proc.minutes):
+                end = minute + timedelta(minutes=1)
+                starts = sorted(at for at in proc.starts if minute <= at < end)
+                first = minute.isoformat(timespec="microseconds")
+                out.append(
+                    Observation(
+                        kind=Kind.KUBELET_PROCESS,
+                        source=Source.KUBELET_LOG,
+                        observed_at=minute,
+                        dedupe_key=digest_key(self.node, "process", pid, first, *starts),
+                        node=self.node,
+                        payload={
+                            "pid": pid,
+                            "first_at": first,
+                            "last_at": end.isoformat(timespec="microseconds"),
+                            "started_at": starts[0].isoformat(timespec="microseconds") if starts else None,
+                            "version": proc.version if starts else None,
+                            "starts": [at.isoformat(timespec="microseconds") for at in starts],
+                        },
+                    )
+                )
+        return out
+
+    # -- JSON --------------------------------------------------------------------------------------------
+
+    def _json_line(self, text: str, prefix: JournaldPrefix | None = None) -> list[Observation]:
+        rec = parse_json_record(text)
+        if rec is None:
+            stripped = text.rstrip()
+            if stripped.startswith('{"ts"') and not stripped.endswith("}"):
+                self.skipped["cut"] += 1  # a JSON record cut off mid-way
+            else:
+                self.skipped["malformed"] += 1
+            return []
+        pid = prefix.pid if prefix is not None else None
+        process = self._process(pid)
+        process.saw(rec.observed_at, text)
         norm = _norm(rec.message)
+        if norm in _PROCESS_START:
+            process.start(rec.observed_at)
+            version = rec.values.get("kubeletVersion")
+            process.version = str(version) if version is not None else process.version
         if not self._interesting(norm):
             self._skip_message(norm)
             return []
@@ -608,6 +1027,8 @@ class KubeletLogParser:
                 values=rec.values,
                 dedupe_text=text,
                 text="",
+                pid=pid,
+                level=rec.level,
             )
         )
 
@@ -621,30 +1042,48 @@ class KubeletLogParser:
 
     @staticmethod
     def _interesting(norm: str) -> bool:
-        return norm in _TRANSITIONS or _MARKER_HINT.search(norm) is not None
+        return (
+            norm in _TRANSITIONS
+            or norm in _SYNCLOOP
+            or norm == _PLEG
+            or _MARKER_HINT.search(norm) is not None
+        )
 
-    def _pod_identity(self, parsed: _Parsed) -> tuple[str | None, str | None, str | None, bool]:
-        """(uid, namespace, name, uid_inferred) for a line."""
+    def _pod_identity(self, parsed: _Parsed) -> tuple[str | None, str | None, str | None]:
+        """(uid, namespace, name) for a line; raises ``_BadName`` for a pod reference that is damaged."""
         values = parsed.values
-        uid = _pod_uid(values)
+        uid = _pod_uid(values) or _valid_uid(_as_str(values.get("podID")))
         ns, name = _pod_ref(values.get("pod"))
         if parsed.text and (uid is None or name is None):
             m = _FORMAT_POD.search(parsed.text)
             if m is not None:
-                uid = uid or m.group("uid")
+                uid = uid or _valid_uid(m.group("uid"))
                 ns, name = ns or m.group("ns"), name or m.group("name")
-        inferred = False
-        if name is not None:
-            if uid is not None:
-                self._uid_by_ref[(ns, name)] = uid
-            else:
-                known = self._uid_by_ref.get((ns, name))
-                if known is not None:
-                    uid, inferred = known, True
-        return uid, ns, name, inferred
+        return uid, ns, name
 
     def _map(self, parsed: _Parsed) -> list[Observation]:
+        if parsed.cut & _IDENTITY_KEYS:
+            self.skipped["cut"] += 1  # never a name (or a UID) from a value that was cut off
+            return []
+        if parsed.cut:
+            parsed.values = {k: v for k, v in parsed.values.items() if k not in parsed.cut}
+            self.cut_kept += 1
         norm = _norm(parsed.message)
+        try:
+            if norm in _SYNCLOOP:
+                return self._syncloop(parsed, _SYNCLOOP[norm])
+            if norm == _PLEG:
+                return self._pleg(parsed)
+            uid, ns, name = self._pod_identity(parsed)
+        except _BadName:
+            self.skipped["bad_pod_name"] += 1
+            return []
+        raw_uid = parsed.values.get("podUID")
+        if uid is None and raw_uid not in (None, "", "<nil>"):
+            # A UID that is not one: cut off (the line's last value; `podUID=6b0f2a4e-91c3-4d2`) or damaged.
+            last = list(parsed.values)[-1] == "podUID"
+            self.skipped["cut" if last else "bad_uid"] += 1
+            return []
         transition = _TRANSITIONS.get(norm)
         marker = None
         if _MARKER_HINT.search(norm) is not None:
@@ -655,45 +1094,169 @@ class KubeletLogParser:
         if transition is None and marker is None:
             self._skip_message(norm)
             return []
-        uid, ns, name, inferred = self._pod_identity(parsed)
         pod_ref = f"{ns}/{name}" if ns and name else name
         values = parsed.values
         error = _as_str(values.get("err", values.get("error")))
         out: list[Observation] = []
         if transition is not None:
-            if uid is None:
-                self.skipped["no_pod_uid"] += 1
+            if uid is None and not (transition[0] in _UIDLESS_OK and name):
+                self.skipped["no_pod_uid" if transition[0] not in _UIDLESS_OK else "no_pod"] += 1
                 return []
-            out.append(self._worker(parsed, norm, transition, uid, ns, name, pod_ref, error, inferred))
+            if transition[0] == Transition.PENDING_UPDATE and not self._work_changed(uid, parsed.values):
+                self.skipped["untracked_worker_message"] += 1
+                return []
+            out.append(self._worker(parsed, norm, transition, uid, ns, name, pod_ref, error))
         if marker is not None:
             reason, node_level = marker
             if reason == MarkerReason.SYNC_ERROR and error and _KILL_ERROR.search(error):
                 reason = MarkerReason.FAILED_KILL
+            if reason in _LIST_MARKERS:
+                try:
+                    return out + self._list_marker(parsed, reason)
+                except _BadName:
+                    self.skipped["bad_pod_name"] += 1
+                    return out
             if uid is None and name is None and not node_level:
                 if not out:
-                    self.skipped["no_pod_uid"] += 1
+                    self.skipped["no_pod"] += 1
                 return out
             # A line that is also a transition gets a distinct key for its marker.
             key_extra = "marker" if out else None
-            out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, inferred, key_extra))
+            out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
 
-    def _dedupe(self, parsed: _Parsed, extra: str | None = None) -> str:
+    def _work_changed(self, uid: str | None, values: dict[str, Any]) -> bool:
+        """A pending update is kept when it gives the pod's worker a work type other than the last one
+        this file showed (every periodic resync repeats "sync")."""
+        work = _as_str(values.get("workType", values.get("updateType")))
+        work = _WORK_TYPES.get(work.strip('"').lower(), work.strip('"').lower()) if work else None
+        if uid is None or work is None:
+            return False
+        changed = self._work_type.get(uid) != work
+        self._work_type[uid] = work
+        return changed
+
+    def _dedupe(self, parsed: _Parsed, extra: object = None) -> str:
         if extra is None:
             return digest_key(self.node, parsed.dedupe_text)
         return digest_key(self.node, parsed.dedupe_text, extra)
+
+    def _line_observation(
+        self,
+        parsed: _Parsed,
+        kind: str,
+        payload: dict[str, Any],
+        uid: str | None,
+        ns: str | None,
+        name: str | None,
+        extra: object = None,
+    ) -> Observation:
+        payload.setdefault("pid", parsed.pid)
+        payload.setdefault(
+            "level", parsed.level if parsed.level is not None else _LEVELS.get(_norm(parsed.message))
+        )
+        return Observation(
+            kind=kind,
+            source=Source.KUBELET_LOG,
+            observed_at=parsed.at,
+            dedupe_key=self._dedupe(parsed, extra),
+            pod_uid=uid,
+            node=self.node,
+            namespace=ns,
+            name=name,
+            payload=payload,
+        )
+
+    def _syncloop(self, parsed: _Parsed, transition: str) -> list[Observation]:
+        """One observation per pod a SyncLoop config line names (``pods``; no UID since 1.21)."""
+        pods = _pod_list(parsed.values.get("pods"))
+        if pods is None:
+            self.skipped["no_pod"] += 1
+            return []
+        source = _as_str(parsed.values.get("source"))
+        out = []
+        for i, (ns, name) in enumerate(pods):
+            if name is None:
+                continue
+            payload: dict[str, Any] = {
+                "transition": transition,
+                "message": parsed.message,
+                "severity": parsed.severity,
+                "caller": parsed.caller,
+                "config_source": source,
+                "pod_ref": f"{ns}/{name}" if ns else name,
+                "pods_in_line": len(pods),
+            }
+            out.append(
+                self._line_observation(
+                    parsed, Kind.WORKER, payload, None, ns, name, ("pod", i) if i else None
+                )
+            )
+        if not out:
+            self.skipped["no_pod"] += 1
+        return out
+
+    def _pleg(self, parsed: _Parsed) -> list[Observation]:
+        """``SyncLoop (PLEG): event for pod``: ContainerStarted / ContainerDied (the event's ID is the pod
+        UID, its Data the runtime ID of a container or sandbox); other event types say nothing here."""
+        event = _event(parsed.values.get("event"))
+        ns, name = _pod_ref(parsed.values.get("pod"))
+        if event is None:
+            self.skipped["malformed"] += 1
+            return []
+        transition = _PLEG_TYPES.get(str(event.get("Type") or ""))
+        if transition is None:
+            self.skipped["untracked_worker_message"] += 1
+            return []
+        uid = _valid_uid(_as_str(event.get("ID")))
+        if uid is None and name is None:
+            self.skipped["no_pod"] += 1
+            return []
+        payload = {
+            "transition": transition,
+            "message": parsed.message,
+            "severity": parsed.severity,
+            "caller": parsed.caller,
+            "pod_ref": f"{ns}/{name}" if ns and name else name,
+            "container_id": _as_str(event.get("Data")),
+        }
+        return [self._line_observation(parsed, Kind.WORKER, payload, uid, ns, name)]
+
+    def _list_marker(self, parsed: _Parsed, reason: str) -> list[Observation]:
+        """Eviction-manager lines that list pods: one marker per pod, with its place in the list."""
+        pods = _pod_list(parsed.values.get("pods")) or []
+        out = []
+        for i, (ns, name) in enumerate(pods):
+            if name is None:
+                continue
+            payload: dict[str, Any] = {
+                "reason": reason,
+                "message": parsed.message,
+                "severity": parsed.severity,
+                "caller": parsed.caller,
+                "pod_ref": f"{ns}/{name}" if ns else name,
+                "rank": i,
+                "ranked": len(pods),
+            }
+            out.append(
+                self._line_observation(
+                    parsed, Kind.KUBELET_MARKER, payload, None, ns, name, ("pod", i) if i else None
+                )
+            )
+        if not out:
+            self.skipped["no_pod"] += 1
+        return out
 
     def _worker(
         self,
         parsed: _Parsed,
         norm: str,
         transition: tuple[str, str | None],
-        uid: str,
+        uid: str | None,
         ns: str | None,
         name: str | None,
         pod_ref: str | None,
         error: str | None,
-        inferred: bool,
     ) -> Observation:
         values = parsed.values
         name_of_transition, cause = transition
@@ -727,19 +1290,28 @@ class KubeletLogParser:
             "error": error,
             "pod_ref": pod_ref,
         }
-        if inferred:
-            payload["uid_inferred"] = True
-        return Observation(
-            kind=Kind.WORKER,
-            source=Source.KUBELET_LOG,
-            observed_at=parsed.at,
-            dedupe_key=self._dedupe(parsed),
-            pod_uid=uid,
-            node=self.node,
-            namespace=ns,
-            name=name,
-            payload=payload,
-        )
+        if name_of_transition == Transition.CONTAINER_FINISHED:
+            payload["container_id"] = _as_str(values.get("containerID"))
+            payload["exit_code"] = _as_int(values.get("exitCode"))
+        elif name_of_transition == Transition.STARTUP_OBSERVED:
+            payload["observed_running"] = _go_time(values.get("observedRunningTime"))
+            payload["watch_observed_running"] = _go_time(values.get("watchObservedRunningTime"))
+            payload["created"] = _go_time(
+                values.get("podCreationTimestamp", values.get("pod.CreationTimestamp"))
+            )
+            payload["first_started_pulling"] = _go_time(values.get("firstStartedPulling"))
+            payload["last_finished_pulling"] = _go_time(values.get("lastFinishedPulling"))
+            payload["slo_seconds"] = _seconds(values.get("podStartSLOduration"))
+            payload["e2e_seconds"] = _seconds(values.get("podStartE2EDuration"))
+        elif name_of_transition == Transition.STATUS_UPDATED:
+            payload["phase"] = _phase_of(values.get("status"))
+            payload["status_version"] = _as_int(values.get("statusVersion"))
+        elif name_of_transition in (Transition.TERMINATION_FINISHED, Transition.DELETION_DELAYED):
+            payload["phase"] = _as_str(values.get("phase"))
+            payload["local_phase"] = _as_str(values.get("localPhase"))
+        elif name_of_transition == Transition.MARKED_FAILED:
+            payload["old_phase"] = _as_str(values.get("oldPhase"))
+        return self._line_observation(parsed, Kind.WORKER, payload, uid, ns, name)
 
     def _marker(
         self,
@@ -750,7 +1322,6 @@ class KubeletLogParser:
         name: str | None,
         pod_ref: str | None,
         error: str | None,
-        inferred: bool,
         key_extra: str | None,
     ) -> Observation:
         values = parsed.values
@@ -782,6 +1353,8 @@ class KubeletLogParser:
             detail = values.get("message")
             if detail is None and reason == MarkerReason.ADMISSION_REJECTED:
                 detail = values.get("nodeCondition", values.get("reason"))
+            elif reason == MarkerReason.ADMISSION_REJECTED and values.get("reason"):
+                detail = f"{values.get('reason')}: {detail}"  # 1.31+ "Pod admission denied"
             payload["detail"] = (
                 _as_str(detail) if not isinstance(detail, list) else ", ".join(map(str, detail))
             )
@@ -789,19 +1362,12 @@ class KubeletLogParser:
             payload["resource"] = _as_str(values.get("resourceName"))
         elif reason == MarkerReason.SHUTDOWN_KILL_TIMEOUT:
             payload["priority"] = _as_int(values.get("priority"))
-        if inferred:
-            payload["uid_inferred"] = True
-        return Observation(
-            kind=Kind.KUBELET_MARKER,
-            source=Source.KUBELET_LOG,
-            observed_at=parsed.at,
-            dedupe_key=self._dedupe(parsed, key_extra),
-            pod_uid=uid,
-            node=self.node,
-            namespace=ns,
-            name=name,
-            payload=payload,
-        )
+        elif reason == MarkerReason.CONTAINER_RESTART:
+            payload["detail"] = _as_str(values.get("containerMessage"))
+            payload["container_id"] = _as_str(values.get("containerStatusID"))
+        elif reason == MarkerReason.SHUTDOWN_DETECTED:
+            payload["detail"] = _as_str(values.get("event"))
+        return self._line_observation(parsed, Kind.KUBELET_MARKER, payload, uid, ns, name, key_extra)
 
 
 def parse_kubelet_log(
@@ -815,9 +1381,10 @@ def parse_kubelet_log(
     a line's journald prefix tells it: a ``short-iso`` prefix carries its offset, and ``prefix_tz`` is the
     zone of ``short`` / ``short-precise`` prefixes when known (``journalctl --utc``: UTC). The header is
     then read in the zone that makes it the prefix's instant (``KubeletLogParser._header_zone``).
-    Observations are returned in input order with ``observed_at`` in UTC, microseconds kept. Lines that
-    give nothing are counted in ``skipped`` by reason (``SKIP_REASONS``). Never raises on bad input
-    (bytes elements are decoded as UTF-8 with replacement).
+    Observations are returned in input order with ``observed_at`` in UTC, microseconds kept; the kubelet
+    processes the lines show are in ``processes`` (``kubelet_process``, node level). Lines that give
+    nothing are counted in ``skipped`` by reason (``SKIP_REASONS``). Never raises on bad input (bytes
+    elements are decoded as UTF-8 with replacement).
     """
     parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz)
     result = LogParseResult()
@@ -828,8 +1395,10 @@ def parse_kubelet_log(
     except Exception:  # the iterable itself failed (e.g. a decoding error while reading a file)
         parser.skipped["malformed"] += 1
     out.extend(parser.close())
+    result.processes = parser.processes()
     result.lines_read = parser.lines_read
     result.skipped = parser.skipped
+    result.cut_kept = parser.cut_kept
     return result
 
 

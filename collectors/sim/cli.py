@@ -69,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --tls: write token, ca.crt and namespace here, the in-cluster ServiceAccount layout",
     )
     parser.add_argument(
+        "--kubelet-verbosity",
+        type=int,
+        default=4,
+        choices=range(11),
+        metavar="0-10",
+        help="every kubelet's klog -v (default 4: pod-worker lines; production kubelets run at 2)",
+    )
+    parser.add_argument(
         "--build-only",
         action="store_true",
         help="build the cluster, print build time, memory and counts, and exit (sizing a scale run)",
@@ -86,7 +94,14 @@ def build(opts: argparse.Namespace, start: datetime | None = None) -> SimCluster
         event_ttl=opts.event_ttl,
     )
     with cluster.engine.lock:
-        install(cluster, opts.scenario, nodes=opts.nodes, pods_per_node=opts.pods_per_node, churn=opts.churn)
+        install(
+            cluster,
+            opts.scenario,
+            nodes=opts.nodes,
+            pods_per_node=opts.pods_per_node,
+            churn=opts.churn,
+            kubelet_verbosity=getattr(opts, "kubelet_verbosity", 4),
+        )
         cluster.advance(0.0)
     return cluster
 

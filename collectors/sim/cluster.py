@@ -103,6 +103,7 @@ class SimCluster:
         }
         self.store = Store(HISTORY_LIMIT if history_limit is None else history_limit)
         self.kubelet_log_limit = KUBELET_LOG_LIMIT if kubelet_log_limit is None else kubelet_log_limit
+        self.kubelet_verbosity = 4  # every kubelet's klog --v (scenario option kubelet_verbosity)
         self.heartbeat_interval = HEARTBEAT_INTERVAL if heartbeat_interval is None else heartbeat_interval
         self.event_ttl = EVENT_TTL if event_ttl is None else event_ttl
         self.lease_interval = LEASE_INTERVAL if lease_interval is None else lease_interval
@@ -397,6 +398,7 @@ class SimCluster:
             kubelet = SimKubelet(
                 self, name, pid=self.rng.randrange(250, 4000), log_limit=self.kubelet_log_limit
             )
+            old.lines.extend(kubelet.lines)  # the node's one journal goes on with the new process's start
             kubelet.lines = old.lines
             self.kubelets[name] = kubelet
 

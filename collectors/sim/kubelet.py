@@ -1,12 +1,18 @@
-"""The simulated kubelet of one node: its pod workers, its v4 klog lines and its Prometheus metrics.
+"""The simulated kubelet of one node: its pod workers, its klog lines and its Prometheus metrics.
 
 The worker of each pod goes setup (SyncPod) -> terminating (SyncTerminatingPod) -> terminated
 (SyncTerminatedPod) -> done, printing the ≥1.27 messages of k8s-facts.md §1.4/§2.1 in the order the real
 pod worker does, and updates the pod's API status through the cluster as the status manager would.
+
+Each message is printed at its klog level (``LEVELS``, docs/kubelet-lines.md): a kubelet at
+``verbosity`` 2, the production default, prints no pod-worker line, only the config, PLEG, kill,
+startup and manager lines a real one prints at ``--v=2``. The cluster's ``kubelet_verbosity`` (the
+scenario option ``kubelet_verbosity``) sets it for every kubelet, 4 by default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections import deque
@@ -67,7 +73,39 @@ CALLERS = {
     "Shutdown manager killing pod with gracePeriod": "nodeshutdown_manager_linux.go:375",
     "Shutdown manager finished killing pod": "nodeshutdown_manager_linux.go:391",
     "Shutdown manager completed processing shutdown event, node will shutdown shortly": "nodeshutdown_manager_linux.go:335",
+    "Generic (PLEG): container finished": "generic.go:334",
+    "Kubelet version": "server.go:438",
+    "Starting kubelet main sync loop": "kubelet.go:2181",
 }
+
+# The klog V level of each message (≈ v1.31 sources, docs/kubelet-lines.md); a message not listed is V4.
+# A kubelet at --v=N prints the lines of level ≤ N.
+LEVELS: dict[str, int] = {
+    "Kubelet version": 0,
+    "Starting kubelet main sync loop": 0,
+    "Observed pod startup duration": 0,
+    "Shutdown manager detected new shutdown event, isNodeShuttingDownNow": 1,
+    "Shutdown manager processing shutdown event": 1,
+    "Shutdown manager killing pod with gracePeriod": 1,
+    "Shutdown manager finished killing pod": 1,
+    "Shutdown manager completed processing shutdown event, node will shutdown shortly": 1,
+    "SyncLoop ADD": 2,
+    "SyncLoop UPDATE": 2,
+    "SyncLoop REMOVE": 2,
+    "SyncLoop DELETE": 2,
+    "SyncLoop (PLEG): event for pod": 2,
+    "Generic (PLEG): container finished": 2,
+    "Killing container with a grace period": 2,
+    "Sync exited with context cancellation error": 2,
+    "Deleting a mirror pod": 2,
+    "Cancelling current pod sync": 3,
+    "Pod worker has stopped": 3,
+    "Pod termination cleaned up volume paths": 3,
+    "Pod has been deleted and must be killed": 3,
+    "Pod fully terminated and removed from etcd": 3,
+    "Pod will be restarted because it is in the desired set and not known to the pod workers (likely due to UID reuse)": 3,
+}
+DEFAULT_VERBOSITY = 4
 POD_WORKERS = "pod_workers.go:{}"
 WORKER_LINES = {
     "Pod is being synced for the first time": 754,
@@ -146,6 +184,7 @@ class Worker:
     finished: bool = False
     restart_requested: bool = False
     first_seen: datetime | None = None
+    sandbox: str = ""  # the running pod sandbox's ID ("" when none)
     containers: dict[str, str] = field(default_factory=dict)  # name -> containerID of running containers
     cause: str = ""
     terminal_phase: str | None = None  # what a kill's status function decided, reported once containers stop
@@ -200,9 +239,17 @@ class SimKubelet:
         self.started_containers_total = 0
         self.restarted_static_total = 0
         self.running = True  # false once the node has shut down
+        self.verbosity = cluster.kubelet_verbosity  # klog --v: lines above it are not printed
+        # A kubelet process begins its log with its version (V0), then starts its sync loop.
+        from .cluster import KUBELET_VERSION
+
+        self.log("Kubelet version", kubeletVersion=KUBELET_VERSION)
+        self.log("Starting kubelet main sync loop")
 
     # ---- logging ------------------------------------------------------------------------------
     def log(self, msg: str, /, *, severity: str = "I", **kv: Any) -> None:
+        if LEVELS.get(msg, 4) > self.verbosity:
+            return
         t = self.cluster.now
         if self._last_t is not None and t <= self._last_t:
             t = self._last_t + timedelta(microseconds=1)
@@ -234,8 +281,10 @@ class SimKubelet:
     ) -> list[str]:
         """``logs_since`` as the node log query serves it: behind `journalctl --utc -o short-precise`
         prefixes (``Jun 07 00:54:47.123870 node kubelet[812]: ``)."""
+        # journald names the process that wrote each line: the klog header's pid (a node's journal spans
+        # its kubelet's restarts).
         return [
-            f"{t:%b %d %H:%M:%S}.{t.microsecond:06d} {self.node} kubelet[{self.pid}]: {line}"
+            f"{t:%b %d %H:%M:%S}.{t.microsecond:06d} {self.node} kubelet[{line.split(maxsplit=3)[2]}]: {line}"
             for t, line in self._matching(since, until, pattern, tail)
         ]
 
@@ -342,6 +391,14 @@ class SimKubelet:
             return
         now = self.cluster.now
         ip = self.cluster.pod_ip(self.node)
+        # PLEG reports the new sandbox as a started container (its ID derived, not drawn: the scenario's
+        # random sequence stays what it was).
+        w.sandbox = hashlib.sha256(f"{w.uid}/{now.isoformat()}".encode()).hexdigest()
+        self.log(
+            "SyncLoop (PLEG): event for pod",
+            pod=w.ref,
+            event={"ID": w.uid, "Type": "ContainerStarted", "Data": w.sandbox},
+        )
 
         def sandbox(pod: dict[str, Any]) -> None:
             set_condition(pod["status"]["conditions"], condition("PodReadyToStartContainers", True, now))
@@ -561,6 +618,20 @@ class SimKubelet:
                 pod=w.ref,
                 event={"ID": w.uid, "Type": "ContainerDied", "Data": cid.split("//")[1]},
             )
+            self.log(
+                "Generic (PLEG): container finished",
+                podID=w.uid,
+                containerID=cid.split("//")[1],
+                exitCode=exit_code,
+            )
+        if w.sandbox:
+            # Then the sandbox is stopped (killPodWithSyncResult), which PLEG reports as a died container.
+            self.log(
+                "SyncLoop (PLEG): event for pod",
+                pod=w.ref,
+                event={"ID": w.uid, "Type": "ContainerDied", "Data": w.sandbox},
+            )
+            w.sandbox = ""
         had_containers = bool(w.containers)
 
         def dead(pod: dict[str, Any]) -> None:
@@ -651,6 +722,7 @@ class SimKubelet:
                 "Pod has been terminated but another pod with the same UID was created, remove history to allow restart",
                 podUID=w.uid,
             )
+            self.log("Pod worker has stopped", podUID=w.uid)
             self.log(
                 "Pod will be restarted because it is in the desired set and not known to the pod workers (likely due to UID reuse)",
                 podUID=w.uid,
@@ -664,6 +736,7 @@ class SimKubelet:
         self.log(
             "Pod has been terminated and is no longer known to the kubelet, remove all history", podUID=w.uid
         )
+        self.log("Pod worker has stopped", podUID=w.uid)  # its update channel closed (1.27+, V3)
         del self.workers[w.uid]
         if self.by_api.get((w.namespace, w.api_name)) == w.uid:
             del self.by_api[(w.namespace, w.api_name)]

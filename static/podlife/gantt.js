@@ -1,15 +1,20 @@
-// The Gantt: one row per pod (or per lane on the pod page). Worker setup / terminating / cleanup in their
-// own colours, inferred intervals hatched and translucent, markers as symbols, findings as red bands.
+// The Gantt: one row per pod (or per lane on the pod page). Worker setup / running / terminating / cleanup
+// in their own colours; each source drawn its own way (cfg.provenance: observed solid, inferred from kubelet
+// lines cross-hatched, inferred from the API hatched and translucent); an unknown bound said in the hover;
+// markers as symbols, findings as red bands.
 // SVG bars up to `webgl_threshold` segments, WebGL lines (scattergl) past it.
 import { axisValue, display, duration, plotlyText, toMicros } from "./common.js";
 
-// A podlife.timeline/v1 document (REST or live delta) → a row of the compact window shape.
+// A podlife.timeline/v2 document (REST or live delta) → a row of the compact window shape.
 export function rowFromTimeline(tl, lanes) {
   const pod = tl.pod || {};
   const intervals = [];
   for (const [lane, items] of Object.entries(tl.lanes || {})) {
     if (lanes && !lanes.includes(lane)) continue;
-    for (const iv of items) intervals.push([lane, iv.state, iv.start, iv.end, iv.source, iv.evidence]);
+    for (const iv of items) {
+      const a = iv.attrs || {};
+      intervals.push([lane, iv.state, iv.start, iv.end, iv.source, iv.evidence, unknownBounds(a)]);
+    }
   }
   return {
     uid: pod.uid,
@@ -31,6 +36,20 @@ function colour(cfg, state) {
   return cfg.colours[state] || cfg.fallback;
 }
 
+// Which bounds of an interval the evidence does not hold (timeline/v2 attrs), as hover text.
+export function unknownBounds(a) {
+  const parts = [];
+  if (a.start_unknown) parts.push("began at or before its start");
+  if (a.end_unknown) parts.push(a.seen_until && !a.end_from ? `seen until ${a.seen_until}, end unknown` : "lasted at least until its end, end unknown");
+  if (a.between) parts.push(`between ${a.between.join(" and ")}`);
+  return parts.join("; ");
+}
+
+function style(cfg, source) {
+  const p = cfg.provenance || {};
+  return p[source] || p.inferred || { label: source, opacity: 0.55, pattern: "/", dash: "dot" };
+}
+
 // rows: [{key, label, title, intervals: [[lane,state,start,end,source,evidence]], markers, findings}]
 // opts: {tz, windowEnd (µs, for open intervals), height}
 export function buildFigure(rows, cfg, opts) {
@@ -48,7 +67,7 @@ export function buildFigure(rows, cfg, opts) {
   const detail = gl && opts.detailUs ? opts.detailUs : 0;
   rows.forEach((r, y) => {
     let last = null;
-    for (const [lane, state, s, e, source, evidence] of r.intervals) {
+    for (const [lane, state, s, e, source, evidence, unknown] of r.intervals) {
       const s0 = toMicros(s);
       const e0 = e ? toMicros(e) : Math.max(end || s0, s0);
       if (detail && last && e0 - s0 < detail && s0 - last.g.x[last.i] < detail) {
@@ -61,6 +80,7 @@ export function buildFigure(rows, cfg, opts) {
       const hover =
         `<b>${plotlyText(r.title)}</b><br>${plotlyText(lane)}: <b>${plotlyText(state)}</b> (${source})` +
         `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}<br>${duration(e ? e0 - s0 : null)}` +
+        (unknown ? `<br><i>${plotlyText(unknown)}</i>` : "") +
         (evidence && evidence.length ? `<br>evidence: ${plotlyText(evidence.slice(0, 8).join(", "))}` : "");
       g.y.push(y);
       g.base.push(s0);
@@ -113,11 +133,11 @@ export function buildFigure(rows, cfg, opts) {
   }
   const order = (k) => {
     const i = cfg.worker_order.indexOf(k.state);
-    return (i < 0 ? 99 : i) * 2 + (k.source === "inferred" ? 1 : 0);
+    return (i < 0 ? 99 : i) * 3 + ({ observed: 0, kubelet: 1 }[k.source] ?? 2);
   };
   for (const g of [...groups.values()].sort((a, b) => order(a) - order(b) || a.state.localeCompare(b.state))) {
-    const inferred = g.source === "inferred";
-    const name = inferred ? `${g.state} (inferred)` : g.state;
+    const st = style(cfg, g.source);
+    const name = st.label ? `${g.state} (${st.label})` : g.state;
     if (gl) {
       const x = [], y = [], text = [];
       for (let i = 0; i < g.y.length; i++) {
@@ -127,19 +147,19 @@ export function buildFigure(rows, cfg, opts) {
       }
       traces.push({
         type: "scattergl", mode: "lines", name: plotlyText(name), x, y, hovertext: text, hoverinfo: "text",
-        opacity: inferred ? 0.45 : 1,
-        line: { color: colour(cfg, g.state), width: lineWidth(rows.length), dash: inferred ? "dot" : "solid" },
+        opacity: st.opacity,
+        line: { color: colour(cfg, g.state), width: lineWidth(rows.length), dash: st.dash },
       });
     } else {
       traces.push({
         type: "bar", orientation: "h", name: plotlyText(name), y: g.y,
         base: g.base.map((v) => axisValue(v, tz)),
         x: g.x.map((v, i) => Math.max((v - g.base[i]) / 1000, 0.001)),
-        width: 0.6, opacity: inferred ? 0.55 : 1,
+        width: 0.6, opacity: st.opacity,
         marker: {
           color: colour(cfg, g.state),
-          line: { color: inferred ? colour(cfg, g.state) : "rgba(0,0,0,0.25)", width: 1 },
-          pattern: inferred ? { shape: "/", fgcolor: "#ffffff", fgopacity: 0.9, size: 6, solidity: 0.35 } : undefined,
+          line: { color: st.pattern ? colour(cfg, g.state) : "rgba(0,0,0,0.25)", width: 1 },
+          pattern: st.pattern ? { shape: st.pattern, fgcolor: "#ffffff", fgopacity: 0.9, size: 6, solidity: 0.35 } : undefined,
         },
         hovertext: g.text, hovertemplate: "%{hovertext}<extra></extra>", customdata: g.custom,
       });

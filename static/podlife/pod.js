@@ -1,7 +1,7 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
 // its evidence in the observations table below (the raw lines that made it).
 import { axisValue, display, fromDisplay, getParams, isoUTC, pageData, setParams, toMicros, tzLabel } from "./common.js";
-import { buildFigure } from "./gantt.js";
+import { buildFigure, unknownBounds } from "./gantt.js";
 
 const page = pageData();
 const tl = page.timeline;
@@ -13,7 +13,7 @@ function rows() {
   for (const lane of page.lanes) {
     out.push({
       key: lane, label: lane, title: `${tl.pod.namespace}/${tl.pod.name}`,
-      intervals: tl.lanes[lane].map((iv) => [lane, iv.state, iv.start, iv.end, iv.source, iv.evidence]),
+      intervals: tl.lanes[lane].map((iv) => [lane, iv.state, iv.start, iv.end, iv.source, iv.evidence, unknownBounds(iv.attrs || {})]),
       markers: [], findings: [],
     });
   }

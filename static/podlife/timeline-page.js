@@ -108,7 +108,7 @@ function renderTable(all) {
     frag.append(
       el("tr", { "data-uid": r.uid },
         el("td", { text: r.namespace }), el("td", {}, link),
-        el("td", { text: last ? `${last[1]}${last[4] === "inferred" ? " (inferred)" : ""}` : "" }),
+        el("td", { text: last ? `${last[1]}${{ inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || ""}` : "" }),
         el("td", { text: r.phase || "" }),
         el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") }),
       ),

@@ -12,7 +12,7 @@
     succeeded: "#6b8f71", failed: "#c43c39", deleted: "#5a6270"
   };
   var SEVERITY = { info: "#2f7ed8", warning: "#e4892b", critical: "#c43c39" };
-  var WORKER = ["setup", "terminating", "cleanup"];
+  var WORKER = ["setup", "running", "terminating", "cleanup"];
   var until = Date.parse(meta.until);
 
   function esc(s) {
@@ -62,9 +62,11 @@
   rows.forEach(function (row) {
     var p = row.pod;
     (p.lanes.worker || []).forEach(function (iv) {
-      var inferred = iv[3] === "inferred";
-      var t = bar("w:" + iv[0] + ":" + iv[3], iv[0] + (inferred ? " (inferred)" : ""), COLOURS[iv[0]] || "#6c7a89",
-        inferred ? { opacity: 0.55, marker: { color: COLOURS[iv[0]] || "#6c7a89", pattern: { shape: "/", fgcolor: "#ffffff", solidity: 0.35 } } } : {});
+      // observed solid; inferred from kubelet lines ("kubelet") cross-hatched; inferred from the API hatched.
+      var inferred = iv[3] !== "observed";
+      var shape = iv[3] === "kubelet" ? "x" : "/";
+      var t = bar("w:" + iv[0] + ":" + iv[3], iv[0] + (iv[3] === "kubelet" ? " (from kubelet lines)" : inferred ? " (inferred)" : ""), COLOURS[iv[0]] || "#6c7a89",
+        inferred ? { opacity: iv[3] === "kubelet" ? 0.8 : 0.55, marker: { color: COLOURS[iv[0]] || "#6c7a89", pattern: { shape: shape, fgcolor: "#ffffff", solidity: 0.35 } } } : {});
       var end = iv[2] ? Date.parse(iv[2]) : Math.max(until, Date.parse(iv[1]));
       t.base.push(iv[1]);
       t.x.push(Math.max(end - Date.parse(iv[1]), 1));

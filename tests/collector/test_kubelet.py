@@ -73,7 +73,8 @@ def test_log_pull_parses_kubelet_lines_and_remembers_where_it_stopped(sim):
     first = pull_kubelet_logs(CLUSTER, nodes=[node])
     assert first.skipped is None and not first.errors, first.errors
     assert first.lines > 0 and first.stored > 0
-    assert stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).count() == first.stored
+    # Lines, plus one kubelet_process observation per minute the kubelet logged in (restarts, coverage).
+    assert stored((Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS), node=node).count() == first.stored
     written = {t.astimezone(UTC) for t, _line in kubelet.lines}
     times = set(stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).values_list("observed_at", flat=True))
     assert times and times <= written

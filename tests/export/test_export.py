@@ -96,7 +96,7 @@ def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):
         "until": "2024-06-07T08:54:40.000000+00:00",
     }
     assert meta["podlife_version"] and meta["generated_at"].endswith("+00:00")
-    assert all(p["schema"] == "podlife.timeline/v1" for p in bundle["pods"])
+    assert all(p["schema"] == "podlife.timeline/v2" for p in bundle["pods"])
     # every evidence reference of a pod resolves to an observation in the bundle
     ids = {str(o["id"]) for o in bundle["observations"]}
     refs = {e for p in bundle["pods"] for ivs in p["lanes"].values() for iv in ivs for e in iv["evidence"]}

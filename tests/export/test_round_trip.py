@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_database
 def test_export_import_export_gives_the_same_bundle(source_cluster, scope, tmp_path):
     """GIVEN a bundle exported from the source cluster
     WHEN it is imported as another cluster and that cluster is exported with the same scope and window
-    THEN every pod's timeline/v1, the findings and the observations are the same, and so is the digest."""
+    THEN every pod's timeline, the findings and the observations are the same, and so is the digest."""
     first_bytes = export_json(source_cluster, scope)
     path = tmp_path / "incident.json"
     path.write_bytes(first_bytes)

@@ -119,8 +119,13 @@ def test_tz_moves_klog_times(ingest: Ingest):
         b"podUID=9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1\n"
     )
     answer = ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023&tz=Europe/Paris", line, "text/plain")
-    assert answer.json()["stored"] == 1
-    assert Observation.objects.get().observed_at == datetime(2023, 8, 14, 7, 15, 31, 200734, tzinfo=UTC)
+    assert answer.json()["stored"] == 2  # the line, and the kubelet process (pid 2981) it shows
+    assert Observation.objects.get(kind="worker").observed_at == datetime(
+        2023, 8, 14, 7, 15, 31, 200734, tzinfo=UTC
+    )
+    process = Observation.objects.get(kind="kubelet_process")
+    assert process.payload["pid"] == 2981
+    assert process.payload["first_at"] == "2023-08-14T07:15:00.000000+00:00"  # the minute it logged in
 
 
 # --------------------------------------------------------------------------------------------- NDJSON
@@ -133,15 +138,22 @@ def test_fluent_bit_journald_records(ingest: Ingest):
 
     report = ingest.post(f"{LOGS}?cluster={CLUSTER}", body, "application/x-ndjson").json()
 
-    assert (report["format"], report["nodes"], report["lines_read"]) == ("ndjson", ["worker-1"], 65)
-    assert (report["observations"], report["stored"]) == (38, 38)  # as the CLI: "38 observations"
+    assert (report["format"], report["nodes"], report["lines_read"]) == ("ndjson", ["worker-1"], 69)
+    assert (report["observations"], report["stored"]) == (54, 54)  # as the CLI: "54 observations"
     assert report["skipped"]["not_kubelet"] == 1  # the containerd record
     assert {k[:-1] for k in stored(CLUSTER)} == {k[:-1] for k in stored("from-cli")}
-    assert worker_lane("6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47")[0] == (
-        "setup",
-        datetime(2021, 11, 3, 14, 2, 11, 402201, tzinfo=UTC),
-        datetime(2021, 11, 3, 14, 7, 15, 116122, tzinfo=UTC),
-    )
+    assert worker_lane("6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47")[:2] == [
+        (
+            "setup",
+            datetime(2021, 11, 3, 14, 2, 11, 402201, tzinfo=UTC),
+            datetime(2021, 11, 3, 14, 2, 13, 771052, tzinfo=UTC),
+        ),
+        (
+            "running",
+            datetime(2021, 11, 3, 14, 2, 13, 771052, tzinfo=UTC),
+            datetime(2021, 11, 3, 14, 7, 15, 116122, tzinfo=UTC),
+        ),
+    ]
 
 
 def test_vector_records_and_bad_lines_are_counted(ingest: Ingest):
@@ -175,14 +187,23 @@ def test_kubelet_json_logging_records(ingest: Ingest):
     report = ingest.post(f"{LOGS}?cluster={CLUSTER}&node=worker-3", body, "application/x-ndjson").json()
 
     assert report["lines_read"] == len(kubelet)
-    assert {k[:-1] for k in stored(CLUSTER)} == {k[:-1] for k in stored("from-cli")}
-    assert report["stored"] == Observation.objects.filter(cluster__name="from-cli").count()
+
+    # Bare JSON records carry no pid (journald's ``kubelet[1043]`` gave the CLI one): the same pod
+    # observations, but no kubelet process to tell restarts by.
+    def pods(cluster: str) -> set[tuple[Any, ...]]:
+        return {k[:-1] for k in stored(cluster) if k[1] != "kubelet_process"}
+
+    def pids(cluster: str) -> set[Any]:
+        return {orjson.loads(k[-1])["pid"] for k in stored(cluster) if k[1] == "kubelet_process"}
+
+    assert pods(CLUSTER) == pods("from-cli")
+    assert pids(CLUSTER) == {None} and 1187 in pids("from-cli")
 
 
 def test_fluent_bit_json_array(ingest: Ingest):
     records = fluent_bit_records("v1.22-graceful-delete.journal", host="worker-1")
     report = ingest.post(f"{LOGS}?cluster={CLUSTER}", orjson.dumps(records), "application/json").json()
-    assert (report["format"], report["stored"]) == ("json", 38)
+    assert (report["format"], report["stored"]) == ("json", 54)
 
 
 # --------------------------------------------------------------------------------------------- both sources
@@ -196,7 +217,7 @@ def klog(at: datetime, message: str, pod: PodSpans, extra: str = "") -> str:
 
 def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: Ingest):
     """GIVEN a pod whose kubelet both traced and logged its syncs (log lines a few µs after each span
-    start, before each span end) WHEN both arrive THEN one setup, one terminating and one cleanup interval,
+    start, before each span end) WHEN both arrive THEN one sync, one terminating and one cleanup interval,
     each citing the span and the log line, timed from the span where it is the earlier (more precise) edge."""
     pod = PodSpans.at(time.time_ns() - 10_000_000_000)
     assert ingest.exporter().export(recorded_spans(pod.emit)) == SpanExportResult.SUCCESS
@@ -213,10 +234,11 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
     answer = ingest.post(
         f"{LOGS}?cluster={CLUSTER}&node=node-a&year={year}", "\n".join(lines).encode(), "text/plain"
     )
-    assert answer.json()["stored"] == 6
+    assert answer.json()["stored"] == 7  # six lines, and the kubelet process (pid 2981) they show
 
     lane = worker_lane(pod.uid)
-    assert [state for state, _s, _e in lane] == ["setup", "terminating", "cleanup"]
+    # Neither spans nor V4 lines say when the containers had all started: the sync is setup or running.
+    assert [state for state, _s, _e in lane] == ["unknown", "terminating", "cleanup"]
     assert lane[0][1] == to_dt(pod.sync[0])  # the span starts before the "enter" line
     assert lane[1][1] == to_dt(pod.terminating[0])
     assert lane[2][2] == to_dt(pod.terminated[1])  # the span ends after the "exit" line
@@ -228,7 +250,7 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
         for iv in Interval.objects.filter(pod_uid=pod.uid, lane="worker")
     }
     assert kinds_per_phase == {
-        "setup": {"span", "worker"},
+        "unknown": {"span", "worker"},
         "terminating": {"span", "worker"},
         "cleanup": {"span", "worker"},
     }

@@ -112,6 +112,7 @@ def test_grace_exceeded_from_container_finish_times() -> None:
     tl = derive_pod_timeline(obs)
     assert rows(tl, "worker") == [
         ("setup", at(1), at(4), "inferred"),
+        ("running", at(4), at(20), "inferred"),
         ("terminating", at(20), at(40), "inferred"),
         ("cleanup", at(40), None, "inferred"),
     ]
@@ -144,7 +145,11 @@ def test_inferred_cleanup_of_an_undeleted_finished_pod_is_not_slow() -> None:
     ]
     tl = derive_pod_timeline(obs)
     # Terminating is empty (the containers had already exited); cleanup stays open as nobody deletes it.
-    assert rows(tl, "worker") == [("setup", at(1), at(2), "inferred"), ("cleanup", at(10), None, "inferred")]
+    assert rows(tl, "worker") == [
+        ("setup", at(1), at(2), "inferred"),
+        ("running", at(2), at(10), "inferred"),
+        ("cleanup", at(10), None, "inferred"),
+    ]
     assert tl.findings == ()
 
 

@@ -37,13 +37,14 @@ def derive(name: str, **kwargs: object) -> PodTimeline:
     return derive_pod_timeline(scenarios.ALL_SCENARIOS[name](), **kwargs)  # type: ignore[arg-type]
 
 
-def test_normal_start_is_one_open_setup_from_first_seen() -> None:
+def test_normal_start_is_setup_until_the_containers_started_then_running() -> None:
     tl = derive("normal_start")
-    assert rows(tl, "worker") == [R("setup", 1.1, None)]
+    # SyncPod split where the app container started (the API's startedAt: no kubelet line says it here).
+    assert rows(tl, "worker") == [R("setup", 1.1, 4, "inferred"), R("running", 4, None, "inferred")]
     setup = only(tl, "worker", "setup")
-    assert setup.attrs == {"cycle": 0, "start_from": "first_seen", "end_from": None}
+    assert setup.attrs == {"cycle": 0, "start_from": "first_seen", "end_from": "all_containers_started"}
     # The log lines and the syncPod span describe the same phase: one interval, evidence from both.
-    assert len(setup.evidence) == 4
+    assert len(setup.evidence) == 5
     assert rows(tl, "api") == API_START
     assert [iv.attrs["ready"] for iv in tl.lane("api") if iv.state == "running"] == [False, True]
     assert rows(tl, "container:app") == [R("waiting", 2, 4), R("running", 4, None)]
@@ -75,10 +76,11 @@ def test_normal_start_is_one_open_setup_from_first_seen() -> None:
     )
 
 
-def test_graceful_delete_has_three_observed_phases() -> None:
+def test_graceful_delete_has_observed_termination_phases() -> None:
     tl = derive("graceful_delete")
     assert rows(tl, "worker") == [
-        R("setup", 1.1, 20.45),
+        R("setup", 1.1, 4, "inferred"),
+        R("running", 4, 20.45, "inferred"),
         R("terminating", 20.45, 23.2015),
         R("cleanup", 23.2015, 23.6005),
     ]
@@ -115,12 +117,13 @@ def test_api_only_infers_the_worker_lane() -> None:
     tl = derive("api_only")
     assert rows(tl, "worker") == [
         R("setup", 1, 4, "inferred"),
+        R("running", 4, 20, "inferred"),
         R("terminating", 20, 23, "inferred"),
         R("cleanup", 23, 23.9, "inferred"),
     ]
-    assert only(tl, "worker", "setup").attrs["until"] == "all_containers_started"
+    assert only(tl, "worker", "setup").attrs["end_from"] == "all_containers_started"
     assert only(tl, "worker", "terminating").attrs["cause"] == "deletion"
-    assert only(tl, "worker", "cleanup").attrs["end_from"] == "api_deleted"
+    assert only(tl, "worker", "cleanup").attrs["end_from"] == "api:deleted"
     assert rows(tl, "api") == rows(derive("graceful_delete"), "api")
     assert tl.findings == ()
 
@@ -148,8 +151,10 @@ def test_delete_during_setup_skips_running() -> None:
 
 def test_rejected_at_admission_goes_straight_to_cleanup() -> None:
     tl = derive("rejected_at_admission")
-    assert rows(tl, "worker") == [R("terminating", 1.351, 1.3705), R("cleanup", 1.3705, 1.4505)]
+    # The worker was first seen terminating: no setup at all.
+    assert rows(tl, "worker") == [R("terminating", 1.35, 1.3705), R("cleanup", 1.3705, 1.4505)]
     assert only(tl, "worker", "terminating").attrs["cause"] == "terminal_phase"
+    assert only(tl, "worker", "terminating").attrs["start_from"] == "first_seen"
     assert rows(tl, "api") == [R("pending", 0, 1), R("scheduled", 1, 1.3), R("failed", 1.3, None)]
     assert only(tl, "api", "failed").attrs["reason"] == "OutOfcpu"
     assert finding_rows(tl) == [F("never_started", "warning", 1.2, 1.4505)]
@@ -161,10 +166,10 @@ def test_rejected_at_admission_goes_straight_to_cleanup() -> None:
 
 def test_orphaned_pod_from_kubelet_lines_only() -> None:
     tl = derive("orphaned")
-    assert rows(tl, "worker") == [R("terminating", 0.5, 1.8005)]
+    assert rows(tl, "worker") == [R("terminating", 0.501, 1.8005)]
     assert only(tl, "worker", "terminating").attrs == {
         "cycle": 0,
-        "start_from": "orphaned",
+        "start_from": "termination_requested",
         "end_from": "orphan_containers_terminated",
         "cause": "orphaned",
         "grace_seconds": None,
@@ -184,12 +189,14 @@ def test_static_pod_uid_reuse_gives_two_worker_cycles_and_two_incarnations() -> 
     tl = derive("static_uid_reuse")
     assert tl.static is True
     assert rows(tl, "worker") == [
-        R("setup", 0.1, 10),
+        R("setup", 0.1, 1, "inferred"),
+        R("running", 1, 10, "inferred"),
         R("terminating", 10, 25),
         R("cleanup", 25, 26),
-        R("setup", 27.1, None),
+        R("setup", 27.1, 28, "inferred"),
+        R("running", 28, None, "inferred"),
     ]
-    assert [iv.attrs["cycle"] for iv in tl.lane("worker")] == [0, 0, 0, 1]
+    assert [iv.attrs["cycle"] for iv in tl.lane("worker")] == [0, 0, 0, 0, 1, 1]
     assert rows(tl, "api") == [
         R("initializing", 0, 1),
         R("running", 1, 2),
@@ -226,7 +233,7 @@ def test_crash_loop_draws_every_run_and_flags_it() -> None:
     assert {iv.attrs["reason"] for iv in tl.lane("container:app") if iv.state == "waiting"} == {
         "CrashLoopBackOff"
     }
-    assert rows(tl, "worker") == [R("setup", 0, 2, "inferred")]
+    assert rows(tl, "worker") == [R("setup", 0, 2, "inferred"), R("running", 2, None, "inferred")]
     assert finding_rows(tl) == [F("crash_loop", "warning", 12.4, None)]
     assert tl.findings[0].message == (
         "Container app of pod default/web-1 is crash looping: restarted 3 times within 10m00s and waiting in "
@@ -237,7 +244,12 @@ def test_crash_loop_draws_every_run_and_flags_it() -> None:
     assert len(backoff) == 1 and backoff[0].attrs["count"] == 3 and backoff[0].at == t(72.5)
 
 
-SHUTDOWN_WORKER = [R("setup", 1.1, 30.1), R("terminating", 30.1, 33.2), R("cleanup", 33.2, 33.5)]
+SHUTDOWN_WORKER = [
+    R("setup", 1.1, 4, "inferred"),
+    R("running", 4, 30.1, "inferred"),
+    R("terminating", 30.1, 33.2),
+    R("cleanup", 33.2, 33.5),
+]
 
 
 def test_node_shutdown_marked_failed() -> None:
@@ -270,7 +282,11 @@ def test_node_shutdown_left_running_is_the_122_regression() -> None:
 
 def test_stuck_terminating_is_measured_at_now() -> None:
     tl = derive("stuck_terminating")  # now defaults to the newest observation (200 s)
-    assert rows(tl, "worker") == [R("setup", 1.1, 20.45), R("terminating", 20.45, None)]
+    assert rows(tl, "worker") == [
+        R("setup", 1.1, 4, "inferred"),
+        R("running", 4, 20.45, "inferred"),
+        R("terminating", 20.45, None),
+    ]
     assert rows(tl, "api")[-1] == R("terminating", 20, None)
     assert finding_rows(tl) == [
         F("grace_exceeded", "warning", 20.45, 65),
@@ -293,7 +309,7 @@ def test_json_round_trip(name: str) -> None:
     tl = derive(name)
     data = tl.to_json("prod-eu")
     assert PodTimeline.from_json(data) == tl
-    assert data["schema"] == "podlife.timeline/v1" and data["cluster"] == "prod-eu"
+    assert data["schema"] == "podlife.timeline/v2" and data["cluster"] == "prod-eu"
     assert set(data) >= {"schema", "cluster", "pod", "lanes", "markers", "findings"}
     assert set(data["pod"]) >= {"uid", "namespace", "name", "node"}
     assert {"worker", "api"} <= set(data["lanes"])

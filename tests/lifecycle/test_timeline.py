@@ -29,7 +29,7 @@ def test_times_are_utc_with_microseconds_always() -> None:
 
 def test_json_shape_of_the_graceful_delete() -> None:
     data = json.loads(json.dumps(derive_pod_timeline(scenarios.graceful_delete()).to_json("prod-eu")))
-    assert data["schema"] == SCHEMA == "podlife.timeline/v1"
+    assert data["schema"] == SCHEMA == "podlife.timeline/v2"
     assert data["pod"]["uid"] == scenarios.UID
     assert (data["pod"]["namespace"], data["pod"]["name"], data["pod"]["node"]) == (
         "default",
@@ -37,7 +37,8 @@ def test_json_shape_of_the_graceful_delete() -> None:
         "node-a",
     )
     assert list(data["lanes"])[:3] == ["worker", "api", "container:app"]
-    assert data["lanes"]["worker"][1] == {
+    assert [iv["state"] for iv in data["lanes"]["worker"]] == ["setup", "running", "terminating", "cleanup"]
+    assert data["lanes"]["worker"][2] == {
         "state": "terminating",
         "start": "2024-06-07T06:55:00.450000+00:00",
         "end": "2024-06-07T06:55:03.201500+00:00",
@@ -49,7 +50,7 @@ def test_json_shape_of_the_graceful_delete() -> None:
             "cause": "deletion",
             "grace_seconds": 30,
         },
-        "evidence": data["lanes"]["worker"][1]["evidence"],
+        "evidence": data["lanes"]["worker"][2]["evidence"],
     }
     assert data["lanes"]["api"][-1]["state"] == "deleted"
     assert data["markers"][0] == {
@@ -86,3 +87,16 @@ def test_the_schema_doc_example_reads_back() -> None:
     timeline = PodTimeline.from_json(example)
     assert [iv.state for iv in timeline.lane("worker")] == ["setup", "terminating", "cleanup"]
     assert timeline.to_json(example["cluster"]) == example
+
+
+def test_a_v1_document_still_reads_with_its_meaning_kept() -> None:
+    """An incident bundle written by an older podlife holds podlife.timeline/v1: it reads, its setup (the
+    whole SyncPod in v1) is marked as such, and it writes back as v2."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "timeline-schema.md").read_text(encoding="utf-8")
+    example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
+    v1 = {**example, "schema": "podlife.timeline/v1"}
+    timeline = PodTimeline.from_json(v1)
+    setup = timeline.lane("worker")[0]
+    assert setup.state == "setup" and setup.attrs["v1_sync"] is True
+    assert [iv.attrs.get("v1_sync") for iv in timeline.lane("worker")] == [True, None, None]
+    assert timeline.to_json("prod-eu")["schema"] == "podlife.timeline/v2"

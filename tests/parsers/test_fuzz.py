@@ -62,8 +62,8 @@ body = st.sampled_from(
     [
         '"SyncPod enter" pod="default/web-0" podUID=4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f',
         '"syncTerminatingPod enter" pod="default/t" podUID=d1c4757bcb230bf06ab7e866b62132a1',
-        '"Killing container with a grace period" pod="a/b" podUID="x" containerName="c" gracePeriod=30',
-        '"Pod is being evicted by the kubelet, begin teardown" pod="a/b" podUID=x updateType="kill"',
+        '"Killing container with a grace period" pod="a/b" podUID="3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b" containerName="c" gracePeriod=30',
+        '"Pod is being evicted by the kubelet, begin teardown" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b updateType="kill"',
     ]
 )
 prefix = st.sampled_from(

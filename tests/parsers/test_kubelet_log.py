@@ -113,7 +113,9 @@ def test_lowercase_1_22_and_capitalised_1_27_spellings_map_to_the_same_transitio
 ):
     for message in (old, new):
         obs = _one(
-            f'I0301 10:00:00.000001    1 kubelet.go:1 "{message}" pod="a/b" podUID=x'.replace('1 "', '1] "')
+            f'I0301 10:00:00.000001    1 kubelet.go:1 "{message}" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b'.replace(
+                '1 "', '1] "'
+            )
         )
         assert obs.payload["transition"] == transition
 
@@ -172,18 +174,18 @@ def test_every_pod_worker_message_maps_to_its_transition(message: str, transitio
 )
 def test_numeric_update_type_is_the_work_type_in_work_type_messages(raw: str, work: str):
     obs = _one(
-        f'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod cannot start ever" pod="a/b" podUID=x updateType={raw}'
+        f'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod cannot start ever" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b updateType={raw}'
     )
     assert obs.payload["work_type"] == work and obs.payload["update_type"] is None
 
 
 def test_update_type_is_the_sync_pod_type_elsewhere_and_work_type_key_is_read():
     obs = _one(
-        'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod is being synced for the first time" pod="a/b" podUID=x updateType="create"'
+        'I0301 10:00:00.000001       1 pod_workers.go:1] "Pod is being synced for the first time" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b updateType="create"'
     )
     assert (obs.payload["update_type"], obs.payload["work_type"]) == ("create", None)
     obs = _one(
-        'I0301 10:00:00.000001       1 pod_workers.go:1] "Cancelling current pod sync" pod="a/b" podUID=x workType="terminating"'
+        'I0301 10:00:00.000001       1 pod_workers.go:1] "Cancelling current pod sync" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b workType="terminating"'
     )
     assert obs.payload["work_type"] == "terminating"
 
@@ -207,7 +209,7 @@ def test_static_pod_uid_32_hex_quoted_or_not():
 def test_error_syncing_pod_is_a_transition_and_a_marker_with_distinct_keys():
     result = parse_kubelet_line(
         'E0301 10:00:00.000001       1 pod_workers.go:1300] "Error syncing pod, skipping" '
-        'err="failed to \\"StartContainer\\" for \\"app\\" with CrashLoopBackOff" pod="a/b" podUID=x',
+        'err="failed to \\"StartContainer\\" for \\"app\\" with CrashLoopBackOff" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
         node="n1",
         year=2023,
         tz=UTC,
@@ -234,7 +236,7 @@ def test_kill_errors_become_failed_kill_markers():
     assert marker.payload["reason"] == MarkerReason.FAILED_KILL
     assert (marker.namespace, marker.name) == ("mon", "m")
     obs = _one(
-        'E0301 10:00:00.000001       1 kubelet.go:1] "error killing pod" pod="a/b" podUID=x err="timeout"'
+        'E0301 10:00:00.000001       1 kubelet.go:1] "error killing pod" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b err="timeout"'
     )
     assert obs.payload["reason"] == MarkerReason.FAILED_KILL and obs.payload["error"] == "timeout"
 
@@ -243,7 +245,7 @@ def test_kill_errors_become_failed_kill_markers():
     ("line", "reason"),
     [
         (
-            '"Evicting pod" pod="a/b" podUID=x message="The node was low on resource: memory. "',
+            '"Evicting pod" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b message="The node was low on resource: memory. "',
             MarkerReason.EVICTING,
         ),
         ('"Eviction manager: pod is evicted successfully" pod="a/b"', MarkerReason.EVICTED),
@@ -261,29 +263,38 @@ def test_kill_errors_become_failed_kill_markers():
         ('"Shutdown manager killed pod" pod="a/b"', MarkerReason.SHUTDOWN_KILLED),
         ('"Shutdown manager failed killing pod" err="x" pod="a/b"', MarkerReason.SHUTDOWN_KILL_FAILED),
         (
-            '"Post-termination container state" pod="a/b" podUID=x containers="(app state=exited exitCode=0)"',
+            '"Post-termination container state" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b containers="(app state=exited exitCode=0)"',
             MarkerReason.CONTAINER_STATE,
         ),
         (
-            '"Pod termination stopped all running containers" pod="a/b" podUID=x',
+            '"Pod termination stopped all running containers" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
             MarkerReason.CONTAINERS_STOPPED,
         ),
-        ('"Pod termination unmounted volumes" pod="a/b" podUID=x', MarkerReason.VOLUMES_UNMOUNTED),
         (
-            '"Pod is terminated, but some volumes have not been cleaned up" pod="a/b" podUID=x',
+            '"Pod termination unmounted volumes" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            MarkerReason.VOLUMES_UNMOUNTED,
+        ),
+        (
+            '"Pod is terminated, but some volumes have not been cleaned up" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
             MarkerReason.VOLUMES_PENDING,
         ),
-        ('"Pod termination cleaned up volume paths" pod="a/b" podUID=x', MarkerReason.VOLUME_PATHS_CLEANED),
-        ('"Pod termination removed cgroups" pod="a/b" podUID=x', MarkerReason.CGROUPS_REMOVED),
         (
-            '"Pod is terminated and will need no more status updates" pod="a/b" podUID=x',
+            '"Pod termination cleaned up volume paths" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            MarkerReason.VOLUME_PATHS_CLEANED,
+        ),
+        (
+            '"Pod termination removed cgroups" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            MarkerReason.CGROUPS_REMOVED,
+        ),
+        (
+            '"Pod is terminated and will need no more status updates" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
             MarkerReason.STATUS_FINAL,
         ),
-        ('"Pod has been deleted and must be killed" pod="a/b" podUID=x', MarkerReason.DELETED_MUST_BE_KILLED),
         (
-            '"Status for pod updated successfully" pod="a/b" statusVersion=3 status={"phase":"Failed","message":"Pod was rejected: Node didn\'t have enough resource: cpu"}',
-            None,
+            '"Pod has been deleted and must be killed" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            MarkerReason.DELETED_MUST_BE_KILLED,
         ),
+        ('"Generating pod status" pod="a/b" podIsTerminal=false', None),
     ],
 )
 def test_marker_lines(line: str, reason: str | None):
@@ -310,7 +321,10 @@ def test_old_printf_style_lines_with_format_pod():
     assert obs.payload["severity"] == "W"
 
 
-def test_pod_lines_without_uid_borrow_the_last_uid_seen_for_that_pod():
+def test_pod_lines_without_uid_stay_uid_less_whatever_came_before():
+    """GIVEN a shutdown-manager kill naming only ns/name, after a line that tied that name to a UID
+    THEN the kill is kept without a UID: which incarnation it belongs to is decided at derive time from
+    every file (timelines/lifecycle/resolve.py), never from the order lines were read in."""
     result = parse_kubelet_log(
         [
             'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="default/cache-0" podUID=0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a',
@@ -322,10 +336,12 @@ def test_pod_lines_without_uid_borrow_the_last_uid_seen_for_that_pod():
         year=2023,
         tz=UTC,
     )
-    enter, known, unknown = result.observations
-    assert known.pod_uid == "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a" and known.payload["uid_inferred"] is True
-    assert known.payload["grace_period"] == 20
-    assert unknown.pod_uid is None and (unknown.namespace, unknown.name) == ("default", "other-0")
+    enter, known, other = result.observations
+    assert enter.pod_uid == "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"
+    assert known.pod_uid is None and (known.namespace, known.name) == ("default", "cache-0")
+    assert known.payload["grace_period"] == 20 and "uid_inferred" not in known.payload
+    assert other.pod_uid is None and (other.namespace, other.name) == ("default", "other-0")
+    # A V4 worker transition still needs its UID: without it there is nothing to join it on.
     assert result.skipped == Counter(no_pod_uid=1)
 
 
@@ -334,10 +350,10 @@ def test_skip_reasons_are_counted():
         [
             "",
             'Jun 18 19:42:16 host containerd[1]: time="2022-06-18T19:42:16Z" level=info msg="x"',
-            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncLoop ADD" source="api" pods=[default/x]',
-            'I0301 10:00:00.000001       1 pod_workers.go:1] "Processing pod event" pod="a/b" podUID=x updateType=0',
+            'I0301 10:00:00.000001       1 kubelet.go:1] "Generating pod status" pod="default/x"',
+            'I0301 10:00:00.000001       1 pod_workers.go:1] "Processing pod event" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b updateType=0',
             'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b"',
-            'I0231 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+            'I0231 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
             "just some text",
             "\tstray continuation",
             '{"msg":"no ts"}',
@@ -349,26 +365,24 @@ def test_skip_reasons_are_counted():
     )
     assert result.observations == []
     assert result.lines_read == 10
-    assert result.skipped == Counter(
-        blank=1,
-        not_kubelet=1,
-        unrecognized_message=1,
-        untracked_worker_message=1,
-        no_pod_uid=1,
-        malformed=2,
-        not_klog=1,
-        orphan_continuation=1,
-        too_long=1,
+    # Every dated kubelet line counts for its process (pid 1): the file shows that kubelet at V4.
+    # Every dated kubelet line counts for its process (pid 1): one observation per minute it logged in
+    # (the impossible date is not dated).
+    (process,) = result.processes
+    assert process.kind == Kind.KUBELET_PROCESS and process.payload["pid"] == 1
+    assert (process.payload["first_at"], process.payload["last_at"]) == (
+        "2023-03-01T10:00:00.000000+00:00",
+        "2023-03-01T10:01:00.000000+00:00",
     )
 
 
 def test_year_rolls_over_from_december_to_january_inside_a_file():
     result = parse_kubelet_log(
         [
-            'I1231 23:59:59.999999       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
-            'I1130 23:59:59.000000       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',  # a stale line, same year
-            'I0101 00:00:00.000001       1 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=x',
-            'I0102 00:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+            'I1231 23:59:59.999999       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            'I1130 23:59:59.000000       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',  # a stale line, same year
+            'I0101 00:00:00.000001       1 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+            'I0102 00:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
         ],
         node="n1",
         year=2023,
@@ -379,7 +393,7 @@ def test_year_rolls_over_from_december_to_january_inside_a_file():
 
 def test_short_iso_prefix_gives_the_year_and_handles_new_year_skew():
     obs = _one(
-        '2024-01-01T00:00:00+0000 host kubelet[1]: I1231 23:59:59.999871       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        '2024-01-01T00:00:00+0000 host kubelet[1]: I1231 23:59:59.999871       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
         year=1999,
     )
     assert obs.observed_at == datetime(2023, 12, 31, 23, 59, 59, 999871, tzinfo=UTC)
@@ -388,7 +402,9 @@ def test_short_iso_prefix_gives_the_year_and_handles_new_year_skew():
 def test_header_time_is_read_in_the_given_zone_and_returned_in_utc():
     cest = timezone(timedelta(hours=2))
     obs = _one(
-        'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x', tz=cest, year=2024
+        'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
+        tz=cest,
+        year=2024,
     )
     assert obs.observed_at == datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
     assert obs.observed_at.utcoffset() == timedelta(0)
@@ -399,9 +415,9 @@ def test_node_log_query_utc_prefix_tells_the_zone_of_the_header():
     +05:30: the header's wall clock is read in the zone that makes it the prefix's instant."""
     lines = [
         # 06:24:47 in +05:30 is 00:54:47 UTC; journald stamped the line 0.4 ms later.
-        'Jun 07 00:54:47.123870 node-a kubelet[812]: I0607 06:24:47.123456     812 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+        'Jun 07 00:54:47.123870 node-a kubelet[812]: I0607 06:24:47.123456     812 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
         # Across New Year: 2024-01-01 05:00 in +05:30 is 2023-12-31 23:30 UTC.
-        'Dec 31 23:30:00.000300 node-a kubelet[812]: I0101 05:00:00.000100     812 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=x',
+        'Dec 31 23:30:00.000300 node-a kubelet[812]: I0101 05:00:00.000100     812 kubelet.go:1] "SyncPod exit" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
     ]
     june, new_year = (
         parse_kubelet_log([line], node="n1", year=2024, tz=UTC, prefix_tz=UTC) for line in lines
@@ -414,7 +430,7 @@ def test_node_log_query_utc_prefix_tells_the_zone_of_the_header():
 
 
 def test_short_iso_prefix_offset_tells_the_zone_and_disagreeing_clocks_fall_back():
-    cest = 'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x'
+    cest = 'I0607 08:54:47.123456       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b'
     shown_in_utc = _one(f"2024-06-07T06:54:47+0000 host kubelet[1]: {cest}", tz=UTC, year=2024)
     assert shown_in_utc.observed_at == datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
     # Clocks 2 h 40 min apart, no whole quarter hour (a replayed line, a broken clock): the configured
@@ -467,15 +483,18 @@ def test_multi_line_block_with_journald_prefix_on_each_line():
 def test_block_cut_off_by_a_new_record_keeps_both():
     result = parse_kubelet_log(
         [
-            'E0301 10:00:00.000001       1 pod_workers.go:1] "Error syncing pod, skipping" pod="a/b" podUID=x err=<',
+            'E0301 10:00:00.000001       1 pod_workers.go:1] "Error syncing pod, skipping" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b err=<',
             "\tonly line",
-            'I0301 10:00:01.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x',
+            'I0301 10:00:01.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b',
         ],
         node="n1",
         year=2023,
         tz=UTC,
     )
-    assert _transitions(result.observations) == [("x", Transition.SYNC_ERROR), ("x", Transition.SYNC_ENTER)]
+    assert _transitions(result.observations) == [
+        ("3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b", Transition.SYNC_ERROR),
+        ("3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b", Transition.SYNC_ENTER),
+    ]
     assert result.observations[0].payload["error"] == "only line"
 
 
@@ -484,7 +503,7 @@ def test_bytes_and_garbage_do_not_raise():
         [
             b"\xff\xfe\x00garbage",
             "\x00\x00",
-            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=x\x00',
+            'I0301 10:00:00.000001       1 kubelet.go:1] "SyncPod enter" pod="a/b" podUID=3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b\x00',
         ],  # type: ignore[list-item]
         node="n1",
         year=2023,
@@ -508,10 +527,13 @@ def test_fixture_1_22_graceful_delete(kubelet_fixture: Path):
     assert [t for uid, t in _transitions(result.observations) if uid == web] == [
         Transition.FIRST_SEEN,
         Transition.SYNC_ENTER,
+        Transition.CONTAINER_STARTED,  # V2 PLEG: the UID rides on event.ID (the sandbox first)
+        Transition.CONTAINER_STARTED,
         Transition.SYNC_EXIT,
         Transition.TERMINATION_REQUESTED,
         Transition.OBSERVED_TERMINATE,
         Transition.TERMINATING_ENTER,
+        Transition.CONTAINER_DIED,
         Transition.TERMINATING_EXIT,
         Transition.CONTAINERS_TERMINATED,
         Transition.TERMINATED_ENTER,
@@ -542,7 +564,27 @@ def test_fixture_1_22_graceful_delete(kubelet_fixture: Path):
     assert (MarkerReason.KILLING_CONTAINER, web) in markers
     assert (MarkerReason.CONTAINER_STATE, web) in markers
     assert result.skipped["not_kubelet"] == 1 and result.skipped["untracked_worker_message"] == 14
-    assert result.lines_read == 65
+    assert result.lines_read == 69
+    # The SyncLoop config lines name pods only as ns/name (1.22: `pods=[default/web-…]`): kept UID-less.
+    syncloop = [(o.payload["transition"], o.name) for o in result.observations if o.pod_uid is None]
+    assert syncloop == [
+        (Transition.SYNCLOOP_ADD, "web-7d9f8b6c4-x2k9p"),
+        (Transition.SYNCLOOP_ADD, "report-27912345-7xk2m"),
+        (Transition.SYNCLOOP_DELETE, "web-7d9f8b6c4-x2k9p"),  # the graceful delete seen
+        (Transition.SYNCLOOP_DELETE, "web-7d9f8b6c4-x2k9p"),  # the kubelet's own final delete (grace 0)
+        (Transition.SYNCLOOP_REMOVE, "web-7d9f8b6c4-x2k9p"),
+    ]
+    # The kubelet (pid 1043) logged in five minutes of this file: one process observation per minute.
+    minutes = [(p.payload["pid"], p.payload["first_at"][11:16]) for p in result.processes]
+    assert minutes == [(1043, m) for m in ("13:55", "14:02", "14:05", "14:06", "14:07")]
+    pleg = [
+        o.observed_at
+        for o in result.observations
+        if o.payload.get("transition") == Transition.CONTAINER_STARTED
+    ]
+    assert len(pleg) == 4  # each pod's sandbox, then its one container
+    again = _parse_fixture(kubelet_fixture / "v1.22-graceful-delete.journal", "worker-1", 2021)
+    assert [p.dedupe_key for p in again.processes] == [p.dedupe_key for p in result.processes]
     assert len({o.dedupe_key for o in result.observations}) == len(result.observations)
 
 
@@ -552,13 +594,17 @@ def test_fixture_1_27_delete_during_setup(kubelet_fixture: Path):
     transitions = [t for uid, t in _transitions(result.observations) if uid == slow]
     assert transitions == [
         Transition.FIRST_SEEN,
+        Transition.PENDING_UPDATE,  # workType="sync": the first work type of this pod
         Transition.SYNC_ENTER,
+        Transition.CONTAINER_STARTED,
         Transition.TERMINATION_REQUESTED,
+        Transition.PENDING_UPDATE,  # workType="terminating": a change, kept
         Transition.CANCELLING_SYNC,
         Transition.SYNC_EXIT,
         Transition.CONTEXT_CANCELLED,
         Transition.OBSERVED_TERMINATE,
         Transition.TERMINATING_ENTER,
+        Transition.CONTAINER_DIED,
         Transition.TERMINATING_EXIT,
         Transition.CONTAINERS_TERMINATED,
         Transition.TERMINATED_ENTER,
@@ -600,17 +646,26 @@ def test_fixture_json_logging_behind_short_iso(kubelet_fixture: Path):
     assert reasons == [
         MarkerReason.EVICTION_RECLAIM,
         MarkerReason.EVICTION_RECLAIM,
+        MarkerReason.EVICTION_RANKED,  # one per pod ranked, in rank order
+        MarkerReason.EVICTION_RANKED,
         MarkerReason.EVICTING,
         MarkerReason.GRACE_PERIOD,
         MarkerReason.KILLING_CONTAINER,
         MarkerReason.CONTAINERS_STOPPED,
         MarkerReason.EVICTED,
+        MarkerReason.EVICTION_CLEANUP_WAIT,
         MarkerReason.VOLUMES_UNMOUNTED,
         MarkerReason.CGROUPS_REMOVED,
         MarkerReason.FAILED_KILL,
     ]
+    ranked = [
+        (o.name, o.payload["rank"], o.payload["ranked"])
+        for o in result.observations
+        if o.payload.get("reason") == MarkerReason.EVICTION_RANKED
+    ]
+    assert ranked == [("hog-6f7c9d8b5-r8v2n", 0, 2), ("metrics-agent-k7d2q", 1, 2)]
     evicted = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.EVICTED)
-    assert evicted.pod_uid == hog and evicted.payload["uid_inferred"] is True
+    assert evicted.pod_uid is None and (evicted.namespace, evicted.name) == ("batch", "hog-6f7c9d8b5-r8v2n")
     reclaim = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.EVICTION_RECLAIM)
     assert reclaim.pod_uid is None and reclaim.payload["resource"] == "memory" and reclaim.node == "worker-3"
     assert result.skipped["not_kubelet"] == 1
@@ -643,18 +698,27 @@ def test_fixture_mixed_versions_shutdown_and_new_year(kubelet_fixture: Path):
     first = result.observations[0]
     assert first.observed_at == datetime(2023, 12, 31, 23, 59, 58, 120087, tzinfo=UTC)
     shutdown = [
-        (o.payload["reason"], o.pod_uid)
+        (o.payload["reason"], o.pod_uid, o.name)
         for o in result.observations
         if o.payload.get("reason", "").startswith("Shutdown")
     ]
+    # The V1 shutdown-manager lines name pods only as ns/name: UID-less, resolved at derive time.
     assert shutdown == [
-        (MarkerReason.SHUTDOWN_KILL, "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"),
-        (MarkerReason.SHUTDOWN_KILL, STATIC_UID),
-        (MarkerReason.SHUTDOWN_KILLED, "0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a"),
-        (MarkerReason.SHUTDOWN_KILL_TIMEOUT, None),
+        (MarkerReason.SHUTDOWN_DETECTED, None, None),
+        (MarkerReason.SHUTDOWN_DETECTED, None, None),
+        (MarkerReason.SHUTDOWN_KILL, None, "cache-0"),
+        (MarkerReason.SHUTDOWN_KILL, None, "etcd-cp-1"),
+        (MarkerReason.SHUTDOWN_KILLED, None, "cache-0"),
+        (MarkerReason.SHUTDOWN_KILL_TIMEOUT, None, None),
     ]
-    assert result.skipped["not_kubelet"] == 2
-    assert result.skipped["unrecognized_message"] >= 4  # includes the grouped 3-line mirror-pod error
+    # Two kubelet processes: 902 before the reboot, 655 after it (its "Kubelet version" line dates it).
+    starts = [(p.payload["pid"], p.payload["started_at"], p.payload["version"]) for p in result.processes]
+    assert (655, "2024-01-01T00:03:12.441830+00:00", "v1.29.4") in starts
+    assert {pid for pid, started, _ in starts if started is None} == {902}  # 655 logged in one minute
+    service = next(o for o in result.observations if o.payload.get("reason") == MarkerReason.KUBELET_SERVICE)
+    assert service.pod_uid is None and service.payload["action"] in ("started", "stopped")
+    assert result.skipped["not_kubelet"] == 1
+    assert result.skipped["unrecognized_message"] == 2  # the grouped 3-line mirror-pod error, Kubelet version
 
 
 def test_fixtures_parse_the_same_whatever_the_order_of_files(kubelet_fixture: Path):

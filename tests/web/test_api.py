@@ -76,7 +76,7 @@ def test_pod_timeline_is_exactly_podlife_timeline_v1(viewer: Any) -> None:
     cluster = Cluster.objects.get(name="lab")
     expected = queries.pod_timeline(cluster, Pod.objects.get(uid=UID_KILLED)).to_json("lab")
     assert body == json.loads(json.dumps(expected))
-    assert body["schema"] == "podlife.timeline/v1"
+    assert body["schema"] == "podlife.timeline/v2"
     assert body["findings"][0]["kind"] == "killed_during_setup"
     # Times keep microseconds.
     assert body["lanes"]["worker"][0]["start"].endswith(".100000+00:00")

@@ -25,7 +25,7 @@ GROUP = group_name("node", "lab", "node-a")
 
 def timeline(uid: str, namespace: str = "default", name: str = "p") -> dict[str, Any]:
     return {
-        "schema": "podlife.timeline/v1",
+        "schema": "podlife.timeline/v2",
         "cluster": "lab",
         "pod": {"uid": uid, "namespace": namespace, "name": name, "node": "node-a"},
         "lanes": {"worker": [], "api": []},
@@ -167,7 +167,7 @@ def test_ingesting_a_pod_on_the_node_pushes_its_timeline(viewer: Any) -> None:
         frame = await ws.receive_json_from(timeout=3)
         assert frame["type"] == "deltas"
         pod = frame["pods"][0]
-        assert pod["schema"] == "podlife.timeline/v1" and pod["pod"]["name"] == "web-new"
+        assert pod["schema"] == "podlife.timeline/v2" and pod["pod"]["name"] == "web-new"
         assert pod["lanes"]["worker"][0]["state"] == "setup"
         await ws.disconnect()
 

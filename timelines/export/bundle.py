@@ -5,7 +5,7 @@ Layout (one item per line, so ``head`` shows the metadata and ``grep`` finds a p
     {"schema":"podlife.incident/v1",
     "metadata":{...,"digest":{"observations_sha256":"…"}},
     "pods":[
-    {timeline/v1 of one pod},
+    {timeline/v2 of one pod},
     …],
     "nodes":[…],
     "pdbs":[…],
@@ -248,6 +248,7 @@ def collect_observations(
             pdbs=resolved.pdbs,
             workloads=resolved.workloads,
         )
+        side = sorted(set(side) | set(reads.resolved_context_ids(resolved.cluster, resolved.pods)))
         for item in reads.observations_by_ids(resolved.cluster, side):
             spooled.add(item, side=True)
         spooled.finish()

@@ -30,6 +30,7 @@ from timelines.derivation import drain
 from timelines.export import reads
 from timelines.export.bundle import SCHEMA, SCHEMA_FAMILY, SECTIONS, canonical_observation, derived_line
 from timelines.lifecycle.observation import InvalidObservation, Observation
+from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Pod, cluster_name_validator
 from timelines.models import Observation as ObservationRow
@@ -216,7 +217,7 @@ def _observations(data: Mapping[str, Any], what: str) -> list[tuple[int, Observa
 
 # --- comparing what was re-derived with what the bundle says ------------------------------------------------
 def _normalized(timeline: Mapping[str, Any], key_of: Mapping[str, str]) -> dict[str, Any]:
-    """A timeline/v1 dict with evidence ids replaced by dedupe keys (ids differ between databases)."""
+    """A timeline dict with evidence ids replaced by dedupe keys (ids differ between databases)."""
 
     def ev(items: Iterable[str]) -> list[str]:
         return sorted(key_of.get(i, f"?{i}") for i in items)
@@ -351,20 +352,30 @@ def _import(
             raise BundleError(f"{what}: observation {stored.rejected[0]} was refused by the store")
         if stored.duplicates:
             raise BundleError(f"{what}: {stored.duplicates} observations repeat a dedupe key")
-        plain = [obs for _, obs, _ in observations]
-        uids = sorted({o.pod_uid for o in plain if o.pod_uid})
+        uids = sorted({obs.pod_uid for _, obs, _ in observations if obs.pod_uid})
         # The store marked every key of the new cluster dirty; the derive stage runs here, inside this
         # transaction (no one else can see the cluster before it commits).
         derived = drain(cluster=cluster)
         report("derive", derived, derived)
-        differences = compare_pods(cluster, data["pods"], bundle_key_of)
+        # A bundle of an older timeline schema (podlife.timeline/v1: no running phase, no kubelet grade)
+        # is read and re-derived; its timelines cannot be compared with today's, and are not.
+        bundle_schema = str(data["metadata"].get("timeline_schema") or TIMELINE_SCHEMA)
+        comparable = bundle_schema == TIMELINE_SCHEMA
+        differences = compare_pods(cluster, data["pods"], bundle_key_of) if comparable else []
         notes = _side_notes(cluster, data)
+        if not comparable:
+            notes.insert(
+                0,
+                f"the bundle's pod timelines are {bundle_schema}: re-derived as {TIMELINE_SCHEMA}, not compared",
+            )
         if differences and strict:
             raise BundleError(
                 f"{len(differences)} re-derived pod timeline(s) differ from the bundle (strict): {differences[0]}"
             )
         verdict = (
-            f" Re-derived {len(uids)} pods: identical to the bundle."
+            f" Re-derived {len(uids)} pods as {TIMELINE_SCHEMA}; the bundle's are {bundle_schema}, not compared."
+            if not comparable
+            else f" Re-derived {len(uids)} pods: identical to the bundle."
             if not differences
             else f" Re-derived {len(uids)} pods: {len(differences)} differ from the bundle (podlife versions "
             "or thresholds may differ): " + " | ".join(differences[:20])

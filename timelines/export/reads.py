@@ -2,7 +2,7 @@
 
 ``timelines/queries.py`` reads one pod at a time (three queries each); a 10,000-pod export needs the same
 answer in a few dozen queries. ``pod_timeline_json`` gives exactly ``queries.pod_timeline(...).to_json()``
-(a test holds them equal) so a bundle's pods are real ``podlife.timeline/v1`` documents.
+(a test holds them equal) so a bundle's pods are real ``podlife.timeline/v2`` documents.
 
 On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
 as text from ``to_char`` and JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
@@ -141,7 +141,7 @@ def _evidence(value: Any) -> list[str]:
 
 
 def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evidence: Any) -> dict[str, Any]:
-    """An interval in timeline/v1 shape; times as datetimes or ``iso`` text, JSON as values or text."""
+    """An interval in timeline/v2 shape; times as datetimes or ``iso`` text, JSON as values or text."""
     return {
         "state": state,
         "start": text(start),
@@ -170,7 +170,7 @@ def pod_identity(cluster: Cluster, pod: Pod) -> dict[str, Any]:
 
 
 def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, dict[str, Any]]]:
-    """``(pod, timeline/v1 dict)`` for each of ``pods``, in order, reading ``CHUNK`` pods per query."""
+    """``(pod, timeline/v2 dict)`` for each of ``pods``, in order, reading ``CHUNK`` pods per query."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
         lanes: dict[str, dict[str, list[dict[str, Any]]]] = {u: {"worker": [], "api": []} for u in uids}
@@ -385,7 +385,8 @@ def side_observation_ids(
         snaps = base.filter(kind__in=(Kind.NODE, Kind.NODE_DELETED), node=node.name)
         ids.update(_window_and_before(snaps, since, until))
         ids.update(_window_and_before(base.filter(kind=Kind.NODE_METRICS, node=node.name), since, until))
-        assert set(NODE_KINDS) == {Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS}
+        # KUBELET_PROCESS observations travel with the pods they were resolved to (resolved_context_ids).
+        assert set(NODE_KINDS) == {Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS}
     for pdb in pdbs:
         snaps = base.filter(
             kind__in=(Kind.PDB, Kind.PDB_DELETED),
@@ -412,6 +413,18 @@ def side_observation_ids(
             payload__uid=w.uid,
         )
         ids.update(_window_and_before(snaps, since, until))
+    return sorted(ids)
+
+
+def resolved_context_ids(cluster: Cluster, pods: Sequence[Pod]) -> list[int]:
+    """Ids of the UID-less observations (kubelet lines naming a pod only as ns/name, node-level lines,
+    kubelet processes) the derive stage resolves to ``pods``: a bundle carries them, so that re-deriving
+    its pods gives the timelines it holds."""
+    from timelines.derivation import pod_observations
+
+    ids: set[int] = set()
+    for chunk in chunks([p.uid for p in pods]):
+        ids.update(pod_observations(cluster, list(chunk)).resolved_ids)
     return sorted(ids)
 
 

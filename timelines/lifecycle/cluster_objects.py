@@ -1,8 +1,10 @@
 """Timelines of what guards and hosts pods: nodes and PodDisruptionBudgets. Pure, order-independent.
 
 * A node's lanes: ``node:ready`` (ready / not_ready / unknown), ``node:cordoned``, ``node:shutdown`` (the
-  kubelet is shutting the node down, or it is tainted out-of-service) and ``node:working_pods`` (steps of
-  the kubelet's ``kubelet_working_pods`` by lifecycle, from metric scrapes).
+  kubelet is shutting the node down, or it is tainted out-of-service), ``node:working_pods`` (steps of
+  the kubelet's ``kubelet_working_pods`` by lifecycle, from metric scrapes) and ``node:kubelet`` (one bar
+  per kubelet process its logs show, from its start line or first line to its last; ``restart`` marks a
+  process that started after another one's last line).
 * A PDB's lane ``pdb:NAME``: ``allowed`` / ``blocked`` (disruptionsAllowed = 0) with the
   DisruptionAllowed condition's reason, and its findings: ``pdb_blocking_drain`` (budget 0 while a covered
   pod's node is cordoned or a covered pod carries DisruptionTarget) and ``pdb_unmanaged_pods``.
@@ -22,6 +24,7 @@ NODE_READY_LANE = "node:ready"
 NODE_CORDONED_LANE = "node:cordoned"
 NODE_SHUTDOWN_LANE = "node:shutdown"
 NODE_WORKING_PODS_LANE = "node:working_pods"
+NODE_KUBELET_LANE = "node:kubelet"  # one bar per kubelet process the logs show; a new one is a restart
 PDB_LANE_PREFIX = "pdb:"
 OUT_OF_SERVICE_TAINTS = frozenset(
     {"node.kubernetes.io/out-of-service", "node.cloudprovider.kubernetes.io/shutdown"}
@@ -89,8 +92,13 @@ class NodeTimeline:
 
 def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
     """The lanes of one node from its node / node_deleted / node_metrics observations (any order)."""
-    obs = _canonical(observations, frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS}))
-    names = {str(o.payload.get("name") or o.node or o.name or "") for o in obs} - {""}
+    obs = _canonical(
+        observations, frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS})
+    )
+    names = {
+        str((o.payload.get("name") if o.kind != Kind.KUBELET_PROCESS else None) or o.node or o.name or "")
+        for o in obs
+    } - {""}
     if len(names) > 1:
         raise ValueError(f"observations of more than one node: {sorted(names)}")
     name = next(iter(names), "")
@@ -121,8 +129,54 @@ def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
         NODE_CORDONED_LANE: _steps(NODE_CORDONED_LANE, cordon, deleted_at),
         NODE_SHUTDOWN_LANE: _steps(NODE_SHUTDOWN_LANE, shutdown, deleted_at),
         NODE_WORKING_PODS_LANE: _steps(NODE_WORKING_PODS_LANE, working, deleted_at),
+        NODE_KUBELET_LANE: _kubelet_processes([o for o in obs if o.kind == Kind.KUBELET_PROCESS]),
     }
     return NodeTimeline(name=name, lanes={k: v for k, v in lanes.items() if v}, deleted_at=deleted_at)
+
+
+def _kubelet_processes(obs: Sequence[Observation]) -> tuple[Interval, ...]:
+    """One interval per kubelet process (pid): from its start line (else its first line) to its last line.
+
+    A process whose start lies after another process's last line is a restart (``attrs.restart``); the
+    stretch between them is left empty: the kubelet was down, or its lines were not given."""
+    spans: dict[Any, dict[str, Any]] = {}
+    for o in obs:
+        p = o.payload
+        try:
+            first = parse_time(p.get("first_at")) or o.observed_at
+            last = parse_time(p.get("last_at")) or first
+            started = parse_time(p.get("started_at"))
+        except ValueError:
+            continue
+        pid = p.get("pid")
+        span = spans.setdefault(pid, {"first": first, "last": last, "started": started, "keys": [], "p": p})
+        span["first"] = min(span["first"], first)
+        span["last"] = max(span["last"], last)
+        if started is not None and (span["started"] is None or started < span["started"]):
+            span["started"] = started
+        span["keys"].append(o.dedupe_key)
+        for key in ("version", "verbosity"):
+            if p.get(key) is not None:
+                span["p"] = {**span["p"], key: p.get(key)}
+    ordered = sorted(spans.items(), key=lambda kv: (kv[1]["started"] or kv[1]["first"], str(kv[0])))
+    out: list[Interval] = []
+    for i, (pid, span) in enumerate(ordered):
+        start = min(span["started"] or span["first"], span["first"])
+        restart = any(other["last"] <= start for _, other in ordered[:i]) or bool(
+            span["p"].get("from_status_reset")
+        )
+        end = span["last"] if span["last"] > start else None
+        attrs = {
+            "pid": pid,
+            "version": span["p"].get("version"),
+            "verbosity": span["p"].get("verbosity"),
+            "restart": restart,
+            "start_from": "start_line" if span["started"] is not None else "first_line",
+        }
+        out.append(
+            Interval(NODE_KUBELET_LANE, "kubelet", start, end, "observed", attrs, tuple(sorted(span["keys"])))
+        )
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------ PDBs

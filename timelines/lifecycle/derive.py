@@ -26,13 +26,11 @@ from timelines.lifecycle.facts import (
     PodFacts,
     PodSnapshot,
     Run,
-    WorkerEvent,
-    all_containers_started_at,
     collect_facts,
-    first_run_start,
+    snapshot_api_state,
 )
 from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_facts_findings
-from timelines.lifecycle.observation import Observation, TerminationCause, Transition
+from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.timeline import (
     API_LANE,
     CONDITION_LANE_PREFIX,
@@ -45,9 +43,9 @@ from timelines.lifecycle.timeline import (
     IntervalSource,
     Marker,
     PodTimeline,
-    WorkerPhase,
     format_time,
 )
+from timelines.lifecycle.worker import WorkerLane, worker_lane
 
 CONDITION_ORDER = (
     "PodScheduled",
@@ -78,18 +76,21 @@ def derive_pod_timeline(
     Raises ValueError when the observations name no pod UID or more than one.
     """
     facts = collect_facts(observations)
-    timeline = derive_from_facts(facts)
-    findings = detect_facts_findings(timeline, facts, thresholds, now)
+    lane = worker_lane(facts)
+    timeline = derive_from_facts(facts, lane)
+    findings = detect_facts_findings(timeline, facts, thresholds, now, lane)
     return _replace_findings(timeline, findings)
 
 
-def derive_from_facts(facts: PodFacts) -> PodTimeline:
+def derive_from_facts(facts: PodFacts, lane: WorkerLane | None = None) -> PodTimeline:
     """The timeline without findings, from already collected facts (see ``derive_pod_timeline``)."""
+    if lane is None:
+        lane = worker_lane(facts)
     snaps = facts.snapshots
     latest = snaps[-1] if snaps else None
     deleted_at = facts.incarnations[-1].deleted_at if facts.incarnations else None
     lanes: dict[str, tuple[Interval, ...]] = {
-        WORKER_LANE: _settle(_worker_lane(facts)),
+        WORKER_LANE: _settle(lane.intervals),
         API_LANE: _settle(_api_lane(facts)),
     }
     lanes.update(_container_lanes(facts))
@@ -107,7 +108,9 @@ def derive_from_facts(facts: PodFacts) -> PodTimeline:
         created_at=facts.incarnations[0].created if facts.incarnations else None,
         deleted_at=deleted_at,
         phase=latest.phase if latest is not None else None,
-        first_observed=min((o.observed_at.astimezone(UTC) for o in facts.observations), default=None),
+        first_observed=min(
+            (o.observed_at.astimezone(UTC) for o in facts.observations if o.pod_uid), default=None
+        ),
         last_observed=facts.latest_observed.astimezone(UTC) if facts.latest_observed else None,
         problems=facts.problems,
     )
@@ -128,7 +131,7 @@ def _latest(facts: PodFacts, attr: str) -> str | None:
             return str(value)
     for obs in reversed(facts.observations):
         value = getattr(obs, attr)
-        if value:
+        if value and obs.pod_uid:
             return str(value)
     if attr in ("namespace", "name"):
         for ev in reversed(facts.worker_events):
@@ -221,26 +224,6 @@ def _api_lane(facts: PodFacts) -> list[Interval]:
     return out
 
 
-def snapshot_api_state(snap: PodSnapshot) -> str:
-    """The api-lane state a single snapshot shows on its own."""
-    if snap.deleted:
-        return ApiState.DELETED
-    if snap.phase == "Succeeded":
-        return ApiState.SUCCEEDED
-    if snap.phase == "Failed":
-        return ApiState.FAILED
-    if snap.deletion_timestamp is not None:
-        return ApiState.TERMINATING
-    if snap.phase == "Running":
-        return ApiState.RUNNING
-    if snap.start_time is not None:
-        return ApiState.INITIALIZING
-    scheduled = snap.condition("PodScheduled")
-    if snap.node or (scheduled is not None and scheduled.status == "True"):
-        return ApiState.SCHEDULED
-    return ApiState.PENDING
-
-
 def _terminal_time(inc: Incarnation, snap: PodSnapshot) -> datetime:
     """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``."""
     finishes = []
@@ -273,13 +256,21 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
 
     for snap in inc.snapshots:
         state = snapshot_api_state(snap)
-        reach(ApiState.PENDING, snap.created or snap.at, snap)
+        # A status a restarted kubelet rewrote tells the phase from then (its startTime) on, not before.
+        reach(
+            ApiState.PENDING,
+            (snap.start_time or snap.at) if snap.status_reset else (snap.created or snap.at),
+            snap,
+        )
         scheduled = snap.condition("PodScheduled")
-        if scheduled is not None and scheduled.status == "True":
+        if snap.status_reset:
+            pass  # a restarted kubelet rewrote startTime and the transition times: they date nothing
+        elif scheduled is not None and scheduled.status == "True":
             reach(ApiState.SCHEDULED, scheduled.last_transition or snap.start_time or snap.at, snap)
         elif snap.node:
             reach(ApiState.SCHEDULED, snap.start_time or snap.at, snap)
-        reach(ApiState.INITIALIZING, snap.start_time, snap)
+        if not snap.status_reset:
+            reach(ApiState.INITIALIZING, snap.start_time, snap)
         if snap.phase in ("Running", "Succeeded", "Failed"):
             starts = [
                 r.started_at
@@ -343,356 +334,6 @@ def _split_running_by_ready(inc: Incarnation, points: list[_Point]) -> list[_Poi
             split.append(_Point(at, pt.state, {**pt.attrs, "ready": value}, [key]))
         return points[:i] + split + points[i + 1 :]
     return points
-
-
-# --------------------------------------------------------------------------------------------- worker lane
-
-# Roles of worker events in the pod worker's state machine (k8s-facts.md §1.4, §2.1, §2.2).
-SETUP_START = {
-    Transition.FIRST_SEEN,
-    Transition.SYNC_ENTER,
-    Transition.CANNOT_START_YET,
-    "span:syncPod:start",
-}
-SYNC_RAN = {Transition.SYNC_ENTER, Transition.SYNC_EXIT, Transition.CANNOT_START_YET, "span:syncPod:start"}
-TERM_START = {
-    Transition.TERMINATION_REQUESTED,
-    Transition.OBSERVED_TERMINATE,
-    Transition.COMPLETED_NATURALLY,
-    Transition.TERMINATING_ENTER,
-    Transition.TERMINATING_RUNTIME_ENTER,
-    Transition.CANNOT_START_EVER,
-    Transition.ORPHANED,
-    "span:syncTerminatingPod:start",
-}
-TERM_DONE = {Transition.CONTAINERS_TERMINATED, Transition.ORPHAN_CONTAINERS_TERMINATED}
-TERM_EXIT = {Transition.TERMINATING_EXIT, Transition.TERMINATING_RUNTIME_EXIT, "span:syncTerminatingPod:end"}
-CLEAN_START = {Transition.TERMINATED_ENTER, "span:syncTerminatedPod:start"}
-CLEAN_DONE = {Transition.WORKER_DONE}
-CLEAN_EXIT = {Transition.TERMINATED_EXIT, "span:syncTerminatedPod:end"}
-WORKER_GONE = {Transition.FORGOTTEN, Transition.WORKER_STOPPED, Transition.UID_REUSE_RESTART}
-
-
-def _stage(name: str) -> int:
-    """0 setup, 1 terminating, 2 cleanup, 3 done; -1 for events that do not move the worker."""
-    if name in SETUP_START:
-        return 0
-    if name in TERM_START or name in TERM_EXIT:
-        return 1
-    if name in TERM_DONE or name in CLEAN_START or name in CLEAN_EXIT:
-        return 2
-    if name in CLEAN_DONE or name in WORKER_GONE:
-        return 3
-    return -1
-
-
-def worker_cycles(events: tuple[WorkerEvent, ...]) -> list[list[WorkerEvent]]:
-    """Split worker events into cycles: a new cycle starts when setup evidence follows termination.
-
-    With one UID, that only happens when a static pod reuses its UID after the old worker finished.
-    """
-    cycles: list[list[WorkerEvent]] = []
-    top = -1
-    for ev in sorted(events, key=lambda e: (e.at, _stage(e.name), e.name, e.key)):
-        stage = _stage(ev.name)
-        if not cycles or (stage == 0 and top >= 1):
-            cycles.append([])
-            top = -1
-        cycles[-1].append(ev)
-        top = max(top, stage)
-    return cycles
-
-
-def _first(events: list[WorkerEvent], names: set[str]) -> WorkerEvent | None:
-    return next((e for e in events if e.name in names), None)
-
-
-def _last(events: list[WorkerEvent], names: set[str]) -> WorkerEvent | None:
-    return next((e for e in reversed(events) if e.name in names), None)
-
-
-def _grace_from(events: Iterable[WorkerEvent]) -> int | None:
-    for ev in events:
-        value = ev.payload.get("grace_period")
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
-def _observed_cycle(cycle: list[WorkerEvent], index: int, facts: PodFacts) -> list[Interval]:
-    setup_start = _first(cycle, SETUP_START)
-    term_start = _first(cycle, TERM_START)
-    term_done = _first(cycle, TERM_DONE)
-    clean_start_ev = _first(cycle, CLEAN_START)
-    # Terminating ends when the worker records terminatedAt ("Pod terminated all containers
-    # successfully"); without that line, at the last SyncTerminatingPod exit, else when cleanup starts.
-    term_end: WorkerEvent | None = term_done or _last(cycle, TERM_EXIT) or clean_start_ev
-    if term_end is not None and term_start is not None and term_end.at < term_start.at:
-        term_end = (
-            clean_start_ev if clean_start_ev is not None and clean_start_ev.at >= term_start.at else None
-        )
-    orphan_done = term_done is not None and term_done.name == Transition.ORPHAN_CONTAINERS_TERMINATED
-    clean_from: WorkerEvent | None = None
-    if clean_start_ev is not None or (term_done is not None and not orphan_done):
-        clean_from = term_end if term_end is not None else clean_start_ev
-    clean_end = _first(cycle, CLEAN_DONE) or _last(cycle, CLEAN_EXIT) or _first(cycle, WORKER_GONE)
-    if clean_from is None and orphan_done:
-        clean_end = None
-
-    bounds: list[tuple[str, WorkerEvent, WorkerEvent | None]] = []
-    ran_sync = any(e.name in SYNC_RAN for e in cycle)
-    if setup_start is not None and (ran_sync or term_start is None):
-        # "Pod is being synced for the first time" straight followed by teardown, with no SyncPod in
-        # between, is not setup: the pod went straight to termination (e.g. rejected at admission).
-        stop = term_start or term_end or clean_from or (clean_end if clean_from is None else None)
-        bounds.append((WorkerPhase.SETUP, setup_start, stop))
-    if term_start is not None:
-        stop = term_end
-        if stop is None and term_done is None and clean_from is None:
-            stop = _first(cycle, WORKER_GONE)
-        bounds.append((WorkerPhase.TERMINATING, term_start, stop))
-    if clean_from is not None:
-        bounds.append((WorkerPhase.CLEANUP, clean_from, clean_end))
-
-    out: list[Interval] = []
-    for state, begin, stop in bounds:
-        stop_at = stop.at if stop is not None else None
-        if stop_at is not None and stop_at < begin.at:
-            stop_at = begin.at
-        members = [
-            e
-            for e in cycle
-            if e.at >= begin.at
-            and (stop_at is None or e.at <= stop_at)
-            and (_stage(e.name) in (-1, WorkerPhase.ALL.index(state)) or e is begin or e is stop)
-        ]
-        attrs: dict[str, Any] = {
-            "cycle": index,
-            "start_from": begin.name,
-            "end_from": stop.name if stop else None,
-        }
-        if state == WorkerPhase.TERMINATING:
-            requested = _first(cycle, {Transition.TERMINATION_REQUESTED})
-            cause = requested.payload.get("cause") if requested is not None else None
-            if cause is None and _first(cycle, {Transition.COMPLETED_NATURALLY}) is not None:
-                cause = TerminationCause.TERMINAL_PHASE
-            attrs["cause"] = cause
-            # The kubelet's own number first (a kill may shorten it), then the API's; 0 is a real value.
-            grace = _grace_from(members)
-            if grace is None:
-                grace = _marker_grace(facts, begin.at, stop_at)
-            if grace is None:
-                grace = _api_grace(facts)
-            attrs["grace_seconds"] = grace
-        out.append(
-            Interval(
-                WORKER_LANE,
-                state,
-                begin.at,
-                stop_at,
-                "observed",
-                attrs,
-                tuple(sorted({e.key for e in members})),
-            )
-        )
-    return out
-
-
-def _marker_grace(facts: PodFacts, start: datetime, stop: datetime | None) -> int | None:
-    for m in facts.kubelet_markers:
-        if m.at >= start and (stop is None or m.at <= stop):
-            value = m.payload.get("grace_period")
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return None
-
-
-def _api_grace(facts: PodFacts, inc: Incarnation | None = None) -> int | None:
-    snaps = inc.snapshots if inc is not None else facts.snapshots
-    for snap in reversed(snaps):
-        if snap.deletion_grace_seconds is not None:
-            return snap.deletion_grace_seconds
-    for snap in reversed(snaps):
-        if snap.grace_seconds is not None:
-            return snap.grace_seconds
-    return None
-
-
-def _worker_lane(facts: PodFacts) -> list[Interval]:
-    """Observed from kubelet evidence when it yields any interval, else inferred from the API.
-
-    When the kubelet's log begins mid-life (the first cycle has no setup evidence at all, not even
-    "being synced for the first time"), the setup before it is filled in from the API as ``inferred``.
-    """
-    inferred: list[Interval] = []
-    for inc in facts.incarnations:
-        inferred.extend(_inferred_incarnation(inc, facts))
-    observed: list[Interval] = []
-    cycles = worker_cycles(facts.worker_events)
-    for i, cycle in enumerate(cycles):
-        intervals = _observed_cycle(cycle, i, facts)
-        if i + 1 < len(cycles):
-            # The worker of this UID started over (setup after termination) while a phase of this cycle
-            # had no end: only a restarted kubelet forgets a worker it had (a static pod through a node
-            # reboot), so the old phase ended when the new cycle began at the latest.
-            restart = cycles[i + 1][0]
-            intervals = [
-                _with(iv, end=max(restart.at, iv.start), end_from="next_cycle") if iv.end is None else iv
-                for iv in intervals
-            ]
-        observed.extend(intervals)
-    if not observed:
-        return inferred
-    first = min(observed, key=lambda iv: iv.start)
-    if not any(e.name in SETUP_START for e in cycles[0]):
-        for iv in inferred:
-            if iv.state == WorkerPhase.SETUP and iv.start < first.start:
-                end = first.start if iv.end is None or iv.end > first.start else iv.end
-                observed.append(
-                    Interval(
-                        iv.lane, iv.state, iv.start, end, "inferred", {**iv.attrs, "cycle": 0}, iv.evidence
-                    )
-                )
-                break
-    return observed
-
-
-@dataclass(frozen=True, slots=True)
-class TerminationRequest:
-    """When and why the API shows termination was requested (the three doors)."""
-
-    at: datetime
-    cause: str
-    key: str
-
-
-def termination_request(inc: Incarnation) -> TerminationRequest | None:
-    """The earliest termination request the API shows for this incarnation, or None.
-
-    Doors: deletion timestamp (minus the deletion grace), a terminal phase (when it was reached),
-    DisruptionTarget=True set by the kubelet (TerminationByKubelet), or phase Failed reason Evicted.
-    """
-    found: list[tuple[datetime, int, str, str]] = []
-    for snap in inc.snapshots:
-        if snap.deletion_requested_at is not None:
-            found.append((snap.deletion_requested_at, 0, TerminationCause.DELETION, snap.key))
-        target = snap.condition("DisruptionTarget")
-        if target is not None and target.status == "True" and target.reason == "TerminationByKubelet":
-            found.append((target.last_transition or snap.at, 1, TerminationCause.REMOVED, snap.key))
-        if snap.terminal and not snap.deleted:
-            cause = TerminationCause.EVICTED if snap.reason == "Evicted" else TerminationCause.TERMINAL_PHASE
-            found.append((_terminal_time(inc, snap), 2, cause, snap.key))
-    if not found:
-        return None
-    at, _, cause, key = min(found)
-    return TerminationRequest(at, cause, key)
-
-
-def _bound_at(inc: Incarnation) -> tuple[datetime, str] | None:
-    times: list[tuple[datetime, str]] = []
-    for snap in inc.snapshots:
-        scheduled = snap.condition("PodScheduled")
-        if scheduled is not None and scheduled.status == "True" and scheduled.last_transition is not None:
-            times.append((scheduled.last_transition, snap.key))
-        elif snap.start_time is not None:
-            times.append((snap.start_time, snap.key))
-        elif snap.node:
-            times.append((snap.at, snap.key))
-    return min(times) if times else None
-
-
-def _no_container_runs_at(inc: Incarnation, after: TerminationRequest) -> tuple[datetime, str] | None:
-    """When, after the request, the API first shows no container running (with container finish times)."""
-    ever_ran = bool(first_run_start(inc, ("regular", "init", "ephemeral")))
-    for snap in inc.snapshots:
-        state = snapshot_api_state(snap)
-        if state not in (ApiState.TERMINATING, ApiState.SUCCEEDED, ApiState.FAILED, ApiState.DELETED):
-            continue
-        if snap.at < after.at and snap.key != after.key:
-            continue
-        if any(c.state == "running" for c in snap.containers):
-            continue
-        if snap.deleted and not snap.containers and ever_ran:
-            return None  # the last state says nothing about the containers
-        finishes = [
-            c.finished_at for c in snap.containers if c.state == "terminated" and c.finished_at is not None
-        ]
-        if finishes:
-            return max(after.at, max(finishes)), snap.key
-        return (after.at if not ever_ran else max(after.at, snap.at)), snap.key
-    return None
-
-
-def _inferred_incarnation(inc: Incarnation, facts: PodFacts) -> list[Interval]:
-    bound = _bound_at(inc)
-    if bound is None:
-        return []  # never on a node: no pod worker ever had it
-    request = termination_request(inc)
-    started = all_containers_started_at(inc)
-    deleted_at = inc.deleted_at
-    out: list[Interval] = []
-    setup_end: datetime | None = None
-    if started is not None:
-        setup_end = started
-    if request is not None and (setup_end is None or request.at < setup_end):
-        setup_end = request.at
-    if setup_end is None and deleted_at is not None:
-        setup_end = deleted_at
-    keys = tuple(sorted({s.key for s in inc.snapshots if s.at <= (setup_end or s.at)} | {bound[1]}))
-    out.append(
-        Interval(
-            WORKER_LANE,
-            WorkerPhase.SETUP,
-            bound[0],
-            setup_end,
-            "inferred",
-            {
-                "cycle": inc.index,
-                "until": "all_containers_started" if setup_end == started else "termination",
-            },
-            keys,
-        )
-    )
-    if request is None:
-        return out
-    stop = _no_container_runs_at(inc, request)
-    closed_by = "containers_stopped"
-    if stop is None and deleted_at is not None:
-        stop, closed_by = (deleted_at, inc.snapshots[-1].key), "api_deleted"
-    grace = _api_grace(facts, inc)
-    term_attrs: dict[str, Any] = {
-        "cycle": inc.index,
-        "cause": request.cause,
-        "grace_seconds": grace,
-        "end_from": closed_by if stop else None,
-    }
-    term_keys = sorted({request.key} | ({stop[1]} if stop else set()))
-    out.append(
-        Interval(
-            WORKER_LANE,
-            WorkerPhase.TERMINATING,
-            request.at,
-            stop[0] if stop else None,
-            "inferred",
-            term_attrs,
-            tuple(term_keys),
-        )
-    )
-    if stop is not None and closed_by == "containers_stopped":
-        gone = inc.snapshots[-1].key if deleted_at is not None else None
-        clean_keys = sorted({stop[1]} | ({gone} if gone else set()))
-        out.append(
-            Interval(
-                WORKER_LANE,
-                WorkerPhase.CLEANUP,
-                stop[0],
-                deleted_at,
-                "inferred",
-                {"cycle": inc.index, "end_from": "api_deleted" if deleted_at else None},
-                tuple(clean_keys),
-            )
-        )
-    return out
 
 
 # --------------------------------------------------------------------------------------------- containers

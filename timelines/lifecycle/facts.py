@@ -16,12 +16,39 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from timelines.lifecycle.observation import Kind, Observation
-from timelines.lifecycle.timeline import parse_time
+from timelines.lifecycle.timeline import ApiState, parse_time
 
 POD_KINDS = frozenset({Kind.POD, Kind.POD_DELETED})
-USED_KINDS = frozenset({Kind.POD, Kind.POD_DELETED, Kind.EVENT, Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER})
+USED_KINDS = frozenset(
+    {
+        Kind.POD,
+        Kind.POD_DELETED,
+        Kind.EVENT,
+        Kind.WORKER,
+        Kind.SPAN,
+        Kind.KUBELET_MARKER,
+        Kind.KUBELET_PROCESS,
+    }
+)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 STATIC_UID = re.compile(r"^[0-9a-f]{32}$")
+# A mirror pod is created by its kubelet while it starts the static pod: a startTime much later than the
+# mirror's creation was written by a later kubelet process.
+STATIC_START_SLACK = timedelta(minutes=10)
+
+
+def status_was_reset(
+    start_time: datetime | None, created: datetime | None, static: bool, container_starts: Iterable[datetime]
+) -> bool:
+    """Whether a pod status was rewritten from scratch by a restarted kubelet (``PodSnapshot.status_reset``):
+    ``startTime`` after the start of a container's current run (``container_starts``; a previous run,
+    ``lastState``, may well predate a new life's start), or a static pod's mirror whose ``startTime`` is
+    long after its creation."""
+    if start_time is None:
+        return False
+    if any(at < start_time - timedelta(seconds=1) for at in container_starts):
+        return True
+    return static and created is not None and start_time - created > STATIC_START_SLACK
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +143,23 @@ class PodSnapshot:
         """True when the phase is Succeeded or Failed."""
         return self.phase in TERMINAL_PHASES
 
+    @property
+    def status_reset(self) -> bool:
+        """A restarted kubelet rewrote this status from scratch, so its times are the restart's.
+
+        ``startTime`` is set once, when a kubelet first acknowledges the pod; a container's current run
+        cannot start before that. A restarted kubelet that has no status of its own for a pod (static pods: their
+        manifest carries none) sets it again, and every condition's transition time with it. Signs: a
+        container that started before ``startTime``, or a static pod's mirror (created by its kubelet as it
+        starts the pod) whose ``startTime`` is long after its creation.
+        """
+        starts = [
+            run.started_at
+            for c in self.containers
+            if (run := c.current_run) is not None and run.started_at is not None
+        ]
+        return status_was_reset(self.start_time, self.created, self.static, starts)
+
 
 @dataclass(frozen=True, slots=True)
 class Incarnation:
@@ -147,6 +191,29 @@ class WorkerEvent:
     name: str  # a Transition constant, or "span:syncPod:start" / "span:syncPod:end" …
     key: str
     payload: Mapping[str, Any]
+    node: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The kubelet process that logged it (klog header / journald prefix), when known."""
+        value = self.payload.get("pid")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletProcess:
+    """One kubelet process on one node as a log showed it (a ``kubelet_process`` observation)."""
+
+    key: str
+    node: str | None
+    pid: int | None
+    first_at: datetime
+    last_at: datetime
+    started_at: datetime | None  # the process's start line ("Kubelet version"), when the log has it
+    version: str | None
+    verbosity: int | None  # the highest klog V level its lines show
+    starts: tuple[datetime, ...] = ()  # every start line (a pid-less JSON log may show several processes)
+    restart: bool = False  # known to be a restart (a pod status it rewrote from scratch says so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +239,12 @@ class KubeletMarkerRecord:
     reason: str
     message: str
     payload: Mapping[str, Any]
+    node: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        value = self.payload.get("pid")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +258,10 @@ class PodFacts:
     events: tuple[EventRecord, ...]
     kubelet_markers: tuple[KubeletMarkerRecord, ...]
     problems: tuple[str, ...] = field(default=())
+    # Node-level context the resolver attached (no pod UID): the kubelet processes of the pod's nodes and
+    # node-level kubelet lines (the eviction manager reclaiming, a shutdown group timing out).
+    processes: tuple[KubeletProcess, ...] = field(default=())
+    node_markers: tuple[KubeletMarkerRecord, ...] = field(default=())
 
     @property
     def snapshots(self) -> tuple[PodSnapshot, ...]:
@@ -193,8 +270,8 @@ class PodFacts:
 
     @property
     def latest_observed(self) -> datetime | None:
-        """The newest ``observed_at`` of any observation (the default ``now``)."""
-        return max((o.observed_at for o in self.observations), default=None)
+        """The newest ``observed_at`` of the pod's own observations (the default ``now``)."""
+        return max((o.observed_at for o in self.observations if o.pod_uid), default=None)
 
 
 def canonical_observations(observations: Iterable[Observation]) -> tuple[Observation, ...]:
@@ -219,8 +296,9 @@ def _canonical_json(payload: Mapping[str, Any]) -> str:
 def collect_facts(observations: Iterable[Observation]) -> PodFacts:
     """Read the observations of ONE pod UID into ``PodFacts``.
 
-    Kinds other than pod, pod_deleted, event, worker, span and kubelet_marker are ignored. Raises
-    ValueError when the observations carry more than one pod UID, or none at all.
+    Kinds other than pod, pod_deleted, event, worker, span, kubelet_marker and kubelet_process are
+    ignored. Observations without a pod UID are node-level context (``processes``, ``node_markers``).
+    Raises ValueError when the observations carry more than one pod UID, or none at all.
     """
     canon = canonical_observations(o for o in observations if o.kind in USED_KINDS)
     uids = sorted({o.pod_uid for o in canon if o.pod_uid})
@@ -236,11 +314,22 @@ def collect_facts(observations: Iterable[Observation]) -> PodFacts:
     worker_events: list[WorkerEvent] = []
     events: list[EventRecord] = []
     markers: list[KubeletMarkerRecord] = []
+    node_markers: list[KubeletMarkerRecord] = []
+    processes: list[KubeletProcess] = []
     for obs in canon:
-        if obs.kind == Kind.WORKER:
+        if obs.kind == Kind.KUBELET_PROCESS:
+            process = reader.process(obs)
+            if process is not None:
+                processes.append(process)
+        elif obs.pod_uid is None:
+            if obs.kind == Kind.KUBELET_MARKER:
+                node_markers.append(_marker_record(obs))
+        elif obs.kind == Kind.WORKER:
             name = obs.payload.get("transition")
             if isinstance(name, str) and name:
-                worker_events.append(WorkerEvent(_utc(obs.observed_at), name, obs.dedupe_key, obs.payload))
+                worker_events.append(
+                    WorkerEvent(_utc(obs.observed_at), name, obs.dedupe_key, obs.payload, obs.node)
+                )
             else:
                 reader.problem(obs, f"transition {name!r} is not a Transition name")
         elif obs.kind == Kind.SPAN:
@@ -248,15 +337,7 @@ def collect_facts(observations: Iterable[Observation]) -> PodFacts:
         elif obs.kind == Kind.EVENT:
             events.append(reader.event(obs))
         elif obs.kind == Kind.KUBELET_MARKER:
-            markers.append(
-                KubeletMarkerRecord(
-                    key=obs.dedupe_key,
-                    at=_utc(obs.observed_at),
-                    reason=_str(obs.payload.get("reason")) or "",
-                    message=_str(obs.payload.get("message")) or "",
-                    payload=obs.payload,
-                )
-            )
+            markers.append(_marker_record(obs))
     worker_events.sort(key=lambda e: (e.at, e.name, e.key))
     return PodFacts(
         uid=uids[0],
@@ -266,6 +347,19 @@ def collect_facts(observations: Iterable[Observation]) -> PodFacts:
         events=tuple(events),
         kubelet_markers=tuple(markers),
         problems=tuple(reader.problems),
+        processes=tuple(sorted(processes, key=lambda p: (p.first_at, p.key))),
+        node_markers=tuple(node_markers),
+    )
+
+
+def _marker_record(obs: Observation) -> KubeletMarkerRecord:
+    return KubeletMarkerRecord(
+        key=obs.dedupe_key,
+        at=_utc(obs.observed_at),
+        reason=_str(obs.payload.get("reason")) or "",
+        message=_str(obs.payload.get("message")) or "",
+        payload=obs.payload,
+        node=obs.node,
     )
 
 
@@ -440,6 +534,30 @@ class _Reader:
             finalizers=tuple(str(f) for f in p.get("finalizers") or () if isinstance(f, str)),
         )
 
+    def process(self, obs: Observation) -> KubeletProcess | None:
+        p = obs.payload
+        first = self.time(obs, p, "first_at") or _utc(obs.observed_at)
+        last = self.time(obs, p, "last_at") or first
+        if last < first:
+            self.problem(obs, "last_at is before first_at")
+            last = first
+        pid = self.int(obs, p, "pid")
+        verbosity = self.int(obs, p, "verbosity")
+        return KubeletProcess(
+            key=obs.dedupe_key,
+            node=obs.node,
+            pid=pid,
+            first_at=first,
+            last_at=last,
+            started_at=self.time(obs, p, "started_at"),
+            version=_str(p.get("version")),
+            verbosity=verbosity,
+            starts=tuple(
+                sorted(t for t in (self.time(obs, {"t": v}, "t") for v in p.get("starts") or []) if t)
+            ),
+            restart=bool(p.get("from_status_reset")),
+        )
+
     def span_events(self, obs: Observation) -> list[WorkerEvent]:
         p = obs.payload
         name = _str(p.get("name")) or ""
@@ -454,12 +572,12 @@ class _Reader:
             return []
         start = self.time(obs, p, "start") or _utc(obs.observed_at)
         end = self.time(obs, p, "end")
-        out = [WorkerEvent(start, f"span:{span}:start", obs.dedupe_key, p)]
+        out = [WorkerEvent(start, f"span:{span}:start", obs.dedupe_key, p, obs.node)]
         if end is not None:
             if end < start:
                 self.problem(obs, f"span ends ({end.isoformat()}) before it starts ({start.isoformat()})")
                 end = start
-            out.append(WorkerEvent(end, f"span:{span}:end", obs.dedupe_key, p))
+            out.append(WorkerEvent(end, f"span:{span}:end", obs.dedupe_key, p, obs.node))
         return out
 
     def event(self, obs: Observation) -> EventRecord:
@@ -501,3 +619,23 @@ def all_containers_started_at(inc: Incarnation) -> datetime | None:
     if not names or any(n not in starts for n in names):
         return None
     return max(starts.values())
+
+
+def snapshot_api_state(snap: PodSnapshot) -> str:
+    """The api-lane state a single snapshot shows on its own."""
+    if snap.deleted:
+        return ApiState.DELETED
+    if snap.phase == "Succeeded":
+        return ApiState.SUCCEEDED
+    if snap.phase == "Failed":
+        return ApiState.FAILED
+    if snap.deletion_timestamp is not None:
+        return ApiState.TERMINATING
+    if snap.phase == "Running":
+        return ApiState.RUNNING
+    if snap.start_time is not None:
+        return ApiState.INITIALIZING
+    scheduled = snap.condition("PodScheduled")
+    if snap.node or (scheduled is not None and scheduled.status == "True"):
+        return ApiState.SCHEDULED
+    return ApiState.PENDING

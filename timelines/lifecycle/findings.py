@@ -7,6 +7,7 @@ the environment. See DESIGN.md "Findings" and k8s-facts.md §1, §2, §5, §6 fo
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +31,15 @@ from timelines.lifecycle.timeline import (
     PodTimeline,
     Severity,
     WorkerPhase,
+)
+from timelines.lifecycle.worker import (
+    CLEANUP,
+    DONE,
+    RELIST_WINDOW,
+    TERMINATING,
+    WorkerLane,
+    process_starts,
+    worker_lane,
 )
 
 
@@ -102,13 +112,18 @@ def detect_findings(
 
 
 def detect_facts_findings(
-    timeline: PodTimeline, facts: PodFacts, thresholds: Thresholds, now: datetime | None
+    timeline: PodTimeline,
+    facts: PodFacts,
+    thresholds: Thresholds,
+    now: datetime | None,
+    lane: WorkerLane | None = None,
 ) -> tuple[Finding, ...]:
-    """``detect_findings`` over already collected facts (``derive`` uses this to read payloads once)."""
+    """``detect_findings`` over already collected facts (``derive`` uses this to read payloads once, and
+    hands over the worker lane it computed)."""
     if now is not None and (now.tzinfo is None or now.utcoffset() is None):
         raise ValueError(f"now {now!r} is naive; expected a timezone-aware datetime")
     moment = now.astimezone(UTC) if now is not None else (facts.latest_observed or datetime.now(UTC))
-    ctx = _Context(timeline, facts, thresholds, moment)
+    ctx = _Context(timeline, facts, thresholds, moment, lane if lane is not None else worker_lane(facts))
     found: list[Finding] = []
     for rule in RULES:
         found.extend(rule(ctx))
@@ -122,6 +137,7 @@ class _Context:
     facts: PodFacts
     thresholds: Thresholds
     now: datetime
+    lane: WorkerLane
 
     @property
     def pod(self) -> str:
@@ -195,27 +211,28 @@ def killed_during_setup(ctx: _Context) -> list[Finding]:
         setup = next((s for s in setups if s.attrs.get("cycle") == iv.attrs.get("cycle")), None)
         if setup is None:
             continue
+        if setup.end is None or setup.end > iv.start or (setup.end < iv.start and not setup.end_known):
+            continue  # setup had ended (containers started) before termination, or it is not known
+        if setup.end != iv.start:
+            continue
         inc = ctx.incarnation_at(iv.start)
         missing: list[str] = []
         total = 0
-        if inc is not None:
-            names = sorted({c.name for s in inc.snapshots for c in s.containers if c.kind == "regular"})
+        names = (
+            sorted({c.name for s in inc.snapshots for c in s.containers if c.kind == "regular"})
+            if inc
+            else []
+        )
+        if inc is not None and names:
             starts = first_run_start(inc)
             total = len(names)
             missing = [n for n in names if n not in starts or starts[n] > iv.start]
-            if not names or not missing:
+            if not missing:
                 continue
             detail = f"{len(missing)} of {total} containers ({', '.join(missing)}) had not started yet"
         else:
-            # Kubelet evidence only: setup had not finished its first SyncPod pass.
-            exits = [
-                e
-                for e in ctx.facts.worker_events
-                if e.name in (Transition.SYNC_EXIT, "span:syncPod:end") and setup.start <= e.at <= iv.start
-            ]
-            if exits:
-                continue
-            detail = "its first SyncPod pass had not finished"
+            # Kubelet evidence only: setup still ran when termination began.
+            detail = "its containers had not all started yet (kubelet lines)"
         why = f" ({cause})" if cause else ""
         out.append(
             Finding(
@@ -262,6 +279,14 @@ def started_after_termination_requested(ctx: _Context) -> list[Finding]:
                         late[c.name] = (run.started_at, (have[1] if have else set()) | {snap.key})
                     else:
                         have[1].add(snap.key)
+        for at, key, cycle in _late_pleg_starts(ctx):
+            if cycle == iv.attrs.get("cycle") and at > iv.start and (horizon is None or at < horizon):
+                name = "(PLEG ContainerStarted)"
+                have = late.get(name)
+                if have is None or at < have[0]:
+                    late[name] = (at, (have[1] if have else set()) | {key})
+                else:
+                    have[1].add(key)
         if not late:
             continue
         first_name = min(late, key=lambda n: (late[n][0], n))
@@ -294,6 +319,21 @@ def started_after_termination_requested(ctx: _Context) -> list[Finding]:
     return out
 
 
+def _late_pleg_starts(ctx: _Context) -> list[tuple[datetime, str, int]]:
+    """PLEG ContainerStarted lines after the worker had begun terminating, minus a restarted kubelet's
+    first relist (which reports every container it finds as started)."""
+    starts = process_starts(ctx.facts.processes)
+    pids = {e.key: (e.node, e.pid) for e in ctx.facts.worker_events}
+    out = []
+    for at, key, cycle in ctx.lane.late_starts:
+        node, pid = pids.get(key, (None, None))
+        began = starts.get((node, pid)) if pid is not None else None
+        if began is not None and timedelta(0) <= at - began <= RELIST_WINDOW:
+            continue
+        out.append((at, key, cycle))
+    return out
+
+
 def _rejection(snap: PodSnapshot) -> bool:
     if snap.phase != "Failed" or not snap.reason:
         return False
@@ -309,7 +349,12 @@ def never_started(ctx: _Context) -> list[Finding]:
     """The pod went straight to termination / cleanup and no container ever ran (admission rejection, ...)."""
     facts = ctx.facts
     ran = any(first_run_start(inc, ("regular", "init", "ephemeral")) for inc in facts.incarnations)
-    if ran:
+    started_lines = [
+        e
+        for e in facts.worker_events
+        if e.name in (Transition.CONTAINER_STARTED, Transition.STARTUP_OBSERVED)
+    ]
+    if ran or started_lines:
         return []
     # (priority, at, description, evidence key): the most telling signal names the cause.
     signals: list[tuple[int, datetime, str, str]] = []
@@ -325,13 +370,26 @@ def never_started(ctx: _Context) -> list[Finding]:
     for ev in facts.worker_events:
         if ev.name == Transition.CANNOT_START_EVER:
             signals.append((2, ev.at, "the kubelet logged 'Pod cannot start ever'", ev.key))
+    first_seen = ctx.lane.first_seen_state.get(0)
+    if first_seen is not None and first_seen >= TERMINATING:
+        state = {TERMINATING: "terminating", CLEANUP: "terminated", DONE: "finished"}[first_seen]
+        seen = next((e for e in facts.worker_events if e.name == Transition.FIRST_SEEN), None)
+        if seen is not None:
+            signals.append((2, seen.at, f"its pod worker was first seen already {state}", seen.key))
     syncs = {"span:syncPod:start", Transition.SYNC_ENTER}
     ended = ctx.worker(WorkerPhase.TERMINATING) + ctx.worker(WorkerPhase.CLEANUP)
-    observed = [iv for iv in ended if iv.source == "observed"]
-    no_sync = bool(observed) and not any(e.name in syncs for e in facts.worker_events)
-    if no_sync and (facts.incarnations or observed[0].attrs.get("cause") == TerminationCause.TERMINAL_PHASE):
-        signals.append((3, observed[0].start, "the pod worker never ran SyncPod", observed[0].evidence[0]))
-    if not signals or not (ended or any(s.terminal or s.deleted for s in facts.snapshots)):
+    kubelet_side = [iv for iv in ended if iv.source != "inferred"]
+    no_sync = bool(kubelet_side) and not any(e.name in syncs for e in facts.worker_events)
+    if no_sync and (
+        facts.incarnations or kubelet_side[0].attrs.get("cause") == TerminationCause.TERMINAL_PHASE
+    ):
+        signals.append(
+            (3, kubelet_side[0].start, "the pod worker never ran SyncPod", kubelet_side[0].evidence[0])
+        )
+    finished_at_sight = first_seen is not None and first_seen >= TERMINATING
+    if not signals or not (
+        ended or finished_at_sight or any(s.terminal or s.deleted for s in facts.snapshots)
+    ):
         return []
     cleanup = ctx.worker(WorkerPhase.CLEANUP)
     why = min(signals)[2]
@@ -412,6 +470,8 @@ def _held_by_finalizers(facts: PodFacts, iv: Interval) -> bool:
 def _stuck_worker(ctx: _Context) -> list[Finding]:
     out: list[Finding] = []
     for iv in ctx.worker(WorkerPhase.TERMINATING):
+        if iv.end is None and iv.attrs.get("end_unknown"):
+            continue
         grace = ctx.grace(iv)
         limit = grace + ctx.thresholds.stuck_terminating_slack
         stop = iv.end if iv.end is not None else ctx.now
@@ -472,11 +532,21 @@ def grace_exceeded(ctx: _Context) -> list[Finding]:
         horizon = ctx.next_cycle_start(iv)
         mine = [s for s in signals if s[0] >= iv.start and (horizon is None or s[0] < horizon)]
         stopped_at, keys = _containers_stopped(ctx, iv)
-        if stopped_at is None and iv.end is not None and iv.source == "observed":
+        kills = _kill_deaths(ctx, iv)
+        if stopped_at is None and kills and all(k.died is not None for k in kills):
+            stopped_at = max(k.died for k in kills if k.died is not None)
+            keys = {key for k in kills for key in k.keys}
+        if stopped_at is None and iv.end is not None and iv.source == "observed" and iv.end_known:
             stopped_at, keys = iv.end, set(iv.evidence)
-        took = stopped_at - iv.start if stopped_at is not None else None
+        took = stopped_at - iv.start if stopped_at is not None and iv.start_known else None
         late = took is not None and took > grace + ctx.thresholds.grace_exceeded_slack
-        if not late and not mine:
+        slow_kills = [
+            k
+            for k in kills
+            if k.died is not None
+            and k.died - k.at > timedelta(seconds=max(k.grace, 1)) + ctx.thresholds.grace_exceeded_slack
+        ]
+        if not late and not mine and not slow_kills:
             continue
         used.update(s[3] for s in mine)
         parts = []
@@ -485,6 +555,16 @@ def grace_exceeded(ctx: _Context) -> list[Finding]:
                 f"its containers took {human_duration(took)} to stop after termination was requested at "
                 f"{human_time(iv.start)}, longer than the {human_duration(grace)} grace period"
             )
+        for k in slow_kills[:3]:
+            assert k.died is not None
+            parts.append(
+                f"container {k.container or k.container_id[:12]} was killed at {human_time(k.at)} with a "
+                f"{k.grace}s grace period and died {human_duration(k.died - k.at)} later (kubelet lines)"
+            )
+        if slow_kills:
+            keys = set(keys) | {key for k in slow_kills for key in k.keys}
+            if stopped_at is None:
+                stopped_at = max(k.died for k in slow_kills if k.died is not None)
         if mine:
             parts.append(
                 f"the kubelet reported {mine[0][1]} ({mine[0][2]})"
@@ -523,6 +603,53 @@ def grace_exceeded(ctx: _Context) -> list[Finding]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Kill:
+    """A kill line (``Killing container with a grace period``) and when that container died."""
+
+    at: datetime
+    container: str | None
+    container_id: str
+    grace: int
+    died: datetime | None
+    keys: tuple[str, ...]
+
+
+def _kill_deaths(ctx: _Context, iv: Interval) -> list[_Kill]:
+    """Each kill of the termination ``iv`` with the container's death (PLEG ContainerDied or "Generic
+    (PLEG): container finished" naming the same container ID), at any verbosity."""
+    kills = [
+        m
+        for m in ctx.facts.kubelet_markers
+        if m.reason == "KillingContainer"
+        and m.key in iv.evidence
+        and isinstance(m.payload.get("grace_period"), int)
+        and m.payload.get("container_id")
+    ]
+    out = []
+    for m in kills:
+        cid = str(m.payload.get("container_id")).split("://")[-1]
+        deaths = sorted(
+            (e.at, e.key)
+            for e in ctx.facts.worker_events
+            if e.name in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED)
+            and str(e.payload.get("container_id") or "").split("://")[-1] == cid
+            and e.at >= m.at
+        )
+        died = deaths[0] if deaths else None
+        out.append(
+            _Kill(
+                m.at,
+                m.payload.get("container") if isinstance(m.payload.get("container"), str) else None,
+                cid,
+                int(m.payload["grace_period"]),
+                died[0] if died else None,
+                (m.key, died[1]) if died else (m.key,),
+            )
+        )
+    return out
+
+
 def _containers_stopped(ctx: _Context, iv: Interval) -> tuple[datetime | None, set[str]]:
     """When the containers that ran at the request stopped, per the API's finish times."""
     inc = ctx.incarnation_at(iv.start)
@@ -553,6 +680,8 @@ def slow_cleanup(ctx: _Context) -> list[Finding]:
     out: list[Finding] = []
     deleting = any(s.deletion_timestamp is not None or s.deleted for s in ctx.facts.snapshots)
     for iv in ctx.worker(WorkerPhase.CLEANUP):
+        if iv.end is None and iv.attrs.get("end_unknown"):
+            continue  # its end could not be seen at the log's verbosity: how long it took is unknown
         if iv.source == "inferred" and (not deleting or _held_by_finalizers(ctx.facts, iv)):
             # A finished pod nobody deleted, or one a finalizer holds: the API never tells when the
             # kubelet was done (a finalizer's wait is stuck_terminating's business).
@@ -807,6 +936,25 @@ def _shutdown_signal(snap: PodSnapshot) -> str | None:
     return None
 
 
+def _kubelet_phase(facts: PodFacts, lo: datetime | None, hi: datetime | None) -> str | None:
+    """The last phase the kubelet's status manager wrote ("Status for pod updated successfully", V3)."""
+    phase = None
+    for ev in facts.worker_events:
+        if (
+            ev.name != Transition.STATUS_UPDATED
+            or (lo is not None and ev.at < lo)
+            or (hi is not None and ev.at >= hi)
+        ):
+            continue
+        value = ev.payload.get("phase")
+        if isinstance(value, str) and value:
+            phase = value
+    for ev in facts.worker_events:
+        if ev.name == Transition.MARKED_FAILED and (lo is None or ev.at >= lo) and (hi is None or ev.at < hi):
+            phase = "Failed"
+    return phase
+
+
 def node_shutdown(ctx: _Context) -> list[Finding]:
     """Terminated by graceful node shutdown; says whether the phase became Failed (1.22 left it not Failed)."""
     facts = ctx.facts
@@ -837,6 +985,9 @@ def node_shutdown(ctx: _Context) -> list[Finding]:
             continue
         final = next((s for s in reversed(snaps) if s.phase), None)
         phase = final.phase if final is not None else None
+        if phase is None:
+            # No API object: the kubelet's own status writes say what phase it gave the pod (V3).
+            phase = _kubelet_phase(facts, lo, hi)
         rejected = any(s.reason == "NodeShutdown" for s in snaps)
         node = ctx.timeline.node or "its node"
         times = [h[0] for h in hits] + [e[0] for e in extra]
@@ -879,6 +1030,101 @@ def node_shutdown(ctx: _Context) -> list[Finding]:
     return out
 
 
+EVICTION_MESSAGE = re.compile(
+    r"The node (?:was low on resource: (?P<resource>[^.\s]+)|had condition: (?P<condition>[^.]+))\.\s*"
+    r"(?:Threshold quantity: (?P<threshold>[^,]+), available: (?P<available>[^.\s]+(?:\.\d+\S*)?)\.)?"
+)
+
+
+def _eviction_detail(text: str) -> dict[str, str | None]:
+    m = EVICTION_MESSAGE.search(text or "")
+    if m is None:
+        return {}
+    return {k: (v.strip() if isinstance(v, str) else None) for k, v in m.groupdict().items()}
+
+
+def evicted(ctx: _Context) -> list[Finding]:
+    """Evicted by the kubelet's eviction manager (node pressure): which signal, at what threshold, and
+    where the pod ranked, from kubelet lines at any verbosity, the pod's status or the Evicted event."""
+    facts = ctx.facts
+    kills = [m for m in facts.kubelet_markers if m.reason in ("Evicting", "Evicted", "EvictionFailed")]
+    ranks = [m for m in facts.kubelet_markers if m.reason == "EvictionRanked"]
+    snaps = [s for s in facts.snapshots if s.reason == "Evicted"]
+    events = [e for e in facts.events if e.reason == "Evicted"]
+    if not (kills or snaps or events):
+        return []
+    times = [m.at for m in kills] + [s.at for s in snaps] + [e.at for e in events]
+    # The worker's own record of it (its terminating phase, begun by the eviction) dates it best.
+    begun = [
+        iv.start
+        for iv in ctx.worker(WorkerPhase.TERMINATING)
+        if iv.attrs.get("cause") == TerminationCause.EVICTED and iv.start_known
+    ]
+    start = min(begun) if begun else min(times)
+    texts = [str(m.payload.get("detail") or "") for m in kills] + [s.message or "" for s in snaps]
+    texts += [e.message for e in events]
+    detail: dict[str, str | None] = {}
+    for text in texts:
+        detail = _eviction_detail(text)
+        if detail:
+            break
+    # The reclaim that led to it: the eviction manager's last "attempting to reclaim" before the kill.
+    reclaim = [
+        m
+        for m in facts.node_markers
+        if m.reason == "EvictionReclaim" and m.at <= start + timedelta(seconds=1)
+    ]
+    resource = detail.get("resource") or (
+        str(reclaim[-1].payload.get("resource")) if reclaim and reclaim[-1].payload.get("resource") else None
+    )
+    rank_of = None
+    for m in ranks:
+        if m.at <= start + timedelta(seconds=1):
+            rank_of = m
+    parts = []
+    if resource:
+        parts.append(f"the node was low on {resource}")
+    elif detail.get("condition"):
+        parts.append(f"the node had condition {detail['condition']}")
+    if detail.get("threshold"):
+        parts.append(f"threshold {detail['threshold']}, available {detail.get('available')}")
+    rank = total = None
+    if rank_of is not None:
+        rank = rank_of.payload.get("rank")
+        total = rank_of.payload.get("ranked")
+        if isinstance(rank, int) and isinstance(total, int):
+            parts.append(f"it ranked {rank + 1} of {total} pods for eviction")
+    failed = any(m.reason == "EvictionFailed" for m in kills)
+    node = ctx.timeline.node or "its node"
+    why = f": {'; '.join(parts)}" if parts else ""
+    tail = "; the kill did not finish in time (Eviction manager: pod failed to evict)" if failed else ""
+    return [
+        Finding(
+            kind="evicted",
+            severity="warning",
+            message=f"Pod {ctx.pod} was evicted by the kubelet of {node} at {human_time(start)}{why}{tail}.",
+            start=start,
+            end=None,
+            evidence=_evidence(
+                (m.key for m in kills),
+                (s.key for s in snaps[:1]),
+                (e.key for e in events),
+                (m.key for m in reclaim[-1:]),
+                ([rank_of.key] if rank_of is not None else []),
+            ),
+            attrs={
+                "resource": resource,
+                "condition": detail.get("condition"),
+                "threshold": detail.get("threshold"),
+                "available": detail.get("available"),
+                "rank": rank,
+                "ranked": total,
+                "failed": failed,
+            },
+        )
+    ]
+
+
 RULES = (
     killed_during_setup,
     started_after_termination_requested,
@@ -890,4 +1136,5 @@ RULES = (
     status_after_terminal,
     crash_loop,
     node_shutdown,
+    evicted,
 )

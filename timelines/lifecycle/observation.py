@@ -33,6 +33,8 @@ class Kind:
     WORKLOAD = "workload"  # a Deployment / StatefulSet / DaemonSet / ReplicaSet snapshot
     WORKLOAD_DELETED = "workload_deleted"
     AUDIT = "audit"  # one audited API request: verb, object, actor, answer (docs/audit.md)
+    # One kubelet process as a log showed it: pid, first and last line, start lines (node-level, no pod).
+    KUBELET_PROCESS = "kubelet_process"
 
     ALL = frozenset(
         {
@@ -50,6 +52,7 @@ class Kind:
             WORKLOAD,
             WORKLOAD_DELETED,
             AUDIT,
+            KUBELET_PROCESS,
         }
     )
 
@@ -101,6 +104,27 @@ class Transition:
     CONTEXT_CANCELLED = "context_cancelled"  # "Sync exited with context cancellation error"
     CANCELLING_SYNC = "cancelling_sync"  # "Cancelling current pod sync"
     ORPHANED = "orphaned"  # SyncKnownPods orphan lines
+    PENDING_UPDATE = "pending_update"  # "Notifying pod of pending update" (V4, 1.27+; payload work_type)
+
+    # Lines below V4 (docs/kubelet-lines.md). The SyncLoop lines name pods only as ns/name (no UID): one
+    # observation per pod named, resolved to a UID by timelines/lifecycle/resolve.py.
+    SYNCLOOP_ADD = "syncloop_add"  # V2 "SyncLoop ADD": the config source delivered the pod
+    SYNCLOOP_UPDATE = "syncloop_update"  # V2 spec / label / annotation change, no deletionTimestamp
+    SYNCLOOP_DELETE = "syncloop_delete"  # V2 a change while deletionTimestamp is set (graceful delete)
+    SYNCLOOP_REMOVE = "syncloop_remove"  # V2 the object is gone from its config source
+    SYNCLOOP_RECONCILE = "syncloop_reconcile"  # V4 status-only change
+    CONTAINER_STARTED = "container_started"  # V2 "SyncLoop (PLEG): event for pod" ContainerStarted
+    CONTAINER_DIED = "container_died"  # V2 PLEG ContainerDied
+    CONTAINER_FINISHED = "container_finished"  # V2 "Generic (PLEG): container finished" (exit code)
+    STARTUP_OBSERVED = "startup_observed"  # V0 "Observed pod startup duration" (1.26+)
+    RUNNING_MARKED = "running_marked"  # V3 "Mark when the pod was running for the first time" (1.26+)
+    STATUS_UPDATED = "status_updated"  # V3 "Status for pod updated successfully" (payload phase)
+    MARKED_FAILED = "marked_failed"  # V3 "Marking terminal pod as failed" (1.27+)
+    DELETION_DELAYED = "deletion_delayed"  # V3 "Delaying pod deletion as the phase is non-terminal"
+    TERMINATION_FINISHED = (
+        "termination_finished"  # V3 "The pod termination is finished as SyncTerminatedPod completes ..."
+    )
+    REMOVED_FROM_ETCD = "removed_from_etcd"  # V3 "Pod fully terminated and removed from etcd"
 
 
 class TerminationCause:

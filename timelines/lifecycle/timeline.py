@@ -1,8 +1,8 @@
 """The derived picture of one pod: lanes of intervals, markers and findings, and its stable JSON shape.
 
-Everything here is immutable and pure. ``PodTimeline.to_json`` writes schema ``podlife.timeline/v1``
+Everything here is immutable and pure. ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2``
 (documented in ``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported
-timeline round-trips exactly.
+timeline round-trips exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-SCHEMA = "podlife.timeline/v1"
+SCHEMA = "podlife.timeline/v2"
+SCHEMA_V1 = "podlife.timeline/v1"  # read (and upgraded) by ``from_json``; never written
+SCHEMAS_READ = (SCHEMA, SCHEMA_V1)
 
-IntervalSource = Literal["observed", "inferred"]
+# observed: the kubelet's own V4 transitions or spans (or the API's record of its own state); kubelet:
+# inferred from kubelet lines below V4 (SyncLoop, PLEG, kills, shutdown / eviction managers); inferred:
+# the worker lane guessed from the API.
+IntervalSource = Literal["observed", "kubelet", "inferred"]
 MarkerKind = Literal["event", "kubelet"]
 Severity = Literal["info", "warning", "critical"]
 
-INTERVAL_SOURCES: frozenset[str] = frozenset({"observed", "inferred"})
+INTERVAL_SOURCES: frozenset[str] = frozenset({"observed", "kubelet", "inferred"})
 MARKER_KINDS: frozenset[str] = frozenset({"event", "kubelet"})
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 
@@ -30,13 +35,17 @@ CONDITION_LANE_PREFIX = "condition:"
 
 
 class WorkerPhase:
-    """States of the ``worker`` lane (the kubelet pod worker's work type)."""
+    """States of the ``worker`` lane (the kubelet pod worker's work type, SyncPod split where the pod's
+    containers have all started)."""
 
-    SETUP = "setup"  # SyncPod: the pod may still be starting
+    SETUP = "setup"  # SyncPod until every container has started: the pod is still starting
+    RUNNING = "running"  # SyncPod once every container has started
     TERMINATING = "terminating"  # SyncTerminatingPod: containers may still run
     CLEANUP = "cleanup"  # SyncTerminatedPod: no container runs, volumes / cgroups being removed
+    UNKNOWN = "unknown"  # the evidence has a hole here: which phase, or where one ended, is not known
 
-    ALL = (SETUP, TERMINATING, CLEANUP)
+    ALL = (SETUP, RUNNING, TERMINATING, CLEANUP)
+    ORDER = (SETUP, RUNNING, TERMINATING, CLEANUP)
 
 
 class ApiState:
@@ -99,9 +108,11 @@ def parse_time(text: object) -> datetime | None:
 class Interval:
     """One bar in a lane: ``state`` from ``start`` to ``end`` (None while it is still open).
 
-    ``source`` is ``observed`` (kubelet evidence, or the API's own record of its own state) or
-    ``inferred`` (the worker lane guessed from the API). ``evidence`` holds the dedupe keys of the
-    observations that made it, sorted.
+    ``source`` is ``observed`` (the kubelet's V4 transitions and spans, or the API's own record of its
+    own state), ``kubelet`` (inferred from kubelet lines below V4) or ``inferred`` (the worker lane
+    guessed from the API). A bound the evidence does not pin is flagged in ``attrs``: ``start_unknown``
+    (the state began at or before ``start``) and ``end_unknown`` (it lasted at least until ``end``).
+    ``evidence`` holds the dedupe keys of the observations that made it, sorted.
     """
 
     lane: str
@@ -116,6 +127,17 @@ class Interval:
     def is_open(self) -> bool:
         """True while the interval has no end yet."""
         return self.end is None
+
+    @property
+    def start_known(self) -> bool:
+        """False when the state began at an unknown moment at or before ``start``."""
+        return not self.attrs.get("start_unknown", False)
+
+    @property
+    def end_known(self) -> bool:
+        """False when the state lasted at least until ``end`` and ended at an unknown moment after it
+        (an open interval's end is not known either)."""
+        return self.end is not None and not self.attrs.get("end_unknown", False)
 
     def to_json(self) -> dict[str, Any]:
         """The interval as a JSON-compatible dict (the lane name is the enclosing key)."""
@@ -207,7 +229,7 @@ class PodTimeline:
         return self.lanes.get(name, ())
 
     def to_json(self, cluster: str) -> dict[str, Any]:
-        """The timeline in schema ``podlife.timeline/v1`` (see docs/timeline-schema.md).
+        """The timeline in schema ``podlife.timeline/v2`` (see docs/timeline-schema.md).
 
         Keys ``schema``, ``cluster``, ``pod{uid,namespace,name,node}``, ``lanes``, ``markers`` and
         ``findings`` are stable; extra keys may be added, never removed. Times are UTC ISO 8601 with
@@ -243,8 +265,12 @@ class PodTimeline:
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"timeline must be a JSON object, got {type(data).__name__}")
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"timeline schema is {data.get('schema')!r}; expected {SCHEMA!r}")
+        if data.get("schema") not in SCHEMAS_READ:
+            raise ValueError(
+                f"timeline schema is {data.get('schema')!r}; expected one of {', '.join(SCHEMAS_READ)}"
+            )
+        if data.get("schema") == SCHEMA_V1:
+            data = upgrade_v1(data)
         pod = _require(data, "pod", Mapping, "timeline")
         lanes_json = _require(data, "lanes", Mapping, "timeline")
         lanes: dict[str, tuple[Interval, ...]] = {}
@@ -284,6 +310,34 @@ class PodTimeline:
             last_observed=_time_at(pod, "last_observed", "pod"),
             problems=tuple(str(p) for p in data.get("problems", [])),
         )
+
+
+def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``podlife.timeline/v1`` document in v2 terms (the meaning v1 gave each value is kept):
+
+    * v1 ``setup`` in the worker lane covered the whole SyncPod span, whether or not the containers had
+      started; v2 splits that span at the containers' start, which v1 did not record. An observed v1
+      ``setup`` therefore stays ``setup`` with ``attrs.v1_sync: true`` (it may include running time).
+    * every other key and value means the same in v2 (v1 had no ``kubelet`` source, no ``running`` or
+      ``unknown`` worker state and no unknown bounds).
+    """
+    out = dict(data)
+    out["schema"] = SCHEMA
+    lanes = data.get("lanes")
+    if isinstance(lanes, Mapping):
+        upgraded: dict[str, Any] = dict(lanes)
+        worker = lanes.get(WORKER_LANE)
+        if isinstance(worker, list):
+            upgraded[WORKER_LANE] = [
+                {**iv, "attrs": {**(iv.get("attrs") or {}), "v1_sync": True}}
+                if isinstance(iv, Mapping)
+                and iv.get("state") == WorkerPhase.SETUP
+                and isinstance(iv.get("attrs", {}), Mapping)
+                else iv
+                for iv in worker
+            ]
+        out["lanes"] = upgraded
+    return out
 
 
 def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:

@@ -10,7 +10,7 @@ picture with a hole in it.
 
 Frames to the browser (JSON, ``type`` first):
   ``hello``   {group, max_fps}                       on connect
-  ``deltas``  {seq, pods: [podlife.timeline/v1 …]}    coalesced updates
+  ``deltas``  {seq, pods: [podlife.timeline/v2 …]}    coalesced updates
   ``refetch`` {seq, reason}                           a sequence gap: GET the node timeline again
   ``error``   {status, message}                       then the socket closes (4401, 4403, 4404); status
                                                       400 (a frame that is not a JSON text) keeps it open

@@ -59,7 +59,16 @@ LABEL_LIMIT = 120
 # The live consumer sends at most this many frames a second to one browser.
 LIVE_MAX_FPS = 10
 
-WORKER_ORDER = ("setup", "terminating", "cleanup", "done")
+WORKER_ORDER = ("setup", "running", "unknown", "terminating", "cleanup", "done")
+
+# How each interval source is drawn (gantt.js), so a bound the kubelet logged, one inferred from its V0–V3
+# lines and one inferred from the API never look alike: solid; cross-hatched with dashed WebGL lines;
+# translucent, hatched, dotted. ``label`` is appended to the legend entry.
+PROVENANCE_STYLES: dict[str, dict[str, Any]] = {
+    "observed": {"label": "", "opacity": 1.0, "pattern": "", "dash": "solid"},
+    "kubelet": {"label": "from kubelet lines", "opacity": 0.8, "pattern": "x", "dash": "dash"},
+    "inferred": {"label": "inferred", "opacity": 0.55, "pattern": "/", "dash": "dot"},
+}
 
 
 def gantt_config() -> dict[str, Any]:
@@ -71,6 +80,7 @@ def gantt_config() -> dict[str, Any]:
         "webgl_threshold": WEBGL_THRESHOLD,
         "label_limit": LABEL_LIMIT,
         "worker_order": list(WORKER_ORDER),
+        "provenance": PROVENANCE_STYLES,
     }
 
 

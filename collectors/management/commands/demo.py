@@ -52,9 +52,24 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
         parser.add_argument("--scenario", default="mixed", choices=sorted(ALL_NAMES), help="demo scenario")
         parser.add_argument("--speed", type=float, default=1.0, help="demo cluster time factor (default 1)")
+        parser.add_argument(
+            "--kubelet-verbosity",
+            type=int,
+            default=4,
+            choices=range(11),
+            metavar="0-10",
+            help="the demo kubelets' klog -v (default 4; 2 is what production kubelets run at)",
+        )
 
     def handle(
-        self, *args: object, port: int, host: str, scenario: str, speed: float, **options: object
+        self,
+        *args: object,
+        port: int,
+        host: str,
+        scenario: str,
+        speed: float,
+        kubelet_verbosity: int = 4,
+        **options: object,
     ) -> None:
         if not 0 < port < 65536:
             raise CommandError(f"--port {port} is not a TCP port: expected 1-65535")
@@ -73,6 +88,7 @@ class Command(BaseCommand):
                     speed=speed,
                     kubeconfig_path=kubeconfig,
                     heartbeat_interval=10.0,
+                    kubelet_verbosity=kubelet_verbosity,
                 )
             )
             _, context = contexts_of(str(kubeconfig))

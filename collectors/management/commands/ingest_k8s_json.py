@@ -27,14 +27,24 @@ def read_path(path: Path) -> OfflineResult:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             return OfflineResult(
-                errors=[f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes accepted"]
+                errors=[f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes accepted"],
+                unreadable=[str(path)],
             )
         data = path.read_bytes()
     except OSError as exc:
-        return OfflineResult(errors=[f"{path}: cannot read ({exc.strerror or exc})"])
+        return OfflineResult(errors=[f"{path}: cannot read ({exc.strerror or exc})"], unreadable=[str(path)])
     if b"\x00" in data[:8192]:
-        return OfflineResult(errors=[f"{path}: binary data; expected kubectl JSON or YAML output"])
-    return read_kubectl_output(data.decode("utf-8", errors="replace"), origin=str(path))
+        return OfflineResult(
+            errors=[f"{path}: binary data; expected kubectl JSON or YAML output"], unreadable=[str(path)]
+        )
+    result = read_kubectl_output(data.decode("utf-8", errors="replace"), origin=str(path))
+    if not result.observations and result.errors and not result.unreadable:
+        result.unreadable.append(str(path))  # nothing in it could be read
+    return result
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counter.items()))
 
 
 # Storing is this command's whole job; timelines derive from what it stored in the derive stage (a Celery
@@ -55,12 +65,14 @@ class Command(BaseCommand):
         except Exception as exc:
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         touched: set[str] = set()
-        failed = 0
+        lost: Counter[str] = Counter()
+        unreadable: list[str] = []
+        rejected = 0
         for name in paths:
             parsed = read_path(Path(name))
             saved = store.save_observations(target, parsed.observations)
             touched |= saved.pods_touched
-            read = ", ".join(f"{n} {kind}" for kind, n in sorted(parsed.read.items())) or "nothing"
+            read = _counts(parsed.read) or "nothing"
             self.stdout.write(
                 f"{name}: read {read}; {saved.received} observations "
                 f"({saved.stored} stored, {saved.duplicates} already stored, {len(saved.rejected)} rejected)"
@@ -68,12 +80,26 @@ class Command(BaseCommand):
             skipped = Counter(parsed.skipped)
             if skipped:
                 self.stdout.write("  skipped: " + ", ".join(f"{r} {n}" for r, n in skipped.most_common()))
+            if parsed.lost:
+                self.stdout.write(f"  lost: {_counts(parsed.lost)} could not be read (see the errors)")
             for error in parsed.errors:
                 self.stderr.write(f"error: {error}")
-            for rejected in saved.rejected[:10]:
-                self.stderr.write(f"  rejected {rejected}")
-            if parsed.errors and not parsed.observations:
-                failed += 1
+            for item in saved.rejected[:10]:
+                self.stderr.write(f"  rejected {item}")
+            lost.update(parsed.lost)
+            unreadable += parsed.unreadable
+            rejected += len(saved.rejected)
         self.stdout.write(f"total: {len(touched)} pods touched {DERIVED_BY}")
-        if failed:
-            raise CommandError(f"{failed} of {len(paths)} input(s) gave nothing usable")
+        # The summary names what was lost, so a damaged dump never passes for a complete one.
+        losses = []
+        if lost:
+            losses.append(f"{sum(lost.values())} object(s) could not be read ({_counts(lost)})")
+        if rejected:
+            losses.append(f"{rejected} observation(s) were rejected by the store")
+        if unreadable:
+            losses.append(
+                f"{len(unreadable)} of {len(paths)} input(s) could not be read at all ({', '.join(unreadable)})"
+            )
+        if losses:
+            self.stdout.write("lost: " + "; ".join(losses) + "; everything else read was stored")
+            raise CommandError("; ".join(losses))

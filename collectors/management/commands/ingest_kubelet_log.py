@@ -91,6 +91,7 @@ class Command(BaseCommand):
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         failures: list[str] = []
         touched: set[str] = set()
+        totals: Counter[str] = Counter()
         for path in files:
             try:
                 stream = open_log(path)
@@ -99,8 +100,30 @@ class Command(BaseCommand):
                 self.stderr.write(f"error: {exc}")
                 continue
             with stream:
-                touched |= self._ingest(target, path, stream, node=node, year=year, zone=zone)
-        self.stdout.write(f"total: {len(touched)} pod{'s' if len(touched) != 1 else ''} touched {DERIVED_BY}")
+                pods, stats = self._ingest(target, path, stream, node=node, year=year, zone=zone)
+            touched |= pods
+            totals.update(stats)
+            if stats["stopped_early"]:
+                failures.append(f"{path}: read stopped early")
+        self.stdout.write(
+            f"total: {totals['lines']} lines read, {totals['stored']} observations stored; "
+            f"{len(touched)} pod{'s' if len(touched) != 1 else ''} touched {DERIVED_BY}"
+        )
+        # What was lost, and why: a damaged or cut log never passes for a complete one.
+        lost = []
+        if totals["cut"]:
+            lost.append(f"{totals['cut']} line(s) cut off before their pod, UID or message ended")
+        if totals["cut_kept"]:
+            lost.append(f"{totals['cut_kept']} cut line(s) kept without their cut-off values")
+        damaged = totals["malformed"] + totals["bad_pod_name"] + totals["bad_uid"] + totals["too_long"]
+        if damaged:
+            lost.append(f"{damaged} damaged line(s) (malformed, bad pod names or UIDs, too long)")
+        if totals["rejected"]:
+            lost.append(f"{totals['rejected']} observation(s) rejected by the store")
+        if failures:
+            lost.append(f"{len(failures)} of {len(files)} file(s) not read in full ({'; '.join(failures)})")
+        if lost:
+            self.stdout.write("lost: " + "; ".join(lost))
         if failures:
             raise CommandError(f"{len(failures)} of {len(files)} file(s) could not be read")
 
@@ -117,13 +140,15 @@ class Command(BaseCommand):
 
     def _ingest(
         self, cluster: Cluster, path: str, stream: IO[bytes], *, node: str, year: int, zone: tzinfo
-    ) -> set[str]:
+    ) -> tuple[set[str], Counter[str]]:
         # The same parser and batching as the HTTP endpoint (collectors/ingest_http.py).
         ingest = KubeletLogIngest(cluster, node=node, year=year, tz=zone)
+        stopped_early = False
         try:
             for line in text_lines(stream):
                 ingest.feed(line)
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip: keep what was read, say so
+            stopped_early = True
             self.stderr.write(f"error: {path}: read stopped early ({exc}); kept the lines before it")
         result = ingest.close()
         parser = ingest.parser
@@ -136,6 +161,22 @@ class Command(BaseCommand):
         if skipped:
             reasons = ", ".join(f"{reason} {count}" for reason, count in skipped.most_common())
             self.stdout.write(f"  skipped lines by reason: {reasons}")
+        if parser.cut_kept:
+            self.stdout.write(f"  {parser.cut_kept} cut line(s) kept without their cut-off values")
         for rejected in result.rejected[:10]:
             self.stderr.write(f"  rejected {rejected}")
-        return result.pods_touched
+        stats: Counter[str] = Counter(
+            lines=parser.lines_read,
+            stored=result.stored,
+            rejected=len(result.rejected),
+            cut_kept=parser.cut_kept,
+            stopped_early=int(stopped_early),
+        )
+        stats.update(
+            {
+                k: v
+                for k, v in skipped.items()
+                if k in ("cut", "malformed", "bad_pod_name", "bad_uid", "too_long")
+            }
+        )
+        return result.pods_touched, stats

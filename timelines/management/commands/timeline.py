@@ -1,4 +1,4 @@
-"""``manage.py timeline``: one pod's timeline as a readable table or as podlife.timeline/v1 JSON."""
+"""``manage.py timeline``: one pod's timeline as a readable table or as podlife.timeline/v2 JSON."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def render_text(timeline: PodTimeline, cluster: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Print one pod's timeline (text table or podlife.timeline/v1 JSON)."
+    help = "Print one pod's timeline (text table or podlife.timeline/v2 JSON)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--cluster", required=True)

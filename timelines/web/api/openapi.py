@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.models import Finding, Workload
 
 TIME = {"type": "string", "format": "date-time"}
@@ -114,14 +115,18 @@ SCHEMAS: dict[str, Any] = {
             "state": {"type": "string"},
             "start": TIME,
             "end": TIME_OR_NULL,
-            "source": {"enum": ["observed", "inferred"]},
+            "source": {
+                "enum": ["observed", "kubelet", "inferred"],
+                "description": "observed: from the kubelet's own pod-worker lines or spans, or the API; "
+                "kubelet: inferred from V0-V3 kubelet lines; inferred: from the API's view.",
+            },
             "attrs": {"type": "object"},
             "evidence": {"type": "array", "items": {"type": "string"}, "description": "Observation ids."},
         }
     ),
     "PodTimeline": _obj(
         {
-            "schema": {"const": "podlife.timeline/v1"},
+            "schema": {"const": TIMELINE_SCHEMA},
             "cluster": {"type": "string"},
             "pod": {"type": "object"},
             "lanes": {"type": "object", "additionalProperties": {"type": "array", "items": _ref("Interval")}},
@@ -224,7 +229,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _obj({"pods": {"type": "array", "items": _ref("Pod")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/timeline": _get(
-            "One pod's timeline, exactly podlife.timeline/v1", [CLUSTER, pod_uid], _ref("PodTimeline")
+            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("PodTimeline")
         ),
         "/clusters/{cluster}/pods/{uid}/observations": _get(
             "The raw observations of a pod (the evidence ids of intervals, markers and findings)",

@@ -244,7 +244,7 @@ def readable_pod(access: Access, cluster: Cluster, uid: str) -> Any:
 
 @api_view
 def pod_timeline(request: HttpRequest, access: Access, cluster: str, uid: str) -> Any:
-    """Exactly ``podlife.timeline/v1`` (PodTimeline.to_json)."""
+    """Exactly ``podlife.timeline/v2`` (PodTimeline.to_json)."""
     c = readable_cluster(access, cluster)
     pod = readable_pod(access, c, uid)
     return queries.pod_timeline(c, pod).to_json(c.name)
