@@ -346,16 +346,18 @@ def test_derive_tasks_go_to_the_derive_queue_only(settings: Any) -> None:
 
 
 @pytest.mark.django_db
-def test_metrics_show_the_derive_backlog(client: Any) -> None:
+def test_metrics_show_the_derive_backlog(client: Any, settings: Any) -> None:
     """GIVEN three dirty pods, one folded WHEN /metrics is scraped THEN the backlog gauges count them."""
     from prometheus_client.parser import text_string_to_metric_families
 
     for i in range(3):
         store.save_observations("prod", pod_history(uid(i), f"web-{i}", upto=1))
     dirty.fold(limit=1)
+    settings.PODLIFE_METRICS_TOKEN = "scrape-token"  # /metrics is closed without one
+    scrape = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token")
     samples = {
         s.name: s.value
-        for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+        for family in text_string_to_metric_families(scrape.content.decode())
         for s in family.samples
     }
     assert samples["podlife_derive_dirty_keys"] == 1 and samples["podlife_derive_dirty_batches"] == 2

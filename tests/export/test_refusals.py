@@ -139,7 +139,9 @@ def misdrawn(raw: bytes) -> tuple[bytes, list[str]]:
     differences an import must name, one line per pod in UID order."""
     data = orjson.loads(raw)
     # web-a: the worker's termination drawn 2 s shorter (an interval boundary moved)
-    terminating, cleanup = pod_in(data, "web-a")["lanes"]["worker"][1:3]
+    worker = pod_in(data, "web-a")["lanes"]["worker"]
+    at = next(i for i, iv in enumerate(worker) if iv["state"] == "terminating")
+    terminating, cleanup = worker[at : at + 2]
     assert (terminating["state"], cleanup["state"]) == ("terminating", "cleanup")
     earlier = (parse_time(cleanup["start"]) - timedelta(seconds=2)).isoformat()
     terminating["end"] = cleanup["start"] = earlier

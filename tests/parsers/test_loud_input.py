@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from timelines import derivation
 from timelines.models import Interval, Node, Pod
 from timelines.models import Observation as ObservationRow
 
@@ -21,11 +22,15 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def run(command: str, *args: str) -> tuple[str, str, CommandError | None]:
+    """The command, then the derive stage as a derive worker would run it (the command only stores, also
+    when it ends in an error: what was readable is kept)."""
     out, err = io.StringIO(), io.StringIO()
     try:
         call_command(command, *args, stdout=out, stderr=err)
     except CommandError as exc:
+        derivation.drain()
         return out.getvalue(), err.getvalue(), exc
+    derivation.drain()
     return out.getvalue(), err.getvalue(), None
 
 
