@@ -7,6 +7,7 @@ layer and a real Celery broker.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -188,6 +189,12 @@ PODLIFE_FORM_MAX_BODY_BYTES = env_int("PODLIFE_FORM_MAX_BODY_BYTES", 64 * 1024, 
 PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty keys claimed at a time
 # A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
 PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
+
+# Beat's own state file (last run of each entry): in the temp directory, never in the checkout, one per deployment.
+CELERY_BEAT_SCHEDULE_FILENAME = env_str(
+    "PODLIFE_BEAT_SCHEDULE_FILE",
+    str(Path(tempfile.gettempdir()) / f"podlife-celerybeat-{PODLIFE_DEPLOYMENT}"),
+)
 
 # The periodic tasks, declared here rather than by the modules that hold them (celery beat reads this).
 # https://docs.celeryq.dev/en/stable/userguide/periodic-tasks.html
