@@ -28,12 +28,15 @@ function localOffsetMicros(us) {
   return -new Date(Math.floor(us / 1000)).getTimezoneOffset() * 60e6;
 }
 
-// Plotly date-axis value for an instant: milliseconds (fraction keeps the microseconds), shifted into the
-// chosen zone (Plotly draws numbers on a date axis as UTC wall time). Numbers, not strings: Plotly parses
-// date strings point by point, which is the slow part of a 10,000-row chart.
+// Plotly date-axis value for an instant: the wall time of the picked zone as a naive string
+// "YYYY-MM-DD HH:MM:SS.ffffff" (microseconds kept). Plotly draws a date string as the wall time it reads,
+// whatever the browser's zone; a number would be taken as milliseconds and drawn in the *browser's* zone
+// (plotly.js dt2ms goes through `new Date(ms)`), which put the axis hours off from the hover in any
+// browser not set to UTC. Every chart (Gantt bars, markers, finding bands, ranges, server-built status
+// figures through zoneFigure) goes through this one helper, so axis, hover and tables agree.
 export function axisValue(us, tz) {
   if (us === null || us === undefined) return null;
-  return (tz === "local" ? us + localOffsetMicros(us) : us) / 1000;
+  return display(us, tz);
 }
 
 // Civil date from days since 1970-01-01 (H. Hinnant's algorithm): no Date object per call.
@@ -72,6 +75,34 @@ export function fromDisplay(text, tz) {
   if (us === null) return null;
   return tz === "local" ? us - localOffsetMicros(us) : us;
 }
+
+// A figure built on the server (timelines/figures.py: ISO strings in UTC) → the same figure with every
+// x value and shape bound shifted to the picked zone through axisValue, so it agrees with the Gantt.
+export function zoneFigure(fig, tz) {
+  const shift = (v) => (typeof v === "string" ? axisValue(toMicros(v), tz) ?? v : v);
+  const data = fig.data.map((t) => (t.x ? { ...t, x: t.x.map(shift) } : t));
+  const layout = { ...fig.layout, xaxis: { ...(fig.layout.xaxis || {}) } };
+  if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(shift);
+  if (layout.shapes) {
+    layout.shapes = layout.shapes.map((s) => (s.xref === "x" ? { ...s, x0: shift(s.x0), x1: shift(s.x1) } : s));
+  }
+  return { data, layout };
+}
+
+// Every cell that holds an instant (data-time="ISO in UTC") shows it in the picked zone, and the switch
+// says which zone that is.
+export function renderTimes(tz) {
+  for (const cell of document.querySelectorAll("[data-time]")) {
+    const us = toMicros(cell.dataset.time);
+    if (us !== null) cell.textContent = display(us, tz);
+  }
+  const toggle = document.getElementById("tz-toggle");
+  if (toggle) toggle.textContent = `times: ${tzLabel(tz)}`;
+}
+
+// Plotly options every chart shares: the mode bar shows on hover only, above the plot area (each layout
+// keeps a top margin for it), so it never covers the first lanes.
+export const PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: "hover" };
 
 export function isoUTC(us) {
   return display(us, "utc").replace(" ", "T") + "Z";

@@ -1,7 +1,8 @@
 // Node, namespace and workload pages: the window picker, the Gantt, and on node pages the live watch.
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
-  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, setParams, toMicros, tzLabel,
+  PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, renderTimes, setParams,
+  toMicros, tzLabel, zoneFigure,
 } from "./common.js";
 import { buildFigure, rowFromTimeline } from "./gantt.js";
 
@@ -87,7 +88,7 @@ async function draw() {
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();
-  await Plotly.react(chart, fig.data, fig.layout, { responsive: true, displaylogo: false, scrollZoom: true });
+  await Plotly.react(chart, fig.data, fig.layout, { ...PLOT_CONFIG, scrollZoom: true });
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
   chart.dataset.rows = String(all.length);
@@ -146,7 +147,7 @@ function syncPicker() {
   fromInput.value = display(state.window.from, state.tz);
   toInput.value = state.explicitTo ? display(state.window.to, state.tz) : "";
   toInput.placeholder = "now (live)";
-  document.getElementById("tz-toggle").textContent = `times: ${tzLabel(state.tz)}`;
+  renderTimes(state.tz);
 }
 
 document.getElementById("win-form").addEventListener("submit", (ev) => {
@@ -172,6 +173,7 @@ document.getElementById("tz-toggle").addEventListener("click", () => {
   setParams({ tz: state.tz === "local" ? "local" : null });
   syncPicker();
   draw();
+  drawStatus();
 });
 
 function onRelayout(ev) {
@@ -273,7 +275,10 @@ if (page.ws) {
   setLive("connecting", "reconnecting");
   connect();
 }
-if (page.status_figure) {
-  const fig = page.status_figure;
-  Plotly.newPlot(document.getElementById("status-chart"), fig.data, fig.layout, { responsive: true, displaylogo: false });
+// The workload's status over time, in the same zone as the Gantt.
+function drawStatus() {
+  if (!page.status_figure) return;
+  const fig = zoneFigure(page.status_figure, state.tz);
+  Plotly.react(document.getElementById("status-chart"), fig.data, fig.layout, PLOT_CONFIG);
 }
+drawStatus();
