@@ -8,13 +8,25 @@ const tl = page.timeline;
 const chart = document.getElementById("gantt");
 let tz = getParams().get("tz") === "local" ? "local" : "utc";
 
+// A false condition is normal (grey) while the pod starts or after it is done; it is an anomaly (red) when
+// the condition had been true and turns false while the API still says running.
+function conditionState(lane, iv, items) {
+  if (!lane.startsWith("condition:") || !/^false$/i.test(iv.state)) return iv.state;
+  const s = toMicros(iv.start);
+  const wasTrue = items.some((o) => /^true$/i.test(o.state) && toMicros(o.start) < s);
+  const running = (tl.lanes.api || []).some((a) => a.state.startsWith("running") && toMicros(a.start) <= s && (!a.end || toMicros(a.end) > s));
+  return wasTrue && running ? `${iv.state} (unexpected)` : iv.state;
+}
+
 function rows() {
   const out = [];
   for (const lane of page.lanes) {
+    const items = tl.lanes[lane];
     out.push({
       key: lane, label: lane, title: `${tl.pod.namespace}/${tl.pod.name}`,
-      intervals: tl.lanes[lane].map((iv) => [lane, iv.state, iv.start, iv.end, iv.source, iv.evidence, unknownBounds(iv.attrs || {})]),
+      intervals: items.map((iv) => [lane, conditionState(lane, iv, items), iv.start, iv.end, iv.source, iv.evidence, unknownBounds(iv.attrs || {})]),
       markers: [], findings: [],
+      freshness: lane === "worker" ? page.freshness : null,
     });
   }
   if (out.length) {
@@ -41,8 +53,10 @@ async function draw() {
   const [lo, hi] = extent();
   const p = getParams();
   const openEnd = tl.pod.deleted_at ? hi : Math.max(hi, Date.now() * 1000);
+  const x0 = toMicros(p.get("x0")), x1 = toMicros(p.get("x1"));
   const fig = buildFigure(rows(), page.gantt, {
-    tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
+    tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0, x1,
+    viewUs: x0 !== null && x1 !== null ? x1 - x0 : hi - lo, plotPx: chart.clientWidth - 200,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
   await Plotly.react(chart, fig.data, fig.layout, { ...PLOT_CONFIG, scrollZoom: true });
@@ -91,7 +105,8 @@ chart.on("plotly_relayout", (ev) => {
   if (ev["xaxis.autorange"]) setParams({ x0: null, x1: null });
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], tz)) });
-  }
+  } else return;
+  draw(); // the minimum bar width follows the zoom
 });
 const initial = getParams().get("evidence");
 if (initial) highlight(initial.split(","));

@@ -85,6 +85,7 @@ async function draw() {
     tz: state.tz, tzLabel: tzLabel(state.tz), windowEnd: windowEnd(),
     x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
     detailUs: (x1 - x0) / Math.max(chart.clientWidth - 120, 200),
+    viewUs: x1 - x0, plotPx: chart.clientWidth - 200,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();
@@ -106,17 +107,48 @@ function renderTable(all) {
     const link = el("a", { href: podURL(page.pod_url, r.uid), text: r.name || r.uid });
     const workers = r.intervals.filter((iv) => iv[0] === "worker");
     const last = workers.length ? workers[workers.length - 1] : null;
+    const pending = r.freshness && r.freshness.pending_since ? toMicros(r.freshness.pending_since) : null;
+    const waits = pending !== null;
     frag.append(
-      el("tr", { "data-uid": r.uid },
+      el("tr", { "data-uid": r.uid, "data-pending": waits ? "1" : "0" },
         el("td", { text: r.namespace }), el("td", {}, link),
-        el("td", { text: last ? `${last[1]}${{ inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || ""}` : "" }),
+        workerCell(last, r.freshness),
         el("td", { text: r.phase || "" }),
-        el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") }),
+        el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") +
+          (waits && r.findings.some((f) => !f[4] || toMicros(f[4]) >= pending) ? " (depends on pending kubelet evidence)" : "") }),
       ),
     );
   }
   table.replaceChildren(frag);
   document.getElementById("pod-count").textContent = `${pods.length} pod${pods.length === 1 ? "" : "s"}` + (pods.length > 2000 ? " (first 2,000 listed)" : "");
+}
+
+// The worker column: the last worker state with how old it is (since when, and how old the node's newest
+// kubelet evidence is), or "kubelet evidence pending since …" when the API is ahead of the kubelet's logs.
+function workerCell(last, fresh) {
+  const td = el("td", { class: "worker-state" });
+  if (!last) return td;
+  const pending = fresh && fresh.pending_since ? toMicros(fresh.pending_since) : null;
+  const source = { inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || "";
+  const now = Date.now() * 1000;
+  if (pending !== null) {
+    td.append(el("span", { class: "worker-pending", text: `kubelet evidence pending since ${display(pending, state.tz)}` }),
+      el("br"), el("span", { class: "muted", text: `last seen: ${last[1]}${source}` }));
+    return td;
+  }
+  const until = fresh && fresh.kubelet_until ? toMicros(fresh.kubelet_until) : null;
+  td.append(el("span", { text: `${last[1]}${source}` }), el("br"),
+    el("span", { class: "muted mono", text: `since ${display(toMicros(last[2]), state.tz).slice(0, 19)}` +
+      (until !== null ? ` · kubelet evidence ${age(now - until)} old` : "") }));
+  return td;
+}
+
+function age(us) {
+  const s = Math.max(0, Math.round(us / 1e6));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172800) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} d`;
 }
 
 async function load() {
@@ -181,7 +213,7 @@ function onRelayout(ev) {
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], state.tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], state.tz)) });
   } else return;
-  if (chart.dataset.renderer === "webgl") draw(); // finer detail at the new zoom
+  draw(); // finer detail (WebGL) and the minimum bar width at the new zoom
 }
 
 function onClick(ev) {
@@ -245,6 +277,8 @@ function connect() {
 function applyDeltas(timelines) {
   for (const tl of timelines) {
     const row = rowFromTimeline(tl, state.lanes);
+    const before = state.pods.get(row.uid);
+    if (before && before.freshness) row.freshness = before.freshness; // read-time; the next load refreshes it
     if (page.kind === "node" && row.node && row.node !== page.title) state.pods.delete(row.uid);
     else state.pods.set(row.uid, row);
     if (!state.explicitTo) {

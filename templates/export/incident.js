@@ -11,7 +11,7 @@
     pending: "#c5cbd3", scheduled: "#a8b6c8", initializing: "#7fa7d1", running: "#3fa34d",
     succeeded: "#6b8f71", failed: "#c43c39", deleted: "#5a6270"
   };
-  var SEVERITY = { info: "#2f7ed8", warning: "#e4892b", critical: "#c43c39" };
+  var SEVERITY = { info: "#138d90", warning: "#d9a400", critical: "#c43c39" };  // figures.py SEVERITY_COLOURS
   var WORKER = ["setup", "running", "terminating", "cleanup"];
   var until = Date.parse(meta.until);
 
