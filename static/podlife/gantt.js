@@ -52,6 +52,12 @@ function style(cfg, source) {
 
 // rows: [{key, label, title, intervals: [[lane,state,start,end,source,evidence]], markers, findings}]
 // opts: {tz, windowEnd (µs, for open intervals), height, viewUs (visible span), plotPx (its width)}
+// The zoom (x0, x1 in µs) that shows a finding's span with a margin on both sides.
+export function findingZoom(s0, e0) {
+  const pad = Math.max((e0 - s0) * 0.15, 2e6);
+  return [s0 - pad, Math.max(e0, s0) + pad];
+}
+
 export function buildFigure(rows, cfg, opts) {
   const tz = opts.tz;
   const end = opts.windowEnd;
@@ -123,7 +129,8 @@ export function buildFigure(rows, cfg, opts) {
         `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}` +
         (waits ? `<br><i>depends on kubelet evidence pending since ${display(pending, tz)}</i>` : "");
       findingBands.push({ y, s0, e0, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
-      findingPts.push({ x: axisValue(s0, tz), y, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
+      // custom[3], custom[4]: the finding's span (µs), for "zoom to finding" on click.
+      findingPts.push({ x: axisValue(s0, tz), y, severity, text, custom: [r.key, (evidence || []).join(","), "finding", s0, e0] });
     }
   });
 
@@ -226,12 +233,16 @@ export function buildFigure(rows, cfg, opts) {
   const labels = rows.length <= cfg.label_limit;
   // WebGL: a fixed 800 px overview (drawing cost grows with the canvas, not the points: a 2,400 px
   // canvas costs four times a 400 px one in software GL); box-zoom on y to separate rows.
-  const height = opts.height || (gl ? 800 : Math.min(Math.max(260, rows.length * (labels ? 22 : 3) + 120), 2400));
+  // The legend sits below the axis in rows of about four entries; the bottom margin grows with it so no
+  // entry is clipped.
+  const legendRows = Math.ceil(traces.length / 4);
+  const bottom = 50 + legendRows * 22;
+  const height = (opts.height || (gl ? 800 : Math.min(Math.max(260, rows.length * (labels ? 22 : 3) + 120), 2400))) + legendRows * 22;
   const layout = {
     barmode: "overlay",
     height,
     // Top margin: room for Plotly's mode bar above the first lane, never over it.
-    margin: { t: 34, l: labels ? Math.min(360, 20 + 7 * Math.max(8, ...rows.map((r) => Math.min(50, r.label.length)))) : 40, r: 20, b: 40 },
+    margin: { t: 34, l: labels ? Math.min(360, 20 + 7 * Math.max(8, ...rows.map((r) => Math.min(50, r.label.length)))) : 40, r: 20, b: bottom },
     xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f" },
     yaxis: {
       autorange: "reversed",
@@ -242,7 +253,7 @@ export function buildFigure(rows, cfg, opts) {
       zeroline: false,
       range: rows.length ? undefined : [0, 1],
     },
-    legend: { orientation: "h", y: -0.08 - 40 / height },
+    legend: { orientation: "h", yanchor: "top", y: -40 / Math.max(height - 34 - bottom, 100) },
     hovermode: "closest",
     dragmode: "zoom",
     uirevision: "keep",

@@ -1,7 +1,7 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
 // its evidence in the observations table below (the raw lines that made it).
 import { PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, pageData, renderTimes, setParams, toMicros, tzLabel } from "./common.js";
-import { buildFigure, unknownBounds } from "./gantt.js";
+import { buildFigure, findingZoom, unknownBounds } from "./gantt.js";
 
 const page = pageData();
 const tl = page.timeline;
@@ -100,6 +100,11 @@ chart.on("plotly_click", (ev) => {
   const ids = custom[1] ? custom[1].split(",") : [];
   setParams({ evidence: ids.join(",") || null });
   highlight(ids);
+  if (custom[2] === "finding") { // zoom to finding
+    const [z0, z1] = findingZoom(custom[3], custom[4]);
+    setParams({ x0: isoUTC(z0), x1: isoUTC(z1) });
+    draw();
+  }
 });
 chart.on("plotly_relayout", (ev) => {
   if (ev["xaxis.autorange"]) setParams({ x0: null, x1: null });

@@ -4,7 +4,7 @@ import {
   PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, renderTimes, setParams,
   toMicros, tzLabel, zoneFigure,
 } from "./common.js";
-import { buildFigure, rowFromTimeline } from "./gantt.js";
+import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -97,6 +97,7 @@ async function draw() {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
   renderTable(all);
+  drawStatus();
 }
 
 function renderTable(all) {
@@ -168,6 +169,7 @@ async function load() {
     statusEl.textContent = data.truncated ? "too many pods: showing the first ones; narrow the window" : "";
   } catch (err) {
     statusEl.textContent = `could not load: ${err.message}`;
+    drawStatus();
   }
 }
 
@@ -205,7 +207,6 @@ document.getElementById("tz-toggle").addEventListener("click", () => {
   setParams({ tz: state.tz === "local" ? "local" : null });
   syncPicker();
   draw();
-  drawStatus();
 });
 
 function onRelayout(ev) {
@@ -221,8 +222,15 @@ function onClick(ev) {
   const custom = point && point.customdata;
   if (!custom || String(custom[0]).startsWith("node:")) return;
   const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
-  const mark = custom[1] ? `?evidence=${encodeURIComponent(custom[1])}` : "";
-  window.location.href = podURL(page.pod_url, custom[0]) + mark + evidence;
+  const q = new URLSearchParams();
+  if (custom[1]) q.set("evidence", custom[1]);
+  if (custom[2] === "finding") { // zoom to finding: the pod page opens on its span
+    const [z0, z1] = findingZoom(custom[3], custom[4]);
+    q.set("x0", isoUTC(z0));
+    q.set("x1", isoUTC(z1));
+  }
+  if (state.tz === "local") q.set("tz", "local");
+  window.location.href = podURL(page.pod_url, custom[0]) + (q.size ? `?${q}` : "") + evidence;
 }
 
 // --- live watch (node pages) ----------------------------------------------------------------------------
@@ -310,9 +318,15 @@ if (page.ws) {
   connect();
 }
 // The workload's status over time, in the same zone as the Gantt.
+// It shares the Gantt's time axis: same range (window or zoom), same left and right margins, so an
+// instant is at the same x in both charts.
 function drawStatus() {
   if (!page.status_figure) return;
   const fig = zoneFigure(page.status_figure, state.tz);
+  const gantt = chart._fullLayout;
+  if (gantt && gantt.xaxis) {
+    fig.layout.xaxis.range = [...gantt.xaxis.range];
+    fig.layout.margin = { ...fig.layout.margin, l: gantt.margin.l, r: gantt.margin.r };
+  }
   Plotly.react(document.getElementById("status-chart"), fig.data, fig.layout, PLOT_CONFIG);
 }
-drawStatus();

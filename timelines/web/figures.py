@@ -165,12 +165,14 @@ def series_figure(
         "data": traces,
         "layout": {
             "title": {"text": plotly_text(title)},
-            "height": 320,
-            "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+            "height": 360,
+            # The legend below the axis with room of its own (never clipped); the pages align the left
+            # and right margins and the time range with the Gantt above (timeline-page.js drawStatus).
+            "margin": {"l": 50, "r": 20, "t": 40, "b": 80},
             "xaxis": {"type": "date"},
             "yaxis": {"rangemode": "tozero", "dtick": 1 if rows and max_value(rows, fields) <= 10 else None},
             "shapes": shapes,
-            "legend": {"orientation": "h"},
+            "legend": {"orientation": "h", "yanchor": "top", "y": -0.22},
         },
     }
 
