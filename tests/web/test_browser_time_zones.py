@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.flow import ingest as ingest_observations
+from tests.lifecycle.factories import pdb
 from tests.web.conftest import ARGS, CHROMIUM, login
 from tests.web.factories import started_pod
 
@@ -137,4 +138,16 @@ def test_axis_hover_and_tables_follow_the_switch_in_any_browser_zone(
         page.wait_for_selector("#gantt .main-svg .bars path")
         check_chart(page, zone)
         assert page.input_value("#win-from") == shown(datetime(2024, 6, 7, 6, 50, tzinfo=UTC), zone)
+
+    # The PDB page: its server-built status chart and its tables follow the switch too.
+    server.run_in_loop(ingest_observations, "lab", [pdb(20.25, 0), pdb(40.5, 1)])
+    blocked = datetime(2024, 6, 7, 6, 55, 0, 250000, tzinfo=UTC)  # T0 + 20.25 s
+    for zone, query in ((None, ""), (browser_zone, "?tz=local")):
+        page.goto(f"{base}/c/lab/ns/shop/pdb/web-pdb/{query}")
+        page.wait_for_selector("#status-chart .main-svg")
+        assert shown(blocked, zone) in page.inner_text("#blocked")
+        first = page.evaluate(
+            "() => new Date(document.getElementById('status-chart').calcdata[0][0].x).toISOString()"
+        )
+        assert first == wall(blocked, zone).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
     assert page.errors == []
