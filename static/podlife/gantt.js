@@ -110,7 +110,7 @@ export function buildFigure(rows, cfg, opts) {
     }
     // Kubelet evidence of the pod's node stops before the API's: the worker lane after it is not known yet.
     const pending = r.freshness && r.freshness.pending_since ? toMicros(r.freshness.pending_since) : null;
-    if (pending !== null && (r.pendingLane === undefined || r.pendingLane)) {
+    if (pending !== null) {
       const e0 = Math.max(end || pending, pending);
       pendingTails.push({
         y, s0: pending, e0,

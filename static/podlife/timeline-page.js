@@ -286,7 +286,13 @@ function applyDeltas(timelines) {
   for (const tl of timelines) {
     const row = rowFromTimeline(tl, state.lanes);
     const before = state.pods.get(row.uid);
-    if (before && before.freshness) row.freshness = before.freshness; // read-time; the next load refreshes it
+    // Freshness is computed when the page reads (timelines/freshness.py): a delta keeps the row's, except
+    // that kubelet evidence reaching past the pending instant clears it; the next load recomputes it.
+    if (before && before.freshness) {
+      const p = before.freshness.pending_since ? toMicros(before.freshness.pending_since) : null;
+      const caughtUp = p !== null && row.intervals.some((iv) => iv[0] === "worker" && iv[4] !== "inferred" && toMicros(iv[3] || iv[2]) > p);
+      row.freshness = caughtUp ? { ...before.freshness, pending_since: null } : before.freshness;
+    }
     if (page.kind === "node" && row.node && row.node !== page.title) state.pods.delete(row.uid);
     else state.pods.set(row.uid, row);
     if (!state.explicitTo) {
