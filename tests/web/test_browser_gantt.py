@@ -199,3 +199,54 @@ def test_every_page_draws_and_its_screenshot_is_taken(src: Any, browser_page: An
         page.wait_for_timeout(300)  # let Plotly finish its transitions
         page.screenshot(path=str(target / f"{name}.png"), full_page=name != "findings")
     assert page.errors == []
+
+
+LAYOUT_CHECKS = """() => {
+  const inside = (a, b) => a.left >= b.left - 1 && a.right <= b.right + 1 && a.top >= b.top - 1 && a.bottom <= b.bottom + 1;
+  const out = {};
+  for (const id of ["gantt", "status-chart"]) {
+    const gd = document.getElementById(id);
+    if (!gd || !gd._fullLayout) continue;
+    const svg = gd.querySelector(".main-svg").getBoundingClientRect();
+    const legend = gd.querySelector(".legend");
+    out[id] = { range: gd._fullLayout.xaxis.range, l: gd._fullLayout.margin.l, r: gd._fullLayout.margin.r,
+                legendInside: legend ? inside(legend.getBoundingClientRect(), svg) : null };
+  }
+  // Times and ids: one line each (a wrapped cell has more than one client rect for its text).
+  out.wrapped = [...document.querySelectorAll("td.mono:not(.wrap)")].filter((td) => {
+    if (!td.firstChild) return false;
+    const range = document.createRange();
+    range.selectNodeContents(td);
+    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1;
+  }).map((td) => td.textContent);
+  return out;
+}"""
+
+
+def test_replica_chart_shares_the_gantt_axis_legends_fit_and_times_stay_whole(
+    src: Any, browser_page: Any
+) -> None:
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/ns/shop/Deployment/web/?{WINDOW}")
+    page.wait_for_selector("#status-chart .main-svg")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    seen = page.evaluate(LAYOUT_CHECKS)
+    gantt, status = seen["gantt"], seen["status-chart"]
+    assert status["range"] == gantt["range"] and (status["l"], status["r"]) == (gantt["l"], gantt["r"]), seen
+    assert gantt["legendInside"] and status["legendInside"], seen
+    # A zoom of the Gantt moves the replica chart with it.
+    page.goto(f"{base}/c/src/ns/shop/Deployment/web/?{WINDOW}&x0={iso(-60)}&x1={iso(120)}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    wait_for_js(
+        page,
+        "document.getElementById('status-chart')._fullLayout.xaxis.range[0] === "
+        "document.getElementById('gantt')._fullLayout.xaxis.range[0]",
+    )
+    zoomed = page.evaluate(LAYOUT_CHECKS)
+    assert zoomed["gantt"]["range"][0].startswith("2024-06-07 06:53:40")
+    for path in (f"/c/src/pods/{uid_for('web-b')}/", "/findings/"):
+        page.goto(base + path)
+        page.wait_for_selector("td.mono")
+        assert page.evaluate(LAYOUT_CHECKS)["wrapped"] == []
+    assert page.errors == []
