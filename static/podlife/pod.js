@@ -1,12 +1,14 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
 // its evidence in the observations table below (the raw lines that made it).
-import { PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, pageData, renderTimes, setParams, toMicros, tzLabel } from "./common.js";
+import {
+  PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, nextZone, pageData, renderTimes, setParams, toMicros, tzLabel, zoneParam,
+} from "./common.js";
 import { buildFigure, findingZoom, unknownBounds } from "./gantt.js";
 
 const page = pageData();
 const tl = page.timeline;
 const chart = document.getElementById("gantt");
-let tz = getParams().get("tz") === "local" ? "local" : "utc";
+let tz = zoneParam();
 
 // A false condition is normal (grey) while the pod starts or after it is done; it is an anomaly (red) when
 // the condition had been true and turns false while the API still says running.
@@ -79,8 +81,7 @@ export function highlight(ids) {
 }
 
 document.getElementById("tz-toggle").addEventListener("click", () => {
-  tz = tz === "utc" ? "local" : "utc";
-  setParams({ tz: tz === "local" ? "local" : null });
+  tz = nextZone(tz);
   draw();
 });
 

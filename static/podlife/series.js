@@ -1,9 +1,9 @@
 // PDB status over time: a figure built on the server (timelines/figures.py), drawn here in the zone the
 // switch picks, with the page's time cells.
-import { PLOT_CONFIG, getParams, pageData, renderTimes, setParams, zoneFigure } from "./common.js";
+import { PLOT_CONFIG, nextZone, pageData, renderTimes, zoneFigure, zoneParam } from "./common.js";
 
 const page = pageData();
-let tz = getParams().get("tz") === "local" ? "local" : "utc";
+let tz = zoneParam();
 
 function draw() {
   renderTimes(tz);
@@ -15,8 +15,7 @@ function draw() {
 const toggle = document.getElementById("tz-toggle");
 if (toggle) {
   toggle.addEventListener("click", () => {
-    tz = tz === "utc" ? "local" : "utc";
-    setParams({ tz: tz === "local" ? "local" : null });
+    tz = nextZone(tz);
     draw();
   });
 }

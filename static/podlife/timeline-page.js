@@ -2,7 +2,7 @@
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
   PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, renderTimes, setParams,
-  toMicros, tzLabel, zoneFigure,
+  nextZone, toMicros, tzLabel, zoneFigure, zoneParam,
 } from "./common.js";
 import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
 
@@ -13,7 +13,7 @@ const statusEl = document.getElementById("status");
 const liveEl = document.getElementById("live-state");
 const table = document.getElementById("pods-body");
 const state = {
-  tz: getParams().get("tz") === "local" ? "local" : "utc",
+  tz: zoneParam(),
   pods: new Map(), // uid → compact row
   nodeLanes: {},
   window: null, // {from, to} in µs
@@ -203,8 +203,7 @@ for (const button of document.querySelectorAll("[data-span]")) {
 }
 
 document.getElementById("tz-toggle").addEventListener("click", () => {
-  state.tz = state.tz === "utc" ? "local" : "utc";
-  setParams({ tz: state.tz === "local" ? "local" : null });
+  state.tz = nextZone(state.tz);
   syncPicker();
   draw();
 });
@@ -229,7 +228,7 @@ function onClick(ev) {
     q.set("x0", isoUTC(z0));
     q.set("x1", isoUTC(z1));
   }
-  if (state.tz === "local") q.set("tz", "local");
+  if (state.tz !== "utc") q.set("tz", state.tz);
   window.location.href = podURL(page.pod_url, custom[0]) + (q.size ? `?${q}` : "") + evidence;
 }
 

@@ -3,9 +3,10 @@
 GIVEN a pod whose worker setup began at 2024-06-07 06:54:41.100000 UTC (first seen by the worker) and whose
 Scheduled event is at 06:54:41.000000 UTC, and a browser set to America/New_York (UTC-4 in June) or
 Asia/Kolkata (UTC+5:30, a half-hour offset)
-WHEN the pod page and the node page open zoomed on that second, with "times: UTC" and then "times: local"
+WHEN the pod page and the node page open zoomed on that second, with "times: UTC", "times: local" and a zone
+picked by name (?tz=Australia/Adelaide, UTC+9:30 in June)
 THEN the axis ticks, the bar's drawn start, the hover and the table cells all name the same instant in the
-picked zone: UTC wall time under "UTC", the browser zone's wall time under "local".
+picked zone: UTC wall time under "UTC", the browser zone's wall time under "local", Adelaide's when picked.
 """
 
 from __future__ import annotations
@@ -110,13 +111,17 @@ def test_axis_hover_and_tables_follow_the_switch_in_any_browser_zone(
     offset = page.evaluate(f"() => -new Date('{SETUP_START.isoformat()}').getTimezoneOffset()")
     assert offset == wall(SETUP_START, browser_zone).utcoffset() / timedelta(minutes=1) != 0
 
-    for zone, query in ((None, ""), (browser_zone, "&tz=local")):
+    # UTC, the browser's zone, and a zone picked by name (half-hour offset, neither UTC nor the browser's).
+    picked = "Australia/Adelaide"
+    for zone, query in ((None, ""), (browser_zone, "&tz=local"), (picked, f"&tz={picked}")):
         page.goto(f"{base}/c/lab/pods/{UID}/?{ZOOM}{query}")
         page.wait_for_selector("#gantt .main-svg .bars path")
         check_chart(page, zone)
         markers = page.inner_text("#markers") if page.locator("#markers").count() else page.inner_text("main")
         assert shown(SCHEDULED, zone) in markers
-        label = "UTC" if zone is None else "local (UTC"
+        label = {None: "UTC", browser_zone: "local (UTC", picked: f"{picked} (UTC+"}[
+            zone
+        ]  # the offset of now
         assert page.inner_text("#tz-toggle").startswith(f"times: {label}")
         # The mouse over the setup bar: the hover names the same instant.
         box = page.evaluate(SETUP_BOX)
