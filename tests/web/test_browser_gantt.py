@@ -136,6 +136,19 @@ def test_finding_bands_stay_behind_bars_and_zoom_to_finding(src: Any, browser_pa
           gd.emit("plotly_click", { points: [{ customdata: gd.data[i].customdata[0] }] }); }"""
     )
     page.wait_for_url("**/pods/**x0=**")
+
+    # Every finding of the findings page and of a PDB page has its zoom link.
+    for path in ("/findings/", "/c/src/ns/shop/pdb/web-pdb/"):
+        page.goto(base + path)
+        rows = (
+            page.locator("#findings tr").count() - 1
+            if path == "/findings/"
+            else page.locator("main li").count()
+        )
+        assert rows > 0 and page.locator("a.zoom-link").count() == rows
+    page.locator("a.zoom-link").first.click()
+    page.wait_for_url("**/pods/**x0=**")
+    page.wait_for_selector("#gantt .main-svg .bars path")
     assert page.errors == []
 
 
