@@ -12,7 +12,8 @@ observation (``Pod.last_seen``: API snapshots, events, audit) is more than
 seen something the kubelet's logs have not reached yet. The tail starts at that newest kubelet evidence.
 A node with no kubelet evidence at all has a worker lane inferred from the API, drawn as such already.
 
-Read-time only, two small queries per page: the newest kubelet evidence per node (bounded to a day before
+A reader without the whole cluster gets the answer from the kubelet evidence of the pods they may read
+only (never another namespace's activity on the node). Read-time only, two small queries per page: the newest kubelet evidence per node (bounded to a day before
 the window so the time index is used) and ``last_seen`` of the pods on the page.
 """
 
@@ -34,18 +35,22 @@ KUBELET_KINDS = (Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER, Kind.KUBELET_PROCE
 LOOKBACK = timedelta(days=1)
 
 
-def kubelet_evidence_until(cluster: Cluster, nodes: Iterable[str], *, since: datetime) -> dict[str, datetime]:
-    """The newest ``observed_at`` of kubelet evidence per node (nodes without any since ``since`` left out)."""
+def kubelet_evidence_until(
+    cluster: Cluster, nodes: Iterable[str], *, since: datetime, namespaces: set[str] | None = None
+) -> dict[str, datetime]:
+    """The newest ``observed_at`` of kubelet evidence per node (nodes without any since ``since`` left out).
+
+    ``namespaces`` (a reader without the whole cluster): only the evidence of pods in those namespaces, so
+    the answer tells nothing about other namespaces' pods or the node's own lines."""
     names = sorted({n for n in nodes if n})
     out: dict[str, datetime] = {}
     for i in range(0, len(names), 500):
-        rows = (
-            Observation.objects.filter(
-                cluster=cluster, kind__in=KUBELET_KINDS, node__in=names[i : i + 500], observed_at__gte=since
-            )
-            .values("node")
-            .annotate(until=Max("observed_at"))
+        qs = Observation.objects.filter(
+            cluster=cluster, kind__in=KUBELET_KINDS, node__in=names[i : i + 500], observed_at__gte=since
         )
+        if namespaces is not None:
+            qs = qs.filter(namespace__in=sorted(namespaces))
+        rows = qs.values("node").annotate(until=Max("observed_at"))
         out.update({r["node"]: r["until"] for r in rows})
     return out
 
@@ -66,11 +71,14 @@ def _freshness(last_seen: datetime | None, until: datetime | None) -> dict[str, 
     }
 
 
-def annotate_window(cluster: Cluster, data: dict[str, Any], *, start: datetime) -> dict[str, Any]:
+def annotate_window(
+    cluster: Cluster, data: dict[str, Any], *, start: datetime, namespaces: set[str] | None = None
+) -> dict[str, Any]:
     """Add ``freshness`` ({kubelet_until, pending_since}) to every pod row of a ``window_timelines`` answer,
-    and ``kubelet_until`` per node; returns ``data``."""
+    and ``kubelet_until`` per node; returns ``data``. ``namespaces``: as in ``kubelet_evidence_until``."""
     pods = data["pods"]
-    until = kubelet_evidence_until(cluster, (p.get("node", "") for p in pods), since=start - LOOKBACK)
+    nodes = (p.get("node", "") for p in pods)
+    until = kubelet_evidence_until(cluster, nodes, since=start - LOOKBACK, namespaces=namespaces)
     last_seen: dict[str, datetime | None] = {}
     uids = [p["uid"] for p in pods]
     for i in range(0, len(uids), 900):  # SQLite caps bound parameters
@@ -83,10 +91,11 @@ def annotate_window(cluster: Cluster, data: dict[str, Any], *, start: datetime) 
     return data
 
 
-def pod_freshness(cluster: Cluster, pod: Pod) -> dict[str, Any]:
-    """``{kubelet_until, pending_since}`` of one pod (its page and timeline document)."""
+def pod_freshness(cluster: Cluster, pod: Pod, *, namespaces: set[str] | None = None) -> dict[str, Any]:
+    """``{kubelet_until, pending_since}`` of one pod (its page). ``namespaces``: as in
+    ``kubelet_evidence_until``."""
     if not pod.node:
         return _freshness(None, None)
     since = (pod.created_at or pod.last_seen or datetime.now().astimezone()) - LOOKBACK
-    until = kubelet_evidence_until(cluster, [pod.node], since=since).get(pod.node)
+    until = kubelet_evidence_until(cluster, [pod.node], since=since, namespaces=namespaces).get(pod.node)
     return _freshness(pod.last_seen, until)

@@ -70,6 +70,17 @@ def test_pending_since_compares_the_api_with_the_nodes_kubelet_evidence(late: Cl
     assert freshness.pending_since(datetime(2024, 6, 7, 7, tzinfo=UTC), None) is None
 
 
+def test_a_namespace_reader_learns_nothing_of_other_namespaces_kubelet_activity(late: Cluster) -> None:
+    """node-a's newest kubelet line is web-killed's (default, T0+7.3 s); a reader of ``secret`` only gets
+    the newest line of its own vault-0 (T0+4.101 s)."""
+    since = datetime(2024, 6, 6, tzinfo=UTC)
+    everything = freshness.kubelet_evidence_until(late, ["node-a"], since=since)
+    secret_only = freshness.kubelet_evidence_until(late, ["node-a"], since=since, namespaces={"secret"})
+    assert everything["node-a"].isoformat() == KUBELET_UNTIL
+    assert secret_only["node-a"] == datetime(2024, 6, 7, 6, 54, 44, 101000, tzinfo=UTC)
+    assert freshness.kubelet_evidence_until(late, ["node-a"], since=since, namespaces=set()) == {}
+
+
 def test_window_api_carries_freshness_per_pod(late: Cluster, admin_user: Any) -> None:
     client = Client()
     client.force_login(admin_user)

@@ -230,7 +230,8 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     if not access.can_namespace(c, p.namespace):
         raise Http404(f"no pod with UID {uid!r} in cluster {c.name!r}")
     timeline = queries.pod_timeline(c, p).to_json(c.name)
-    fresh = freshness.pod_freshness(c, p)  # read-time: "kubelet evidence pending since …"
+    # Read-time: "kubelet evidence pending since …"
+    fresh = freshness.pod_freshness(c, p, namespaces=access.namespace_filter(c))
     observations = queries.pod_observations(c, p)
     by_id = {o.id: o for o in observations}
     diff = None

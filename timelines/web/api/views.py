@@ -319,7 +319,8 @@ def _window_response(
         scope=scope,
         **kw,
     )
-    freshness.annotate_window(c, data, start=start)  # read-time: "kubelet evidence pending since …"
+    # Read-time: "kubelet evidence pending since …"
+    freshness.annotate_window(c, data, start=start, namespaces=access.namespace_filter(c))
     return json_response(strip_node_lanes(access, c, data), request=request)
 
 
