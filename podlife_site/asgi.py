@@ -14,6 +14,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
+# A web server process: the settings turn the database pool on by default (docs/deploy.md "Database connections").
+os.environ.setdefault("PODLIFE_PROCESS", "web")
 django_asgi_app = get_asgi_application()
 
 # These need Django set up first.

@@ -96,7 +96,13 @@ DATABASE_URL = env_str("DATABASE_URL")
 # PostgreSQL: psycopg's pool, at most PODLIFE_DB_POOL_MAX connections per process (0: no pool, one connection
 # per request thread). Size it so that processes x pool <= max_connections (docs/deploy.md "Database
 # connections"); a caller that waits PODLIFE_DB_POOL_TIMEOUT_S for one gets 503 on the web, never 500.
-PODLIFE_DB_POOL_MAX = env_int("PODLIFE_DB_POOL_MAX", 10, minimum=0, maximum=1000)
+# Unset, the pool is on in the web server (podlife_site/asgi.py says PODLIFE_PROCESS=web before the settings load),
+# where concurrent requests would each hold a connection; Celery workers and `manage.py collect` run a fixed
+# number of threads, each keeping its own connection, and a pool smaller than them would starve them.
+PODLIFE_PROCESS = env_str("PODLIFE_PROCESS")
+PODLIFE_DB_POOL_MAX = env_int(
+    "PODLIFE_DB_POOL_MAX", 10 if PODLIFE_PROCESS == "web" else 0, minimum=0, maximum=1000
+)
 PODLIFE_DB_POOL_TIMEOUT_S = env_float("PODLIFE_DB_POOL_TIMEOUT_S", 5.0, minimum=0.1)
 if DATABASE_URL:
     DATABASES = {

@@ -50,9 +50,7 @@ def limited_role(transactional_db: Any) -> Iterator[Any]:
             return role
 
         yield limit
-        db.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role]
-        )
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
         db.execute(f'DROP OWNED BY "{role}"')
         db.execute(f'DROP ROLE "{role}"')
 
@@ -62,9 +60,7 @@ def storm(serve: Any, role: str, app_name: str, **env: str) -> tuple[list[reques
     connections the server held at once)."""
     token = create_token(User.objects.get(username="root"))
     s = connection.settings_dict
-    url = (
-        f"postgres://{role}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}?application_name={app_name}"
-    )
+    url = f"postgres://{role}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}?application_name={app_name}"
     server = serve(deployment_env(SECRET_KEY=strong_key(), DATABASE_URL=url, **env))
     most, done = 0, threading.Event()
 
@@ -85,9 +81,7 @@ def storm(serve: Any, role: str, app_name: str, **env: str) -> tuple[list[reques
     def get(i: int) -> requests.Response:
         start.wait()
         path = ("/api/v1/clusters", "/api/v1/findings")[i % 2]
-        return requests.get(
-            f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=120
-        )
+        return requests.get(f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
     try:
         with ThreadPoolExecutor(CLIENTS) as pool:
