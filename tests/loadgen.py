@@ -1,0 +1,266 @@
+"""Load against a real podlife web process (issue #18, deliverable 6), shared by the suite's bounded load
+test (tests/security/test_load.py) and the full benchmark (bench/load.py).
+
+What runs, all over loopback:
+
+* the **server**: ``uvicorn podlife_site.asgi:application`` in a subprocess (PostgreSQL, the Redis
+  channel layer), as deployed: the pool and the request limit at their defaults;
+* the **churn**: ``publishers`` threads of this process, each a collector and a derive worker in one: a
+  new pod on the watched node is stored, derived and pushed (``tests.flow.ingest``: the store, the derive
+  stage, ``timelines.live``) every ``publish_every_s``; the time before the store is the pod's event time;
+* **websocket clients** on that one node's live view, as the page is: log in (a session cookie), open the
+  socket, read ``deltas`` frames, and on a ``refetch`` frame GET the node timeline over REST as the page
+  does. A pod's delivery lag is the time from its event to the frame that carries it to that client;
+* **REST clients** looping over the API a dashboard user hits (the node's timeline, a pod's timeline,
+  clusters, findings) with an API token.
+
+Counted: every HTTP status (no 500 is allowed), refetch frames (a false gap would make one), pods that
+never reached a client, the delivery lag, and the server's resident memory before, at its peak and after
+the clients left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import orjson
+import requests
+from django.db import connection
+
+from tests.flow import ingest
+from tests.web.factories import started_pod
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` in MiB (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
+
+
+@dataclass
+class LoadResult:
+    ws_clients: int
+    rest_clients: int
+    seconds: float
+    pods: int = 0  # pods published during the run
+    connected: int = 0
+    lags_ms: list[float] = field(default_factory=list)
+    refetches: int = 0
+    missing: int = 0  # (client, pod) pairs never delivered
+    ws_errors: list[str] = field(default_factory=list)
+    rest_statuses: Counter[int] = field(default_factory=Counter)
+    rest_ms: list[float] = field(default_factory=list)
+    refetch_statuses: Counter[int] = field(default_factory=Counter)
+    rss_before: float = 0.0
+    rss_peak: float = 0.0
+    rss_after: float = 0.0
+
+    def statuses(self) -> Counter[int]:
+        return self.rest_statuses + self.refetch_statuses
+
+    def report(self) -> str:
+        lag = self.lags_ms
+        rest = self.rest_ms
+        return "\n".join(
+            [
+                f"  {self.ws_clients} websocket clients ({self.connected} connected), {self.rest_clients} REST"
+                f" clients, {self.seconds:.0f} s, {self.pods} pods published",
+                f"  delta delivery: n={len(lag)} p50 {pct(lag, 50):.0f} ms  p95 {pct(lag, 95):.0f} ms"
+                f"  p99 {pct(lag, 99):.0f} ms  max {max(lag, default=float('nan')):.0f} ms;"
+                f" undelivered {self.missing}; refetch frames {self.refetches}",
+                f"  REST: {sum(self.rest_statuses.values())} requests {dict(self.rest_statuses)}"
+                f" p50 {pct(rest, 50):.0f} ms p99 {pct(rest, 99):.0f} ms; refetches {dict(self.refetch_statuses)}",
+                f"  server RSS: {self.rss_before:.0f} MiB before, {self.rss_peak:.0f} MiB peak,"
+                f" {self.rss_after:.0f} MiB after the clients left"
+                f" ({(self.rss_after / self.rss_before - 1) * 100:+.0f}%)",
+                f"  websocket errors: {len(self.ws_errors)} {self.ws_errors[:3]}",
+            ]
+        )
+
+
+class Load:
+    """One load run against ``base_url`` (a server process ``server_pid``) for node ``node`` of
+    ``cluster``, which must already exist with that node and its pod ``seed_uid``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        server_pid: int,
+        cluster: str,
+        node: str,
+        *,
+        session_cookie: str,
+        token: str,
+        seed_uid: str,
+        ws_clients: int,
+        rest_clients: int,
+        seconds: float,
+        publishers: int = 2,
+        publish_every_s: float = 0.1,
+        settle_s: float = 10.0,
+    ) -> None:
+        self.base_url, self.server_pid = base_url, server_pid
+        self.cluster, self.node = cluster, node
+        self.session_cookie, self.token = session_cookie, token
+        self.result = LoadResult(ws_clients, rest_clients, seconds)
+        self.publishers, self.publish_every_s, self.settle_s = publishers, publish_every_s, settle_s
+        self.published: dict[str, float] = {}  # uid -> event time (time.time())
+        self.delivered: list[set[str]] = [set() for _ in range(ws_clients)]
+        self.connected_ids: set[int] = set()
+        self.seed_uid = seed_uid  # REST clients read its timeline (a pod just stored may still be deriving)
+        self.stop_publishing = threading.Event()
+        self.stop_rest = threading.Event()
+        self._lock = threading.Lock()
+        self._http = ThreadPoolExecutor(max(8, min(64, ws_clients // 2)), thread_name_prefix="refetch")
+        self.node_api = f"{base_url}/api/v1/clusters/{cluster}/nodes/{node}/timeline?lanes=worker"
+
+    # --- churn -------------------------------------------------------------------------------------------
+    def _publish(self, worker: int) -> None:
+        try:
+            for i in itertools.count():
+                if self.stop_publishing.is_set():
+                    return
+                uid = str(uuid.uuid4())
+                started = time.time()
+                with self._lock:
+                    self.published[uid] = started
+                ingest(self.cluster, started_pod(uid, f"load-{worker}-{i}", node=self.node))
+                self.stop_publishing.wait(max(0.0, self.publish_every_s - (time.time() - started)))
+        finally:
+            connection.close()
+
+    # --- REST --------------------------------------------------------------------------------------------
+    def _rest(self, n: int) -> None:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {self.token}"
+        paths: list[Callable[[], str]] = [
+            lambda: self.node_api,
+            lambda: f"{self.base_url}/api/v1/clusters",
+            lambda: f"{self.base_url}/api/v1/findings",
+            lambda: f"{self.base_url}/api/v1/clusters/{self.cluster}/pods/{self.seed_uid}/timeline",
+        ]
+        for i in itertools.count(n):
+            if self.stop_rest.is_set():
+                return
+            began = time.monotonic()
+            answer = session.get(paths[i % len(paths)](), timeout=60)
+            with self._lock:
+                self.result.rest_statuses[answer.status_code] += 1
+                self.result.rest_ms.append((time.monotonic() - began) * 1000)
+            if answer.status_code == 503:  # as a well-behaved client: wait as told
+                self.stop_rest.wait(float(answer.headers.get("Retry-After", "1")))
+
+    def _refetch(self) -> int:
+        answer = requests.get(self.node_api, cookies={"sessionid": self.session_cookie}, timeout=60)
+        return answer.status_code
+
+    # --- websocket clients ----------------------------------------------------------------------------------
+    async def _client(self, i: int, ready: asyncio.Semaphore, stop: asyncio.Event) -> None:
+        from websockets.asyncio.client import connect
+
+        ws_url = self.base_url.replace("http://", "ws://") + f"/ws/v1/nodes/{self.cluster}/{self.node}/"
+        loop = asyncio.get_running_loop()
+        try:
+            async with ready:  # at most a few handshakes at once, as pages opening over a minute would
+                socket = await connect(
+                    ws_url,
+                    origin=self.base_url,  # type: ignore[arg-type]
+                    additional_headers={"Cookie": f"sessionid={self.session_cookie}"},
+                    open_timeout=60,
+                    max_size=None,
+                )
+                hello = orjson.loads(await asyncio.wait_for(socket.recv(), 60))
+            if hello.get("type") != "hello":
+                self.result.ws_errors.append(f"client {i}: {hello}")
+                await socket.close()
+                return
+            self.result.connected += 1
+            self.connected_ids.add(i)
+            async with socket:
+                while not stop.is_set():
+                    try:
+                        raw = await asyncio.wait_for(socket.recv(), 0.5)
+                    except TimeoutError:
+                        continue
+                    now = time.time()
+                    frame = orjson.loads(raw)
+                    if frame["type"] == "deltas":
+                        for pod in frame["pods"]:
+                            uid = pod["pod"]["uid"]
+                            at = self.published.get(uid)
+                            if at is not None and uid not in self.delivered[i]:
+                                self.delivered[i].add(uid)
+                                self.result.lags_ms.append((now - at) * 1000)
+                    elif frame["type"] == "refetch":
+                        self.result.refetches += 1
+                        status = await loop.run_in_executor(self._http, self._refetch)
+                        self.result.refetch_statuses[status] += 1
+                    elif frame["type"] == "error":
+                        self.result.ws_errors.append(f"client {i}: {frame}")
+                        return
+        except Exception as exc:  # counted: a client that could not connect or was dropped
+            self.result.ws_errors.append(f"client {i}: {type(exc).__name__}: {exc}")
+
+    # --- the run ------------------------------------------------------------------------------------------
+    def run(self) -> LoadResult:
+        requests.get(self.node_api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+        self.result.rss_before = self.result.rss_peak = rss_mib(self.server_pid)
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.is_set():
+                self.result.rss_peak = max(self.result.rss_peak, rss_mib(self.server_pid))
+                sampling.wait(0.25)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        asyncio.run(self._run())
+        sampling.set()
+        sampler.join()
+        self._http.shutdown()
+        time.sleep(3.0)  # the server lets go of what the clients held
+        self.result.rss_after = rss_mib(self.server_pid)
+        self.result.pods = len(self.published)
+        self.result.missing = sum(len(set(self.published) - self.delivered[i]) for i in self.connected_ids)
+        return self.result
+
+    async def _run(self) -> None:
+        stop = asyncio.Event()
+        ready = asyncio.Semaphore(16)
+        clients = [asyncio.create_task(self._client(i, ready, stop)) for i in range(self.result.ws_clients)]
+        while self.result.connected + len(self.result.ws_errors) < self.result.ws_clients:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # every subscription is live
+        loop = asyncio.get_running_loop()
+        threads = [threading.Thread(target=self._publish, args=(w,)) for w in range(self.publishers)]
+        threads += [threading.Thread(target=self._rest, args=(n,)) for n in range(self.result.rest_clients)]
+        for t in threads:
+            t.start()
+        await asyncio.sleep(self.result.seconds)
+        self.stop_publishing.set()
+        self.stop_rest.set()
+        await loop.run_in_executor(None, lambda: [t.join() for t in threads])
+        deadline = time.monotonic() + self.settle_s  # the last pods reach every client
+        want = set(self.published)
+        while time.monotonic() < deadline and any(want - self.delivered[i] for i in self.connected_ids):
+            await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.gather(*clients)
