@@ -8,9 +8,10 @@ What runs, all over loopback:
 * the **churn**: ``publishers`` threads of this process, each a collector and a derive worker in one: a
   new pod on the watched node is stored, derived and pushed (``tests.flow.ingest``: the store, the derive
   stage, ``timelines.live``) every ``publish_every_s``; the time before the store is the pod's event time;
-* **websocket clients** on that one node's live view, as the page is: log in (a session cookie), open the
-  socket, read ``deltas`` frames, and on a ``refetch`` frame GET the node timeline over REST as the page
-  does. A pod's delivery lag is the time from its event to the frame that carries it to that client;
+* **websocket clients** on that one node's live view, as the page is (tests/loadclients.py, in a process of
+  their own): log in (a session cookie), open the socket, read ``deltas`` frames, and on a ``refetch``
+  frame GET the node timeline over REST as the page does. A pod's delivery lag is the time from its event
+  to the frame that carries it to that client;
 * **REST clients** looping over the API a dashboard user hits (the node's timeline, a pod's timeline,
   clusters, findings) with an API token.
 
@@ -21,21 +22,20 @@ the clients left.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
+import multiprocessing
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import orjson
 import requests
 from django.db import connection
 
 from tests.flow import ingest
+from tests.loadclients import PagesResult, pages_main
 from tests.web.factories import started_pod
 
 
@@ -123,13 +123,10 @@ class Load:
         self.result = LoadResult(ws_clients, rest_clients, seconds)
         self.publishers, self.publish_every_s, self.settle_s = publishers, publish_every_s, settle_s
         self.published: dict[str, float] = {}  # uid -> event time (time.time())
-        self.delivered: list[set[str]] = [set() for _ in range(ws_clients)]
-        self.connected_ids: set[int] = set()
         self.seed_uid = seed_uid  # REST clients read its timeline (a pod just stored may still be deriving)
         self.stop_publishing = threading.Event()
         self.stop_rest = threading.Event()
         self._lock = threading.Lock()
-        self._http = ThreadPoolExecutor(max(8, min(64, ws_clients // 2)), thread_name_prefix="refetch")
         self.node_api = f"{base_url}/api/v1/clusters/{cluster}/nodes/{node}/timeline?lanes=worker"
 
     # --- churn -------------------------------------------------------------------------------------------
@@ -142,7 +139,9 @@ class Load:
                 started = time.time()
                 with self._lock:
                     self.published[uid] = started
-                ingest(self.cluster, started_pod(uid, f"load-{worker}-{i}", node=self.node))
+                # The name carries the event time: the pages (another process) read their lag from it.
+                name = f"load-{worker}-{i}-t{int(started * 1e6)}"
+                ingest(self.cluster, started_pod(uid, name, node=self.node))
                 self.stop_publishing.wait(max(0.0, self.publish_every_s - (time.time() - started)))
         finally:
             connection.close()
@@ -168,57 +167,6 @@ class Load:
             if answer.status_code == 503:  # as a well-behaved client: wait as told
                 self.stop_rest.wait(float(answer.headers.get("Retry-After", "1")))
 
-    def _refetch(self) -> int:
-        answer = requests.get(self.node_api, cookies={"sessionid": self.session_cookie}, timeout=60)
-        return answer.status_code
-
-    # --- websocket clients ----------------------------------------------------------------------------------
-    async def _client(self, i: int, ready: asyncio.Semaphore, stop: asyncio.Event) -> None:
-        from websockets.asyncio.client import connect
-
-        ws_url = self.base_url.replace("http://", "ws://") + f"/ws/v1/nodes/{self.cluster}/{self.node}/"
-        loop = asyncio.get_running_loop()
-        try:
-            async with ready:  # at most a few handshakes at once, as pages opening over a minute would
-                socket = await connect(
-                    ws_url,
-                    origin=self.base_url,  # type: ignore[arg-type]
-                    additional_headers={"Cookie": f"sessionid={self.session_cookie}"},
-                    open_timeout=60,
-                    max_size=None,
-                )
-                hello = orjson.loads(await asyncio.wait_for(socket.recv(), 60))
-            if hello.get("type") != "hello":
-                self.result.ws_errors.append(f"client {i}: {hello}")
-                await socket.close()
-                return
-            self.result.connected += 1
-            self.connected_ids.add(i)
-            async with socket:
-                while not stop.is_set():
-                    try:
-                        raw = await asyncio.wait_for(socket.recv(), 0.5)
-                    except TimeoutError:
-                        continue
-                    now = time.time()
-                    frame = orjson.loads(raw)
-                    if frame["type"] == "deltas":
-                        for pod in frame["pods"]:
-                            uid = pod["pod"]["uid"]
-                            at = self.published.get(uid)
-                            if at is not None and uid not in self.delivered[i]:
-                                self.delivered[i].add(uid)
-                                self.result.lags_ms.append((now - at) * 1000)
-                    elif frame["type"] == "refetch":
-                        self.result.refetches += 1
-                        status = await loop.run_in_executor(self._http, self._refetch)
-                        self.result.refetch_statuses[status] += 1
-                    elif frame["type"] == "error":
-                        self.result.ws_errors.append(f"client {i}: {frame}")
-                        return
-        except Exception as exc:  # counted: a client that could not connect or was dropped
-            self.result.ws_errors.append(f"client {i}: {type(exc).__name__}: {exc}")
-
     # --- the run ------------------------------------------------------------------------------------------
     def run(self) -> LoadResult:
         requests.get(self.node_api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
@@ -232,35 +180,46 @@ class Load:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        asyncio.run(self._run())
-        sampling.set()
-        sampler.join()
-        self._http.shutdown()
+        spawn = multiprocessing.get_context("spawn")
+        ours, theirs = spawn.Pipe()
+        args = {
+            "base_url": self.base_url,
+            "cluster": self.cluster,
+            "node": self.node,
+            "cookie": self.session_cookie,
+            "n": self.result.ws_clients,
+            "settle_s": self.settle_s,
+        }
+        pages = spawn.Process(target=pages_main, args=(theirs, args), name="load-pages")
+        pages.start()
+        try:
+            if not ours.poll(300) or ours.recv() != "ready":
+                raise RuntimeError("the pages did not connect within 5 minutes")
+            threads = [threading.Thread(target=self._publish, args=(w,)) for w in range(self.publishers)]
+            threads += [
+                threading.Thread(target=self._rest, args=(n,)) for n in range(self.result.rest_clients)
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(self.result.seconds)
+            self.stop_publishing.set()
+            self.stop_rest.set()
+            for t in threads:
+                t.join()
+            ours.send(set(self.published))
+            if not ours.poll(self.settle_s + 120):
+                raise RuntimeError("the pages did not report")
+            seen: PagesResult = ours.recv()
+        finally:
+            pages.join(30)
+            if pages.is_alive():
+                pages.kill()
+            sampling.set()
+            sampler.join()
+        self.result.connected, self.result.lags_ms = seen.connected, seen.lags_ms
+        self.result.refetches, self.result.refetch_statuses = seen.refetches, seen.refetch_statuses
+        self.result.ws_errors, self.result.missing = seen.errors, seen.missing
         time.sleep(3.0)  # the server lets go of what the clients held
         self.result.rss_after = rss_mib(self.server_pid)
         self.result.pods = len(self.published)
-        self.result.missing = sum(len(set(self.published) - self.delivered[i]) for i in self.connected_ids)
         return self.result
-
-    async def _run(self) -> None:
-        stop = asyncio.Event()
-        ready = asyncio.Semaphore(16)
-        clients = [asyncio.create_task(self._client(i, ready, stop)) for i in range(self.result.ws_clients)]
-        while self.result.connected + len(self.result.ws_errors) < self.result.ws_clients:
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)  # every subscription is live
-        loop = asyncio.get_running_loop()
-        threads = [threading.Thread(target=self._publish, args=(w,)) for w in range(self.publishers)]
-        threads += [threading.Thread(target=self._rest, args=(n,)) for n in range(self.result.rest_clients)]
-        for t in threads:
-            t.start()
-        await asyncio.sleep(self.result.seconds)
-        self.stop_publishing.set()
-        self.stop_rest.set()
-        await loop.run_in_executor(None, lambda: [t.join() for t in threads])
-        deadline = time.monotonic() + self.settle_s  # the last pods reach every client
-        want = set(self.published)
-        while time.monotonic() < deadline and any(want - self.delivered[i] for i in self.connected_ids):
-            await asyncio.sleep(0.2)
-        stop.set()
-        await asyncio.gather(*clients)
