@@ -9,7 +9,8 @@ store and push a new pod on the watched node every 0.1 s each (tests/loadgen.py 
 what is counted). Two runs against the same server:
 
 1. baseline: one page, no API client, 5 s: the delivery lag of a quiet server;
-2. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``.
+2. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
+   after each round tells a plateau from a leak).
 
 Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its ratio to the baseline's, every
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
@@ -90,6 +91,9 @@ def main() -> None:
     parser.add_argument("--ws", type=int, default=200)
     parser.add_argument("--rest", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="load rounds: memory after each shows a plateau or a leak"
+    )
     args = parser.parse_args()
     if not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("bench/load.py needs DATABASE_URL (PostgreSQL) and REDIS_URL")
@@ -147,12 +151,17 @@ def main() -> None:
             base, proc.pid, CLUSTER, NODE, ws_clients=1, rest_clients=0, seconds=5.0, **common
         ).run()
         print(base_run.report())
-        print(f"load: {args.ws} pages, {args.rest} API clients")
-        full = Load(
-            base, proc.pid, CLUSTER, NODE, ws_clients=args.ws, rest_clients=args.rest, seconds=args.seconds,
-            settle_s=20.0, **common,
-        ).run()  # fmt: skip
-        print(full.report())
+        rounds = []
+        for n in range(1, args.rounds + 1):
+            print(f"load, round {n}: {args.ws} pages, {args.rest} API clients")
+            rounds.append(
+                Load(
+                    base, proc.pid, CLUSTER, NODE, ws_clients=args.ws, rest_clients=args.rest,
+                    seconds=args.seconds, settle_s=20.0, **common,
+                ).run()
+            )  # fmt: skip
+            print(rounds[-1].report())
+        full = rounds[0]
     finally:
         sampling.set()
         stop_demo.set()
@@ -167,10 +176,15 @@ def main() -> None:
     print(f"HTTP: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {full.refetches} (goal 0);"
           f" undelivered: {full.missing}")  # fmt: skip
     print(f"PostgreSQL connections held by the server at most: {most}")
-    change = (full.rss_after / base_run.rss_before - 1) * 100
-    print(f"server memory: {base_run.rss_before:.0f} MiB at start, {full.rss_peak:.0f} MiB peak, "
-          f"{full.rss_after:.0f} MiB after the clients left ({change:+.0f}%, goal within 20%):"
+    change = (rounds[-1].rss_after / base_run.rss_before - 1) * 100
+    after = ", ".join(f"{r.rss_after:.0f}" for r in rounds)
+    print(f"server memory: {base_run.rss_before:.0f} MiB at start (warm), {max(r.rss_peak for r in rounds):.0f} MiB peak,"
+          f" after each round's clients left: {after} MiB ({change:+.0f}% at the end, goal within 20%):"
           f" {'met' if abs(change) <= 20 else 'NOT met'}")  # fmt: skip
+    cpu = sum(r.server_cpu_s for r in rounds) / max(sum(r.wall_s for r in rounds), 1e-9)
+    print(
+        f"server CPU while loaded: {cpu:.0%} of one core (what this machine gave it; load average in `uptime`)"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ the lag is read from the frame alone.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,8 @@ from typing import Any
 
 import orjson
 import requests
+
+NO_DEFLATE = bool(os.environ.get("PODLIFE_LOAD_NO_DEFLATE"))
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Pages:
                     additional_headers={"Cookie": f"sessionid={self.cookie}"},
                     open_timeout=60,
                     max_size=None,
+                    compression=None if NO_DEFLATE else "deflate",
                 )
                 hello = orjson.loads(await asyncio.wait_for(socket.recv(), 60))
             if hello.get("type") != "hello":

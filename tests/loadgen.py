@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import threading
 import time
 import uuid
@@ -46,6 +47,13 @@ def rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used (Linux)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -72,6 +80,8 @@ class LoadResult:
     rss_before: float = 0.0
     rss_peak: float = 0.0
     rss_after: float = 0.0
+    server_cpu_s: float = 0.0  # CPU the server used from the pages' connection to their report
+    wall_s: float = 0.0  # ... in this wall time
 
     def statuses(self) -> Counter[int]:
         return self.rest_statuses + self.refetch_statuses
@@ -91,6 +101,8 @@ class LoadResult:
                 f"  server RSS: {self.rss_before:.0f} MiB before, {self.rss_peak:.0f} MiB peak,"
                 f" {self.rss_after:.0f} MiB after the clients left"
                 f" ({(self.rss_after / self.rss_before - 1) * 100:+.0f}%)",
+                f"  server CPU: {self.server_cpu_s:.1f} s in {self.wall_s:.1f} s"
+                f" ({self.server_cpu_s / max(self.wall_s, 1e-9):.0%} of one core)",
                 f"  websocket errors: {len(self.ws_errors)} {self.ws_errors[:3]}",
             ]
         )
@@ -169,7 +181,15 @@ class Load:
 
     # --- the run ------------------------------------------------------------------------------------------
     def run(self) -> LoadResult:
-        requests.get(self.node_api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+        # Warm: every route the run uses has been served once (imports, URL resolvers, templates), so the
+        # memory before is the server's steady state, not its first request's.
+        for path in (
+            self.node_api,
+            f"{self.base_url}/api/v1/clusters",
+            f"{self.base_url}/api/v1/findings",
+            f"{self.base_url}/api/v1/clusters/{self.cluster}/pods/{self.seed_uid}/timeline",
+        ):
+            requests.get(path, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
         self.result.rss_before = self.result.rss_peak = rss_mib(self.server_pid)
         sampling = threading.Event()
 
@@ -195,6 +215,7 @@ class Load:
         try:
             if not ours.poll(300) or ours.recv() != "ready":
                 raise RuntimeError("the pages did not connect within 5 minutes")
+            cpu0, wall0 = cpu_s(self.server_pid), time.monotonic()
             threads = [threading.Thread(target=self._publish, args=(w,)) for w in range(self.publishers)]
             threads += [
                 threading.Thread(target=self._rest, args=(n,)) for n in range(self.result.rest_clients)
@@ -210,6 +231,8 @@ class Load:
             if not ours.poll(self.settle_s + 120):
                 raise RuntimeError("the pages did not report")
             seen: PagesResult = ours.recv()
+            self.result.server_cpu_s = cpu_s(self.server_pid) - cpu0
+            self.result.wall_s = time.monotonic() - wall0
         finally:
             pages.join(30)
             if pages.is_alive():
