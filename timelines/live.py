@@ -235,6 +235,8 @@ def current_sequence(group: str) -> int:
     with _sync_clients_lock:
         client = _sync_clients.get(settings.REDIS_URL)
         if client is None:
-            client = _sync_clients[settings.REDIS_URL] = redis.Redis.from_url(settings.REDIS_URL)
+            client = _sync_clients[settings.REDIS_URL] = redis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+            )
     value = client.get(_key(f"seq:{group}"))
     return int(value) if value is not None else 0

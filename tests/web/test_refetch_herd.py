@@ -147,3 +147,17 @@ def test_two_publishers_at_once_make_no_false_gap(settings: Any, admin_user: Any
         channel_layers.backends.clear()
     assert [f for f in frames if f["type"] == "refetch"] == []
     assert {f["type"] for f in frames} == {"deltas"}
+
+
+@pytest.mark.django_db
+def test_without_redis_the_timeline_is_read_unshared_never_a_500(
+    client: Any, lab: Any, admin_user: Any, settings: Any
+) -> None:
+    """GIVEN Redis unreachable (the live sequence cannot be read) WHEN a node timeline is asked for THEN it
+    is answered from its own read."""
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"  # discard port: nothing listens
+    timeline_reads.clear()
+    client.force_login(admin_user)
+    answer = client.get("/api/v1/clusters/lab/nodes/node-a/timeline?lanes=worker")
+    assert answer.status_code == 200 and "web-ok" in answer.content.decode()
+    assert timeline_reads.stats.reads == 0  # not through the shared path

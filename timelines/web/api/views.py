@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,6 +34,8 @@ from timelines.web.visibility import (
     visible_health,
     visible_node_summaries,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
@@ -336,6 +339,13 @@ def _window_response(
     ttl = float(settings.PODLIFE_SHARED_READ_S)
     if group is None or ttl <= 0 or kw.get("pod_uids"):
         return json_bytes_response(read(), request=request)
+    try:
+        seq = live.current_sequence(live.group_name(group, c.name, scope["name"]))  # type: ignore[arg-type]
+    except Exception:  # Redis away: no sharing, but the page still gets its answer
+        log.warning(
+            "live sequence of %s/%s unreadable; reading unshared", c.name, scope["name"], exc_info=True
+        )
+        return json_bytes_response(read(), request=request)
     # A live page's refetch herd reads once (timelines/web/shared_reads.py): the key says which view, for
     # whom, and as of which live sequence number of its group.
     key = (
@@ -345,7 +355,7 @@ def _window_response(
         tuple(request.GET.get(p, "") for p in ("from", "to", "lanes")),
         None if namespaces is None else tuple(sorted(namespaces)),
         access.whole_cluster(c),
-        live.current_sequence(live.group_name(group, c.name, scope["name"])),  # type: ignore[arg-type]
+        seq,
     )
     return json_bytes_response(shared_reads.timeline_reads.get(key, ttl, read), request=request)
 
