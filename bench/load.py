@@ -15,7 +15,9 @@ what is counted). Two runs against the same server:
 Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its ratio to the baseline's, every
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
-at the peak and 3 s after the clients left (goal: within 20 % of before).
+at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
+``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (as a browser would), to see its
+cost on the server.
 """
 
 from __future__ import annotations
