@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-HTTP requests pass the body limits first (podlife_site/body_limits.py: an oversized or unauthenticated
+HTTP requests pass the concurrency limit first (podlife_site/overload.py: 503 with Retry-After when the
+process is full), then the body limits (podlife_site/body_limits.py: an oversized or unauthenticated
 upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
 podlife_site/websocket_origin.py) and the session auth before a consumer sees them; each consumer then
 checks the user's read permission (timelines/web/consumers.py).
@@ -13,6 +14,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "podlife_site.settings")
+# A web server process: the settings turn the database pool on by default (docs/deploy.md "Database connections").
+os.environ.setdefault("PODLIFE_PROCESS", "web")
 django_asgi_app = get_asgi_application()
 
 # These need Django set up first.
@@ -26,12 +29,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from podlife_site.body_limits import BodyLimits  # noqa: E402
+from podlife_site.overload import ConcurrencyLimit  # noqa: E402
 from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
 from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimits(django_asgi_app),
+        # The limit first: a request turned away costs no credential check, thread or connection.
+        "http": ConcurrencyLimit(BodyLimits(django_asgi_app)),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

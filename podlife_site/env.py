@@ -101,11 +101,14 @@ SQLITE_OPTIONS = {
 _DB_FORM = "postgres://USER:PASSWORD@HOST:PORT/NAME, postgresql://…, or sqlite:////ABSOLUTE/PATH"
 
 
-def database_from_url(name: str, url: str, *, pool_max: int = 0) -> dict[str, object]:
+def database_from_url(
+    name: str, url: str, *, pool_max: int = 0, pool_timeout_s: float = 30.0
+) -> dict[str, object]:
     """A Django DATABASES entry from a database URL (PostgreSQL or SQLite).
 
     ``pool_max`` > 0 (PostgreSQL only): psycopg's connection pool through Django's backend, at most that
-    many connections per process; a request holds one only while it runs queries of its own."""
+    many connections per process; a request holds one only while it runs queries of its own. A caller that
+    waits ``pool_timeout_s`` for one gets ``PoolTimeout`` (the web answers 503, podlife_site/overload.py)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -136,8 +139,11 @@ def database_from_url(name: str, url: str, *, pool_max: int = 0) -> dict[str, ob
                 )
             # https://docs.djangoproject.com/en/5.2/ref/databases/#connection-pool: the pool keeps the
             # connections, so Django's own persistence is off (it refuses both at once).
-            options["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": 30}
-            entry.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+            # CONN_HEALTH_CHECKS: Django then gives the pool psycopg's connection check, so a connection the
+            # server dropped while it idled in the pool (a restart, pg_terminate_backend) is replaced before
+            # anyone gets it.
+            options["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": pool_timeout_s}
+            entry.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=True)
         return entry
     if scheme == "sqlite":
         path = unquote(parts.path)[1:]  # sqlite:///relative.db, sqlite:////absolute/path.db

@@ -8,6 +8,7 @@ off (the default, docs/security.md); with DEBUG on it shows its debug pages inst
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -19,7 +20,14 @@ SERVER_ERROR = "podlife could not answer this request; the error is in the serve
 
 
 def server_error(request: HttpRequest, template_name: str = defaults.ERROR_500_TEMPLATE_NAME) -> HttpResponse:
-    """``handler500``: the REST API keeps its JSON error shape; pages get ``500.html`` (no context)."""
+    """``handler500``: the REST API keeps its JSON error shape; pages get ``500.html`` (no context).
+
+    A failure to get a database connection outside a view (a session saved by a middleware, say) is not a
+    server error but an overload: 503 with Retry-After, as ``DatabaseBusyMiddleware`` answers for views."""
+    from podlife_site.overload import busy_response, database_busy
+
+    if database_busy(sys.exc_info()[1]):
+        return busy_response(request.path, "no database connection free")
     if request.path.startswith(API_PREFIX):
         return JsonResponse({"error": {"status": 500, "message": SERVER_ERROR, "param": None}}, status=500)
     return defaults.server_error(request, template_name)

@@ -52,6 +52,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a view that cannot get a database connection (pool timeout, "too many clients") answers 503.
+    "podlife_site.overload.DatabaseBusyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -91,10 +93,26 @@ TEMPLATES = [
 
 # --- storage --------------------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
+# PostgreSQL: psycopg's pool, at most PODLIFE_DB_POOL_MAX connections per process (0: no pool, one connection
+# per request thread). Size it so that processes x pool <= max_connections (docs/deploy.md "Database
+# connections"); a caller that waits PODLIFE_DB_POOL_TIMEOUT_S for one gets 503 on the web, never 500.
+# Unset, the pool is on in the web server (podlife_site/asgi.py says PODLIFE_PROCESS=web before the settings load),
+# where concurrent requests would each hold a connection; Celery workers and `manage.py collect` run a fixed
+# number of threads, each keeping its own connection, and a pool smaller than them would starve them.
+PODLIFE_PROCESS = env_str("PODLIFE_PROCESS")
+PODLIFE_DB_POOL_MAX = env_int(
+    "PODLIFE_DB_POOL_MAX", 10 if PODLIFE_PROCESS == "web" else 0, minimum=0, maximum=1000
+)
+PODLIFE_DB_POOL_TIMEOUT_S = env_float("PODLIFE_DB_POOL_TIMEOUT_S", 5.0, minimum=0.1)
 if DATABASE_URL:
-    # PODLIFE_DB_POOL_MAX > 0: a psycopg pool of at most that many connections per process (PostgreSQL).
-    pool_max = env_int("PODLIFE_DB_POOL_MAX", 0, minimum=0, maximum=1000)
-    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL, pool_max=pool_max)}
+    DATABASES = {
+        "default": database_from_url(
+            "DATABASE_URL",
+            DATABASE_URL,
+            pool_max=PODLIFE_DB_POOL_MAX,
+            pool_timeout_s=PODLIFE_DB_POOL_TIMEOUT_S,
+        )
+    }
 else:
     DATABASES = {
         "default": {
@@ -187,6 +205,22 @@ PODLIFE_METRICS_PUBLIC = env_bool("PODLIFE_METRICS_PUBLIC", False)
 # --- request bodies (podlife_site/body_limits.py refuses them before Django reads them) -------------------------
 PODLIFE_MAX_BODY_BYTES = env_int("PODLIFE_MAX_BODY_BYTES", 1024**2, minimum=1024)  # any route not below
 PODLIFE_FORM_MAX_BODY_BYTES = env_int("PODLIFE_FORM_MAX_BODY_BYTES", 64 * 1024, minimum=1024)  # log-in forms
+
+# --- overload (podlife_site/overload.py): HTTP requests served at once per process -------------------------------
+# At most PODLIFE_HTTP_MAX_CONCURRENT requests run in Django at once (0: no limit); up to PODLIFE_HTTP_MAX_WAITING
+# more wait up to PODLIFE_HTTP_WAIT_S for a turn; the rest, and those that waited too long, get 503 with a
+# Retry-After of PODLIFE_RETRY_AFTER_S to twice that (jittered, so refused clients do not return together).
+# Default: two below the pool, which keeps room for websocket handshakes and ingest credential checks.
+_POOLED = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and PODLIFE_DB_POOL_MAX > 0
+PODLIFE_HTTP_MAX_CONCURRENT = env_int(
+    "PODLIFE_HTTP_MAX_CONCURRENT", max(1, PODLIFE_DB_POOL_MAX - 2) if _POOLED else 8, minimum=0
+)
+PODLIFE_HTTP_MAX_WAITING = env_int("PODLIFE_HTTP_MAX_WAITING", 200, minimum=0)
+PODLIFE_HTTP_WAIT_S = env_float("PODLIFE_HTTP_WAIT_S", 10.0, minimum=0)
+PODLIFE_RETRY_AFTER_S = env_int("PODLIFE_RETRY_AFTER_S", 2, minimum=1, maximum=3600)
+# The node/namespace timeline API shares one read among requests for the same view that arrive together (a
+# live page's refetch herd), and keeps it this long for late arrivals of the same live sequence (0: off).
+PODLIFE_SHARED_READ_S = env_float("PODLIFE_SHARED_READ_S", 2.0, minimum=0)
 
 # --- the derive stage (timelines/derivation.py) ------------------------------------------------------------
 PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty keys claimed at a time

@@ -218,3 +218,25 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
 
 
 _pending_sends: set[asyncio.Task[int]] = set()  # keeps background sends alive until they finish
+
+
+_sync_clients: dict[str, Any] = {}  # REDIS_URL -> redis.Redis (its own connection pool), per process
+_sync_clients_lock = threading.Lock()
+
+
+def current_sequence(group: str) -> int:
+    """The group's last sequence number (0 before its first message). A reader that takes it before it
+    reads the store sees every pod the messages up to it carried (they were stored before being numbered);
+    timelines/web/shared_reads.py keys shared results by it."""
+    if not settings.REDIS_URL:
+        return _local_sequences.get(group, 0)
+    import redis
+
+    with _sync_clients_lock:
+        client = _sync_clients.get(settings.REDIS_URL)
+        if client is None:
+            client = _sync_clients[settings.REDIS_URL] = redis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+            )
+    value = client.get(_key(f"seq:{group}"))
+    return int(value) if value is not None else 0

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from collectors.kube import kubelet, lease
 from collectors.kube.config import Tunables, cluster_source
@@ -141,16 +141,35 @@ class Collector:
         source = cluster_source(cluster)
         while not self.cancel.is_set():
             started = time.monotonic()
+            # This thread serves no request, so nothing else recycles its connection: one the database
+            # dropped (a restart, a failover, pg_terminate_backend) is closed here, or every later pull
+            # would fail on it forever ("the connection is closed"), as they did (issue #18, finding 6).
+            close_old_connections()
             for enabled, pull in (
                 (source.kubelet_metrics, kubelet.pull_kubelet_metrics),
                 (source.kubelet_logs, kubelet.pull_kubelet_logs),
             ):
                 if enabled and not self.cancel.is_set():
-                    try:
-                        pull(cluster)
-                    except Exception:  # logged; the next round tries again
-                        log.exception("%s: kubelet pull failed", cluster)
+                    self._pull(cluster, pull)
+            close_old_connections()  # with the pool (CONN_MAX_AGE 0) this hands the connection back
             self.cancel.wait(max(0.0, tunables.kubelet_interval_s - (time.monotonic() - started)))
+
+    def _pull(self, cluster: str, pull: Callable[[str], object]) -> None:
+        """One pull; a pull that failed on a dropped database connection is tried once more on a new one,
+        as a watch step is."""
+        for attempt in (1, 2):
+            try:
+                pull(cluster)
+                return
+            except (OperationalError, InterfaceError) as exc:
+                connection.close()  # the next query opens a fresh connection
+                if attempt == 2:
+                    log.error("%s: kubelet pull failed on the database twice: %s", cluster, exc)
+                else:
+                    log.warning("%s: kubelet pull lost its database connection (%s); again", cluster, exc)
+            except Exception:  # logged; the next round tries again
+                log.exception("%s: kubelet pull failed", cluster)
+                return
 
 
 _background: Collector | None = None

@@ -37,6 +37,7 @@ DEPLOYMENT_VARIABLES = (
     "PODLIFE_METRICS_PUBLIC",
     "PODLIFE_METRICS_TOKEN",
     "DJANGO_SETTINGS_MODULE",
+    "PODLIFE_PROCESS",  # set to "web" in this process once podlife_site.asgi is imported
 )
 
 

@@ -139,6 +139,9 @@ def test_error_pages_of_a_deployment_never_show_its_settings(serve: Any) -> None
         SECRET_KEY=strong_key(),
         DATABASE_URL=f"postgres://podlife:{DB_PASSWORD}@{dead}/podlife",
         REDIS_URL=f"redis://:{REDIS_PASSWORD}@{dead}/0",
+        # Without the pool a dead database fails at once (500); with it, after the pool's wait, as 503
+        # (tests/security/test_overload.py checks that answer names no setting either).
+        PODLIFE_DB_POOL_MAX="0",
     )
     server = serve(env)
     # A session cookie makes the overview look its session up in the (dead) database: a 500.

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import functools
 import gzip
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import freshness, queries
+from timelines import freshness, live, queries
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, Workload
+from timelines.web import shared_reads
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 from timelines.web.visibility import (
     require_known_namespace,
@@ -31,6 +34,8 @@ from timelines.web.visibility import (
     visible_health,
     visible_node_summaries,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
@@ -47,7 +52,14 @@ GZIP_OVER = 256 * 1024
 
 
 def json_response(data: Any, *, status: int = 200, request: HttpRequest | None = None) -> HttpResponse:
-    body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    return json_bytes_response(
+        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status, request=request
+    )
+
+
+def json_bytes_response(
+    body: bytes, *, status: int = 200, request: HttpRequest | None = None
+) -> HttpResponse:
     gz = (
         request is not None and len(body) > GZIP_OVER and "gzip" in request.headers.get("Accept-Encoding", "")
     )
@@ -309,19 +321,45 @@ def _window_response(
             c, node=kw.get("node", ""), namespace=kw.get("namespace", ""), pod_uids=kw.get("pod_uids")
         )
 
-    start, end = parse_window(request, extent)
-    data = queries.window_timelines(
-        c,
-        start=start,
-        end=end,
-        namespaces=access.namespace_filter(c),
-        lanes=parse_lanes(request),
-        scope=scope,
-        **kw,
+    def read() -> bytes:
+        start, end = parse_window(request, extent)
+        data = queries.window_timelines(
+            c,
+            start=start,
+            end=end,
+            namespaces=namespaces,
+            lanes=parse_lanes(request),
+            scope=scope,
+            **kw,
+        )
+        # Read-time: "kubelet evidence pending since …"
+        freshness.annotate_window(c, data, start=start, namespaces=namespaces)
+        return orjson.dumps(strip_node_lanes(access, c, data), option=orjson.OPT_NON_STR_KEYS)
+
+    namespaces = access.namespace_filter(c)
+    group = {"node": "node", "namespace": "ns"}.get(scope["kind"])
+    ttl = float(settings.PODLIFE_SHARED_READ_S)
+    if group is None or ttl <= 0 or kw.get("pod_uids"):
+        return json_bytes_response(read(), request=request)
+    try:
+        seq = live.current_sequence(live.group_name(group, c.name, scope["name"]))  # type: ignore[arg-type]
+    except Exception:  # Redis away: no sharing, but the page still gets its answer
+        log.warning(
+            "live sequence of %s/%s unreadable; reading unshared", c.name, scope["name"], exc_info=True
+        )
+        return json_bytes_response(read(), request=request)
+    # A live page's refetch herd reads once (timelines/web/shared_reads.py): the key says which view, for
+    # whom, and as of which live sequence number of its group.
+    key = (
+        c.id,
+        scope["kind"],
+        scope["name"],
+        tuple(request.GET.get(p, "") for p in ("from", "to", "lanes")),
+        None if namespaces is None else tuple(sorted(namespaces)),
+        access.whole_cluster(c),
+        seq,
     )
-    # Read-time: "kubelet evidence pending since …"
-    freshness.annotate_window(c, data, start=start, namespaces=access.namespace_filter(c))
-    return json_response(strip_node_lanes(access, c, data), request=request)
+    return json_bytes_response(shared_reads.timeline_reads.get(key, ttl, read), request=request)
 
 
 @api_view
