@@ -35,7 +35,6 @@ from pathlib import Path
 from _setup import ROOT, setup_django
 
 os.environ.setdefault("DEBUG", "0")
-os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")  # the lag part's uvicorn answers there
 setup_django(scratch_database=True)
 
