@@ -88,14 +88,20 @@ class ContainerStatus:
     finished_at: datetime | None
     restart_count: int
     last: Run | None
+    # ``current_run``, made on first use (lanes and findings ask for it many times per status).
+    _current: tuple[Run | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def current_run(self) -> Run | None:
         """The run in ``state`` when the container is running or terminated."""
-        if self.state in ("running", "terminated"):
-            finished = self.finished_at if self.state == "terminated" else None
-            return Run(self.started_at, finished, self.reason, self.exit_code, self.signal)
-        return None
+        if self._current is None:
+            run = None
+            if self.state in ("running", "terminated"):
+                finished = self.finished_at if self.state == "terminated" else None
+                run = Run(self.started_at, finished, self.reason, self.exit_code, self.signal)
+            object.__setattr__(self, "_current", (run,))  # a cache on a frozen value
+            return run
+        return self._current[0]
 
 
 @dataclass(frozen=True, slots=True)
