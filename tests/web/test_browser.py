@@ -99,6 +99,21 @@ def test_pod_page_gantt_follows_its_pod_live(live_server_asgi: Any, viewer: Any,
     assert page.errors == []
 
 
+def test_namespace_page_shows_a_new_pod_live(live_server_asgi: Any, viewer: Any, browser_page: Any) -> None:
+    """GIVEN a viewer on the namespace page of ``evil`` WHEN a pod starts there THEN its row appears live."""
+    server, page = live_server_asgi, browser_page
+    login(page, server.url, "viewer")
+    page.goto(f"{server.url}/c/lab/ns/evil/")
+    page.wait_for_selector("#gantt .main-svg")
+    page.wait_for_selector("#live-state[data-state=live]", timeout=10_000)
+    assert page.get_attribute("#gantt", "data-rows") == "1"
+    new_uid = "cccccccc-0000-4000-8000-00000000live"
+    server.run_in_loop(ingest_observations, "lab", started_pod(new_uid, "evil-live", namespace="evil"))
+    page.wait_for_selector(f'#pods-body tr[data-uid="{new_uid}"]', timeout=5_000)
+    assert page.get_attribute("#gantt", "data-rows") == "2"
+    assert page.errors == []
+
+
 def test_findings_page_leads_to_evidence(
     live_server_asgi: Any, admin_user: Any, lab: Any, browser_page: Any
 ) -> None:
