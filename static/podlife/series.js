@@ -1,4 +1,4 @@
-// Workload and PDB status over time: figures built on the server (timelines/figures.py), drawn here.
+// Workload and PDB status over time: figures built on the server (timelines/web/figures.py), drawn here.
 import { pageData } from "./common.js";
 
 const page = pageData();
