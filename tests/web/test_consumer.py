@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -176,10 +177,10 @@ def test_ingesting_a_pod_on_the_node_pushes_its_timeline(viewer: Any) -> None:
     assert UID_EVIL  # the fixture's hostile pod is on this node too (see the browser test)
 
 
-@pytest.mark.redis
-def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) -> None:
-    """GIVEN the Redis pub/sub layer WHEN a pod on the node is ingested THEN the consumer forwards it, with
-    Redis-backed sequence numbers that continue where they were."""
+@pytest.fixture
+def redis_layer(settings: Any, viewer: Any) -> Iterator[None]:
+    """The Redis pub/sub channel layer (and Redis-backed listeners and sequence numbers), after ``viewer``'s
+    fixtures set the in-memory one up."""
     import os
 
     from channels.layers import channel_layers
@@ -192,6 +193,14 @@ def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) 
         }
     }
     channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.mark.redis
+def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, viewer: Any) -> None:
+    """GIVEN the Redis pub/sub layer WHEN a pod on the node is ingested THEN the consumer forwards it, with
+    Redis-backed sequence numbers that continue where they were."""
 
     async def run() -> None:
         ws = await connect(viewer)
@@ -206,10 +215,7 @@ def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) 
         await ws.disconnect()
         await get_channel_layer().flush()
 
-    try:
-        async_to_sync(run)()
-    finally:
-        channel_layers.backends.clear()
+    async_to_sync(run)()
 
 
 def _deleted(uid: str, name: str, namespace: str = "default") -> Any:
@@ -283,22 +289,13 @@ def test_pod_and_namespace_sockets_refuse_what_the_user_may_not_read(
 
 
 @pytest.mark.redis
-def test_pod_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) -> None:
+def test_pod_deltas_flow_through_the_redis_pubsub_layer(
+    redis_layer: None, settings: Any, viewer: Any
+) -> None:
     """GIVEN the Redis pub/sub layer and a pod page's socket WHEN the pod changes THEN its delta arrives
     (the consumer registered its pod group as listened to, in Redis, as node groups are)."""
-    import os
-
     import redis
-    from channels.layers import channel_layers
 
-    settings.REDIS_URL = os.environ["REDIS_URL"]
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL]},
-        }
-    }
-    channel_layers.backends.clear()
     group = group_name("pod", "lab", UID_OK)
 
     async def run() -> None:
@@ -315,7 +312,4 @@ def test_pod_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: A
         await ws.disconnect()
         await get_channel_layer().flush()
 
-    try:
-        async_to_sync(run)()
-    finally:
-        channel_layers.backends.clear()
+    async_to_sync(run)()
