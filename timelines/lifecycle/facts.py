@@ -453,8 +453,8 @@ class _Reader:
 
     def int(self, obs: Observation, data: Mapping[str, Any], key: str) -> int | None:
         value = data.get(key)
-        if value is None:
-            return None
+        if value is None or type(value) is int:  # the common cases first (bool is not int's type)
+            return value
         if isinstance(value, bool):
             self.problem(obs, f"{key} {value!r} is not an integer")
             return None
