@@ -130,7 +130,9 @@ _SELECT_FACTS = (
 
 def _pg_facts(sql: str, params: Sequence[Any]) -> Iterable[Fact]:
     with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(_SELECT_FACTS + sql, params, binary=True)
+        # Never a named prepared statement: a transaction-pooling proxy may hand the next query to
+        # another server session.
+        cursor.execute(_SELECT_FACTS + sql, params, binary=True, prepare=False)
         for oid, kind, source, at, key, uid, node, ns, name, payload in cursor:
             yield (
                 oid,
