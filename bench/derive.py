@@ -1,6 +1,6 @@
 """Derive-stage benchmark, against baselines measured in the same run.
 
-    python bench/derive.py [--pods 3000] [--lag-seconds 60] [--churn 20]
+    python bench/derive.py [--pods 3000] [--repeat 3] [--lag-seconds 60] [--churn 20] [--skip-lag]
 
 1. Throughput. ``--pods`` pods (a life of 6 snapshots and 4 kubelet lines each) are stored, which marks
    them dirty; then the derive stage (``derivation.drain``) derives them all, in one worker process and
@@ -35,7 +35,6 @@ from pathlib import Path
 from _setup import ROOT, setup_django
 
 os.environ.setdefault("DEBUG", "0")
-os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 50)
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")  # the lag part's uvicorn answers there
 setup_django(scratch_database=True)
 
@@ -96,15 +95,16 @@ def mark_all(cluster: Cluster) -> int:
 
 def _worker(start: multiprocessing.synchronize.Event, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     start.wait()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     done = derivation.drain()
-    out.put((done, time.perf_counter() - t0))
+    out.put((done, time.perf_counter() - t0, time.process_time() - cpu0))
     connections.close_all()
 
 
-def derive_with(workers: int, cluster: Cluster) -> tuple[int, float]:
+def derive_with(workers: int, cluster: Cluster) -> tuple[int, float, float]:
     """Mark every key of ``cluster`` dirty, then derive them with ``workers`` forked processes started
-    together; returns (keys derived, seconds from the start until the last worker is done)."""
+    together; returns (keys derived, seconds from the start until the last worker is done, CPU seconds
+    the workers spent themselves: the rest of the time is the database's and waiting for a core)."""
     mark_all(cluster)
     derivation.run_batch(limit=1)  # fold the marks outside the clock (a DirtyKey per key), derive one
     connections.close_all()  # no connection crosses a fork
@@ -122,7 +122,13 @@ def derive_with(workers: int, cluster: Cluster) -> tuple[int, float]:
     for p in procs:
         p.join()
     assert not DirtyKey.objects.exists()
-    return sum(r[0] for r in results), elapsed
+    return sum(r[0] for r in results), elapsed, sum(r[2] for r in results)
+
+
+def best_of(repeat: int, workers: int, cluster: Cluster) -> tuple[int, float, float]:
+    """The fastest of ``repeat`` runs of ``derive_with`` (the baseline too is the fastest of its runs: on a
+    shared machine both are then measured at their least disturbed)."""
+    return min((derive_with(workers, cluster) for _ in range(repeat)), key=lambda r: r[1])
 
 
 def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
@@ -159,7 +165,7 @@ def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
             cursor.execute("DROP TABLE IF EXISTS bench_interval_raw")
 
 
-def throughput(pods: int) -> None:
+def throughput(pods: int, repeat: int) -> None:
     observations_stored.disconnect(dispatch_uid="podlife-derive-stage")  # derive when the bench says so
     cluster = store.cluster_for(CLUSTER)
     uids: list[str] = []
@@ -175,12 +181,15 @@ def throughput(pods: int) -> None:
     derivation.drain()  # a first derivation outside the clock: derived rows exist, as in steady state
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    one_keys, one_s = derive_with(1, cluster)
-    two_keys, two_s = derive_with(2, cluster)
-    base_s = min(raw_baseline(cluster, uids) for _ in range(3))
+    one_keys, one_s, one_cpu = best_of(repeat, 1, cluster)
+    two_keys, two_s, _ = best_of(repeat, 2, cluster)
+    base_s = min(raw_baseline(cluster, uids) for _ in range(repeat))
     one, two, raw = one_keys / one_s, two_keys / two_s, len(uids) / base_s
-    print(f"1. throughput, {pods} pods ({len(uids) * 10} observations), {os.cpu_count()} cores")
-    print(f"  derive stage, one worker:  {one_keys} keys in {one_s:6.2f} s = {one:8,.0f} keys/s")
+    print(
+        f"1. throughput, {pods} pods ({len(uids) * 10} observations), {os.cpu_count()} cores, best of {repeat}"
+    )
+    print(f"  derive stage, one worker:  {one_keys} keys in {one_s:6.2f} s = {one:8,.0f} keys/s"
+          f"  ({one_cpu / one_keys * 1000:.2f} ms CPU a key in the worker)")  # fmt: skip
     print(f"  derive stage, two workers: {two_keys} keys in {two_s:6.2f} s = {two:8,.0f} keys/s")
     print(f"  raw read + COPY:           {len(uids)} pods in {base_s:6.2f} s = {raw:8,.0f} pods/s")
     print(f"  ratio one worker / raw read + COPY: {one / raw:.2f}  (goal >= 0.3)")
@@ -328,9 +337,12 @@ def main() -> None:
     parser.add_argument("--lag-seconds", type=float, default=60.0)
     parser.add_argument("--churn", type=float, default=20.0)
     parser.add_argument("--skip-lag", action="store_true")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each throughput figure; the best counts"
+    )
     args = parser.parse_args()
     print(f"database: {connection.vendor}")
-    throughput(args.pods)
+    throughput(args.pods, args.repeat)
     if args.skip_lag:
         return
     if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):

@@ -362,3 +362,51 @@ def test_metrics_show_the_derive_backlog(client: Any, settings: Any) -> None:
     }
     assert samples["podlife_derive_dirty_keys"] == 1 and samples["podlife_derive_dirty_batches"] == 2
     assert samples["podlife_derive_oldest_seconds"] > 0
+
+
+@pytest.mark.django_db
+def test_candidate_reads_find_exactly_what_their_filters_say() -> None:
+    """GIVEN UID-less kubelet lines near and far from two pods (same name or not, on their node or not,
+    inside or outside their span, other kinds, another cluster) WHEN a derivation reads the pods' candidates
+    THEN it gets exactly the lines the documented filters select (on PostgreSQL through the array-bound
+    statements, elsewhere through the ORM) and each pod's own observations in order."""
+    cluster = store.cluster_for("reads")
+    other = store.cluster_for("reads-other")
+    a, b = uid(1), uid(2)
+    own = pod_history(a, "web-a", node="node-a") + pod_history(b, "web-b", node="node-b", upto=2)
+
+    def line(key: str, at: float, *, node: str, name: str = "", kind: str = Kind.WORKER) -> Observation:
+        payload = {"transition": "syncloop_add"} if kind == Kind.WORKER else {"reason": "x", "message": "m"}
+        return Observation(
+            kind, Source.KUBELET_LOG, t(at), key, node=node, namespace="default" if name else None,
+            name=name or None, payload=payload,
+        )  # fmt: skip
+
+    lines = [
+        line("named-a", 3.0, node="node-z", name="web-a"),  # same name, any node: a candidate
+        line("named-c", 3.0, node="node-a", name="web-c"),  # another name: not
+        line("node-a-in", 4.0, node="node-a", kind=Kind.KUBELET_MARKER),  # nameless, inside a's span
+        line("node-a-late", 9.0 + 200, node="node-a"),  # within the 5 min margin after a's last
+        line("node-a-far", 9.0 + 3600, node="node-a"),  # an hour after: not
+        line("node-b-in", 2.0, node="node-b"),
+        line("node-q", 4.0, node="node-q"),  # a node neither pod was on
+    ]
+    store.save_observations(cluster, own + lines)
+    store.save_observations(other, [line("named-a", 3.0, node="node-z", name="web-a")])
+
+    read = derivation.pod_observations(cluster, [b, a])
+    got = set(derivation._named_facts(cluster, {("default", "web-a"), ("default", "web-b")}))
+    assert {o.dedupe_key for _, o in got} == {"named-a"}
+    spans = {"node-a": (t(1.0), t(9.0)), "node-b": (t(1.0), t(6.0))}
+    assert {o.dedupe_key for _, o in derivation._nameless_facts(cluster, spans)} == {
+        "node-a-in",
+        "node-a-late",
+        "node-b-in",
+    }
+    for u in (a, b):
+        mine = [o for _, o in read.by_uid[u] if o.pod_uid == u]
+        assert [o.dedupe_key for o in mine] == [
+            o.dedupe_key for o in sorted(mine, key=lambda o: o.observed_at)
+        ]
+        assert len(mine) == (3 if u == a else 2)
+    assert all(isinstance(i, int) and i > 0 for u in (a, b) for i, _ in read.by_uid[u])

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max, Min, Q, TextField
@@ -118,6 +119,89 @@ def _facts(rows: Any) -> Iterable[Fact]:
         )
 
 
+# The three reads of ``pod_observations``. On PostgreSQL each is one statement whose lists travel as
+# arrays (a Q object per name or node cost more to build than the query took to run) through a cursor
+# that binds on the server and reads binary (timestamps decoded without parsing text); elsewhere the ORM.
+_SELECT_FACTS = (
+    "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, o.name, "
+    "o.payload::text FROM timelines_observation o WHERE o.cluster_id = %s "
+)
+
+
+def _pg_facts(sql: str, params: Sequence[Any]) -> Iterable[Fact]:
+    with psycopg.Cursor(connection.connection) as cursor:
+        # Never a named prepared statement: a transaction-pooling proxy may hand the next query to
+        # another server session.
+        cursor.execute(_SELECT_FACTS + sql, params, binary=True, prepare=False)
+        for oid, kind, source, at, key, uid, node, ns, name, payload in cursor:
+            yield (
+                oid,
+                Observation(
+                    kind, source, at, key, uid, node or None, ns or None, name or None, orjson.loads(payload)
+                ),
+            )
+
+
+def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
+    """The observations naming one of ``uids``, by pod, time and id."""
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        return _pg_facts(
+            "AND o.pod_uid = ANY(%s) ORDER BY o.pod_uid, o.observed_at, o.id", [cluster.pk, uids]
+        )
+    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=uids)
+    return _facts(rows.order_by("pod_uid", "observed_at", "id"))
+
+
+def _named_facts(cluster: Cluster, names: set[tuple[str, str]]) -> Iterable[Fact]:
+    """The UID-less kubelet observations naming one of ``names`` (namespace, name)."""
+    if not names:
+        return ()
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        namespaces, pod_names = zip(*sorted(names), strict=True)
+        return _pg_facts(
+            "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
+            "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            [cluster.pk, list(UIDLESS_KINDS), list(namespaces), list(pod_names)],
+        )
+    by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
+    return _facts(
+        ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS)
+    )
+
+
+def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, datetime]]) -> Iterable[Fact]:
+    """The UID-less kubelet observations naming no pod, on a node of ``spans`` within its span (from
+    ``CONTEXT_LOOKBACK`` before to ``CONTEXT_MARGIN`` after)."""
+    if not spans:
+        return ()
+    nodes = sorted(spans)
+    los = [spans[n][0] - CONTEXT_LOOKBACK for n in nodes]
+    his = [spans[n][1] + CONTEXT_MARGIN for n in nodes]
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        return _pg_facts(
+            "AND o.pod_uid IS NULL AND o.kind = ANY(%s) AND o.name = '' "
+            "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
+            "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
+            "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
+            [cluster.pk, list(UIDLESS_KINDS), min(los), max(his), nodes, los, his],
+        )
+    by_node = Q(
+        *[
+            Q(node=node, observed_at__gte=lo, observed_at__lte=hi)
+            for node, lo, hi in zip(nodes, los, his, strict=True)
+        ],
+        _connector=Q.OR,
+    )
+    return _facts(
+        ObservationRow.objects.filter(
+            by_node, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS, name=""
+        )
+    )
+
+
 @dataclass
 class PodFacts:
     """What the pods of one read are derived from: each pod's facts (its own observations plus the
@@ -144,10 +228,7 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     """
     wanted = sorted(set(uids))
     own: dict[str, list[Fact]] = {uid: [] for uid in wanted}
-    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=wanted).order_by(
-        "pod_uid", "observed_at", "id"
-    )
-    for fact in _facts(rows):
+    for fact in _own_facts(cluster, wanted):
         own[fact[1].pod_uid or ""].append(fact)
     names = {(o.namespace, o.name) for facts in own.values() for _, o in facts if o.namespace and o.name}
     spans: dict[str, tuple[datetime, datetime]] = {}
@@ -157,32 +238,17 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
                 lo, hi = spans.get(o.node, (o.observed_at, o.observed_at))
                 spans[o.node] = (min(lo, o.observed_at), max(hi, o.observed_at))
     candidates: dict[str, Fact] = {}
-    by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR) if names else None
-    if by_name is not None:
-        named = ObservationRow.objects.filter(
-            by_name, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS
-        )
-        for fact in _facts(named):
-            candidates[fact[1].dedupe_key] = fact
+    for fact in _named_facts(cluster, names):
+        candidates[fact[1].dedupe_key] = fact
     contested = {(o.namespace or "", o.name or "") for _, o in candidates.values()}
-    if spans:
-        by_node = Q(
-            *[
-                Q(node=node, observed_at__gte=lo - CONTEXT_LOOKBACK, observed_at__lte=hi + CONTEXT_MARGIN)
-                for node, (lo, hi) in spans.items()
-            ],
-            _connector=Q.OR,
-        )
-        nameless = ObservationRow.objects.filter(
-            by_node, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS, name=""
-        )
-        for fact in _facts(nameless):
-            candidates[fact[1].dedupe_key] = fact
+    for fact in _nameless_facts(cluster, spans):
+        candidates[fact[1].dedupe_key] = fact
     if not candidates:  # the common case: nothing to resolve, each pod is its own observations
         return PodFacts(own, contested)
     ids = {o.dedupe_key: i for i, o in candidates.values()}
     anchors = anchors_of(o for facts in own.values() for _, o in facts)
-    if by_name is not None and contested:
+    if contested:
+        by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
         rivals: dict[str, tuple[str, str]] = {
             uid: (ns, name)
             for uid, ns, name in Pod.objects.filter(by_name, cluster=cluster)

@@ -178,13 +178,19 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
     layer = get_channel_layer()
     if layer is None:
         return 0
-    by_group: dict[str, list[dict[str, Any]]] = {}
+    by_group: dict[str, list[PodTimeline]] = {}
     for timeline in timelines:
-        body = timeline.to_json(cluster)
         for group in groups_of(cluster, timeline):
-            by_group.setdefault(group, []).append(body)
+            by_group.setdefault(group, []).append(timeline)
     if not by_group:
         return 0
+    bodies: dict[int, dict[str, Any]] = {}  # a pod's body, made once and only for a listened group
+
+    def body(timeline: PodTimeline) -> dict[str, Any]:
+        made = bodies.get(id(timeline))
+        if made is None:
+            made = bodies[id(timeline)] = timeline.to_json(cluster)
+        return made
 
     async def send_all() -> int:
         client = None
@@ -196,7 +202,7 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
         try:
             for group in sorted(await _listened(client, sorted(by_group))):
                 try:
-                    sent += await _send(layer, client, group, by_group[group])
+                    sent += await _send(layer, client, group, [body(t) for t in by_group[group]])
                 except Exception:
                     log.exception("live push to %s failed", group)
         except Exception:

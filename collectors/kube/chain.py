@@ -99,10 +99,6 @@ def stop(cluster: str, resource: str, lease_token: str) -> bool:
     return released
 
 
-def live_token(cluster: str, resource: str) -> str | None:
-    return lease.leases().holder(lease.watch_key(cluster, resource))
-
-
 def _note_lease(cluster: str, resource: str, token: str, ttl_s: float) -> None:
     found = store.cluster_for(cluster)
     state.set_lease(found, resource, token, timezone.now() + timedelta(seconds=ttl_s))

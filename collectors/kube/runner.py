@@ -192,11 +192,3 @@ def ensure_background(clusters: Iterable[str]) -> Collector | None:
             return None
         _background = Collector(names).start()
         return _background
-
-
-def stop_background() -> None:
-    global _background
-    with _background_lock:
-        if _background is not None:
-            _background.stop()
-            _background = None

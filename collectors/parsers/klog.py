@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -457,13 +457,3 @@ def parse_json_record(text: str) -> JsonRecord | None:
         values,
         level if isinstance(level, int) and not isinstance(level, bool) else None,
     )
-
-
-def journald_offset_tz(prefix: JournaldPrefix) -> timezone | None:
-    """The fixed-offset zone a ``short-iso`` prefix printed, if any."""
-    if prefix.utcoffset is None:
-        return None
-    try:
-        return timezone(prefix.utcoffset)
-    except ValueError:
-        return None

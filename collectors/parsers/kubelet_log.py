@@ -251,7 +251,6 @@ _SYNCLOOP = {
 _PLEG = _norm("SyncLoop (PLEG): event for pod")
 _PLEG_TYPES = {"ContainerStarted": Transition.CONTAINER_STARTED, "ContainerDied": Transition.CONTAINER_DIED}
 _PROCESS_START = frozenset(_norm(m) for m in ("Kubelet version",))
-_PROCESS_STARTED = frozenset(_norm(m) for m in ("Starting kubelet main sync loop", "Started kubelet"))
 
 # The klog V level each recognised message is logged at (docs/kubelet-lines.md): a process whose lines
 # include a level-N message runs at --v=N or more. Unlisted messages tell nothing.
@@ -439,7 +438,6 @@ _WORK_NAMES = frozenset({"sync", "terminating", "terminated"})
 _SYNC_POD_TYPES = {"0": "sync", "1": "update", "2": "create", "3": "kill"}
 _SYNC_POD_NAMES = frozenset({"sync", "update", "create", "kill", "unknown"})
 
-_UID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._:-]{0,63}")
 # format.Pod in old printf-style lines: name_namespace(uid)
 _FORMAT_POD = re.compile(
     r"(?P<name>[a-z0-9][a-z0-9.-]*)_(?P<ns>[a-z0-9][a-z0-9-]*)\((?P<uid>[0-9a-f-]{32,36})\)"

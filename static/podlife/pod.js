@@ -1,12 +1,13 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
-// its evidence in the observations table below (the raw lines that made it).
+// its evidence in the observations table below (the raw lines that made it). Live: the Gantt redraws when
+// the derive stage re-derives this pod (websocket of the pod's group; a sequence gap refetches over REST).
 import {
   PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, nextZone, pageData, renderTimes, setParams, toMicros, tzLabel, zoneParam,
 } from "./common.js";
 import { buildFigure, findingZoom, unknownBounds } from "./gantt.js";
 
 const page = pageData();
-const tl = page.timeline;
+let tl = page.timeline;
 const chart = document.getElementById("gantt");
 let tz = zoneParam();
 
@@ -116,3 +117,65 @@ chart.on("plotly_relayout", (ev) => {
 });
 const initial = getParams().get("evidence");
 if (initial) highlight(initial.split(","));
+if (page.ws) watchLive();
+
+// --- live (kept apart from the drawing above) -------------------------------------------------------------
+function applyTimeline(next) {
+  if (!next || !next.pod || next.pod.uid !== tl.pod.uid) return;
+  // Lanes keep their places; a lane the pod did not have before (a new container) goes after them.
+  const known = page.lanes.filter((lane) => lane in next.lanes);
+  const added = Object.keys(next.lanes).filter((lane) => !page.lanes.includes(lane)).sort();
+  page.lanes = known.concat(added);
+  tl = next;
+  window.__podlifeLiveUpdates = (window.__podlifeLiveUpdates || 0) + 1; // tests read it
+  draw();
+}
+
+async function refetch() {
+  const response = await fetch(page.api, { headers: { Accept: "application/json" } });
+  if (response.ok) applyTimeline(await response.json());
+}
+
+function watchLive() {
+  const liveEl = document.getElementById("live-state");
+  const setLive = (text, cls) => {
+    if (!liveEl) return;
+    liveEl.textContent = text;
+    liveEl.className = `live-state ${cls}`;
+    liveEl.dataset.state = cls;
+  };
+  let attempt = 0, everConnected = false, stopped = false;
+  const connect = () => {
+    const proto = window.location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${proto}://${window.location.host}${page.ws}`);
+    socket.onmessage = (msg) => {
+      const frame = JSON.parse(msg.data);
+      if (frame.type === "hello") {
+        attempt = 0;
+        setLive("live", "live");
+        if (everConnected) refetch(); // deltas may have been missed while away
+        everConnected = true;
+      } else if (frame.type === "deltas") {
+        for (const next of frame.pods) applyTimeline(next);
+      } else if (frame.type === "refetch") {
+        refetch();
+      } else if (frame.type === "error") {
+        stopped = true;
+        setLive(`offline: ${frame.message}`, "offline");
+      }
+    };
+    socket.onclose = (ev) => {
+      if (stopped || ev.code >= 4400) {
+        stopped = true;
+        if (liveEl && !liveEl.textContent.startsWith("offline")) setLive("offline", "offline");
+        return;
+      }
+      attempt += 1;
+      const delay = Math.min(15000, 500 * 2 ** Math.min(attempt - 1, 5)) * (0.75 + Math.random() * 0.5);
+      setLive(`reconnecting in ${(delay / 1000).toFixed(1)} s`, "reconnecting");
+      setTimeout(connect, delay);
+    };
+  };
+  setLive("connecting", "reconnecting");
+  connect();
+}

@@ -1,4 +1,4 @@
-// Node, namespace and workload pages: the window picker, the Gantt, and on node pages the live watch.
+// Node, namespace and workload pages: the window picker, the Gantt, and the live watch (node, namespace).
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
   PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, renderTimes, setParams,
@@ -232,7 +232,7 @@ function onClick(ev) {
   window.location.href = podURL(page.pod_url, custom[0]) + (q.size ? `?${q}` : "") + evidence;
 }
 
-// --- live watch (node pages) ----------------------------------------------------------------------------
+// --- live watch (node and namespace pages) ------------------------------------------------------
 let socket = null;
 let attempt = 0;
 let everConnected = false;

@@ -5,7 +5,7 @@
   "use strict";
   var data = JSON.parse(document.getElementById("incident-data").textContent);
   var meta = data.meta, pods = data.pods || [], findings = data.findings || [];
-  // The dashboard's colours (timelines/figures.py STATE_COLOURS).
+  // The dashboard's colours (timelines/web/figures.py STATE_COLOURS).
   var COLOURS = {
     setup: "#2f7ed8", terminating: "#e4892b", cleanup: "#7b5ea7",
     pending: "#c5cbd3", scheduled: "#a8b6c8", initializing: "#7fa7d1", running: "#3fa34d",

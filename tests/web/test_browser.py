@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tests.flow import ingest as ingest_observations
-from tests.web.conftest import CHROMIUM, SHOTS, UID_EVIL, UID_KILLED, login
-from tests.web.factories import HOSTILE, started_pod
+from tests.lifecycle import scenarios
+from tests.web.conftest import CHROMIUM, SHOTS, UID_EVIL, UID_KILLED, UID_OK, login
+from tests.web.factories import HOSTILE, retarget, started_pod
 
 pytestmark = [
     pytest.mark.browser,
@@ -74,6 +75,42 @@ def test_node_page_live_update_pod_evidence_and_hostile_name(
     page.screenshot(path=str(SHOTS / "pod-hostile.png"), full_page=True)
 
     assert page.dialogs == []
+    assert page.errors == []
+
+
+def test_pod_page_gantt_follows_its_pod_live(live_server_asgi: Any, viewer: Any, browser_page: Any) -> None:
+    """GIVEN a viewer on the page of a running pod WHEN the pod is deleted (new observations, derived)
+    THEN the page's Gantt redraws with the terminating state, without a reload."""
+    server, page = live_server_asgi, browser_page
+    login(page, server.url, "viewer")
+    page.goto(f"{server.url}/c/lab/pods/{UID_OK}/")
+    page.wait_for_selector("#gantt .main-svg")
+    page.wait_for_selector("#live-state[data-state=live]", timeout=10_000)
+    hovers = "document.getElementById('gantt').data.flatMap((t) => t.hovertext || t.text || []).join('\\n')"
+    assert "terminating" not in page.evaluate(hovers)
+    page.evaluate("window.__podlifeMark = 'same document'")
+
+    deleted = retarget(scenarios.graceful_delete(), uid=UID_OK, name="web-ok")
+    server.run_in_loop(ingest_observations, "lab", deleted)
+    page.wait_for_function("(window.__podlifeLiveUpdates || 0) >= 1", timeout=5_000)
+    assert "<b>terminating</b>" in page.evaluate(hovers)
+    assert page.evaluate("window.__podlifeMark") == "same document"  # redrawn in place, not reloaded
+    page.screenshot(path=str(SHOTS / "pod-after-live.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_namespace_page_shows_a_new_pod_live(live_server_asgi: Any, viewer: Any, browser_page: Any) -> None:
+    """GIVEN a viewer on the namespace page of ``evil`` WHEN a pod starts there THEN its row appears live."""
+    server, page = live_server_asgi, browser_page
+    login(page, server.url, "viewer")
+    page.goto(f"{server.url}/c/lab/ns/evil/")
+    page.wait_for_selector("#gantt .main-svg")
+    page.wait_for_selector("#live-state[data-state=live]", timeout=10_000)
+    assert page.get_attribute("#gantt", "data-rows") == "1"
+    new_uid = "cccccccc-0000-4000-8000-00000000live"
+    server.run_in_loop(ingest_observations, "lab", started_pod(new_uid, "evil-live", namespace="evil"))
+    page.wait_for_selector(f'#pods-body tr[data-uid="{new_uid}"]', timeout=5_000)
+    assert page.get_attribute("#gantt", "data-rows") == "2"
     assert page.errors == []
 
 

@@ -1,10 +1,11 @@
-"""The live node consumer: permission, coalescing, sequence gaps, namespace filtering; Origin check; and
-the same path through the Redis pub/sub channel layer."""
+"""The live consumers (node, namespace, pod pages): permission, coalescing, sequence gaps, namespace
+filtering; Origin check; and the same path through the Redis pub/sub channel layer."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +15,9 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from tests.flow import ingest as ingest_observations
-from tests.web.conftest import UID_EVIL
-from tests.web.factories import started_pod
+from tests.lifecycle import scenarios
+from tests.web.conftest import UID_EVIL, UID_OK, UID_SECRET
+from tests.web.factories import retarget, started_pod
 from timelines.live import group_name
 from timelines.web.routing import websocket_urlpatterns
 
@@ -175,10 +177,10 @@ def test_ingesting_a_pod_on_the_node_pushes_its_timeline(viewer: Any) -> None:
     assert UID_EVIL  # the fixture's hostile pod is on this node too (see the browser test)
 
 
-@pytest.mark.redis
-def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) -> None:
-    """GIVEN the Redis pub/sub layer WHEN a pod on the node is ingested THEN the consumer forwards it, with
-    Redis-backed sequence numbers that continue where they were."""
+@pytest.fixture
+def redis_layer(settings: Any, viewer: Any) -> Iterator[None]:
+    """The Redis pub/sub channel layer (and Redis-backed listeners and sequence numbers), after ``viewer``'s
+    fixtures set the in-memory one up."""
     import os
 
     from channels.layers import channel_layers
@@ -191,6 +193,14 @@ def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) 
         }
     }
     channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.mark.redis
+def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, viewer: Any) -> None:
+    """GIVEN the Redis pub/sub layer WHEN a pod on the node is ingested THEN the consumer forwards it, with
+    Redis-backed sequence numbers that continue where they were."""
 
     async def run() -> None:
         ws = await connect(viewer)
@@ -205,7 +215,101 @@ def test_deltas_flow_through_the_redis_pubsub_layer(settings: Any, viewer: Any) 
         await ws.disconnect()
         await get_channel_layer().flush()
 
-    try:
-        async_to_sync(run)()
-    finally:
-        channel_layers.backends.clear()
+    async_to_sync(run)()
+
+
+def _deleted(uid: str, name: str, namespace: str = "default") -> Any:
+    """The observations of a pod that started and was then deleted gracefully (a change to a started pod)."""
+    return retarget(scenarios.graceful_delete(), uid=uid, name=name, namespace=namespace)
+
+
+async def _ingest(cluster: str, observations: Any) -> None:
+    from channels.db import database_sync_to_async
+
+    await database_sync_to_async(ingest_observations)(cluster, observations)
+
+
+def test_pod_page_socket_pushes_that_pods_change_only(viewer: Any) -> None:
+    """GIVEN a pod page's socket WHEN that pod is deleted, and another pod on its node changes THEN only
+    the watched pod's new timeline arrives, with its terminating state."""
+
+    async def run() -> None:
+        ws = await connect(viewer, f"/ws/v1/pods/lab/{UID_OK}/")
+        assert await ws.receive_json_from() == {
+            "type": "hello",
+            "group": group_name("pod", "lab", UID_OK),
+            "max_fps": 10,
+        }
+        await _ingest("lab", started_pod("u-neighbour", "web-neighbour"))  # same node, other pod
+        await _ingest("lab", _deleted(UID_OK, "web-ok"))
+        frame = await ws.receive_json_from(timeout=3)
+        assert frame["type"] == "deltas"
+        assert [p["pod"]["uid"] for p in frame["pods"]] == [UID_OK]
+        states = [iv["state"] for iv in frame["pods"][0]["lanes"]["api"]]
+        assert "terminating" in states and states[-1] == "deleted"
+        assert await ws.receive_nothing(timeout=0.3)
+        await ws.disconnect()
+
+    async_to_sync(run)()
+
+
+def test_namespace_page_socket_pushes_its_namespaces_pods(viewer: Any) -> None:
+    async def run() -> None:
+        ws = await connect(viewer, "/ws/v1/namespaces/lab/evil/")
+        assert (await ws.receive_json_from())["group"] == group_name("ns", "lab", "evil")
+        await _ingest("lab", started_pod("u-default-2", "web-2"))  # namespace default: not this group
+        await _ingest("lab", started_pod("u-evil-2", "evil-2", namespace="evil"))
+        frame = await ws.receive_json_from(timeout=3)
+        assert frame["type"] == "deltas" and [p["pod"]["uid"] for p in frame["pods"]] == ["u-evil-2"]
+        await ws.disconnect()
+
+    async_to_sync(run)()
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (f"/ws/v1/pods/lab/{UID_SECRET}/", "no pod with UID"),  # a namespace the viewer may not read
+        ("/ws/v1/pods/lab/no-such-uid/", "no pod with UID"),  # answered alike: existence is not told
+        ("/ws/v1/namespaces/lab/secret/", "no namespace 'secret'"),
+        ("/ws/v1/pods/other/whatever/", "no cluster named 'other'"),
+    ],
+)
+def test_pod_and_namespace_sockets_refuse_what_the_user_may_not_read(
+    viewer: Any, path: str, message: str
+) -> None:
+    async def run() -> None:
+        ws = await connect(viewer, path)
+        frame = await ws.receive_json_from()
+        assert frame["type"] == "error" and frame["status"] == 404 and message in frame["message"]
+        closed = await ws.receive_output(timeout=2)
+        assert closed["type"] == "websocket.close" and closed["code"] == 4404
+
+    async_to_sync(run)()
+
+
+@pytest.mark.redis
+def test_pod_deltas_flow_through_the_redis_pubsub_layer(
+    redis_layer: None, settings: Any, viewer: Any
+) -> None:
+    """GIVEN the Redis pub/sub layer and a pod page's socket WHEN the pod changes THEN its delta arrives
+    (the consumer registered its pod group as listened to, in Redis, as node groups are)."""
+    import redis
+
+    group = group_name("pod", "lab", UID_OK)
+
+    async def run() -> None:
+        ws = await connect(viewer, f"/ws/v1/pods/lab/{UID_OK}/")
+        await ws.receive_json_from()
+        await asyncio.sleep(0.2)  # the subscription is live
+        listeners = redis.Redis.from_url(settings.REDIS_URL).zscore(
+            f"{settings.PODLIFE_DEPLOYMENT}:live:listeners", group
+        )
+        assert listeners is not None and listeners > time.time()
+        await _ingest("lab", _deleted(UID_OK, "web-ok"))
+        frame = await ws.receive_json_from(timeout=5)
+        assert frame["type"] == "deltas" and frame["pods"][0]["pod"]["uid"] == UID_OK
+        await ws.disconnect()
+        await get_channel_layer().flush()
+
+    async_to_sync(run)()

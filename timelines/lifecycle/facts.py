@@ -88,14 +88,20 @@ class ContainerStatus:
     finished_at: datetime | None
     restart_count: int
     last: Run | None
+    # ``current_run``, made on first use (lanes and findings ask for it many times per status).
+    _current: tuple[Run | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def current_run(self) -> Run | None:
         """The run in ``state`` when the container is running or terminated."""
-        if self.state in ("running", "terminated"):
-            finished = self.finished_at if self.state == "terminated" else None
-            return Run(self.started_at, finished, self.reason, self.exit_code, self.signal)
-        return None
+        if self._current is None:
+            run = None
+            if self.state in ("running", "terminated"):
+                finished = self.finished_at if self.state == "terminated" else None
+                run = Run(self.started_at, finished, self.reason, self.exit_code, self.signal)
+            object.__setattr__(self, "_current", (run,))  # a cache on a frozen value
+            return run
+        return self._current[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +129,9 @@ class PodSnapshot:
     conditions: tuple[Condition, ...]
     containers: tuple[ContainerStatus, ...]
     finalizers: tuple[str, ...] = ()
+    # ``status_reset``, worked out on first use (it is asked several times per snapshot by lanes and
+    # findings); not part of the snapshot's value.
+    _status_reset: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, or None."""
@@ -153,12 +162,16 @@ class PodSnapshot:
         container that started before ``startTime``, or a static pod's mirror (created by its kubelet as it
         starts the pod) whose ``startTime`` is long after its creation.
         """
-        starts = [
-            run.started_at
-            for c in self.containers
-            if (run := c.current_run) is not None and run.started_at is not None
-        ]
-        return status_was_reset(self.start_time, self.created, self.static, starts)
+        if self._status_reset is None:
+            starts = [
+                c.started_at
+                for c in self.containers
+                if c.state in ("running", "terminated") and c.started_at is not None
+            ]
+            reset = status_was_reset(self.start_time, self.created, self.static, starts)
+            object.__setattr__(self, "_status_reset", reset)  # a cache on a frozen value
+            return reset
+        return self._status_reset
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +276,16 @@ class PodFacts:
     processes: tuple[KubeletProcess, ...] = field(default=())
     node_markers: tuple[KubeletMarkerRecord, ...] = field(default=())
 
+    _snapshots: tuple[PodSnapshot, ...] | None = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def snapshots(self) -> tuple[PodSnapshot, ...]:
         """Every snapshot of every incarnation, in order."""
-        return tuple(s for inc in self.incarnations for s in inc.snapshots)
+        if self._snapshots is None:
+            flat = tuple(s for inc in self.incarnations for s in inc.snapshots)
+            object.__setattr__(self, "_snapshots", flat)  # a cache on a frozen value
+            return flat
+        return self._snapshots
 
     @property
     def latest_observed(self) -> datetime | None:
@@ -280,13 +299,16 @@ def canonical_observations(observations: Iterable[Observation]) -> tuple[Observa
     When two observations share a key but differ (which the contract forbids), the one with the
     smallest (sort_key, canonical payload JSON) wins, so the choice is still order-free.
     """
-    chosen: dict[str, tuple[tuple[datetime, str, str], str, Observation]] = {}
+    chosen: dict[str, Observation] = {}
     for obs in observations:
-        rank = (obs.sort_key, _canonical_json(obs.payload), obs)
         best = chosen.get(obs.dedupe_key)
-        if best is None or rank[:2] < best[:2]:
-            chosen[obs.dedupe_key] = rank
-    return tuple(sorted((r[2] for r in chosen.values()), key=lambda o: o.sort_key))
+        # The payload's canonical JSON only breaks a tie between duplicates (rare): not made otherwise.
+        if best is None or (obs.sort_key, _canonical_json(obs.payload)) < (
+            best.sort_key,
+            _canonical_json(best.payload),
+        ):
+            chosen[obs.dedupe_key] = obs
+    return tuple(sorted(chosen.values(), key=lambda o: o.sort_key))
 
 
 def _canonical_json(payload: Mapping[str, Any]) -> str:
@@ -408,21 +430,31 @@ class _Reader:
 
     def __init__(self) -> None:
         self.problems: list[str] = []
+        # One pod's snapshots repeat the same times (creation, start, container starts): parse each once.
+        self._times: dict[str, datetime] = {}
 
     def problem(self, obs: Observation, text: str) -> None:
         self.problems.append(f"{obs.dedupe_key}: {text}")
 
     def time(self, obs: Observation, data: Mapping[str, Any], key: str) -> datetime | None:
+        text = data.get(key)
+        if text is None:
+            return None
+        if type(text) is str and (known := self._times.get(text)) is not None:
+            return known
         try:
-            return parse_time(data.get(key))
+            value = parse_time(text)
+            if value is not None and type(text) is str:
+                self._times[text] = value
+            return value
         except ValueError as exc:
             self.problem(obs, f"{key}: {exc}")
             return None
 
     def int(self, obs: Observation, data: Mapping[str, Any], key: str) -> int | None:
         value = data.get(key)
-        if value is None:
-            return None
+        if value is None or type(value) is int:  # the common cases first (bool is not int's type)
+            return value
         if isinstance(value, bool):
             self.problem(obs, f"{key} {value!r} is not an integer")
             return None
@@ -452,7 +484,7 @@ class _Reader:
         if not isinstance(value, list):
             self.problem(obs, f"{key} is not a list")
             return []
-        good = [v for v in value if isinstance(v, Mapping)]
+        good = [v for v in value if type(v) is dict or isinstance(v, Mapping)]
         if len(good) != len(value):
             self.problem(obs, f"{key} has {len(value) - len(good)} entries that are not objects")
         return good

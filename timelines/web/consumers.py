@@ -1,17 +1,22 @@
-"""Live node watch: one websocket per browser tab on a node page.
+"""Live pages: one websocket per browser tab on a node, namespace or pod page.
 
-The consumer joins the node's group (``timelines.live.group_name("node", C, NAME)``), tells the
-publisher it listens there (``timelines.live.listen``, renewed while connected: deltas go only to groups
-someone listens to) and receives a ``timeline.delta`` with the pods of that node each derive batch changed. It forwards them coalesced — at most
+A consumer joins its page's group (``timelines.live.group_name(SCOPE, C, NAME)``: ``node.C.NODE``,
+``ns.C.NAMESPACE`` or ``pod.C.UID``), tells the publisher it listens there (``timelines.live.listen``,
+renewed while connected: deltas go only to groups someone listens to) and receives a ``timeline.delta``
+with the pods of that group each derive batch changed. It forwards them coalesced — at most
 ``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod wins — and only for pods in namespaces
 the user may read. Each group message carries a per-group sequence number; when one is skipped (or arrives
 late) the consumer drops what it holds and tells the browser to refetch over REST instead of drawing a
 picture with a hole in it.
 
+Who may watch: a node, anyone who reads something in the cluster (each pod is then filtered by its
+namespace); a namespace, who may read that namespace; a pod, who may read the namespace of that pod (an
+unknown UID is answered as one the user may not read).
+
 Frames to the browser (JSON, ``type`` first):
   ``hello``   {group, max_fps}                       on connect
   ``deltas``  {seq, pods: [podlife.timeline/v2 …]}    coalesced updates
-  ``refetch`` {seq, reason}                           a sequence gap: GET the node timeline again
+  ``refetch`` {seq, reason}                           a sequence gap: GET the page's timeline again
   ``error``   {status, message}                       then the socket closes (4401, 4403, 4404); status
                                                       400 (a frame that is not a JSON text) keeps it open
 
@@ -31,7 +36,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from timelines import live
 from timelines.live import group_name
-from timelines.models import Cluster
+from timelines.models import Cluster, Pod
 from timelines.web.access import Access
 from timelines.web.figures import LIVE_MAX_FPS
 
@@ -39,20 +44,36 @@ log = logging.getLogger(__name__)
 BAD_FRAME = 'frames to this socket are JSON text, e.g. {"type": "ping"}'
 
 
+Verdict = tuple[int, str, set[str] | None]  # (status, message, readable namespaces: None = all)
+
+
 @database_sync_to_async
-def _authorize(user: Any, cluster_name: str) -> tuple[int, str, set[str] | None]:
-    """(status, message, readable namespaces) for a user watching a node of ``cluster_name``."""
+def _authorize(user: Any, cluster_name: str, scope: live.Scope, name: str) -> Verdict:
+    """May ``user`` watch the ``scope`` group ``name`` of ``cluster_name``?"""
     if user is None or not user.is_authenticated:
-        return 401, "log in to watch a node", None
+        return 401, f"log in to watch a {_WHAT[scope]}", None
     access = Access.for_user(user)
     cluster = Cluster.objects.filter(name=cluster_name).first()
     if cluster is None or not access.can_cluster(cluster):
         return 404, f"no cluster named {cluster_name!r} that you may read", None
+    if scope == "ns" and not access.can_namespace(cluster, name):
+        return 404, f"no namespace {name!r} in cluster {cluster_name!r} that you may read", None
+    if scope == "pod":
+        namespace = Pod.objects.filter(cluster=cluster, uid=name).values_list("namespace", flat=True).first()
+        if namespace is None or not access.can_namespace(cluster, namespace):
+            return 404, f"no pod with UID {name!r} in cluster {cluster_name!r} that you may read", None
     return 200, "", access.namespace_filter(cluster)
 
 
-class NodeConsumer(AsyncJsonWebsocketConsumer):
+_WHAT: dict[live.Scope, str] = {"node": "node", "ns": "namespace", "pod": "pod"}
+
+
+class GroupConsumer(AsyncJsonWebsocketConsumer):
+    """The live watch of one group; subclasses say which (``group_scope``, and the URL's ``name_kwarg``)."""
+
     max_fps = LIVE_MAX_FPS
+    group_scope: live.Scope
+    name_kwarg: str
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
@@ -60,7 +81,7 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
-        self.cluster, self.node = kwargs["cluster"], kwargs["node"]
+        self.cluster, self.name = kwargs["cluster"], kwargs[self.name_kwarg]
         self.group: str | None = None
         self.pending: dict[str, dict[str, Any]] = {}
         self.last_seq: int | None = None
@@ -68,7 +89,9 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
         self.last_sent = 0.0
         self.flush_task: asyncio.Task[None] | None = None
         self.renew_task: asyncio.Task[None] | None = None
-        status, message, namespaces = await _authorize(self.scope.get("user"), self.cluster)
+        status, message, namespaces = await _authorize(
+            self.scope.get("user"), self.cluster, self.group_scope, self.name
+        )
         await self.accept()
         if status != 200:
             # Accept, say why, close: a refused handshake looks like a network error to the page, and the
@@ -77,7 +100,7 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4000 + status)
             return
         self.namespaces = namespaces
-        self.group = group_name("node", self.cluster, self.node)
+        self.group = group_name(self.group_scope, self.cluster, self.name)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await live.listen(self.group)
         self.renew_task = asyncio.get_running_loop().create_task(self._renew(self.group))
@@ -169,3 +192,24 @@ class NodeConsumer(AsyncJsonWebsocketConsumer):
         elif self.pending:
             pods, self.pending = list(self.pending.values()), {}
             await self.send_json({"type": "deltas", "seq": self.last_seq, "pods": pods})
+
+
+class NodeConsumer(GroupConsumer):
+    """Every pod on one node (the node page)."""
+
+    group_scope = "node"
+    name_kwarg = "node"
+
+
+class NamespaceConsumer(GroupConsumer):
+    """Every pod of one namespace (the namespace page)."""
+
+    group_scope = "ns"
+    name_kwarg = "namespace"
+
+
+class PodConsumer(GroupConsumer):
+    """One pod UID (the pod page)."""
+
+    group_scope = "pod"
+    name_kwarg = "uid"

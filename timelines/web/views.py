@@ -29,7 +29,7 @@ from timelines.models import Finding, Observation, Workload
 from timelines.web import figures
 from timelines.web.access import access_for
 from timelines.web.api.views import ApiError, parse_when, readable_cluster, require_namespace
-from timelines.web.routing import node_ws_path
+from timelines.web.routing import namespace_ws_path, node_ws_path, pod_ws_path
 from timelines.web.visibility import (
     require_known_namespace,
     require_node,
@@ -158,7 +158,9 @@ def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpRespons
         "cluster": c.name,
         "title": namespace,
         "api": reverse("api-namespace-timeline", args=[c.name, namespace]),
+        "ws": namespace_ws_path(c.name, namespace),
         "pod_url": reverse("pod", args=[c.name, "UID"]),
+        "group": group_name("ns", c.name, namespace),
     }
     context = {
         "cluster": c,
@@ -262,6 +264,8 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "freshness": fresh,
         "lanes": lanes,
         "api": reverse("api-pod-timeline", args=[c.name, p.uid]),
+        "ws": pod_ws_path(c.name, p.uid),
+        "group": group_name("pod", c.name, p.uid),
     }
     incarnations = queries.find_pods(c, namespace=p.namespace, name=p.name) if p.name else []
     context = {
