@@ -269,7 +269,7 @@ def pipeline(args: argparse.Namespace, port: int, cookie: str) -> tuple[list[flo
     from collectors.kube.runner import Collector
     from collectors.models import IngestToken
     from timelines import dirty
-    from timelines.models import Cluster
+    from timelines.models import Cluster, Pod
 
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-live-"))
     kubeconfig = tmp / "kubeconfig"
@@ -324,9 +324,13 @@ def pipeline(args: argparse.Namespace, port: int, cookie: str) -> tuple[list[flo
         while time.monotonic() < deadline and not Cluster.objects.filter(name=PIPE_CLUSTER).exists():
             time.sleep(0.2)
         cluster = Cluster.objects.get(name=PIPE_CLUSTER)
-        time.sleep(3)
-        while time.monotonic() < deadline and dirty.pending(cluster_id=cluster.id):
+        listed = args.nodes * args.pods_per_node
+        while time.monotonic() < deadline and (
+            Pod.objects.filter(cluster=cluster).count() < listed or dirty.pending(cluster_id=cluster.id)
+        ):
             time.sleep(0.5)
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"the demo cluster's {listed} pods were not stored and derived within 300 s")
         print(
             f"  demo cluster: scale, {args.nodes} nodes x {args.pods_per_node} pods, churn {args.churn:g} "
             f"pods/s; first list derived, {os.cpu_count()} cores"
