@@ -57,7 +57,8 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
-## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium,
+## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium (its user-facing
+## parts PostgreSQL) and exits 1 when one of its goals is missed (last, so the others all print);
 ## bench/firstdraw.py Chromium.
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py

@@ -222,7 +222,8 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
 
 
 # --- 3. demo cluster → … → pixel, and kubelet line → … → pixel ------------------------------------------------
-PIPE_CLUSTER = "bench-live"
+# One name per run: a watch lease a killed earlier run left in Redis must not hold this run's watch.
+PIPE_CLUSTER = f"bench-live-{os.getpid()}"
 # Installed in the node page: it wraps Plotly.react, so each draw knows which watched pods (by name) the
 # figure it was handed shows in the awaited state ("row": present; "worker": a worker interval with evidence
 # other than the pod's API snapshots, ``pod:UID:RV``, which only the posted line can be here: the collector
@@ -590,15 +591,16 @@ def main() -> None:
 
 
 def _forget_sequences() -> None:
-    """Drop the per-group sequence numbers and locks the run left in Redis (its groups only)."""
+    """Drop the per-group sequence numbers and locks the run left in Redis: its groups' names hold "bench"
+    (CLUSTER, and PIPE_CLUSTER which starts with it)."""
     import redis
     from django.conf import settings
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in (f"*live:*{CLUSTER}*", f"*live:*{PIPE_CLUSTER}*"):
-        keys = list(client.scan_iter(f"{settings.PODLIFE_DEPLOYMENT}:{pattern[1:]}"))
-        if keys:
-            client.delete(*keys)
+    keys = list(client.scan_iter(f"{settings.PODLIFE_DEPLOYMENT}:live:*.{CLUSTER}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 if __name__ == "__main__":
