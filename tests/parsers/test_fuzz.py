@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import json
 from datetime import UTC, timedelta, timezone
+from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from collectors.parsers.k8s_objects import object_observation
@@ -102,14 +103,60 @@ k8s_like = st.recursive(
 )
 
 
+# Real objects of every kind the parser supports (and a Service, which it refuses), with up to two fields of
+# metadata, spec or status (or the top level) replaced by fuzz: most stay acceptable, some not.
+REAL_OBJECTS = json.loads(
+    (Path(__file__).resolve().parent.parent / "fixtures/k8s/mixed-list.json").read_text()
+)["items"]
+FIELDS = ["kind", "name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "phase", "nodeName"]
+
+
+def _edited(obj: dict, edits: list[tuple[str | None, str, object]]) -> dict:
+    out = copy.deepcopy(obj)
+    for section, key, value in edits:
+        target = out if section is None else out.get(section)
+        if isinstance(target, dict):
+            target[key] = value
+    return out
+
+
+edited_objects = st.builds(
+    _edited,
+    st.sampled_from(REAL_OBJECTS),
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "metadata", "spec", "status"]), st.sampled_from(FIELDS), json_values
+        ),
+        max_size=2,
+    ),
+)
+KINDS = {"Pod": "pod", "Node": "node", "PodDisruptionBudget": "pdb", "Deployment": "workload"}
+
+
 @settings(max_examples=300)
 @given(
-    k8s_like,
+    st.one_of(k8s_like, edited_objects, edited_objects),
     st.sampled_from(["Pod", "Event", "Node", "PodDisruptionBudget", "Deployment", "DaemonSet", None]),
 )
-def test_object_observation_raises_only_value_error(obj, hint):
-    with contextlib.suppress(ValueError):  # the only exception the contract allows
-        object_observation(obj, kind_hint=hint, watch_type="LIST", observed_at=None, source="offline")
+def test_object_observation_accepts_or_refuses_with_a_value_error_naming_the_object(obj, hint):
+    """The contract: an observation (None only for an Event with no time to place it), or a ValueError that
+    names the object and then says what was expected. Nothing else escapes."""
+    try:
+        obs = object_observation(obj, kind_hint=hint, watch_type="LIST", observed_at=None, source="offline")
+    except ValueError as exc:
+        event("refused with a ValueError")
+        message = str(exc)
+        assert ": " in message and message.split(": ", 1)[1].strip(), message
+        return
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else hint
+    if obs is None:
+        event("accepted: an Event with nothing to record")
+        assert kind == "Event"
+        return
+    event(f"accepted: {obs.kind}")
+    assert obs.dedupe_key and obs.observed_at.utcoffset() == timedelta(0)
+    if kind in KINDS:
+        assert obs.kind.startswith(KINDS[kind]), (kind, obs.kind)
 
 
 @settings(max_examples=300)
