@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -39,26 +42,6 @@ FRAGMENTS = [
 line_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=8).map("".join)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(line_text, st.binary(max_size=80)), max_size=12), st.integers(1, 9998))
-def test_no_exception_escapes_the_kubelet_parser(lines, year):
-    result = parse_kubelet_log(lines, node="n", year=year, tz=UTC)
-    assert result.lines_read == len(lines)
-    for obs in result.observations:
-        assert obs.observed_at.utcoffset() == timedelta(0)
-
-
-@settings(max_examples=200)
-@given(st.lists(line_text, max_size=10))
-def test_parsing_is_deterministic(lines):
-    a = parse_kubelet_log(lines, node="n", year=2024, tz=timezone(timedelta(hours=-5)))
-    b = parse_kubelet_log(list(lines), node="n", year=2024, tz=timezone(timedelta(hours=-5)))
-    assert [(o.dedupe_key, o.observed_at, o.payload) for o in a.observations] == [
-        (o.dedupe_key, o.observed_at, o.payload) for o in b.observations
-    ]
-    assert a.skipped == b.skipped
-
-
 body = st.sampled_from(
     [
         '"SyncPod enter" pod="default/web-0" podUID=4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f',
@@ -76,6 +59,74 @@ prefix = st.sampled_from(
         "2023-03-01T10:00:00+00:00 host-1 kubelet: ",
     ]
 )
+
+
+# A kubelet line the parser reads (any journald prefix, klog header, a known message), sometimes followed by
+# noise: mixed with noise lines, most examples give the parser something to read.
+kubelet_line = st.builds(
+    lambda pre, sev, micros, text, tail: (
+        f"{pre}{sev}0301 10:00:00.{micros:06d}      42 kubelet.go:1] {text}{tail}"
+    ),
+    prefix,
+    st.sampled_from(["I", "W", "E"]),
+    st.integers(0, 999999),
+    body,
+    st.sampled_from(["", " ", ' extra="x"']) | st.text(max_size=8),
+)
+READ = "reached: observations to check"
+NOTHING = "nothing read: only the line count to check"
+MIN_READ = 0.5
+
+
+@pytest.fixture
+def outcomes() -> Iterator[Counter[str]]:
+    """Where each example of a property went; printed, and checked by the test."""
+    counter: Counter[str] = Counter()
+    yield counter
+    total = sum(counter.values())
+    print(", ".join(f"{n}/{total} {what}" for what, n in counter.most_common()))
+
+
+def _tally(outcomes: Counter[str], observations: list) -> None:
+    outcome = READ if observations else NOTHING
+    event(outcome)
+    outcomes[outcome] += 1
+
+
+def test_no_exception_escapes_the_kubelet_parser(outcomes: Counter[str]):
+    @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.lists(st.one_of(line_text, st.binary(max_size=80), kubelet_line, kubelet_line), max_size=12),
+        st.integers(1, 9998),
+    )
+    def check(lines, year):
+        result = parse_kubelet_log(lines, node="n", year=year, tz=UTC)
+        assert result.lines_read == len(lines)
+        for obs in result.observations:
+            assert obs.observed_at.utcoffset() == timedelta(0)
+            # the year given (the next one after a December → January roll), or the one an ISO prefix holds
+            assert obs.observed_at.year in (year, year + 1, 2023)
+            assert obs.node == "n" and obs.dedupe_key
+        _tally(outcomes, result.observations)
+
+    check()
+    assert outcomes[READ] >= MIN_READ * sum(outcomes.values()) >= MIN_READ * 300, outcomes
+
+
+def test_parsing_is_deterministic(outcomes: Counter[str]):
+    @settings(max_examples=200)
+    @given(st.lists(st.one_of(line_text, kubelet_line, kubelet_line), max_size=10))
+    def check(lines):
+        a = parse_kubelet_log(lines, node="n", year=2024, tz=timezone(timedelta(hours=-5)))
+        b = parse_kubelet_log(list(lines), node="n", year=2024, tz=timezone(timedelta(hours=-5)))
+        assert [(o.dedupe_key, o.observed_at, o.payload) for o in a.observations] == [
+            (o.dedupe_key, o.observed_at, o.payload) for o in b.observations
+        ]
+        assert a.skipped == b.skipped
+        _tally(outcomes, a.observations)
+
+    check()
+    assert outcomes[READ] >= MIN_READ * sum(outcomes.values()) >= MIN_READ * 200, outcomes
 
 
 @given(body, prefix, st.integers(0, 999999), st.sampled_from(["I", "W", "E"]))
