@@ -137,6 +137,7 @@ def test_each_line_has_the_same_dedupe_key_whatever_its_journald_prefix(text, pr
     assert plain and [o.dedupe_key for o in plain] == [o.dedupe_key for o in prefixed]
     assert [o.observed_at for o in plain] == [o.observed_at for o in prefixed]
     assert plain[0].observed_at.microsecond == micros
+    event(f"reached: {pre.split(' ')[0] or 'no prefix'} prefix compared")
 
 
 json_values = st.recursive(
