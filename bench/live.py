@@ -1,29 +1,42 @@
-"""Live push and node timeline benchmarks, each against a baseline measured in the same run.
+"""Live push benchmarks: the paths a user feels, each against raw Redis pub/sub or its own goal, in one run.
 
-    REDIS_URL=redis://127.0.0.1:6379/15 python bench/live.py [--pods 110] [--events 100]
+    REDIS_URL=redis://127.0.0.1:6379/15 DATABASE_URL=postgres://… python bench/live.py [--no-gate]
 
-1. Raw Redis pub/sub one-way latency (publish → subscriber, same payload size as a delta): the baseline.
-2. Server-side push: ``publish_timelines`` → a websocket client of the node consumer, through the Redis
-   pub/sub channel layer and a uvicorn server in a subprocess. Goal: p50 ≤ 4 × raw pub/sub.
-3. Event → pixel in Chromium on the node page (110 pods): from ``publish_timelines`` to the page's own
-   record of the redrawn chart (after Plotly resolved and the next animation frame), and from
-   ``store.save_observations`` + the derive stage (``tests.flow.ingest``) of a new pod (store, derive, push) to its row drawn.
-   Goals: p50 ≤ 300 ms, p99 ≤ 1 s.
+1. Raw Redis pub/sub one-way latency (publish → subscriber, the payload size of one pod's delta): the
+   baseline.
+2. (a) Derive output → websocket frame: ``publish_timelines`` (what the derive stage calls with the pods it
+   re-derived: serialising, asking which groups are listened to, numbering under the group's publish lock,
+   ``group_send``) → a websocket client of the node consumer behind uvicorn. Goal: p50 ≤ 4 × raw pub/sub.
+   ``group_send`` of a prepared message alone is printed beside it, without a goal.
+3. The user's view, with the demo cluster's ``scale`` scenario churning 20 pods a second (a subprocess
+   serving the list/watch protocol), the collector watching it through the real ``kubernetes`` client, a
+   Celery worker running the derive stage from its queue, uvicorn serving the node page and its consumer,
+   and the node page open in Chromium:
+   (b) a pod created in the demo cluster on the watched node (clock started before the request) → served
+       on the watch → stored → derived → pushed → its row drawn on the page;
+   (c) a kubelet V4 ``SyncPod enter`` line for that pod POSTed to ``/ingest/v1/kubelet-logs`` (clock started
+       before the request) → stored → derived → pushed → the pod's worker lane drawn with the line among
+       its evidence.
+   "Drawn" is the page's own clock at the animation frame after the ``Plotly.react`` whose figure first
+   holds the change resolved. Goals: p50 ≤ 500 ms, p99 ≤ 2 s each. Needs PostgreSQL (the worker and servers share
+   the database) and /usr/bin/chromium.
 4. The node timeline endpoint (Django view in-process: auth, grants, queries, JSON) against raw SQL
    fetching the same rows. Goal: ≤ 2 ×.
 
-Uses DATABASE_URL when set, else a scratch SQLite file under var/. Needs Redis and /usr/bin/chromium.
+With PostgreSQL it works in a scratch copy of the configured database (``test_<name>``), dropped at exit;
+without DATABASE_URL, a scratch SQLite file under var/ (part 3 skipped). Prints every goal as met or NOT
+MET and exits 1 when one is missed (``--no-gate``: exit 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,13 +47,6 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 CLUSTER, NODE = "bench", "bench-node"
-# Playwright's sync API runs an event loop in the main thread, where async_to_sync (the channel layer's
-# group_send inside publish_timelines) refuses to run: publish and ingest from a worker thread instead.
-_worker = ThreadPoolExecutor(max_workers=1)
-
-
-def off_loop(fn, *args):  # type: ignore[no-untyped-def]
-    return _worker.submit(fn, *args).result()
 
 
 def pct(values: list[float], p: float) -> float:
@@ -215,54 +221,220 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
     return asyncio.run(run())
 
 
-# --- 3. event → pixel ---------------------------------------------------------------------------------------------
-def event_to_pixel(port: int, cookie: str, n: int, new_pods: int) -> tuple[list[float], list[float]]:
+# --- 3. demo cluster → … → pixel, and kubelet line → … → pixel ------------------------------------------------
+# One name per run: a watch lease a killed earlier run left in Redis must not hold this run's watch.
+PIPE_CLUSTER = f"bench-live-{os.getpid()}"
+# Installed in the node page: it wraps Plotly.react, so each draw knows which watched pods (by name) the
+# figure it was handed shows in the awaited state ("row": present; "worker": a worker interval with evidence
+# other than the pod's API snapshots, ``pod:UID:RV``, which only the posted line can be here: the collector
+# watches pods alone and pulls no kubelet logs). The
+# time taken is the page's own clock at the animation frame after that draw resolved, as the page's own
+# draw record (window.__podlifeDraws) is.
+WATCH_JS = """
+() => {
+  window.__benchWatch = new Map();
+  const react = Plotly.react;
+  Plotly.react = function (...args) {
+    const rows = window.__podlifeRows();  // what draw() just built the figure from
+    const hits = [];
+    for (const [name, w] of window.__benchWatch) {
+      if (w.t !== null) continue;
+      const r = rows.find((x) => x.name === name);
+      if (!r) continue;
+      const line = (iv) => iv[0] === "worker" && (iv[5] || []).some((id) => !String(id).startsWith("pod:"));
+      if (w.want === "worker" && !r.intervals.some(line)) continue;
+      w.t = -1;
+      hits.push(w);
+    }
+    const out = react.apply(this, args);
+    Promise.resolve(out).then(() => requestAnimationFrame(() => {
+      const t = performance.timeOrigin + performance.now();
+      for (const w of hits) w.t = t;
+    }));
+    return out;
+  };
+}
+"""
+
+
+def pipeline(args: argparse.Namespace, port: int, cookie: str) -> tuple[list[float], list[float]]:
+    """Start the demo cluster (``scale`` scenario, churning), a Celery derive worker and the collector;
+    open the node page in Chromium; then time (b) pods created in the demo cluster until their row is
+    drawn and (c) kubelet lines posted to the log endpoint until the worker lane shows them."""
+    import tempfile
+
+    from django.contrib.auth.models import User
+
+    from collectors.kube import config
+    from collectors.kube.config import ClusterSource, Tunables
+    from collectors.kube.runner import Collector
+    from collectors.models import IngestToken
+    from timelines import dirty
+    from timelines.models import Cluster, Pod
+
+    tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-live-"))
+    kubeconfig = tmp / "kubeconfig"
+    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    procs: list[subprocess.Popen] = []
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(args.nodes),
+         "--pods-per-node", str(args.pods_per_node), "--churn", str(args.churn), "--speed", "1",
+         "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    procs.append(sim)
+    collector = None
+    try:
+        assert sim.stdout is not None
+        ready = sim.stdout.readline()
+        match = re.search(r"ready at (\S+)", ready)
+        if not match:
+            raise SystemExit(f"the demo cluster did not start: {ready!r}")
+        sim_url = match.group(1)
+        queue = f"{os.environ.get('PODLIFE_DEPLOYMENT', 'podlife')}.derive"
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "podlife_site",
+                    "--quiet",
+                    "worker",
+                    "--pool=solo",
+                    "-l",
+                    "warning",
+                    "-Q",
+                    queue,
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+                cwd=ROOT,
+                env=env,
+            )  # fmt: skip
+        )
+        config.register_cluster(
+            ClusterSource(PIPE_CLUSTER, str(kubeconfig), "podlife-demo", False, False, False)
+        )
+        collector = Collector(
+            [PIPE_CLUSTER], resources=("pods",), kubelet=False, tunables=Tunables.from_settings()
+        ).start()
+        # The first list is stored and derived before the clock starts: steady churn is what is measured.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not Cluster.objects.filter(name=PIPE_CLUSTER).exists():
+            time.sleep(0.2)
+        cluster = Cluster.objects.get(name=PIPE_CLUSTER)
+        listed = args.nodes * args.pods_per_node
+        while time.monotonic() < deadline and (
+            Pod.objects.filter(cluster=cluster).count() < listed or dirty.pending(cluster_id=cluster.id)
+        ):
+            time.sleep(0.5)
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"the demo cluster's {listed} pods were not stored and derived within 300 s")
+        print(
+            f"  demo cluster: scale, {args.nodes} nodes x {args.pods_per_node} pods, churn {args.churn:g} "
+            f"pods/s; first list derived, {os.cpu_count()} cores"
+        )
+        _, token = IngestToken.issue(cluster, name="bench-live")
+        User.objects.get(username="bench")  # the superuser seed() made; reads every cluster
+        return _measure_pipeline(args, port, cookie, sim_url, token)
+    finally:
+        if collector is not None:
+            collector.stop()
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(20)
+
+
+def _post(url: str, body: bytes = b"", headers: dict[str, str] | None = None) -> dict:
+    import urllib.request
+
+    import orjson
+
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return orjson.loads(response.read())
+
+
+def _measure_pipeline(
+    args: argparse.Namespace, port: int, cookie: str, sim_url: str, token: str
+) -> tuple[list[float], list[float]]:
+    import random
+    from datetime import UTC, datetime
+
     from playwright.sync_api import sync_playwright
 
-    from tests.flow import ingest as ingest_observations
-    from tests.web.factories import started_pod
-    from timelines.live import publish_timelines
-
-    tls = timelines_for(110)
-    publish_ms: list[float] = []
-    ingest_ms: list[float] = []
+    node = "scale-node-00000"
     base = f"http://127.0.0.1:{port}"
-    # Playwright's sync API runs an event loop in this thread; the ORM calls below are plain sync code.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    change_ms: list[float] = []
+    line_ms: list[float] = []
+    rng = random.Random(0)
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's loop is in this thread; no ORM below
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        # bypass_csp: wait_for_function evaluates its string inside the page, which the site's CSP refuses
+        # bypass_csp: wait_for_function evaluates its string in the page, which the CSP refuses
         # ('unsafe-eval'); the benchmark measures delivery, not the policy (tests/security/test_csp.py does).
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
         context.add_cookies([{"name": "sessionid", "value": cookie, "url": base}])
         page = context.new_page()
-        page.goto(f"{base}/c/{CLUSTER}/nodes/{NODE}/")
-        page.wait_for_selector("#live-state[data-state=live]", timeout=20_000)
-        page.wait_for_function("window.__podlifeDraws.length > 0")
-        rows = page.get_attribute("#gantt", "data-rows")
-        print(f"  node page: {rows} rows, renderer {page.get_attribute('#gantt', 'data-renderer')}")
-        for i in range(n):
-            before = page.evaluate("window.__podlifeDraws.length")
+        page.goto(f"{base}/c/{PIPE_CLUSTER}/nodes/{node}/")
+        page.wait_for_selector("#live-state[data-state=live]", timeout=90_000)
+        page.wait_for_function("window.__podlifeDraws.length > 0", timeout=30_000)
+        print(f"  node page {node}: {page.get_attribute('#gantt', 'data-rows')} rows")
+        page.evaluate(WATCH_JS)
+
+        def watch(name: str, want: str) -> None:
+            page.evaluate("([n, w]) => window.__benchWatch.set(n, { want: w, t: null })", [name, want])
+
+        def drawn(name: str) -> float:
+            try:
+                page.wait_for_function(
+                    f"(window.__benchWatch.get({name!r}) || {{}}).t > 0", timeout=30_000, polling=20
+                )
+            except Exception:
+                row = page.evaluate(
+                    "(n) => JSON.stringify(window.__podlifeRows().find((r) => r.name === n))", name
+                )
+                raise SystemExit(f"{name} was not drawn as awaited within 30 s; its row: {row}") from None
+            return float(page.evaluate("(n) => window.__benchWatch.get(n).t", name))
+
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "text/plain"}
+        # The demo cluster keeps its own clock (speed 1 here): a kubelet line is stamped on that clock, as
+        # the cluster's own kubelets stamp theirs.
+        skew = datetime.fromisoformat(_post(f"{sim_url}/_sim/status")["now"]) - datetime.now(UTC)
+        url = f"{base}/ingest/v1/kubelet-logs?cluster={PIPE_CLUSTER}&node={node}&tz=UTC"
+        for i in range(args.changes):
+            # (b) a pod created in the demo cluster, bound to the node: served on the watch, stored, derived,
+            # pushed, drawn. The clock starts before the request that creates it.
+            name = f"bench-{os.getpid()}-{i:03d}"
+            watch(name, "row")
             t0 = time.time() * 1000
-            off_loop(publish_timelines, CLUSTER, [tls[i % len(tls)]])
-            page.wait_for_function(f"window.__podlifeDraws.length > {before}", timeout=10_000)
-            publish_ms.append(page.evaluate(f"window.__podlifeDraws[{before}].t") - t0)
-            time.sleep(0.15)
-        for i in range(new_pods):
-            uid = f"bench-new-{time.time_ns()}-{i}"
-            obs = started_pod(uid, f"new-{i:03d}", node=NODE, shift=timedelta(seconds=200 + i))
+            out = _post(f"{sim_url}/_sim/pods?node={node}&namespace=bench&name={name}")
+            change_ms.append(drawn(name) - t0)
+            time.sleep(rng.uniform(0.3, 0.8))  # off any beat of the churn or the coalescing window
+            if i >= args.lines:
+                continue
+            # (c) the kubelet's V4 "SyncPod enter" for that pod, posted to the log endpoint: stored, derived,
+            # pushed, drawn. The collector here pulls no kubelet logs, so until then the pod's worker lane
+            # rests on API snapshots alone; then the line is part of its evidence.
+            watch(name, "worker")
             t0 = time.time() * 1000
-            off_loop(ingest_observations, CLUSTER, obs)
-            page.wait_for_selector(f'#pods-body tr[data-uid="{uid}"]', timeout=10_000)
-            drawn = page.evaluate("window.__podlifeDraws[window.__podlifeDraws.length - 1].t")
-            ingest_ms.append(drawn - t0)
-            time.sleep(0.15)
+            now = datetime.now(UTC) + skew
+            line = (
+                f'I{now:%m%d %H:%M:%S.%f}    2981 kubelet.go:1683] "SyncPod enter" '
+                f'pod="bench/{name}" podUID={out["pod"]["uid"]} updateType="create"\n'
+            )
+            report = _post(f"{url}&year={now.year}", line.encode(), headers)
+            assert report["stored"] >= 1 and not report["rejected"], report
+            line_ms.append(drawn(name) - t0)
+            time.sleep(rng.uniform(0.3, 0.8))
         shots = ROOT / "var" / "screenshots"
         shots.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shots / "bench-node.png"))
+        page.screenshot(path=str(shots / "bench-live-node.png"))
         browser.close()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    return publish_ms, ingest_ms
+    return change_ms, line_ms
 
 
 # --- 4. endpoint vs raw SQL -------------------------------------------------------------------------------------
@@ -326,57 +498,114 @@ def endpoint_vs_sql(repeats: int) -> tuple[float, float, int]:
     return statistics.median(end_t) * 1000, statistics.median(raw_t) * 1000, rows
 
 
+def _database_url() -> str:
+    from django.db import connection
+
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pods", type=int, default=110)
-    parser.add_argument("--events", type=int, default=100)
-    parser.add_argument("--new-pods", type=int, default=20)
+    parser.add_argument("--pods", type=int, default=110, help="pods on the node of parts 2 and 4")
+    parser.add_argument("--events", type=int, default=100, help="pushes timed in part 2")
+    parser.add_argument("--changes", type=int, default=60, help="pods created in the demo cluster (3b)")
+    parser.add_argument("--lines", type=int, default=60, help="kubelet lines posted (3c), at most --changes")
+    parser.add_argument("--nodes", type=int, default=100, help="demo cluster nodes (scale scenario)")
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--churn", type=float, default=20.0, help="demo cluster pods replaced per second")
+    parser.add_argument("--no-gate", action="store_true", help="exit 0 even when a goal is missed")
     args = parser.parse_args()
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         raise SystemExit(
             "set REDIS_URL (e.g. redis://127.0.0.1:6379/15): the bench measures the Redis pub/sub layer"
         )
-    if not os.environ.get("DATABASE_URL"):
+    postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+    if not postgres:
         scratch = ROOT / "var" / "bench-live.sqlite3"
         scratch.parent.mkdir(parents=True, exist_ok=True)
         os.environ["DATABASE_URL"] = f"sqlite:///{scratch}"
-    setup_django()
+    os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    setup_django(scratch_database=postgres)
     from django.db import connection
 
+    if postgres:  # the servers, the Celery worker: the same scratch database
+        os.environ["DATABASE_URL"] = _database_url()
     print(f"database {connection.vendor}, Redis {redis_url}, {args.pods} pods on {NODE}")
     seed(args.pods)
     cookie = session_cookie()
     port = free_port()
     server = start_server(port)
+    verdicts: list[tuple[str, bool]] = []
+
+    def goal(text: str, met: bool) -> None:
+        verdicts.append((text, met))
+
     try:
         import orjson
 
         payload = len(orjson.dumps(timelines_for(1)[0].to_json(CLUSTER)))
-        print(f"\n1. raw Redis pub/sub, one way ({payload} byte payload)")
-        raw_p50, raw_p99 = summary("publish → subscriber", raw_pubsub(redis_url, payload, 300))
-        print("\n2. server-side push (channel layer → consumer → websocket)")
-        push_p50, _ = summary("group_send → websocket frame", layer_push(port, cookie, args.events))
+        print(f"\n1. raw Redis pub/sub, one way ({payload} byte payload): the baseline")
+        raw_p50, _ = summary("publish → subscriber", raw_pubsub(redis_url, payload, 300))
+        print("\n2. derive output → websocket frame (node consumer behind uvicorn)")
+        push_p50, _ = summary("group_send alone → websocket frame", layer_push(port, cookie, args.events))
         pub_p50, _ = summary("publish_timelines → websocket frame", server_push(port, cookie, args.events))
-        print("\n3. event → pixel in Chromium, node page")
-        pub_ms, ingest_ms = event_to_pixel(port, cookie, args.events, args.new_pods)
-        pix_p50, pix_p99 = summary("publish_timelines → chart redrawn", pub_ms)
-        ing_p50, ing_p99 = summary("store + derive stage (new pod) → row drawn", ingest_ms)
+        print("\n3. the user's view: the node page in Chromium, demo cluster churning, Celery derive worker")
+        if connection.vendor != "postgresql":
+            print("  skipped: needs PostgreSQL (the Celery worker and the servers share the database)")
+            change_ms: list[float] = []
+            line_ms: list[float] = []
+        else:
+            change_ms, line_ms = pipeline(args, port, cookie)
+            summary("(b) pod created in demo cluster → row drawn", change_ms)
+            summary("(c) kubelet line posted → worker lane drawn", line_ms)
         print("\n4. node timeline endpoint vs raw SQL (same rows, median of 30)")
         end_ms, raw_ms, rows = endpoint_vs_sql(30)
         print(f"  endpoint {end_ms:.2f} ms, raw SQL {raw_ms:.2f} ms ({rows} rows)")
-        print("\nratios (goal)")
-        print(f"  server push p50 / raw pub/sub p50 = {push_p50 / raw_p50:6.2f}  (≤ 4)")
-        print(
-            f"  publish_timelines push p50 / raw pub/sub p50 = {pub_p50 / raw_p50:6.2f}  (publisher included)"
-        )
-        print(f"  event → pixel p50 = {pix_p50:.0f} ms (≤ 300), p99 = {pix_p99:.0f} ms (≤ 1000)")
+
+        print("\nfigures (goal)")
+        ratio = pub_p50 / raw_p50
+        print(f"  (a) publish_timelines → frame p50 / raw pub/sub p50 = {ratio:6.2f}  (≤ 4)"
+              f"   [group_send alone: {push_p50 / raw_p50:.2f}, no goal]")  # fmt: skip
+        goal("(a) derive output → websocket frame ≤ 4× raw pub/sub", ratio <= 4)
+        for label, ms in (
+            ("(b) demo cluster → row drawn", change_ms),
+            ("(c) kubelet line → lane drawn", line_ms),
+        ):
+            if not ms:
+                print(f"  {label}: not measured")
+                goal(f"{label}: measured", False)
+                continue
+            p50, p99 = pct(ms, 50), pct(ms, 99)
+            print(f"  {label}: p50 = {p50:.0f} ms (≤ 500), p99 = {p99:.0f} ms (≤ 2000), n={len(ms)}")
+            goal(f"{label} p50 ≤ 500 ms, p99 ≤ 2 s", p50 <= 500 and p99 <= 2000)
         print(f"  endpoint / raw SQL = {end_ms / raw_ms:6.2f}  (≤ 2)")
+        goal("node timeline endpoint ≤ 2× raw SQL", end_ms / raw_ms <= 2)
     finally:
         server.terminate()
         server.wait(timeout=10)
+        _forget_sequences()
+    print("\ngoals")
+    for text, met in verdicts:
+        print(f"  {'met    ' if met else 'NOT MET'}  {text}")
+    if not args.no_gate and not all(met for _, met in verdicts):
+        raise SystemExit(1)
+
+
+def _forget_sequences() -> None:
+    """Drop the per-group sequence numbers and locks the run left in Redis: its groups' names hold "bench"
+    (CLUSTER, and PIPE_CLUSTER which starts with it)."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(f"{settings.PODLIFE_DEPLOYMENT}:live:*.{CLUSTER}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 if __name__ == "__main__":

@@ -46,18 +46,52 @@ def test_hostile_or_long_names_become_a_digest():
         group_name("cluster", "prod", "x")  # type: ignore[arg-type]
 
 
+def forget(*groups: str) -> None:
+    """Drop what publishing and listening left in Redis for these groups (nothing without Redis)."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    prefix = f"{settings.PODLIFE_DEPLOYMENT}:live"
+    try:
+        client.delete(*[f"{prefix}:{what}:{g}" for g in groups for what in ("seq", "lock")])
+        client.zrem(f"{prefix}:listeners", *groups)
+    finally:
+        client.close()
+
+
+async def nothing_arrives(layer, channel: str, seconds: float = 0.3) -> bool:
+    try:
+        await asyncio.wait_for(layer.receive(channel), seconds)
+    except TimeoutError:
+        return True
+    return False
+
+
 def test_one_message_per_listened_group_with_consecutive_numbers():
-    """GIVEN a listener on one node's group WHEN a sync caller (a derive worker) publishes three pods, two on
-    that node and one on another, twice THEN the node group gets one message per call holding its two pods,
-    numbered one after the other; no message goes to the groups nobody listens to (in-memory or Redis)."""
+    """GIVEN a listener on one node's group, and channels in the other groups the pods belong to that nobody
+    registered as listened WHEN a sync caller (a derive worker) publishes three pods, two on that node and
+    one on another, twice THEN the node group's channel receives exactly one message per call holding its
+    two pods, numbered one after the other, and the other groups' channels receive nothing."""
     layer = get_channel_layer()
     cluster = f"prod-{datetime.now(UTC).timestamp():.0f}"  # Redis numbers outlive a test run
 
-    async def scenario() -> tuple[list[int], list[dict]]:
-        channel = await layer.new_channel()
+    async def scenario() -> tuple[list[int], list[dict], list[bool], bool]:
         group = group_name("node", cluster, "node-a")
+        others = [
+            group_name("node", cluster, "node-b"),
+            group_name("pod", cluster, "u1"),
+            group_name("ns", cluster, "shop"),
+        ]
+        channel = await layer.new_channel()
         await layer.group_add(group, channel)
         await live.listen(group)
+        other_channels = [await layer.new_channel() for _ in others]
+        for other, other_channel in zip(others, other_channels, strict=True):
+            await layer.group_add(other, other_channel)  # joined, but not registered as listened
         try:
             pods = [timeline("u1"), timeline("u2"), timeline("u3", node="node-b")]
             sent = [
@@ -65,22 +99,43 @@ def test_one_message_per_listened_group_with_consecutive_numbers():
                 for _ in range(2)
             ]
             got = [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(2)]
-            return sent, got
+            quiet = [await nothing_arrives(layer, c) for c in other_channels]
+            return sent, got, quiet, await nothing_arrives(layer, channel)
         finally:
             await layer.group_discard(group, channel)
+            for other, other_channel in zip(others, other_channels, strict=True):
+                await layer.group_discard(other, other_channel)
+            await sync_to_async(forget)(group, *others)
 
-    sent, (first, second) = asyncio.run(scenario())
+    sent, (first, second), quiet, no_third = asyncio.run(scenario())
     assert sent == [1, 1]  # only the listened group: not the pods', the namespace's or node-b's
+    assert quiet == [True, True, True] and no_third
     assert first["type"] == "timeline.delta" and first["schema"] == "podlife.delta/v2"
+    assert first["group"] == second["group"] == group_name("node", cluster, "node-a")
     assert [t["pod"]["uid"] for t in first["timelines"]] == ["u1", "u2"]
+    assert [t["pod"]["uid"] for t in second["timelines"]] == ["u1", "u2"]
     assert second["seq"] == first["seq"] + 1
 
 
 def test_async_caller_does_not_fail_derivation():
-    async def scenario() -> int:
-        await live.listen(group_name("pod", "prod", "u1"))
-        sent = publish_timelines("prod", [timeline()])
-        await asyncio.sleep(0.2)  # the background send completes
-        return sent
+    """Called from async code, the send runs in the background on that loop: the caller gets -1 at once
+    and the listened group still receives the delta."""
+    layer = get_channel_layer()
+    cluster = f"prod-async-{datetime.now(UTC).timestamp():.0f}"
 
-    assert asyncio.run(scenario()) == -1  # sent in the background: the count is not known to the caller
+    async def scenario() -> tuple[int, dict]:
+        group = group_name("pod", cluster, "u1")
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        await live.listen(group)
+        try:
+            sent = publish_timelines(cluster, [timeline()])
+            return sent, await asyncio.wait_for(layer.receive(channel), 5)
+        finally:
+            await layer.group_discard(group, channel)
+            await sync_to_async(forget)(group)
+
+    sent, message = asyncio.run(scenario())
+    assert sent == -1  # sent in the background: the count is not known to the caller
+    assert message["group"] == group_name("pod", cluster, "u1")
+    assert [t["pod"]["uid"] for t in message["timelines"]] == ["u1"]

@@ -11,6 +11,7 @@ story is the one a real cluster would tell at one second per second, only faster
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -23,14 +24,14 @@ from .conftest import CLUSTER, FAST
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# scenario → (finding kind, where it must be: the pod or PDB name starts with this)
+# scenario → (finding kind, the subject it must name: namespace/name; "-N" is a later loop of the scenario)
 EXPECTED = {
-    "delete-during-setup": ("killed_during_setup", "slow-start"),
-    "stuck-terminating": ("stuck_terminating", "stubborn"),
-    "node-shutdown": ("node_shutdown", ""),
-    "static-pod-uid-reuse": ("uid_reuse", "etcd-backup-static"),
-    "pdb-unmanaged-pods": ("pdb_unmanaged_pods", ""),
-    "drain-blocked-by-pdb": ("pdb_blocking_drain", ""),
+    "delete-during-setup": ("killed_during_setup", r"demo/slow-start(-\d+)?-[a-z0-9]{5}"),
+    "stuck-terminating": ("stuck_terminating", r"demo/stubborn(-\d+)?-[a-z0-9]{5}"),
+    "node-shutdown": ("node_shutdown", r"demo/worker(-\d+)?-[a-z0-9]{10}-[a-z0-9]{5}"),  # Deployment pods
+    "static-pod-uid-reuse": ("uid_reuse", r"kube-system/etcd-backup(-\d+)?-static-node-\d+"),
+    "pdb-unmanaged-pods": ("pdb_unmanaged_pods", r"demo/consul(-\d+)?-pdb"),
+    "drain-blocked-by-pdb": ("pdb_blocking_drain", r"demo/api(-\d+)?-pdb"),
 }
 
 
@@ -51,7 +52,7 @@ def test_every_scenario_produces_its_findings(make_sim, monkeypatch, derive_work
         collector.stop()
     found = {(f.kind, f.subject_name) for f in Finding.objects.filter(cluster__name=CLUSTER)}
     for scenario, (kind, where) in EXPECTED.items():
-        assert any(k == kind and where in name for k, name in found), (
+        assert any(k == kind and re.fullmatch(where, name) for k, name in found), (
             f"{scenario}: no {kind} in {sorted(found)}"
         )
     # The kubelet's own account reached the timelines: worker phases observed from its log lines.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from tests.lifecycle.factories import ctr, pod, t
 from timelines.lifecycle.derive import derive_pod_timeline
 
@@ -74,4 +72,15 @@ def test_a_prompt_finalizer_is_not_stuck():
     assert not [f for f in timeline.findings if f.kind == "stuck_terminating"]
     api = timeline.lane("api")
     assert any(iv.state == "deleted" and iv.start == t(130.0) for iv in api)
-    assert t(130.0) - t(100.0) < timedelta(seconds=70)
+
+
+def test_the_limit_is_grace_plus_slack_from_the_delete():
+    """DELETE at 100 with a 10 s grace and the default 60 s slack: a finalizer gone by 170 is prompt, one
+    gone at 171 kept the object Terminating for 71 s (a closed, warning-level finding)."""
+    at_limit = derive_pod_timeline(observations(finalizer_removed_at=170.0), now=t(400.0))
+    assert not [f for f in at_limit.findings if f.kind == "stuck_terminating"]
+    late = derive_pod_timeline(observations(finalizer_removed_at=171.0), now=t(400.0))
+    [finding] = [f for f in late.findings if f.kind == "stuck_terminating"]
+    assert (finding.start, finding.end, finding.severity) == (t(100.0), t(171.0), "warning")
+    assert finding.attrs["seconds"] == 71.0 and finding.attrs["grace_seconds"] == 10.0
+    assert finding.attrs["open"] is False and finding.attrs["finalizers"] == ["podlife.dev/cleanup"]

@@ -28,7 +28,8 @@ def test_times_are_utc_with_microseconds_always() -> None:
 
 
 def test_json_shape_of_the_graceful_delete() -> None:
-    data = json.loads(json.dumps(derive_pod_timeline(scenarios.graceful_delete()).to_json("prod-eu")))
+    observations = scenarios.graceful_delete()
+    data = json.loads(json.dumps(derive_pod_timeline(observations).to_json("prod-eu")))
     assert data["schema"] == SCHEMA == "podlife.timeline/v2"
     assert data["pod"]["uid"] == scenarios.UID
     assert (data["pod"]["namespace"], data["pod"]["name"], data["pod"]["node"]) == (
@@ -50,15 +51,46 @@ def test_json_shape_of_the_graceful_delete() -> None:
             "cause": "deletion",
             "grace_seconds": 30,
         },
-        "evidence": data["lanes"]["worker"][2]["evidence"],
+        "evidence": data["lanes"]["worker"][2]["evidence"],  # checked below, against the scenario
     }
+    # The terminating bar's evidence: the kubelet's teardown lines, span and markers, by their keys in the
+    # scenario; nothing from before the termination request or after the containers stopped.
+    key = {
+        (o.payload.get("transition") or o.payload.get("reason") or o.payload.get("name")): o.dedupe_key
+        for o in observations
+        if o.kind in ("worker", "kubelet_marker", "span")
+    }
+    evidence = data["lanes"]["worker"][2]["evidence"]
+    assert len(evidence) == len(set(evidence))
+    assert set(evidence) >= {
+        key["termination_requested"],
+        key["observed_terminate"],
+        key["terminating_enter"],
+        key["syncTerminatingPod"],
+        key["GracePeriod"],
+        key["KillingContainer"],
+    }
+    inside = {
+        o.dedupe_key
+        for o in observations
+        if parse_time("2024-06-07T06:55:00.45Z") <= o.observed_at <= parse_time("2024-06-07T06:55:03.2015Z")
+    }
+    assert set(evidence) <= inside
     assert data["lanes"]["api"][-1]["state"] == "deleted"
     assert data["markers"][0] == {
         "at": "2024-06-07T06:54:41.000000+00:00",
         "kind": "event",
         "reason": "Scheduled",
         "message": "Successfully assigned default/web-1 to node-a",
-        "attrs": data["markers"][0]["attrs"],
+        "attrs": {
+            "type": "Normal",
+            "count": 1,
+            "component": "default-scheduler",
+            "first": "2024-06-07T06:54:41.000000+00:00",
+            "last": "2024-06-07T06:54:41.000000+00:00",
+            "field_path": None,
+            "event_uid": "ev-sched",
+        },
         "evidence": ["event:ev-sched:1"],
     }
     assert data["findings"] == []

@@ -168,13 +168,16 @@ def test_ingesting_a_pod_on_the_node_pushes_its_timeline(viewer: Any) -> None:
         await database_sync_to_async(ingest_observations)("lab", started_pod("u-new-1", "web-new"))
         frame = await ws.receive_json_from(timeout=3)
         assert frame["type"] == "deltas"
+        # Only the pod that changed goes out, not the rest of the node (the fixture's pods, its hostile
+        # one among them, are on node-a too).
+        assert [p["pod"]["uid"] for p in frame["pods"]] == ["u-new-1"]
+        assert UID_EVIL not in str(frame)
         pod = frame["pods"][0]
         assert pod["schema"] == "podlife.timeline/v2" and pod["pod"]["name"] == "web-new"
         assert pod["lanes"]["worker"][0]["state"] == "setup"
         await ws.disconnect()
 
     async_to_sync(run)()
-    assert UID_EVIL  # the fixture's hostile pod is on this node too (see the browser test)
 
 
 @pytest.fixture
@@ -198,9 +201,16 @@ def redis_layer(settings: Any, viewer: Any) -> Iterator[None]:
 
 
 @pytest.mark.redis
-def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, viewer: Any) -> None:
-    """GIVEN the Redis pub/sub layer WHEN a pod on the node is ingested THEN the consumer forwards it, with
-    Redis-backed sequence numbers that continue where they were."""
+def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, settings: Any, viewer: Any) -> None:
+    """GIVEN the Redis pub/sub layer and a group whose Redis sequence stands at 41 (earlier publishers)
+    WHEN two pods on the node are ingested one after the other THEN the consumer forwards them as 42 and 43:
+    the numbers continue where Redis had them, with no false gap."""
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    prefix = f"{settings.PODLIFE_DEPLOYMENT}:live"
+    seq_key, lock_key = f"{prefix}:seq:{GROUP}", f"{prefix}:lock:{GROUP}"
+    client.set(seq_key, 41)
 
     async def run() -> None:
         ws = await connect(viewer)
@@ -210,12 +220,22 @@ def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, viewer: A
 
         await database_sync_to_async(ingest_observations)("lab", started_pod("u-redis-1", "web-redis"))
         frame = await ws.receive_json_from(timeout=5)
-        assert frame["type"] == "deltas" and frame["pods"][0]["pod"]["uid"] == "u-redis-1"
-        assert frame["seq"] >= 1
+        assert frame["type"] == "deltas" and [p["pod"]["uid"] for p in frame["pods"]] == ["u-redis-1"]
+        assert frame["seq"] == 42
+        await database_sync_to_async(ingest_observations)("lab", started_pod("u-redis-2", "web-redis-2"))
+        frame = await ws.receive_json_from(timeout=5)
+        assert frame["type"] == "deltas" and [p["pod"]["uid"] for p in frame["pods"]] == ["u-redis-2"]
+        assert frame["seq"] == 43
         await ws.disconnect()
         await get_channel_layer().flush()
 
-    async_to_sync(run)()
+    try:
+        async_to_sync(run)()
+        assert int(client.get(seq_key) or 0) == 43
+    finally:
+        client.delete(seq_key, lock_key)
+        client.zrem(f"{prefix}:listeners", GROUP)
+        client.close()
 
 
 def _deleted(uid: str, name: str, namespace: str = "default") -> Any:
