@@ -204,6 +204,23 @@ function setLive(text, cls) {
   liveEl.dataset.state = cls;
 }
 
+// "live" only while the socket is up and no collector stream of the cluster is stale (the consumer's
+// `collector` frames); otherwise the badge names the stale streams and how far behind they are.
+let collector = null;
+let connected = false;
+
+function behind(seconds) {
+  if (seconds === null) return "no progress yet";
+  return seconds < 120 ? `${Math.round(seconds)} s behind` : `${Math.round(seconds / 60)} min behind`;
+}
+
+function showLive() {
+  if (state.paused) return setLive("paused", "paused");
+  const stale = collector ? collector.stale : [];
+  if (!stale.length) return setLive("live", "live");
+  setLive(`stale: ${stale.map((s) => `${s.stream} (${behind(s.behind_s)})`).join(", ")}`, "stale");
+}
+
 function connect() {
   const proto = window.location.protocol === "https:" ? "wss" : "ws";
   socket = new WebSocket(`${proto}://${window.location.host}${page.ws}`);
@@ -211,13 +228,18 @@ function connect() {
     const frame = JSON.parse(msg.data);
     if (frame.type === "hello") {
       attempt = 0;
-      setLive(state.paused ? "paused" : "live", state.paused ? "paused" : "live");
+      connected = true;
+      collector = frame.collector || null;
+      showLive();
       if (everConnected) load(); // we may have missed deltas while away
       everConnected = true;
     } else if (frame.type === "deltas") {
       state.seq = frame.seq;
       if (state.paused) return;
       applyDeltas(frame.pods);
+    } else if (frame.type === "collector") {
+      collector = frame;
+      if (connected) showLive();
     } else if (frame.type === "refetch") {
       state.seq = frame.seq;
       statusEl.textContent = `refetched: ${frame.reason}`;
@@ -228,6 +250,7 @@ function connect() {
     }
   };
   socket.onclose = (ev) => {
+    connected = false;
     if (stopped || ev.code >= 4400) {
       stopped = true;
       if (!liveEl.textContent.startsWith("offline")) setLive("offline", "offline");
@@ -261,7 +284,7 @@ if (pauseButton) {
     state.paused = !state.paused;
     pauseButton.textContent = state.paused ? "resume" : "pause";
     setParams({ paused: state.paused ? "1" : null });
-    setLive(state.paused ? "paused" : "live", state.paused ? "paused" : "live");
+    showLive();
     if (!state.paused) load();
   });
 }

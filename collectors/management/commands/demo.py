@@ -116,8 +116,9 @@ class Command(BaseCommand):
         env = {**os.environ, "PODLIFE_KUBECONFIG": str(kubeconfig), "PODLIFE_KUBE_CONTEXTS": context}
         queue = settings.PODLIFE_DEPLOYMENT
         # Watch steps, pulls and beat on one worker; the derive stage on its own, so long watch steps never
-        # hold it up (as a deployment runs them: docs/collector.md).
-        for extra in (["-B", "-Q", queue, "--concurrency=4"], ["-Q", f"{queue}.derive", "--concurrency=1"]):
+        # hold it up (as a deployment runs them: docs/collector.md). The first worker's pool is sized by the
+        # settings from the clusters it collects (CELERY_WORKER_CONCURRENCY): every watch chain and pull at once.
+        for extra in (["-B", "-Q", queue], ["-Q", f"{queue}.derive", "--concurrency=1"]):
             proc = subprocess.Popen(
                 [
                     sys.executable,
@@ -131,7 +132,7 @@ class Command(BaseCommand):
                     "--without-gossip",
                     "--without-mingle",
                     "-n",
-                    f"{extra[-2].replace('.', '-')}@%h",
+                    f"{extra[extra.index('-Q') + 1].replace('.', '-')}@%h",
                 ],
                 env=env,
             )
