@@ -1,6 +1,6 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
 // its evidence in the observations table below (the raw lines that made it).
-import { axisValue, display, fromDisplay, getParams, isoUTC, pageData, setParams, toMicros, tzLabel } from "./common.js";
+import { axisValue, display, fromDisplay, getParams, isoUTC, pageData, plot, setParams, toMicros, tzLabel } from "./common.js";
 import { buildFigure, unknownBounds } from "./gantt.js";
 
 const page = pageData();
@@ -45,7 +45,7 @@ async function draw() {
     tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
-  await Plotly.react(chart, fig.data, fig.layout, { responsive: true, displaylogo: false, scrollZoom: true });
+  await plot(chart, fig, { responsive: true, displaylogo: false, scrollZoom: true }); // never WebGL: one pod
   document.getElementById("tz-toggle").textContent = `times: ${tzLabel(tz)}`;
   for (const cell of document.querySelectorAll("[data-time]")) {
     cell.textContent = display(toMicros(cell.dataset.time), tz);

@@ -1,7 +1,7 @@
 // Node, namespace and workload pages: the window picker, the Gantt, and on node pages the live watch.
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
-  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, setParams, toMicros, tzLabel,
+  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, plot, podURL, setParams, toMicros, tzLabel,
 } from "./common.js";
 import { buildFigure, rowFromTimeline } from "./gantt.js";
 
@@ -87,7 +87,9 @@ async function draw() {
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();
-  await Plotly.react(chart, fig.data, fig.layout, { responsive: true, displaylogo: false, scrollZoom: true });
+  if (await plot(chart, fig, { responsive: true, displaylogo: false, scrollZoom: true }) && handlersOn) {
+    attachHandlers(); // the full bundle (WebGL) replaced the partial one under this chart
+  }
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
   chart.dataset.rows = String(all.length);
@@ -289,9 +291,15 @@ if (pauseButton) {
   });
 }
 
+let handlersOn = false;
+function attachHandlers() {
+  chart.on("plotly_relayout", onRelayout);
+  chart.on("plotly_click", onClick);
+  handlersOn = true;
+}
+
 await load();
-chart.on("plotly_relayout", onRelayout);
-chart.on("plotly_click", onClick);
+attachHandlers();
 if (page.ws) {
   setLive("connecting", "reconnecting");
   connect();

@@ -260,17 +260,35 @@ def test_node_page_carries_api_and_websocket_urls(viewer: Any) -> None:
     content = logged_in(viewer).get("/c/lab/nodes/node-a/").content.decode()
     assert "/api/v1/clusters/lab/nodes/node-a/timeline" in content
     assert "/ws/v1/nodes/lab/node-a/" in content
-    assert "/vendor/plotly.min.js" in content
+    assert '<script src="/vendor/plotly-basic.min.js">' in content  # the partial bundle, loaded first
+    assert '"plotly_gl_js": "/vendor/plotly.min.js"' in content  # the full one, only for WebGL
 
 
-def test_plotly_is_served_from_the_installed_package_gzipped_and_cached(db: Any) -> None:
+@pytest.mark.parametrize(
+    ("url", "banner"),
+    [
+        ("/vendor/plotly-basic.min.js", b"plotly.js (basic - minified) v"),
+        ("/vendor/plotly.min.js", b"plotly.js v"),
+    ],
+)
+def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner: bytes) -> None:
     client = Client()
-    response = client.get("/vendor/plotly.min.js", HTTP_ACCEPT_ENCODING="gzip")
+    response = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
     assert response.status_code == 200 and response["Content-Encoding"] == "gzip"
     import gzip
 
-    assert b"plotly" in gzip.decompress(response.content)[:2000].lower()
-    assert client.get("/vendor/plotly.min.js", HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+    assert banner in gzip.decompress(response.content)[:400]
+    assert client.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+
+
+def test_partial_plotly_bundle_is_the_installed_plotly_js_version_and_a_quarter_of_its_size() -> None:
+    """The vendored partial bundle and the installed package's full one are the same plotly.js release
+    (a figure means the same to both), and the partial one is what makes the first draw fast."""
+    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH, version_of
+
+    assert version_of(PARTIAL_PATH) == version_of(FULL_PATH)
+    assert PARTIAL_PATH.stat().st_size * 3 < FULL_PATH.stat().st_size
+    assert b"</script" not in PARTIAL_PATH.read_bytes().lower()  # it can be inlined in an export
 
 
 def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:

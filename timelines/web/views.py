@@ -10,11 +10,9 @@ import gzip
 import hashlib
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import plotly
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -22,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import queries
+from timelines import plotly_bundles, queries
 from timelines.lifecycle.timeline import format_time
 from timelines.live import group_name
 from timelines.models import Finding, Observation, Workload
@@ -68,7 +66,12 @@ def _export(
 def _gantt_page(
     request: HttpRequest, template: str, context: dict[str, Any], page: dict[str, Any]
 ) -> HttpResponse:
-    page = {"gantt": figures.gantt_config(), "plotly_js": reverse("plotly-js"), **page}
+    page = {
+        "gantt": figures.gantt_config(),
+        "plotly_js": reverse("plotly-js"),
+        "plotly_gl_js": reverse("plotly-gl-js"),
+        **page,
+    }
     if "api" in page and page["kind"] != "pod":
         # The first data request, named in the page so the browser fetches it (<link rel=preload>) while
         # plotly.js loads; timeline-page.js uses exactly this URL for its first load.
@@ -380,31 +383,30 @@ def pod_by_ref(request: HttpRequest, cluster: str, namespace: str, name: str) ->
     return redirect("pod", cluster=c.name, uid=pods[0].uid)
 
 
-# --- plotly.js from the installed package (never a CDN: clusters are air-gapped) ----------------------------
-_PLOTLY_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-_plotly_cache: dict[str, bytes] = {}
+# --- plotly.js: the partial bundle every page loads, the full one for WebGL (timelines/plotly_bundles.py) -------
+_plotly_cache: dict[tuple[str, str], bytes] = {}
 _plotly_lock = threading.Lock()
 
 
-def _plotly_bytes(encoding: str) -> bytes:
+def _plotly_bytes(bundle: str, encoding: str) -> bytes:
     with _plotly_lock:
-        if "raw" not in _plotly_cache:
-            raw = _PLOTLY_PATH.read_bytes()
-            _plotly_cache["raw"] = raw
-            _plotly_cache["gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
-            _plotly_cache["etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
-        return _plotly_cache[encoding]
+        if (bundle, "raw") not in _plotly_cache:
+            raw = plotly_bundles.BUNDLES[bundle].read_bytes()
+            _plotly_cache[bundle, "raw"] = raw
+            _plotly_cache[bundle, "gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
+            _plotly_cache[bundle, "etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
+        return _plotly_cache[bundle, encoding]
 
 
 @require_GET
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    etag = '"' + _plotly_bytes("etag").decode() + '"'
+def plotly_js(request: HttpRequest, bundle: str = "partial") -> HttpResponse:
+    etag = '"' + _plotly_bytes(bundle, "etag").decode() + '"'
     if request.headers.get("If-None-Match") == etag:
         response = HttpResponse(status=304)
     else:
         gz = "gzip" in request.headers.get("Accept-Encoding", "")
         response = HttpResponse(
-            _plotly_bytes("gzip" if gz else "raw"), content_type="text/javascript; charset=utf-8"
+            _plotly_bytes(bundle, "gzip" if gz else "raw"), content_type="text/javascript; charset=utf-8"
         )
         if gz:
             response["Content-Encoding"] = "gzip"
