@@ -129,6 +129,19 @@ def test_upload_form_imports_and_refuses(client, admin, source_cluster):
     assert row_counts() == before
 
 
+def test_import_page_has_the_site_header(client, admin):
+    """The import page is a page of the site: the header with the overview, findings and API links, the
+    user and the log-out button, and the site's style sheet and icon."""
+    client.force_login(admin)
+    page = client.get("/import").content.decode()
+    header = page.split("<header>", 1)[1].split("</header>", 1)[0]
+    for link in ('href="/"', 'href="/findings/"', 'href="/api/"', 'href="/import"', admin.get_username()):
+        assert link in header, link
+    assert 'action="/accounts/logout/"' in header
+    assert "podlife/podlife.css" in page and "podlife/favicon.svg" in page
+    assert page.count("<html") == 1 and 'name="bundle"' in page
+
+
 def test_only_staff_import(client, shop_reader):
     client.force_login(shop_reader)
     assert client.get("/import").status_code == 403

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -333,3 +335,54 @@ def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
     }  # same owner UID in "secret": not its pod
     status = client.get("/api/v1/clusters/lab/workloads/default/ReplicaSet/web-7d9/status").json()
     assert status["samples"][0]["ready"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/c/lab/nodes/no-such-node/", "no node &#x27;no-such-node&#x27;"),
+        ("/c/lab/ns/no-such-ns/", "no namespace &#x27;no-such-ns&#x27;"),
+        ("/c/lab/pods/00000000-0000-4000-8000-00000000dead/", "00000000-0000-4000-8000-00000000dead"),
+        ("/c/lab/ns/default/pdb/no-such-pdb/", "no-such-pdb"),
+        ("/c/lab/ns/default/Deployment/no-such-deploy/", "no-such-deploy"),
+        ("/c/no-such-cluster/", "no-such-cluster"),
+    ],
+)
+def test_unknown_node_namespace_pod_and_objects_are_404_naming_them(
+    admin_user: Any, lab: Any, path: str, says: str
+) -> None:
+    """GIVEN an admin who may read everything WHEN they open a node, namespace, pod, PDB, workload or
+    cluster nothing stored knows THEN the answer is a 404 page that names it, never an empty 200 page."""
+    response = logged_in(admin_user).get(path)
+    assert response.status_code == 404, path
+    body = response.content.decode()
+    assert says in body, body[:2000]
+    assert 'id="gantt"' not in body
+
+
+def test_favicon_is_the_sites_own_icon(client: Any, admin_user: Any) -> None:
+    """/favicon.ico (asked for by browsers on every kind of answer) leads to the site's SVG icon, without
+    a login, and every page names it."""
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("/podlife/favicon.svg")
+    from django.contrib.staticfiles import finders
+
+    icon = finders.find("podlife/favicon.svg")
+    assert icon and Path(icon).read_text().startswith("<svg")
+    assert 'rel="icon" href="/static/podlife/favicon.svg"' in logged_in(admin_user).get("/").content.decode()
+
+
+def test_api_link_opens_the_sites_own_api_viewer(admin_user: Any) -> None:
+    """The header's API link leads to a page of the site whose only scripts are its own static files,
+    reading the OpenAPI document of this site (no CDN); it needs a login like every page."""
+    client = logged_in(admin_user)
+    overview = client.get("/").content.decode()
+    assert '<a href="/api/">API</a>' in overview
+    page = client.get("/api/").content.decode()
+    scripts = re.findall(r"<script[^>]*>", page)
+    assert scripts == [
+        '<script type="module" src="/static/podlife/api-docs.js" data-openapi="/api/v1/openapi.json" '
+        'id="api-docs-script">'
+    ]
+    assert "http://" not in page.replace("http://testserver", "") and "https://" not in page
+    assert Client().get("/api/").status_code == 302  # to the login page

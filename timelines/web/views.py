@@ -17,6 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
@@ -420,3 +421,17 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+# --- small pages ---------------------------------------------------------------------------------------------
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever a page names (JSON answers, downloads): the site's icon."""
+    return redirect(static("podlife/favicon.svg"), permanent=True)
+
+
+@login_required
+@require_GET
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """The API viewer: a page of the site that renders /api/v1/openapi.json with its own script (no CDN)."""
+    return render(request, "timelines/api_docs.html")
