@@ -130,3 +130,27 @@ def test_worker_pool_holds_every_watch_chain_and_pull_of_every_cluster(tmp_path)
     )
     assert three["app"] == 3 * per_cluster + 2
     assert worker_settings(PODLIFE_WORKER_CONCURRENCY="5")["app"] == 5
+
+
+def test_readme_says_how_to_run_manage_py_and_that_way_works():
+    """The README tells a new user to run manage.py with the virtualenv `make` creates, and that command
+    runs as written."""
+    readme = (ROOT / "README.md").read_text()
+    venv = next(
+        line.split("?=")[1].strip()
+        for line in (ROOT / "Makefile").read_text().splitlines()
+        if line.startswith("VENV ?=")
+    )
+    assert f"`{venv}/bin/python manage.py COMMAND`" in readme
+    assert f"`source {venv}/bin/activate`" in readme
+    python = ROOT / venv / "bin" / "python"
+    assert python.exists(), f"{python}: run `make test` or `make demo` first"
+    proc = subprocess.run(
+        [str(python), "manage.py", "help", "export_incident"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "NAMESPACE/NAME" in proc.stdout
