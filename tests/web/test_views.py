@@ -386,3 +386,27 @@ def test_api_link_opens_the_sites_own_api_viewer(admin_user: Any) -> None:
     ]
     assert "http://" not in page.replace("http://testserver", "") and "https://" not in page
     assert Client().get("/api/").status_code == 302  # to the login page
+
+
+def test_overview_marks_stale_collector_streams(admin_user: Any, lab: Any, settings: Any) -> None:
+    """A quiet watch that still ends its steps is not stale; one with no event and no finished step past
+    PODLIFE_LIVE_STALE_S is marked stale on the overview (its lag cell), whatever its last event's age."""
+    from django.utils import timezone
+
+    from timelines.models import CollectorState
+
+    settings.PODLIFE_LIVE_STALE_S = 90.0
+    now = timezone.now()
+    CollectorState.objects.create(
+        cluster=lab["lab"], resource="daemonsets", last_event_at=now - timedelta(hours=2), last_step_at=now
+    )
+    CollectorState.objects.create(
+        cluster=lab["lab"],
+        resource="pods",
+        last_event_at=now - timedelta(minutes=5),
+        last_step_at=now - timedelta(minutes=4),
+    )
+    table = logged_in(admin_user).get("/").content.decode().split('id="collector-health"', 1)[1]
+    rows = {r.split("</td>")[1].rsplit(">", 1)[1]: r for r in table.split("<tr>")[2:4]}
+    assert "(stale)" in rows["pods"] and 'class="bad"' in rows["pods"]
+    assert "(stale)" not in rows["daemonsets"] and 'class="bad"' not in rows["daemonsets"]
