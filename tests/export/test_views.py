@@ -19,9 +19,13 @@ WINDOW = {"since": SINCE.isoformat(), "until": UNTIL.isoformat()}
 
 
 @pytest.fixture(autouse=True)
-def export_dir(settings, tmp_path):
+def export_dir(settings, tmp_path, monkeypatch):
+    from podlife_site.celery import app
+
     settings.PODLIFE_EXPORT_DIR = tmp_path / "exports"
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # The app reads its settings once: after another test loaded them, only its own conf says "eager".
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
 
 
 @pytest.fixture
