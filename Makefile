@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench collect clean deploy-check vendor-plotly
+.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly
 
 # A virtualenv with both requirement files; rebuilt when either changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -58,7 +58,7 @@ typecheck: $(VENV)/.installed
 
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
 ## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium,
-## bench/firstdraw.py Chromium.
+## bench/firstdraw.py and bench/axis_values.py Chromium.
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
@@ -66,7 +66,12 @@ bench: $(VENV)/.installed
 	$(PY) bench/export.py
 	$(PY) bench/audit.py
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py && $(PY) bench/firstdraw.py --page node; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
+	@if [ -x /usr/bin/chromium ]; then $(PY) bench/axis_values.py; else echo "bench/axis_values.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
+
+## make screenshots: retake docs/screenshots/*.png (the pictures in docs/dashboard.md) through the browser tests
+screenshots: $(VENV)/.installed
+	PODLIFE_SCREENSHOTS=1 $(PY) -m pytest -q tests/web/test_browser_gantt.py -k screenshot
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots

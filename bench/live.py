@@ -294,6 +294,11 @@ def endpoint_vs_sql(repeats: int) -> tuple[float, float, int]:
          [cluster.id, NODE, hi, lo]),
         (f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, created_at, deleted_at FROM timelines_pod "
          f"WHERE cluster_id = {p} AND node = {p}", [cluster.id, NODE]),
+        # Freshness (timelines/freshness.py): the node's newest kubelet evidence, the pods' last_seen.
+        (f"SELECT node, MAX(observed_at) FROM timelines_observation WHERE cluster_id = {p} AND node = {p} "
+         f"AND kind IN ('worker', 'span', 'kubelet_marker', 'kubelet_process') AND observed_at >= {p} GROUP BY node",
+         [cluster.id, NODE, "2024-06-06 00:00:00+00:00" if connection.vendor != "sqlite" else "2024-06-06 00:00:00"]),
+        (f"SELECT uid, last_seen FROM timelines_pod WHERE cluster_id = {p} AND node = {p}", [cluster.id, NODE]),
     ]  # fmt: skip
 
     def raw() -> int:

@@ -181,6 +181,9 @@ PODLIFE_IN_CLUSTER_CA_FILE = env_str("PODLIFE_IN_CLUSTER_CA_FILE")
 PODLIFE_KUBELET_METRICS = env_bool("PODLIFE_KUBELET_METRICS", True)  # needs get on nodes/proxy
 PODLIFE_KUBELET_LOGS = env_bool("PODLIFE_KUBELET_LOGS", True)  # needs the kubelet's system log handler
 PODLIFE_KUBELET_INTERVAL_S = env_float("PODLIFE_KUBELET_INTERVAL_S", 60.0, minimum=1)
+# A pod's worker lane is "kubelet evidence pending" when the API saw it this much later than its node's newest
+# kubelet evidence (timelines/freshness.py; docs/dashboard.md).
+PODLIFE_KUBELET_PENDING_SLACK_S = env_float("PODLIFE_KUBELET_PENDING_SLACK_S", 10.0, minimum=0)
 PODLIFE_WATCH_TIMEOUT_S = env_int("PODLIFE_WATCH_TIMEOUT_S", 60, minimum=1)  # one watch step
 # A chain whose lease is not renewed for this long is dead, and beat re-arms it.
 PODLIFE_WATCH_LEASE_S = env_float("PODLIFE_WATCH_LEASE_S", 2 * PODLIFE_WATCH_TIMEOUT_S + 30.0, minimum=2)

@@ -28,12 +28,65 @@ function localOffsetMicros(us) {
   return -new Date(Math.floor(us / 1000)).getTimezoneOffset() * 60e6;
 }
 
-// Plotly date-axis value for an instant: milliseconds (fraction keeps the microseconds), shifted into the
-// chosen zone (Plotly draws numbers on a date axis as UTC wall time). Numbers, not strings: Plotly parses
-// date strings point by point, which is the slow part of a 10,000-row chart.
+// The zone a page shows times in: "utc" (default), "local" (the browser's) or an IANA name picked with
+// ?tz=Area/City (e.g. the cluster's zone). An unknown name falls back to UTC, and the switch says so.
+export function zoneParam() {
+  const tz = getParams().get("tz");
+  if (!tz || tz === "utc") return "utc";
+  if (tz === "local") return "local";
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: tz });
+    return tz;
+  } catch {
+    return "utc";
+  }
+}
+
+// The switch: UTC → local → UTC; a picked zone goes back to UTC. Returns the new zone and puts it in the URL.
+export function nextZone(tz) {
+  const next = tz === "utc" ? "local" : "utc";
+  setParams({ tz: next === "utc" ? null : next });
+  return next;
+}
+
+// Offset of an IANA zone from UTC at an instant (µs), through Intl; cached per quarter hour (no zone
+// changes its offset more often), so a 10,000-row chart costs a few hundred Intl calls, not 60,000.
+const zoneFormats = new Map();
+const zoneOffsets = new Map();
+function namedOffsetMicros(us, zone) {
+  const key = `${zone}|${Math.floor(us / 900e6)}`;
+  const hit = zoneOffsets.get(key);
+  if (hit !== undefined) return hit;
+  let f = zoneFormats.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-US", {
+      timeZone: zone, hourCycle: "h23", year: "numeric", month: "numeric", day: "numeric",
+      hour: "numeric", minute: "numeric", second: "numeric",
+    });
+    zoneFormats.set(zone, f);
+  }
+  const ms = Math.floor(us / 1000 / 1000) * 1000; // whole seconds: the parts carry no fraction
+  const p = Object.fromEntries(f.formatToParts(new Date(ms)).map((x) => [x.type, x.value]));
+  const wall = Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour % 24, +p.minute, +p.second);
+  const offset = (wall - ms) * 1000;
+  zoneOffsets.set(key, offset);
+  return offset;
+}
+
+function offsetMicros(us, tz) {
+  if (tz === "utc" || !tz) return 0;
+  return tz === "local" ? localOffsetMicros(us) : namedOffsetMicros(us, tz);
+}
+
+// Plotly date-axis value for an instant: the wall time of the picked zone as a naive string
+// "YYYY-MM-DD HH:MM:SS.ffffff" (microseconds kept). Plotly draws a date string as the wall time it reads,
+// whatever the browser's zone; a number would be taken as milliseconds and drawn in the *browser's* zone
+// (plotly.js dt2ms goes through `new Date(ms)`), which put the axis hours off from the hover in any
+// browser not set to UTC. Every chart (Gantt bars, markers, finding bands, ranges, server-built status
+// figures through zoneFigure) goes through this one helper, so axis, hover and tables agree.
 export function axisValue(us, tz) {
   if (us === null || us === undefined) return null;
-  return (tz === "local" ? us + localOffsetMicros(us) : us) / 1000;
+  return display(us, tz);
 }
 
 // Civil date from days since 1970-01-01 (H. Hinnant's algorithm): no Date object per call.
@@ -52,7 +105,7 @@ function civil(days) {
 // Microseconds → "YYYY-MM-DD HH:MM:SS.ffffff" in UTC or local time (hover text, inputs, tables).
 export function display(us, tz) {
   if (us === null || us === undefined) return null;
-  const shifted = tz === "local" ? us + localOffsetMicros(us) : us;
+  const shifted = us + offsetMicros(us, tz);
   const days = Math.floor(shifted / 86400e6);
   let rest = shifted - days * 86400e6;
   const [y, m, d] = civil(days);
@@ -70,17 +123,47 @@ export function fromDisplay(text, tz) {
   // Plotly's range values carry no offset: they are the naive display strings this page made.
   const us = toMicros(String(text).trim().replace(" ", "T") + "Z");
   if (us === null) return null;
-  return tz === "local" ? us - localOffsetMicros(us) : us;
+  if (tz === "utc") return us;
+  return us - offsetMicros(us - offsetMicros(us, tz), tz); // the offset at the instant, not at the wall time
 }
+
+// A figure built on the server (timelines/figures.py: ISO strings in UTC) → the same figure with every
+// x value and shape bound shifted to the picked zone through axisValue, so it agrees with the Gantt.
+export function zoneFigure(fig, tz) {
+  const shift = (v) => (typeof v === "string" ? axisValue(toMicros(v), tz) ?? v : v);
+  const data = fig.data.map((t) => (t.x ? { ...t, x: t.x.map(shift) } : t));
+  const layout = { ...fig.layout, xaxis: { ...(fig.layout.xaxis || {}) } };
+  if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(shift);
+  if (layout.shapes) {
+    layout.shapes = layout.shapes.map((s) => (s.xref === "x" ? { ...s, x0: shift(s.x0), x1: shift(s.x1) } : s));
+  }
+  return { data, layout };
+}
+
+// Every cell that holds an instant (data-time="ISO in UTC") shows it in the picked zone, and the switch
+// says which zone that is.
+export function renderTimes(tz) {
+  for (const cell of document.querySelectorAll("[data-time]")) {
+    const us = toMicros(cell.dataset.time);
+    if (us !== null) cell.textContent = display(us, tz);
+  }
+  const toggle = document.getElementById("tz-toggle");
+  if (toggle) toggle.textContent = `times: ${tzLabel(tz)}`;
+}
+
+// Plotly options every chart shares: the mode bar shows on hover only, above the plot area (each layout
+// keeps a top margin for it), so it never covers the first lanes.
+export const PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: "hover" };
 
 export function isoUTC(us) {
   return display(us, "utc").replace(" ", "T") + "Z";
 }
 
 export function tzLabel(tz) {
-  if (tz !== "local") return "UTC";
-  const off = -new Date().getTimezoneOffset();
-  return `local (UTC${off >= 0 ? "+" : "-"}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)})`;
+  if (tz === "utc" || !tz) return "UTC";
+  const off = Math.round(offsetMicros(Date.now() * 1000, tz) / 60e6);
+  const utc = `UTC${off >= 0 ? "+" : "-"}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+  return tz === "local" ? `local (${utc})` : `${tz} (${utc})`;
 }
 
 export function duration(us) {

@@ -51,10 +51,19 @@ function style(cfg, source) {
 }
 
 // rows: [{key, label, title, intervals: [[lane,state,start,end,source,evidence]], markers, findings}]
-// opts: {tz, windowEnd (µs, for open intervals), height}
+// opts: {tz, windowEnd (µs, for open intervals), height, viewUs (visible span), plotPx (its width)}
+// The zoom (x0, x1 in µs) that shows a finding's span with a margin on both sides.
+export function findingZoom(s0, e0) {
+  const pad = Math.max((e0 - s0) * 0.15, 2e6);
+  return [s0 - pad, Math.max(e0, s0) + pad];
+}
+
 export function buildFigure(rows, cfg, opts) {
   const tz = opts.tz;
   const end = opts.windowEnd;
+  // Minimum drawn width: a 3-second phase in a 6-hour view still shows as cfg.min_bar_px pixels; the hover
+  // keeps its true start, end and duration. The pages redraw on zoom, so the floor follows the view.
+  const minMs = opts.viewUs ? (opts.viewUs / Math.max(opts.plotPx || 1000, 200)) * cfg.min_bar_px / 1000 : 0.001;
   let segments = 0;
   for (const r of rows) segments += r.intervals.length;
   const gl = segments > cfg.webgl_threshold;
@@ -62,6 +71,7 @@ export function buildFigure(rows, cfg, opts) {
   const markerPts = { event: [], warning: [], kubelet: [] };
   const findingBands = [];
   const findingPts = [];
+  const pendingTails = [];
   // Level of detail for WebGL: a segment shorter than a pixel at the current zoom is invisible, so it
   // lengthens the segment before it instead of adding points (zooming in redraws with full detail).
   const detail = gl && opts.detailUs ? opts.detailUs : 0;
@@ -98,14 +108,29 @@ export function buildFigure(rows, cfg, opts) {
         custom: [r.key, (evidence || []).join(","), "marker"],
       });
     }
+    // Kubelet evidence of the pod's node stops before the API's: the worker lane after it is not known yet.
+    const pending = r.freshness && r.freshness.pending_since ? toMicros(r.freshness.pending_since) : null;
+    if (pending !== null) {
+      const e0 = Math.max(end || pending, pending);
+      pendingTails.push({
+        y, s0: pending, e0,
+        text: `<b>${plotlyText(r.title)}</b><br>worker: <b>kubelet evidence pending</b> since ${display(pending, tz)}` +
+          `<br>the API has seen this pod later than any kubelet evidence of its node arrived;` +
+          `<br>the worker state after this instant is not known yet`,
+        custom: [r.key, "", "pending"],
+      });
+    }
     for (const [kind, severity, message, s, e, evidence] of r.findings || []) {
       const s0 = toMicros(s);
       const e0 = e ? toMicros(e) : Math.max(end || s0, s0);
+      const waits = pending !== null && (!e || e0 >= pending);
       const text =
         `<b>${plotlyText(kind)}</b> (${plotlyText(severity)})<br>${plotlyText(r.title)}<br>${plotlyText(message)}` +
-        `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}`;
-      findingBands.push({ y, s0, e0, text, custom: [r.key, (evidence || []).join(","), "finding"] });
-      findingPts.push({ x: axisValue(s0, tz), y, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
+        `<br>${display(s0, tz)} → ${e ? display(e0, tz) : "open"}` +
+        (waits ? `<br><i>depends on kubelet evidence pending since ${display(pending, tz)}</i>` : "");
+      findingBands.push({ y, s0, e0, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
+      // custom[3], custom[4]: the finding's span (µs), for "zoom to finding" on click.
+      findingPts.push({ x: axisValue(s0, tz), y, severity, text, custom: [r.key, (evidence || []).join(","), "finding", s0, e0] });
     }
   });
 
@@ -119,15 +144,16 @@ export function buildFigure(rows, cfg, opts) {
         y.push(b.y, b.y, null);
         text.push(b.text, b.text, null);
       }
-      traces.push({ type: "scattergl", mode: "lines", name: "finding", x, y, hovertext: text, hoverinfo: "text",
+      traces.push({ type: "scattergl", mode: "lines", name: "finding", x, y, hoverinfo: "skip",
         line: { color: "rgba(196,60,57,0.35)", width: Math.max(3, lineWidth(rows.length) + 4) } });
     } else {
       traces.push({
         type: "bar", orientation: "h", name: "finding", y: findingBands.map((b) => b.y),
-        base: findingBands.map((b) => axisValue(b.s0, tz)), x: findingBands.map((b) => Math.max((b.e0 - b.s0) / 1000, 1)),
-        width: 0.95, marker: { color: "rgba(196,60,57,0.22)", line: { color: "#c43c39", width: 1 } },
-        hovertext: findingBands.map((b) => b.text), hovertemplate: "%{hovertext}<extra></extra>",
-        customdata: findingBands.map((b) => b.custom),
+        base: findingBands.map((b) => axisValue(b.s0, tz)), x: findingBands.map((b) => Math.max((b.e0 - b.s0) / 1000, minMs)),
+        // Behind the bars and never hovered: the bars keep their hover; the ✕ at the finding's start and
+        // the findings table carry its text.
+        width: 0.95, hoverinfo: "skip",
+        marker: { color: findingBands.map((b) => band(cfg, b.severity, 0.18)), line: { color: findingBands.map((b) => band(cfg, b.severity, 0.9)), width: 1 } },
       });
     }
   }
@@ -154,7 +180,7 @@ export function buildFigure(rows, cfg, opts) {
       traces.push({
         type: "bar", orientation: "h", name: plotlyText(name), y: g.y,
         base: g.base.map((v) => axisValue(v, tz)),
-        x: g.x.map((v, i) => Math.max((v - g.base[i]) / 1000, 0.001)),
+        x: g.x.map((v, i) => Math.max((v - g.base[i]) / 1000, minMs)),
         width: 0.6, opacity: st.opacity,
         marker: {
           color: colour(cfg, g.state),
@@ -164,6 +190,27 @@ export function buildFigure(rows, cfg, opts) {
         hovertext: g.text, hovertemplate: "%{hovertext}<extra></extra>", customdata: g.custom,
       });
     }
+  }
+  if (pendingTails.length) {
+    const p = cfg.pending;
+    traces.push(gl
+      ? {
+        type: "scattergl", mode: "lines", name: p.label,
+        x: pendingTails.flatMap((b) => [axisValue(b.s0, tz), axisValue(b.e0, tz), null]),
+        y: pendingTails.flatMap((b) => [b.y, b.y, null]),
+        hovertext: pendingTails.flatMap((b) => [b.text, null, null]), hoverinfo: "text",
+        line: { color: p.colour, width: lineWidth(rows.length), dash: "dot" },
+      }
+      : {
+        type: "bar", orientation: "h", name: p.label, y: pendingTails.map((b) => b.y),
+        base: pendingTails.map((b) => axisValue(b.s0, tz)),
+        x: pendingTails.map((b) => Math.max((b.e0 - b.s0) / 1000, minMs)),
+        width: 0.6,
+        marker: { color: "#ffffff", line: { color: p.colour, width: 1 },
+          pattern: { shape: "/", fgcolor: p.colour, bgcolor: "#ffffff", size: 5, solidity: 0.4 } },
+        hovertext: pendingTails.map((b) => b.text), hovertemplate: "%{hovertext}<extra></extra>",
+        customdata: pendingTails.map((b) => b.custom),
+      });
   }
   const symbols = { event: ["diamond", "#1d2330"], warning: ["diamond", "#c43c39"], kubelet: ["triangle-up", "#7b5ea7"] };
   for (const [bucket, pts] of Object.entries(markerPts)) {
@@ -186,11 +233,16 @@ export function buildFigure(rows, cfg, opts) {
   const labels = rows.length <= cfg.label_limit;
   // WebGL: a fixed 800 px overview (drawing cost grows with the canvas, not the points: a 2,400 px
   // canvas costs four times a 400 px one in software GL); box-zoom on y to separate rows.
-  const height = opts.height || (gl ? 800 : Math.min(Math.max(260, rows.length * (labels ? 22 : 3) + 120), 2400));
+  // The legend sits below the axis in rows of about four entries; the bottom margin grows with it so no
+  // entry is clipped.
+  const legendRows = Math.ceil(traces.length / 4);
+  const bottom = 50 + legendRows * 22;
+  const height = (opts.height || (gl ? 800 : Math.min(Math.max(260, rows.length * (labels ? 22 : 3) + 120), 2400))) + legendRows * 22;
   const layout = {
     barmode: "overlay",
     height,
-    margin: { l: labels ? Math.min(360, 20 + 7 * Math.max(8, ...rows.map((r) => Math.min(50, r.label.length)))) : 40, r: 20, t: 10, b: 40 },
+    // Top margin: room for Plotly's mode bar above the first lane, never over it.
+    margin: { t: 34, l: labels ? Math.min(360, 20 + 7 * Math.max(8, ...rows.map((r) => Math.min(50, r.label.length)))) : 40, r: 20, b: bottom },
     xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f" },
     yaxis: {
       autorange: "reversed",
@@ -201,13 +253,20 @@ export function buildFigure(rows, cfg, opts) {
       zeroline: false,
       range: rows.length ? undefined : [0, 1],
     },
-    legend: { orientation: "h", y: -0.08 - 40 / height },
+    legend: { orientation: "h", yanchor: "top", y: -40 / Math.max(height - 34 - bottom, 100) },
     hovermode: "closest",
     dragmode: "zoom",
     uirevision: "keep",
   };
   if (opts.x0 && opts.x1) layout.xaxis.range = [axisValue(opts.x0, tz), axisValue(opts.x1, tz)];
   return { data: traces, layout, gl };
+}
+
+// A finding's severity colour with some transparency (bands behind the bars).
+function band(cfg, severity, alpha) {
+  const hex = cfg.severity[severity] || "#c43c39";
+  const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  return `rgba(${r},${g},${b},${alpha})`;
 }
 
 function lineWidth(n) {

@@ -1,20 +1,34 @@
 // The pod page: every lane as a row, markers and findings; a click on a bar, marker or finding highlights
 // its evidence in the observations table below (the raw lines that made it).
-import { axisValue, display, fromDisplay, getParams, isoUTC, pageData, plot, setParams, toMicros, tzLabel } from "./common.js";
-import { buildFigure, unknownBounds } from "./gantt.js";
+import {
+  PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, nextZone, pageData, plot, renderTimes, setParams, toMicros, tzLabel, zoneParam,
+} from "./common.js";
+import { buildFigure, findingZoom, unknownBounds } from "./gantt.js";
 
 const page = pageData();
 const tl = page.timeline;
 const chart = document.getElementById("gantt");
-let tz = getParams().get("tz") === "local" ? "local" : "utc";
+let tz = zoneParam();
+
+// A false condition is normal (grey) while the pod starts or after it is done; it is an anomaly (red) when
+// the condition had been true and turns false while the API still says running.
+function conditionState(lane, iv, items) {
+  if (!lane.startsWith("condition:") || !/^false$/i.test(iv.state)) return iv.state;
+  const s = toMicros(iv.start);
+  const wasTrue = items.some((o) => /^true$/i.test(o.state) && toMicros(o.start) < s);
+  const running = (tl.lanes.api || []).some((a) => a.state.startsWith("running") && toMicros(a.start) <= s && (!a.end || toMicros(a.end) > s));
+  return wasTrue && running ? `${iv.state} (unexpected)` : iv.state;
+}
 
 function rows() {
   const out = [];
   for (const lane of page.lanes) {
+    const items = tl.lanes[lane];
     out.push({
       key: lane, label: lane, title: `${tl.pod.namespace}/${tl.pod.name}`,
-      intervals: tl.lanes[lane].map((iv) => [lane, iv.state, iv.start, iv.end, iv.source, iv.evidence, unknownBounds(iv.attrs || {})]),
+      intervals: items.map((iv) => [lane, conditionState(lane, iv, items), iv.start, iv.end, iv.source, iv.evidence, unknownBounds(iv.attrs || {})]),
       markers: [], findings: [],
+      freshness: lane === "worker" ? page.freshness : null,
     });
   }
   if (out.length) {
@@ -41,15 +55,14 @@ async function draw() {
   const [lo, hi] = extent();
   const p = getParams();
   const openEnd = tl.pod.deleted_at ? hi : Math.max(hi, Date.now() * 1000);
+  const x0 = toMicros(p.get("x0")), x1 = toMicros(p.get("x1"));
   const fig = buildFigure(rows(), page.gantt, {
-    tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
+    tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0, x1,
+    viewUs: x0 !== null && x1 !== null ? x1 - x0 : hi - lo, plotPx: chart.clientWidth - 200,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
-  await plot(chart, fig, { responsive: true, displaylogo: false, scrollZoom: true }); // never WebGL: one pod
-  document.getElementById("tz-toggle").textContent = `times: ${tzLabel(tz)}`;
-  for (const cell of document.querySelectorAll("[data-time]")) {
-    cell.textContent = display(toMicros(cell.dataset.time), tz);
-  }
+  await plot(chart, fig, { ...PLOT_CONFIG, scrollZoom: true }); // a pod's few lanes stay far under WebGL
+  renderTimes(tz);
 }
 
 export function highlight(ids) {
@@ -68,8 +81,7 @@ export function highlight(ids) {
 }
 
 document.getElementById("tz-toggle").addEventListener("click", () => {
-  tz = tz === "utc" ? "local" : "utc";
-  setParams({ tz: tz === "local" ? "local" : null });
+  tz = nextZone(tz);
   draw();
 });
 
@@ -89,12 +101,18 @@ chart.on("plotly_click", (ev) => {
   const ids = custom[1] ? custom[1].split(",") : [];
   setParams({ evidence: ids.join(",") || null });
   highlight(ids);
+  if (custom[2] === "finding") { // zoom to finding
+    const [z0, z1] = findingZoom(custom[3], custom[4]);
+    setParams({ x0: isoUTC(z0), x1: isoUTC(z1) });
+    draw();
+  }
 });
 chart.on("plotly_relayout", (ev) => {
   if (ev["xaxis.autorange"]) setParams({ x0: null, x1: null });
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], tz)) });
-  }
+  } else return;
+  draw(); // the minimum bar width follows the zoom
 });
 const initial = getParams().get("evidence");
 if (initial) highlight(initial.split(","));

@@ -1,8 +1,22 @@
-// Workload and PDB status over time: figures built on the server (timelines/figures.py), drawn here.
-import { pageData } from "./common.js";
+// PDB status over time: a figure built on the server (timelines/figures.py), drawn here in the zone the
+// switch picks, with the page's time cells.
+import { PLOT_CONFIG, nextZone, pageData, renderTimes, zoneFigure, zoneParam } from "./common.js";
 
 const page = pageData();
-if (page.status_figure) {
-  const fig = page.status_figure;
-  Plotly.newPlot(document.getElementById("status-chart"), fig.data, fig.layout, { responsive: true, displaylogo: false });
+let tz = zoneParam();
+
+function draw() {
+  renderTimes(tz);
+  if (!page.status_figure) return;
+  const fig = zoneFigure(page.status_figure, tz);
+  Plotly.react(document.getElementById("status-chart"), fig.data, fig.layout, PLOT_CONFIG);
 }
+
+const toggle = document.getElementById("tz-toggle");
+if (toggle) {
+  toggle.addEventListener("click", () => {
+    tz = nextZone(tz);
+    draw();
+  });
+}
+draw();

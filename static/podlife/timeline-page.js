@@ -1,9 +1,10 @@
 // Node, namespace and workload pages: the window picker, the Gantt, and on node pages the live watch.
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
-  axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, plot, podURL, setParams, toMicros, tzLabel,
+  PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, plot, podURL, renderTimes, setParams,
+  nextZone, toMicros, tzLabel, zoneFigure, zoneParam,
 } from "./common.js";
-import { buildFigure, rowFromTimeline } from "./gantt.js";
+import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -12,7 +13,7 @@ const statusEl = document.getElementById("status");
 const liveEl = document.getElementById("live-state");
 const table = document.getElementById("pods-body");
 const state = {
-  tz: getParams().get("tz") === "local" ? "local" : "utc",
+  tz: zoneParam(),
   pods: new Map(), // uid → compact row
   nodeLanes: {},
   window: null, // {from, to} in µs
@@ -84,10 +85,11 @@ async function draw() {
     tz: state.tz, tzLabel: tzLabel(state.tz), windowEnd: windowEnd(),
     x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
     detailUs: (x1 - x0) / Math.max(chart.clientWidth - 120, 200),
+    viewUs: x1 - x0, plotPx: chart.clientWidth - 200,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();
-  if (await plot(chart, fig, { responsive: true, displaylogo: false, scrollZoom: true }) && handlersOn) {
+  if (await plot(chart, fig, { ...PLOT_CONFIG, scrollZoom: true }) && handlersOn) {
     attachHandlers(); // the full bundle (WebGL) replaced the partial one under this chart
   }
   state.timing.plotted = performance.now();
@@ -97,6 +99,7 @@ async function draw() {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
   renderTable(all);
+  drawStatus();
 }
 
 function renderTable(all) {
@@ -107,17 +110,48 @@ function renderTable(all) {
     const link = el("a", { href: podURL(page.pod_url, r.uid), text: r.name || r.uid });
     const workers = r.intervals.filter((iv) => iv[0] === "worker");
     const last = workers.length ? workers[workers.length - 1] : null;
+    const pending = r.freshness && r.freshness.pending_since ? toMicros(r.freshness.pending_since) : null;
+    const waits = pending !== null;
     frag.append(
-      el("tr", { "data-uid": r.uid },
+      el("tr", { "data-uid": r.uid, "data-pending": waits ? "1" : "0" },
         el("td", { text: r.namespace }), el("td", {}, link),
-        el("td", { text: last ? `${last[1]}${{ inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || ""}` : "" }),
+        workerCell(last, r.freshness),
         el("td", { text: r.phase || "" }),
-        el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") }),
+        el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") +
+          (waits && r.findings.some((f) => !f[4] || toMicros(f[4]) >= pending) ? " (depends on pending kubelet evidence)" : "") }),
       ),
     );
   }
   table.replaceChildren(frag);
   document.getElementById("pod-count").textContent = `${pods.length} pod${pods.length === 1 ? "" : "s"}` + (pods.length > 2000 ? " (first 2,000 listed)" : "");
+}
+
+// The worker column: the last worker state with how old it is (since when, and how old the node's newest
+// kubelet evidence is), or "kubelet evidence pending since …" when the API is ahead of the kubelet's logs.
+function workerCell(last, fresh) {
+  const td = el("td", { class: "worker-state" });
+  if (!last) return td;
+  const pending = fresh && fresh.pending_since ? toMicros(fresh.pending_since) : null;
+  const source = { inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || "";
+  const now = Date.now() * 1000;
+  if (pending !== null) {
+    td.append(el("span", { class: "worker-pending", text: `kubelet evidence pending since ${display(pending, state.tz)}` }),
+      el("br"), el("span", { class: "muted", text: `last seen: ${last[1]}${source}` }));
+    return td;
+  }
+  const until = fresh && fresh.kubelet_until ? toMicros(fresh.kubelet_until) : null;
+  td.append(el("span", { text: `${last[1]}${source}` }), el("br"),
+    el("span", { class: "muted mono", text: `since ${display(toMicros(last[2]), state.tz).slice(0, 19)}` +
+      (until !== null ? ` · kubelet evidence ${age(now - until)} old` : "") }));
+  return td;
+}
+
+function age(us) {
+  const s = Math.max(0, Math.round(us / 1e6));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172800) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} d`;
 }
 
 async function load() {
@@ -137,6 +171,7 @@ async function load() {
     statusEl.textContent = data.truncated ? "too many pods: showing the first ones; narrow the window" : "";
   } catch (err) {
     statusEl.textContent = `could not load: ${err.message}`;
+    drawStatus();
   }
 }
 
@@ -148,7 +183,7 @@ function syncPicker() {
   fromInput.value = display(state.window.from, state.tz);
   toInput.value = state.explicitTo ? display(state.window.to, state.tz) : "";
   toInput.placeholder = "now (live)";
-  document.getElementById("tz-toggle").textContent = `times: ${tzLabel(state.tz)}`;
+  renderTimes(state.tz);
 }
 
 document.getElementById("win-form").addEventListener("submit", (ev) => {
@@ -170,8 +205,7 @@ for (const button of document.querySelectorAll("[data-span]")) {
 }
 
 document.getElementById("tz-toggle").addEventListener("click", () => {
-  state.tz = state.tz === "utc" ? "local" : "utc";
-  setParams({ tz: state.tz === "local" ? "local" : null });
+  state.tz = nextZone(state.tz);
   syncPicker();
   draw();
 });
@@ -181,7 +215,7 @@ function onRelayout(ev) {
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], state.tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], state.tz)) });
   } else return;
-  if (chart.dataset.renderer === "webgl") draw(); // finer detail at the new zoom
+  draw(); // finer detail (WebGL) and the minimum bar width at the new zoom
 }
 
 function onClick(ev) {
@@ -189,8 +223,15 @@ function onClick(ev) {
   const custom = point && point.customdata;
   if (!custom || String(custom[0]).startsWith("node:")) return;
   const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
-  const mark = custom[1] ? `?evidence=${encodeURIComponent(custom[1])}` : "";
-  window.location.href = podURL(page.pod_url, custom[0]) + mark + evidence;
+  const q = new URLSearchParams();
+  if (custom[1]) q.set("evidence", custom[1]);
+  if (custom[2] === "finding") { // zoom to finding: the pod page opens on its span
+    const [z0, z1] = findingZoom(custom[3], custom[4]);
+    q.set("x0", isoUTC(z0));
+    q.set("x1", isoUTC(z1));
+  }
+  if (state.tz !== "utc") q.set("tz", state.tz);
+  window.location.href = podURL(page.pod_url, custom[0]) + (q.size ? `?${q}` : "") + evidence;
 }
 
 // --- live watch (node pages) ----------------------------------------------------------------------------
@@ -268,6 +309,14 @@ function connect() {
 function applyDeltas(timelines) {
   for (const tl of timelines) {
     const row = rowFromTimeline(tl, state.lanes);
+    const before = state.pods.get(row.uid);
+    // Freshness is computed when the page reads (timelines/freshness.py): a delta keeps the row's, except
+    // that kubelet evidence reaching past the pending instant clears it; the next load recomputes it.
+    if (before && before.freshness) {
+      const p = before.freshness.pending_since ? toMicros(before.freshness.pending_since) : null;
+      const caughtUp = p !== null && row.intervals.some((iv) => iv[0] === "worker" && iv[4] !== "inferred" && toMicros(iv[3] || iv[2]) > p);
+      row.freshness = caughtUp ? { ...before.freshness, pending_since: null } : before.freshness;
+    }
     if (page.kind === "node" && row.node && row.node !== page.title) state.pods.delete(row.uid);
     else state.pods.set(row.uid, row);
     if (!state.explicitTo) {
@@ -304,7 +353,16 @@ if (page.ws) {
   setLive("connecting", "reconnecting");
   connect();
 }
-if (page.status_figure) {
-  const fig = page.status_figure;
-  Plotly.newPlot(document.getElementById("status-chart"), fig.data, fig.layout, { responsive: true, displaylogo: false });
+// The workload's status over time, in the same zone as the Gantt.
+// It shares the Gantt's time axis: same range (window or zoom), same left and right margins, so an
+// instant is at the same x in both charts.
+function drawStatus() {
+  if (!page.status_figure) return;
+  const fig = zoneFigure(page.status_figure, state.tz);
+  const gantt = chart._fullLayout;
+  if (gantt && gantt.xaxis) {
+    fig.layout.xaxis.range = [...gantt.xaxis.range];
+    fig.layout.margin = { ...fig.layout.margin, l: gantt.margin.l, r: gantt.margin.r };
+  }
+  Plotly.react(document.getElementById("status-chart"), fig.data, fig.layout, PLOT_CONFIG);
 }

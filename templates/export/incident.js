@@ -11,7 +11,7 @@
     pending: "#c5cbd3", scheduled: "#a8b6c8", initializing: "#7fa7d1", running: "#3fa34d",
     succeeded: "#6b8f71", failed: "#c43c39", deleted: "#5a6270"
   };
-  var SEVERITY = { info: "#2f7ed8", warning: "#e4892b", critical: "#c43c39" };
+  var SEVERITY = { info: "#138d90", warning: "#d9a400", critical: "#c43c39" };  // figures.py SEVERITY_COLOURS
   var WORKER = ["setup", "running", "terminating", "cleanup"];
   var until = Date.parse(meta.until);
 
@@ -33,18 +33,42 @@
     return (p.namespace || "?") + "/" + (p.name || p.uid) + " · " + p.uid.slice(0, 8);
   }
 
-  // --- legend ---------------------------------------------------------------------------------------
+  // --- legend: every colour and symbol the Gantt below draws ----------------------------------------
   var legend = document.getElementById("legend");
-  WORKER.forEach(function (state) {
-    [false, true].forEach(function (inferred) {
-      var item = el("span");
-      var sw = el("span", null, "swatch" + (inferred ? " inferred" : ""));
-      sw.style.background = COLOURS[state];
-      if (inferred) sw.style.opacity = "0.55";
-      item.appendChild(sw);
-      item.appendChild(document.createTextNode(state + (inferred ? " (inferred)" : "")));
-      legend.appendChild(item);
-    });
+  function item(swatch, text) {
+    var it = el("span", null, "item");
+    it.appendChild(swatch);
+    it.appendChild(document.createTextNode(text));
+    legend.appendChild(it);
+  }
+  function swatch(colour, cls, opacity) {
+    var sw = el("span", null, "swatch" + (cls ? " " + cls : ""));
+    sw.style.background = colour;
+    if (cls === "band") sw.style.borderColor = colour;
+    if (opacity) sw.style.opacity = String(opacity);
+    return sw;
+  }
+  function symbol(ch, colour, name) {
+    var sw = el("span", ch, "symbol");
+    sw.style.color = colour;
+    sw.dataset.symbol = name;
+    return sw;
+  }
+  legend.appendChild(el("span", "worker:", "group"));
+  WORKER.forEach(function (state) { item(swatch(COLOURS[state]), state); });
+  item(swatch("#6c7a89", "kubelet", 0.8), "cross-hatched: from kubelet lines");
+  item(swatch("#6c7a89", "inferred", 0.55), "hatched, pale: inferred from the API");
+  legend.appendChild(el("span", "API (thin strip):", "group"));
+  ["pending", "scheduled", "initializing", "running", "succeeded", "failed", "deleted"].forEach(function (state) {
+    item(swatch(COLOURS[state], "strip"), state);
+  });
+  legend.appendChild(el("span", "symbols:", "group"));
+  item(symbol("○", "#1d232b", "circle"), "event");
+  item(symbol("▲", "#e4892b", "triangle-up"), "warning event");
+  item(symbol("✕", "#1d232b", "x"), "notable kubelet line");
+  Object.keys(SEVERITY).forEach(function (sev) {
+    item(symbol("★", SEVERITY[sev], "star"), sev + " finding (start)");
+    item(swatch(SEVERITY[sev], "band"), sev + " finding span");
   });
 
   // --- Gantt ----------------------------------------------------------------------------------------
@@ -123,8 +147,9 @@
     range = [new Date(Math.max(since, lo - pad)).toISOString(), new Date(Math.min(until, hi + pad)).toISOString()];
   }
   var layout = {
-    barmode: "overlay", height: Math.max(320, 30 * rows.length + 110), margin: { l: 330, r: 20, t: 20, b: 40 },
+    barmode: "overlay", height: Math.max(320, 30 * rows.length + 110), margin: { l: 330, r: 20, t: 44, b: 40 },
     xaxis: { type: "date", range: range, title: { text: "UTC (drag to zoom, double-click to reset)" } },
+    title: { text: esc(meta.title || ""), x: 0, xanchor: "left", font: { size: 14 } },
     yaxis: { autorange: "reversed", tickvals: rows.map(function (r) { return r.y; }),
       ticktext: rows.map(function (r) { return (flagged[r.pod.uid] ? "⚠ " : "") + esc(label(r.pod)); }), automargin: false },
     shapes: shapes, hovermode: "closest", showlegend: false

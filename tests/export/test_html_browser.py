@@ -117,3 +117,59 @@ def test_one_pod_html_export_is_at_most_one_and_a_half_megabytes(source_cluster)
     assert b"web-c" in html and b"web-a" not in html
     print(f"one-pod HTML export: {len(html):,} bytes")
     assert len(html) <= 1_500_000, f"{len(html):,} bytes"
+
+
+LEGEND_AND_TRACES = """() => {
+  const gd = document.getElementById("gantt");
+  const rgb = (c) => { const d = document.createElement("span"); d.style.color = c; document.body.append(d);
+    const v = getComputedStyle(d).color; d.remove(); return v; };
+  const drawn = new Set(), symbols = new Set();
+  for (const t of gd.data) {
+    if (t.type === "bar") drawn.add(rgb(t.marker.color));
+    else {
+      for (const s of [].concat(t.marker.symbol)) symbols.add(s);
+      for (const c of [].concat(t.marker.color)) drawn.add(rgb(c));
+    }
+  }
+  for (const s of gd.layout.shapes || []) drawn.add(rgb(s.fillcolor));
+  const legend = document.getElementById("legend");
+  const swatches = new Set([...legend.querySelectorAll(".swatch")].map((e) => getComputedStyle(e).backgroundColor));
+  const legendSymbols = new Set([...legend.querySelectorAll(".symbol")].map((e) => e.dataset.symbol));
+  for (const e of legend.querySelectorAll(".symbol")) swatches.add(getComputedStyle(e).color);
+  return { drawn: [...drawn], symbols: [...symbols], swatches: [...swatches], legendSymbols: [...legendSymbols],
+           title: document.title, heading: document.getElementById("title").textContent,
+           plotTitle: gd.layout.title.text };
+}"""
+
+
+def test_one_pod_html_export_is_titled_by_the_pod_and_its_legend_names_every_symbol(source_cluster, tmp_path):
+    """GIVEN the HTML bundle of one pod (web-b: deleted during setup, with findings, events, kubelet lines)
+    WHEN Chromium opens it offline
+    THEN the page, its heading and the chart are titled by the pod's namespace/name, and every colour and
+    marker symbol the Gantt draws has an entry in the legend."""
+    from tests.export.conftest import uid_for
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    buf = io.BytesIO()
+    export_incident(source_cluster, Scope.one("pods", uid_for("web-b")), SINCE, UNTIL, "html", buf)
+    path = tmp_path / "pod.html"
+    path.write_bytes(buf.getvalue())
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_context(offline=True).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri(), wait_until="load")
+            page.wait_for_selector("#gantt .main-svg", timeout=20_000)
+            seen = page.evaluate(LEGEND_AND_TRACES)
+        finally:
+            browser.close()
+    assert errors == []
+    assert seen["heading"] == "Pod shop/web-b"
+    assert seen["title"].startswith("Pod shop/web-b ·") and seen["plotTitle"] == "Pod shop/web-b"
+    assert seen["symbols"] and len(seen["drawn"]) >= 4, seen
+    assert set(seen["symbols"]) <= set(seen["legendSymbols"]), seen
+    # Every drawn colour is one the legend shows (white: the fill of a plain event circle, outlined).
+    missing = set(seen["drawn"]) - set(seen["swatches"]) - {"rgb(255, 255, 255)"}
+    assert not missing, (missing, seen)

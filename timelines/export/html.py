@@ -91,6 +91,14 @@ def compact_pod(timeline: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def export_title(resolved: Resolved) -> str:
+    """The page title: the pod's namespace/name when the export holds one pod, else the scope."""
+    if len(resolved.pods) == 1:
+        p = resolved.pods[0]
+        return f"Pod {p.namespace}/{p.name or p.uid}"
+    return resolved.scope.label()
+
+
 def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterator[bytes]:
     counter = _Counter(progress or _quiet, len(resolved.pods) + 1)
     plotly_code, plotly_hash = plotly_js()
@@ -104,6 +112,7 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterat
         "generated_at": format_time(timezone.now()),
         "podlife_version": podlife_version(),
         "notes": resolved.notes,
+        "title": export_title(resolved),
     }
     page = get_template("export/incident.html").render(
         {

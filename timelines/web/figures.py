@@ -34,23 +34,31 @@ STATE_COLOURS: dict[str, str] = {
     # containers
     "waiting": "#d8c15a",
     "terminated": "#8a8f98",
-    # conditions
+    # conditions: false is grey (normal: not yet ready, or done); red only where it is an anomaly, e.g. a
+    # pod that was Ready going not ready while it runs (pod.js names that state "false (unexpected)")
     "true": "#3fa34d",
-    "false": "#d9534f",
+    "false": "#b7bcc4",
     "True": "#3fa34d",
-    "False": "#d9534f",
+    "False": "#b7bcc4",
+    "false (unexpected)": "#d9534f",
+    "False (unexpected)": "#d9534f",
     "unknown": "#b0b6bf",
     # pdb / node
     "allowed": "#3fa34d",
     "blocked": "#c43c39",
     "ready": "#3fa34d",
     "not_ready": "#c43c39",
-    "cordoned": "#e4892b",
+    "cordoned": "#8e5b3c",  # brown: never the terminating orange
     "schedulable": "#a8c5a0",
     "shutting_down": "#7b1f1f",
 }
 FALLBACK_COLOUR = "#6c7a89"
-SEVERITY_COLOURS = {"info": "#2f7ed8", "warning": "#e4892b", "critical": "#c43c39"}
+# info is teal, never the setup blue; warning amber, critical red.
+SEVERITY_COLOURS = {"info": "#138d90", "warning": "#d9a400", "critical": "#c43c39"}
+# The worker lane's tail while its node's kubelet evidence is older than the API's (timelines/freshness.py).
+PENDING_STYLE = {"label": "kubelet evidence pending", "colour": "#5a6270"}
+# Minimum drawn width of a bar, in pixels at the current zoom (the hover keeps the true duration).
+MIN_BAR_PX = 3
 
 # Bars (SVG) up to this many segments; WebGL lines (scattergl) past it, so 10,000 pods draw in seconds.
 WEBGL_THRESHOLD = 1000
@@ -81,6 +89,8 @@ def gantt_config() -> dict[str, Any]:
         "label_limit": LABEL_LIMIT,
         "worker_order": list(WORKER_ORDER),
         "provenance": PROVENANCE_STYLES,
+        "pending": PENDING_STYLE,
+        "min_bar_px": MIN_BAR_PX,
     }
 
 
@@ -155,12 +165,14 @@ def series_figure(
         "data": traces,
         "layout": {
             "title": {"text": plotly_text(title)},
-            "height": 320,
-            "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+            "height": 360,
+            # The legend below the axis with room of its own (never clipped); the pages align the left
+            # and right margins and the time range with the Gantt above (timeline-page.js drawStatus).
+            "margin": {"l": 50, "r": 20, "t": 40, "b": 80},
             "xaxis": {"type": "date"},
             "yaxis": {"rangemode": "tozero", "dtick": 1 if rows and max_value(rows, fields) <= 10 else None},
             "shapes": shapes,
-            "legend": {"orientation": "h"},
+            "legend": {"orientation": "h", "yanchor": "top", "y": -0.22},
         },
     }
 

@@ -21,8 +21,8 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import plotly_bundles, queries
-from timelines.lifecycle.timeline import format_time
+from timelines import freshness, plotly_bundles, queries
+from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.live import group_name
 from timelines.models import Finding, Observation, Workload
 from timelines.web import figures
@@ -214,6 +214,15 @@ def workload(request: HttpRequest, cluster: str, namespace: str, kind: str, name
     return _gantt_page(request, "timelines/workload.html", context, page)
 
 
+def finding_zoom(start: str, end: str) -> str:
+    """The query string that zooms a pod page onto a finding: its span with a margin on both sides."""
+    s, e = parse_time(start), parse_time(end)
+    if s is None or e is None:
+        return ""
+    pad = max((e - s) * 0.15, timedelta(seconds=2))
+    return urlencode({"x0": format_time(s - pad), "x1": format_time(max(e, s) + pad)})
+
+
 @login_required
 def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     access = access_for(request)
@@ -225,6 +234,8 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     if not access.can_namespace(c, p.namespace):
         raise Http404(f"no pod with UID {uid!r} in cluster {c.name!r}")
     timeline = queries.pod_timeline(c, p).to_json(c.name)
+    # Read-time: "kubelet evidence pending since …"
+    fresh = freshness.pod_freshness(c, p, namespaces=access.namespace_filter(c))
     observations = queries.pod_observations(c, p)
     by_id = {o.id: o for o in observations}
     diff = None
@@ -235,8 +246,15 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
             "b": by_id[int(b)],
             "changes": queries.payload_diff(by_id[int(a)].payload, by_id[int(b)].payload),
         }
+    pending = fresh["pending_since"]
     findings = [
-        {**f, "evidence_ids": [int(e) for e in f["evidence"] if str(e).isdigit()]}
+        {
+            **f,
+            "evidence_ids": [int(e) for e in f["evidence"] if str(e).isdigit()],
+            "zoom": finding_zoom(f["start"], f["end"] or timeline["pod"].get("last_observed") or f["start"]),
+            # A finding still open, or lasting past the newest kubelet evidence, may change when it arrives.
+            "waits_for_kubelet": bool(pending and (not f["end"] or f["end"] >= pending)),
+        }
         for f in timeline["findings"]
     ]
     lanes = figures.lane_order(timeline["lanes"])
@@ -245,6 +263,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "cluster": c.name,
         "title": f"{p.namespace}/{p.name}",
         "timeline": timeline,
+        "freshness": fresh,
         "lanes": lanes,
         "api": reverse("api-pod-timeline", args=[c.name, p.uid]),
     }
@@ -322,6 +341,11 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
         if samples
         else None,
     }
+    pdb_findings = list(
+        Finding.objects.filter(cluster=c, subject="pdb", attrs__pdb_uid=p.uid).order_by("-start")[:200]
+    )
+    for f in pdb_findings:  # "zoom to finding": the pod page zoomed onto its span
+        f.zoom = finding_zoom(format_time(f.start), format_time(f.end or f.start))
     context = {
         "cluster": c,
         "pdb": p,
@@ -335,9 +359,7 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
             until + timedelta(seconds=1),
         ),
         "lane": queries.pdb_lane(p),
-        "findings": Finding.objects.filter(cluster=c, subject="pdb", attrs__pdb_uid=p.uid).order_by("-start")[
-            :200
-        ],
+        "findings": pdb_findings,
     }
     return _gantt_page(request, "timelines/pdb.html", context, page)
 
@@ -361,6 +383,8 @@ def findings(request: HttpRequest) -> HttpResponse:
         end=end,
         limit=500,
     )
+    for r in rows:  # "zoom to finding": the pod page zoomed onto its span
+        r.zoom = finding_zoom(format_time(r.start), format_time(r.end or r.start))
     context = {
         "rows": rows,
         "total": total,

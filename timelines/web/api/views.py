@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import queries
+from timelines import freshness, queries
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, Workload
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
@@ -319,6 +319,8 @@ def _window_response(
         scope=scope,
         **kw,
     )
+    # Read-time: "kubelet evidence pending since …"
+    freshness.annotate_window(c, data, start=start, namespaces=access.namespace_filter(c))
     return json_response(strip_node_lanes(access, c, data), request=request)
 
 
