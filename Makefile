@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots
+.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly
 
 # A virtualenv with both requirement files; rebuilt when either changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -66,7 +66,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/derive.py
 	$(PY) bench/export.py
 	$(PY) bench/audit.py
-	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
+	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py && $(PY) bench/firstdraw.py --page node; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/axis_values.py; else echo "bench/axis_values.py skipped: /usr/bin/chromium is absent"; fi
 	@case "$$DATABASE_URL" in postgres*) if [ -n "$$REDIS_URL" ]; then $(PY) bench/load.py; else echo "bench/load.py skipped: REDIS_URL is not set"; fi;; *) echo "bench/load.py skipped: needs PostgreSQL (DATABASE_URL)";; esac
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
@@ -77,3 +77,11 @@ screenshots: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots
+
+## make vendor-plotly: refresh the partial plotly.js bundle (static/vendor/, docs/dashboard.md) from the npm
+## registry at the plotly.js version of the installed plotly package (tests/web/test_views.py checks they match).
+vendor-plotly: $(VENV)/.installed
+	set -e; version=$$($(PY) -c 'from timelines.plotly_bundles import FULL_PATH, version_of; print(version_of(FULL_PATH))'); \
+	tmp=$$(mktemp -d); cd $$tmp && npm pack --silent plotly.js-basic-dist-min@$$version >/dev/null && tar xzf *.tgz; \
+	cd - >/dev/null; cp $$tmp/package/plotly-basic.min.js $$tmp/package/LICENSE $$tmp/package/package.json static/vendor/plotly.js-basic-dist-min/; \
+	rm -rf $$tmp; echo "static/vendor/plotly.js-basic-dist-min: plotly.js $$version"

@@ -163,6 +163,20 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimu
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-step leaves its task to another worker
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Worker processes: every watch chain holds one for a whole step (PODLIFE_WATCH_TIMEOUT_S), and so does each
+# kubelet pull, so a worker needs one per (cluster, resource) chain plus the two pulls of each cluster plus a
+# few for the beat's short tasks, exports and alerts, or chains queue behind each other and their lag cycles
+# (issue #15). Sized from the clusters set below; `--concurrency` on the command line still wins.
+WATCH_CHAINS_PER_CLUSTER = 8  # collectors.kube.resources.ALL_RESOURCES (a test keeps the two equal)
+KUBELET_PULLS_PER_CLUSTER = 2  # metrics and logs
+WORKER_SPARE_SLOTS = 2
+
+
+def worker_slots(clusters: int) -> int:
+    """Worker processes that run every watch chain and kubelet pull of ``clusters`` clusters at once."""
+    return max(1, clusters) * (WATCH_CHAINS_PER_CLUSTER + KUBELET_PULLS_PER_CLUSTER) + WORKER_SPARE_SLOTS
+
+
 # Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
 # `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
 # Each queue binds its own routing key on the deployment's exchange (Celery's defaults would give both queues the
@@ -197,6 +211,19 @@ PODLIFE_WATCH_BATCH_S = env_float("PODLIFE_WATCH_BATCH_S", 1.0, minimum=0)
 PODLIFE_WATCH_WRITERS = env_int("PODLIFE_WATCH_WRITERS", 2, minimum=1)
 PODLIFE_WATCH_BACKOFF_S = env_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0)
 PODLIFE_WATCH_BACKOFF_MAX_S = env_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0)
+# One cluster per listed context (the kubeconfig's current one when none is listed), plus the in-cluster one.
+_COLLECTED_CLUSTERS = (len(PODLIFE_KUBE_CONTEXTS) or (1 if PODLIFE_KUBECONFIG else 0)) + int(
+    PODLIFE_IN_CLUSTER
+)
+CELERY_WORKER_CONCURRENCY = env_int(
+    "PODLIFE_WORKER_CONCURRENCY", worker_slots(_COLLECTED_CLUSTERS), minimum=1, maximum=1024
+)
+# The live badge of a node page says "live" only while every stream of the cluster showed progress (an event,
+# or the end of a watch step or pull) within this many seconds; past it, it names the stale streams. A healthy
+# watch ends a step every PODLIFE_WATCH_TIMEOUT_S and a pull runs every PODLIFE_KUBELET_INTERVAL_S.
+PODLIFE_LIVE_STALE_S = env_float(
+    "PODLIFE_LIVE_STALE_S", max(PODLIFE_WATCH_TIMEOUT_S, PODLIFE_KUBELET_INTERVAL_S) + 30.0, minimum=1
+)
 PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
 # Without a token /metrics answers 401, unless opened on purpose (the demo opens it): it names clusters and
 # carries collector lag and error counts.

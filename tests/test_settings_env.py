@@ -90,3 +90,67 @@ def test_start_up_stops_on_a_malformed_variable():
     )
     assert proc.returncode != 0
     assert "DATABASE_URL='mysql://db/podlife' has an unsupported scheme" in proc.stderr
+
+
+def worker_settings(**environ: str) -> dict[str, object]:
+    """The Celery worker's concurrency and the celery app's view of it, as a worker started with ``environ``."""
+    code = (
+        "import json; from podlife_site.celery import app; from django.conf import settings; "
+        "print(json.dumps([settings.CELERY_WORKER_CONCURRENCY, app.conf.worker_concurrency]))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PODLIFE_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "podlife_site.settings", **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    import json
+
+    return dict(zip(("setting", "app"), json.loads(out.stdout), strict=True))
+
+
+def test_worker_pool_holds_every_watch_chain_and_pull_of_every_cluster(tmp_path):
+    """GIVEN the clusters a worker collects from WHEN its settings load THEN its pool has a process for
+    each (cluster, resource) watch chain and each kubelet pull, plus spares; an explicit value wins."""
+    from collectors.kube.resources import ALL_RESOURCES
+    from podlife_site import settings as site
+
+    assert len(ALL_RESOURCES) == site.WATCH_CHAINS_PER_CLUSTER
+    per_cluster = len(ALL_RESOURCES) + 2  # + kubelet metrics and logs pulls
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    one = worker_settings(PODLIFE_KUBECONFIG=str(kubeconfig))
+    assert one == {"setting": per_cluster + 2, "app": per_cluster + 2}
+    three = worker_settings(
+        PODLIFE_KUBECONFIG=str(kubeconfig), PODLIFE_KUBE_CONTEXTS="a,b", PODLIFE_IN_CLUSTER="1"
+    )
+    assert three["app"] == 3 * per_cluster + 2
+    assert worker_settings(PODLIFE_WORKER_CONCURRENCY="5")["app"] == 5
+
+
+def test_readme_says_how_to_run_manage_py_and_that_way_works():
+    """The README tells a new user to run manage.py with the virtualenv `make` creates, and that command
+    runs as written."""
+    readme = (ROOT / "README.md").read_text()
+    venv = next(
+        line.split("?=")[1].strip()
+        for line in (ROOT / "Makefile").read_text().splitlines()
+        if line.startswith("VENV ?=")
+    )
+    assert f"`{venv}/bin/python manage.py COMMAND`" in readme
+    assert f"`source {venv}/bin/activate`" in readme
+    python = ROOT / venv / "bin" / "python"
+    assert python.exists(), f"{python}: run `make test` or `make demo` first"
+    proc = subprocess.run(
+        [str(python), "manage.py", "help", "export_incident"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "NAMESPACE/NAME" in proc.stdout

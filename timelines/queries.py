@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import orjson
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
@@ -138,10 +139,13 @@ def collector_health(
     cluster_ids: Iterable[int] | None = None, *, now: datetime | None = None
 ) -> list[dict[str, Any]]:
     """Health of every watch and kubelet pull (CollectorState) of the clusters (all when None), ordered by
-    cluster and resource, with ``lag_seconds`` (now − last event). The one computation of collector
+    cluster and resource, with ``lag_seconds`` (now − last event), ``behind_seconds`` (now − its last
+    progress: an event or the end of a step or pull) and ``stale`` (behind more than
+    ``PODLIFE_LIVE_STALE_S``, or never progressed; a pull skipped on purpose is not stale). The one computation of collector
     health: the pages, the REST API and ``/metrics`` (``collectors/health.py``) all read it. The per-node
     bookkeeping rows of log pulls (``kubelet-logs:NODE``) are summarized by their cluster's row."""
     now = now or timezone.now()
+    stale_after = float(settings.PODLIFE_LIVE_STALE_S)
     rows = CollectorState.objects.select_related("cluster").order_by("cluster__name", "resource")
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=list(cluster_ids))
@@ -150,6 +154,11 @@ def collector_health(
         if ":" in row.resource:
             continue
         lag = (now - row.last_event_at).total_seconds() if row.last_event_at else None
+        # Progress is an event or the end of a step/pull: a quiet watch still ends a step every timeout, a
+        # starved one (its next step queued behind others) or a dead one does neither.
+        progress = max((t for t in (row.last_event_at, row.last_step_at) if t is not None), default=None)
+        behind = None if progress is None else max(0.0, (now - progress).total_seconds())
+        skipped = row.note.startswith("skipped:")
         out.append(
             {
                 "cluster": row.cluster.name,
@@ -158,6 +167,8 @@ def collector_health(
                 "last_event_at": row.last_event_at,
                 "last_step_at": row.last_step_at,
                 "lag_seconds": None if lag is None else max(0.0, lag),
+                "behind_seconds": behind,
+                "stale": not skipped and (behind is None or behind > stale_after),
                 "events_total": row.events_total,
                 "events_per_second": row.events_per_second,
                 "errors_total": row.errors_total,

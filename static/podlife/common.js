@@ -231,3 +231,35 @@ export async function fetchJSON(url) {
   }
   return body;
 }
+
+// plotly.js: pages load the partial bundle (bar, pie, scatter: timelines/plotly_bundles.py), a quarter of
+// the full one's parse time; a figure with WebGL traces (`fig.gl`) fetches the full bundle once. A chart
+// the partial bundle drew is purged before the swap, which drops its event handlers: `plot` returns true
+// then, and the caller attaches them again.
+let fullPlotly = null;
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = src;
+    script.onload = resolve;
+    script.onerror = () => reject(new Error(`${src} did not load`));
+    document.head.append(script);
+  });
+}
+
+export async function plot(chart, fig, config) {
+  let swapped = false;
+  if (fig.gl && !window.Plotly.__podlifeFull) {
+    const partial = window.Plotly;
+    fullPlotly ??= loadScript(pageData().plotly_gl_js);
+    await fullPlotly;
+    window.Plotly.__podlifeFull = true;
+    if (partial !== window.Plotly && chart._fullLayout) {
+      partial.purge(chart);
+      swapped = true;
+    }
+  }
+  await window.Plotly.react(chart, fig.data, fig.layout, config);
+  return swapped;
+}

@@ -2,9 +2,10 @@
 // its evidence in the observations table below (the raw lines that made it). Live: the Gantt redraws when
 // the derive stage re-derives this pod (websocket of the pod's group; a sequence gap refetches over REST).
 import {
-  PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, nextZone, pageData, renderTimes, setParams, toMicros, tzLabel, zoneParam,
+  PLOT_CONFIG, axisValue, fromDisplay, getParams, isoUTC, nextZone, pageData, plot, renderTimes, setParams, toMicros, tzLabel, zoneParam,
 } from "./common.js";
 import { buildFigure, findingZoom, unknownBounds } from "./gantt.js";
+import { watchLive } from "./live.js";
 
 const page = pageData();
 let tl = page.timeline;
@@ -62,7 +63,7 @@ async function draw() {
     viewUs: x0 !== null && x1 !== null ? x1 - x0 : hi - lo, plotPx: chart.clientWidth - 200,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
-  await Plotly.react(chart, fig.data, fig.layout, { ...PLOT_CONFIG, scrollZoom: true });
+  await plot(chart, fig, { ...PLOT_CONFIG, scrollZoom: true }); // a pod's few lanes stay far under WebGL
   renderTimes(tz);
 }
 
@@ -117,7 +118,6 @@ chart.on("plotly_relayout", (ev) => {
 });
 const initial = getParams().get("evidence");
 if (initial) highlight(initial.split(","));
-if (page.ws) watchLive();
 
 // --- live (kept apart from the drawing above) -------------------------------------------------------------
 function applyTimeline(next) {
@@ -136,46 +136,12 @@ async function refetch() {
   if (response.ok) applyTimeline(await response.json());
 }
 
-function watchLive() {
-  const liveEl = document.getElementById("live-state");
-  const setLive = (text, cls) => {
-    if (!liveEl) return;
-    liveEl.textContent = text;
-    liveEl.className = `live-state ${cls}`;
-    liveEl.dataset.state = cls;
-  };
-  let attempt = 0, everConnected = false, stopped = false;
-  const connect = () => {
-    const proto = window.location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(`${proto}://${window.location.host}${page.ws}`);
-    socket.onmessage = (msg) => {
-      const frame = JSON.parse(msg.data);
-      if (frame.type === "hello") {
-        attempt = 0;
-        setLive("live", "live");
-        if (everConnected) refetch(); // deltas may have been missed while away
-        everConnected = true;
-      } else if (frame.type === "deltas") {
-        for (const next of frame.pods) applyTimeline(next);
-      } else if (frame.type === "refetch") {
-        refetch();
-      } else if (frame.type === "error") {
-        stopped = true;
-        setLive(`offline: ${frame.message}`, "offline");
-      }
-    };
-    socket.onclose = (ev) => {
-      if (stopped || ev.code >= 4400) {
-        stopped = true;
-        if (liveEl && !liveEl.textContent.startsWith("offline")) setLive("offline", "offline");
-        return;
-      }
-      attempt += 1;
-      const delay = Math.min(15000, 500 * 2 ** Math.min(attempt - 1, 5)) * (0.75 + Math.random() * 0.5);
-      setLive(`reconnecting in ${(delay / 1000).toFixed(1)} s`, "reconnecting");
-      setTimeout(connect, delay);
-    };
-  };
-  setLive("connecting", "reconnecting");
-  connect();
+if (page.ws) {
+  watchLive({
+    ws: page.ws,
+    onDeltas: (frame) => {
+      for (const next of frame.pods) applyTimeline(next);
+    },
+    onRefetch: () => refetch(),
+  });
 }

@@ -1,16 +1,16 @@
 // Node, namespace and workload pages: the window picker, the Gantt, and the live watch (node, namespace).
 // Every view setting (window, zoom, time zone, paused) is in the URL, so a link reproduces the view.
 import {
-  PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, renderTimes, setParams,
+  PLOT_CONFIG, axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, plot, podURL, renderTimes, setParams,
   nextZone, toMicros, tzLabel, zoneFigure, zoneParam,
 } from "./common.js";
 import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
+import { watchLive } from "./live.js";
 
 const page = pageData();
 const cfg = page.gantt;
 const chart = document.getElementById("gantt");
 const statusEl = document.getElementById("status");
-const liveEl = document.getElementById("live-state");
 const table = document.getElementById("pods-body");
 const state = {
   tz: zoneParam(),
@@ -89,7 +89,9 @@ async function draw() {
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();
-  await Plotly.react(chart, fig.data, fig.layout, { ...PLOT_CONFIG, scrollZoom: true });
+  if (await plot(chart, fig, { ...PLOT_CONFIG, scrollZoom: true }) && handlersOn) {
+    attachHandlers(); // the full bundle (WebGL) replaced the partial one under this chart
+  }
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
   chart.dataset.rows = String(all.length);
@@ -232,53 +234,21 @@ function onClick(ev) {
   window.location.href = podURL(page.pod_url, custom[0]) + (q.size ? `?${q}` : "") + evidence;
 }
 
-// --- live watch (node and namespace pages) ------------------------------------------------------
-let socket = null;
-let attempt = 0;
-let everConnected = false;
-let stopped = false;
+// --- live watch (node and namespace pages: static/podlife/live.js) ---------------------------------------
+let live = null;
 
-function setLive(text, cls) {
-  if (!liveEl) return;
-  liveEl.textContent = text;
-  liveEl.className = `live-state ${cls}`;
-  liveEl.dataset.state = cls;
+function onDeltas(frame) {
+  state.seq = frame.seq;
+  if (state.paused) return;
+  applyDeltas(frame.pods);
 }
 
-function connect() {
-  const proto = window.location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${proto}://${window.location.host}${page.ws}`);
-  socket.onmessage = (msg) => {
-    const frame = JSON.parse(msg.data);
-    if (frame.type === "hello") {
-      attempt = 0;
-      setLive(state.paused ? "paused" : "live", state.paused ? "paused" : "live");
-      if (everConnected) load(); // we may have missed deltas while away
-      everConnected = true;
-    } else if (frame.type === "deltas") {
-      state.seq = frame.seq;
-      if (state.paused) return;
-      applyDeltas(frame.pods);
-    } else if (frame.type === "refetch") {
-      state.seq = frame.seq;
-      statusEl.textContent = `refetched: ${frame.reason}`;
-      if (!state.paused) load();
-    } else if (frame.type === "error") {
-      stopped = true;
-      setLive(`offline: ${frame.message}`, "offline");
-    }
-  };
-  socket.onclose = (ev) => {
-    if (stopped || ev.code >= 4400) {
-      stopped = true;
-      if (!liveEl.textContent.startsWith("offline")) setLive("offline", "offline");
-      return;
-    }
-    attempt += 1;
-    const delay = Math.min(15000, 500 * 2 ** Math.min(attempt - 1, 5)) * (0.75 + Math.random() * 0.5);
-    setLive(`reconnecting in ${(delay / 1000).toFixed(1)} s`, "reconnecting");
-    setTimeout(connect, delay);
-  };
+function onRefetch(frame) {
+  if (frame) {
+    state.seq = frame.seq;
+    statusEl.textContent = `refetched: ${frame.reason}`;
+  }
+  if (!state.paused) load();
 }
 
 function applyDeltas(timelines) {
@@ -310,18 +280,21 @@ if (pauseButton) {
     state.paused = !state.paused;
     pauseButton.textContent = state.paused ? "resume" : "pause";
     setParams({ paused: state.paused ? "1" : null });
-    setLive(state.paused ? "paused" : "live", state.paused ? "paused" : "live");
+    if (live) live.showLive();
     if (!state.paused) load();
   });
 }
 
-await load();
-chart.on("plotly_relayout", onRelayout);
-chart.on("plotly_click", onClick);
-if (page.ws) {
-  setLive("connecting", "reconnecting");
-  connect();
+let handlersOn = false;
+function attachHandlers() {
+  chart.on("plotly_relayout", onRelayout);
+  chart.on("plotly_click", onClick);
+  handlersOn = true;
 }
+
+await load();
+attachHandlers();
+if (page.ws) live = watchLive({ ws: page.ws, onDeltas, onRefetch, isPaused: () => state.paused });
 // The workload's status over time, in the same zone as the Gantt.
 // It shares the Gantt's time axis: same range (window or zoom), same left and right margins, so an
 // instant is at the same x in both charts.

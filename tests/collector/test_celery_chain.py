@@ -89,7 +89,12 @@ class Worker:
     queues, the deployment's own and ``<deployment>.derive``)."""
 
     def __init__(
-        self, env: dict[str, str], name: str, log_dir: Path, queues: list[str] | None = None
+        self,
+        env: dict[str, str],
+        name: str,
+        log_dir: Path,
+        queues: list[str] | None = None,
+        pool: str = "solo",
     ) -> None:
         self.log_path = log_dir / f"{name}.log"
         self.log = self.log_path.open("wb")
@@ -101,7 +106,7 @@ class Worker:
                 "-A",
                 "podlife_site",
                 "worker",
-                "--pool=solo",
+                f"--pool={pool}",
                 "-n",
                 f"{name}@%h",
                 "-l",
@@ -187,4 +192,35 @@ def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_en
     finally:
         for worker in workers:
             worker.kill()
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_sized_by_its_settings_runs_every_watch_chain_at_once(worker_env, monkeypatch, tmp_path):
+    """GIVEN one cluster and a prefork worker started without ``--concurrency`` (the settings size its
+    pool from the clusters) WHEN beat arms every watch chain THEN all of them hold a watch request open at
+    the same time: no chain waits in the queue behind the others (issue #15: 4 processes for 8 chains)."""
+    from collectors.kube.resources import ALL_RESOURCES
+
+    env, sim = worker_env
+    # Steps long enough that a chain spends nearly all its time in its watch request.
+    env = {**env, "PODLIFE_WATCH_TIMEOUT_S": "15", "PODLIFE_WATCH_LEASE_S": "60"}
+    monkeypatch.setattr(settings, "PODLIFE_WATCH_TIMEOUT_S", 15)
+    monkeypatch.setattr(settings, "PODLIFE_WATCH_LEASE_S", 60.0)
+    open_watches = sim.server._httpd.open_watches
+    worker = Worker(env, "sized", tmp_path, [settings.PODLIFE_DEPLOYMENT], pool="prefork")
+    try:
+        log = worker.log_path.read_text()
+        assert f"concurrency: {len(ALL_RESOURCES) + 4} (prefork)" in log, log
+        armed = tasks.rearm_watches()
+        assert sorted(armed) == sorted(f"{CLUSTER}/{r}" for r in ALL_RESOURCES)
+        wait_for(
+            f"all {len(ALL_RESOURCES)} watch requests open at once",
+            lambda: open_watches() == len(ALL_RESOURCES),
+            timeout=90,
+        )
+    finally:
+        worker.kill()
+        for resource in ALL_RESOURCES:
+            lease.leases().redis.delete(lease.watch_key(CLUSTER, resource))
         connection.close()

@@ -192,6 +192,47 @@ def test_command_writes_json_to_stdout_and_gzip_to_a_file(source_cluster, tmp_pa
     assert (tmp_path / "i.html").read_bytes().startswith(b"<!DOCTYPE html>")
 
 
+def test_command_csv_output_is_a_zip_and_pod_takes_namespace_slash_name(source_cluster, tmp_path):
+    """GIVEN the scenario cluster WHEN a pod is named NAMESPACE/NAME (as `timeline --pod`) and exported as
+    CSV THEN the zip holds that pod, the same as by UID; a ``.csv`` output name is refused naming ``.zip``,
+    and an unknown NAMESPACE/NAME names itself."""
+    import zipfile
+
+    from tests.export.conftest import uid_for
+
+    base = ["--cluster", "src", "--since", SINCE.isoformat(), "--until", UNTIL.isoformat()]
+    err = io.StringIO()
+    with pytest.raises(
+        CommandError, match=r"name the output \.zip, e\.g\. 'incident\.zip', not 'incident\.csv'"
+    ):
+        call_command(
+            "export_incident",
+            *base,
+            "--pod",
+            "shop/web-c",
+            "--format",
+            "csv",
+            "-o",
+            str(tmp_path / "incident.csv"),
+        )
+    assert not list(tmp_path.iterdir())  # nothing written
+    by_name, by_uid = tmp_path / "by-name.zip", tmp_path / "by-uid.zip"
+    call_command(
+        "export_incident", *base, "--pod", "shop/web-c", "--format", "csv", "-o", str(by_name), stderr=err
+    )
+    call_command(
+        "export_incident", *base, "--pod", uid_for("web-c"), "--format", "csv", "-o", str(by_uid), stderr=err
+    )
+    with zipfile.ZipFile(by_name) as a, zipfile.ZipFile(by_uid) as b:
+        assert a.namelist() == b.namelist() and "intervals.csv" in a.namelist()
+        intervals = a.read("intervals.csv").decode()
+        assert uid_for("web-c") in intervals and uid_for("web-a") not in intervals
+        assert intervals == b.read("intervals.csv").decode()
+    assert f"wrote {by_name}: 1 pods" in err.getvalue()
+    with pytest.raises(CommandError, match="no pod 'shop/nope' in cluster 'src'"):
+        call_command("export_incident", *base, "--pod", "shop/nope", "-o", str(tmp_path / "x.json"))
+
+
 def test_command_names_bad_input(source_cluster):
     base = ["--cluster", "src", "--since", SINCE.isoformat(), "--until", UNTIL.isoformat()]
     with pytest.raises(CommandError, match="no cluster named 'nope'"):

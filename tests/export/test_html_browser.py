@@ -96,11 +96,27 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
 def test_html_bundle_inlines_plotly_and_escapes_the_data_block(html_file):
     text = html_file.read_text()
     assert "<script src" not in text and '<link rel="stylesheet"' not in text
-    assert "plotly.js v" in text  # the library is inside the file
+    assert "plotly.js (basic - minified) v" in text  # the partial library is inside the file
     block = text.split('<script type="application/json" id="incident-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in block and ">" not in block  # a name cannot close the block
     assert "\\u003cimg src=x onerror=alert(1)\\u003e" in block
     assert "connect-src 'none'" in text
+
+
+def test_one_pod_html_export_is_at_most_one_and_a_half_megabytes(source_cluster):
+    """GIVEN the scenario's pod with its whole history WHEN it is exported alone as HTML THEN the file,
+    which inlines the partial plotly.js bundle, is at most 1.5 MB (the full bundle alone is 4.8 MB)."""
+    from tests.export.conftest import uid_for
+    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH
+
+    uid = uid_for("web-c")  # the crash loop: the scenario pod with the most history
+    buf = io.BytesIO()
+    export_incident(source_cluster, Scope.pods([uid]), SINCE, UNTIL, "html", buf)
+    html = buf.getvalue()
+    assert PARTIAL_PATH.read_bytes() in html and FULL_PATH.stat().st_size > 1_500_000
+    assert b"web-c" in html and b"web-a" not in html
+    print(f"one-pod HTML export: {len(html):,} bytes")
+    assert len(html) <= 1_500_000, f"{len(html):,} bytes"
 
 
 LEGEND_AND_TRACES = """() => {

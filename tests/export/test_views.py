@@ -19,9 +19,13 @@ WINDOW = {"since": SINCE.isoformat(), "until": UNTIL.isoformat()}
 
 
 @pytest.fixture(autouse=True)
-def export_dir(settings, tmp_path):
+def export_dir(settings, tmp_path, monkeypatch):
+    from podlife_site.celery import app
+
     settings.PODLIFE_EXPORT_DIR = tmp_path / "exports"
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # The app reads its settings once: after another test loaded them, only its own conf says "eager".
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
 
 
 @pytest.fixture
@@ -127,6 +131,19 @@ def test_upload_form_imports_and_refuses(client, admin, source_cluster):
     r = client.post("/import", {"bundle": damaged, "name": "broken"})
     assert r.status_code == 400 and b"truncated" in r.content
     assert row_counts() == before
+
+
+def test_import_page_has_the_site_header(client, admin):
+    """The import page is a page of the site: the header with the overview, findings and API links, the
+    user and the log-out button, and the site's style sheet and icon."""
+    client.force_login(admin)
+    page = client.get("/import").content.decode()
+    header = page.split("<header>", 1)[1].split("</header>", 1)[0]
+    for link in ('href="/"', 'href="/findings/"', 'href="/api/"', 'href="/import"', admin.get_username()):
+        assert link in header, link
+    assert 'action="/accounts/logout/"' in header
+    assert "podlife/podlife.css" in page and "podlife/favicon.svg" in page
+    assert page.count("<html") == 1 and 'name="bundle"' in page
 
 
 def test_only_staff_import(client, shop_reader):

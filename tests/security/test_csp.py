@@ -26,7 +26,7 @@ def directives(header: str) -> dict[str, list[str]]:
 @pytest.mark.parametrize(
     "url",
     ["/accounts/login/", "/", "/c/lab/", "/c/lab/nodes/node-a/", f"/c/lab/pods/{UID_EVIL}/", "/findings/",
-     "/api/v1/clusters", "/c/nope/", "/healthz", "/vendor/plotly.min.js"],
+     "/api/v1/clusters", "/c/nope/", "/healthz", "/vendor/plotly.min.js", "/vendor/plotly-basic.min.js", "/api/"],
 )  # fmt: skip
 def test_every_response_carries_a_strict_policy(admin_user: Any, lab: Any, url: str) -> None:
     client = Client()

@@ -58,7 +58,14 @@ def test_hello_then_deltas_for_readable_namespaces_only(viewer: Any) -> None:
     async def run() -> None:
         ws = await connect(viewer)
         hello = await ws.receive_json_from()
-        assert hello == {"type": "hello", "group": GROUP, "max_fps": 10}
+        assert {k: v for k, v in hello.items() if k != "collector"} == {
+            "type": "hello",
+            "group": GROUP,
+            "max_fps": 10,
+        }
+        assert (
+            hello["collector"]["streams"] == 0 and hello["collector"]["stale"] == []
+        )  # nothing collects lab
         layer = get_channel_layer()
         await layer.group_send(GROUP, delta(1, "u-secret", "secret"))  # not readable: dropped
         await layer.group_send(GROUP, delta(2, "u-ok", "default"))
@@ -255,7 +262,8 @@ def test_pod_page_socket_pushes_that_pods_change_only(viewer: Any) -> None:
 
     async def run() -> None:
         ws = await connect(viewer, f"/ws/v1/pods/lab/{UID_OK}/")
-        assert await ws.receive_json_from() == {
+        hello = await ws.receive_json_from()
+        assert {k: v for k, v in hello.items() if k != "collector"} == {
             "type": "hello",
             "group": group_name("pod", "lab", UID_OK),
             "max_fps": 10,
@@ -331,5 +339,59 @@ def test_pod_deltas_flow_through_the_redis_pubsub_layer(
         assert frame["type"] == "deltas" and frame["pods"][0]["pod"]["uid"] == UID_OK
         await ws.disconnect()
         await get_channel_layer().flush()
+
+
+def test_stale_streams_are_named_on_hello_and_when_they_change(
+    settings: Any, viewer: Any, lab: Any, monkeypatch: Any
+) -> None:
+    """GIVEN lab's pods watch progressing, its daemonsets watch 10 min behind and a skipped log pull
+    WHEN a viewer connects THEN hello names daemonsets (and only it) as stale with its age; WHEN the
+    daemonsets watch ends a step and the pods watch stalls THEN a ``collector`` frame names pods instead."""
+    from datetime import timedelta
+
+    from channels.db import database_sync_to_async
+    from django.utils import timezone
+
+    from timelines.models import CollectorState
+    from timelines.web import consumers
+
+    settings.PODLIFE_LIVE_STALE_S = 90.0
+    monkeypatch.setattr(consumers, "HEALTH_POLL_S", 0.1)
+    now = timezone.now()
+    cluster = lab["lab"]
+    CollectorState.objects.create(
+        cluster=cluster, resource="pods", last_event_at=now - timedelta(seconds=200), last_step_at=now
+    )
+    CollectorState.objects.create(
+        cluster=cluster, resource="daemonsets", last_step_at=now - timedelta(minutes=10)
+    )
+    CollectorState.objects.create(cluster=cluster, resource="kubelet-logs", note="skipped: no log handler")
+    CollectorState.objects.create(
+        cluster=lab["other"], resource="nodes", last_step_at=now - timedelta(hours=1)
+    )  # another cluster's stall is not this page's
+
+    def move(resource: str, **fields: Any) -> None:
+        CollectorState.objects.filter(cluster=cluster, resource=resource).update(**fields)
+
+    async def run() -> None:
+        ws = await connect(viewer)
+        hello = await ws.receive_json_from()
+        health = hello["collector"]
+        assert health["streams"] == 3 and health["stale_after_s"] == 90.0
+        assert [s["stream"] for s in health["stale"]] == ["daemonsets"]
+        assert 599 <= health["stale"][0]["behind_s"] <= 660
+        later = timezone.now()
+        await database_sync_to_async(move)("daemonsets", last_step_at=later)
+        await database_sync_to_async(move)(
+            "pods", last_event_at=later - timedelta(minutes=5), last_step_at=later - timedelta(minutes=3)
+        )
+        frame = await ws.receive_json_from(timeout=3)
+        assert frame["type"] == "collector"
+        assert [s["stream"] for s in frame["stale"]] == ["pods"]
+        assert 179 <= frame["stale"][0]["behind_s"] <= 240
+        await database_sync_to_async(move)("pods", last_event_at=timezone.now())
+        frame = await ws.receive_json_from(timeout=3)
+        assert frame["type"] == "collector" and frame["stale"] == []
+        await ws.disconnect()
 
     async_to_sync(run)()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,17 +262,35 @@ def test_node_page_carries_api_and_websocket_urls(viewer: Any) -> None:
     content = logged_in(viewer).get("/c/lab/nodes/node-a/").content.decode()
     assert "/api/v1/clusters/lab/nodes/node-a/timeline" in content
     assert "/ws/v1/nodes/lab/node-a/" in content
-    assert "/vendor/plotly.min.js" in content
+    assert '<script src="/vendor/plotly-basic.min.js">' in content  # the partial bundle, loaded first
+    assert '"plotly_gl_js": "/vendor/plotly.min.js"' in content  # the full one, only for WebGL
 
 
-def test_plotly_is_served_from_the_installed_package_gzipped_and_cached(db: Any) -> None:
+@pytest.mark.parametrize(
+    ("url", "banner"),
+    [
+        ("/vendor/plotly-basic.min.js", b"plotly.js (basic - minified) v"),
+        ("/vendor/plotly.min.js", b"plotly.js v"),
+    ],
+)
+def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner: bytes) -> None:
     client = Client()
-    response = client.get("/vendor/plotly.min.js", HTTP_ACCEPT_ENCODING="gzip")
+    response = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
     assert response.status_code == 200 and response["Content-Encoding"] == "gzip"
     import gzip
 
-    assert b"plotly" in gzip.decompress(response.content)[:2000].lower()
-    assert client.get("/vendor/plotly.min.js", HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+    assert banner in gzip.decompress(response.content)[:400]
+    assert client.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+
+
+def test_partial_plotly_bundle_is_the_installed_plotly_js_version_and_a_quarter_of_its_size() -> None:
+    """The vendored partial bundle and the installed package's full one are the same plotly.js release
+    (a figure means the same to both), and the partial one is what makes the first draw fast."""
+    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH, version_of
+
+    assert version_of(PARTIAL_PATH) == version_of(FULL_PATH)
+    assert PARTIAL_PATH.stat().st_size * 3 < FULL_PATH.stat().st_size
+    assert b"</script" not in PARTIAL_PATH.read_bytes().lower()  # it can be inlined in an export
 
 
 def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
@@ -315,3 +335,78 @@ def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
     }  # same owner UID in "secret": not its pod
     status = client.get("/api/v1/clusters/lab/workloads/default/ReplicaSet/web-7d9/status").json()
     assert status["samples"][0]["ready"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/c/lab/nodes/no-such-node/", "no node &#x27;no-such-node&#x27;"),
+        ("/c/lab/ns/no-such-ns/", "no namespace &#x27;no-such-ns&#x27;"),
+        ("/c/lab/pods/00000000-0000-4000-8000-00000000dead/", "00000000-0000-4000-8000-00000000dead"),
+        ("/c/lab/ns/default/pdb/no-such-pdb/", "no-such-pdb"),
+        ("/c/lab/ns/default/Deployment/no-such-deploy/", "no-such-deploy"),
+        ("/c/no-such-cluster/", "no-such-cluster"),
+    ],
+)
+def test_unknown_node_namespace_pod_and_objects_are_404_naming_them(
+    admin_user: Any, lab: Any, path: str, says: str
+) -> None:
+    """GIVEN an admin who may read everything WHEN they open a node, namespace, pod, PDB, workload or
+    cluster nothing stored knows THEN the answer is a 404 page that names it, never an empty 200 page."""
+    response = logged_in(admin_user).get(path)
+    assert response.status_code == 404, path
+    body = response.content.decode()
+    assert says in body, body[:2000]
+    assert 'id="gantt"' not in body
+
+
+def test_favicon_is_the_sites_own_icon(client: Any, admin_user: Any) -> None:
+    """/favicon.ico (asked for by browsers on every kind of answer) leads to the site's SVG icon, without
+    a login, and every page names it."""
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("/podlife/favicon.svg")
+    from django.contrib.staticfiles import finders
+
+    icon = finders.find("podlife/favicon.svg")
+    assert icon and Path(icon).read_text().startswith("<svg")
+    assert 'rel="icon" href="/static/podlife/favicon.svg"' in logged_in(admin_user).get("/").content.decode()
+
+
+def test_api_link_opens_the_sites_own_api_viewer(admin_user: Any) -> None:
+    """The header's API link leads to a page of the site whose only scripts are its own static files,
+    reading the OpenAPI document of this site (no CDN); it needs a login like every page."""
+    client = logged_in(admin_user)
+    overview = client.get("/").content.decode()
+    assert '<a href="/api/">API</a>' in overview
+    page = client.get("/api/").content.decode()
+    scripts = re.findall(r"<script[^>]*>", page)
+    assert scripts == [
+        '<script type="module" src="/static/podlife/api-docs.js" data-openapi="/api/v1/openapi.json" '
+        'id="api-docs-script">'
+    ]
+    assert "http://" not in page.replace("http://testserver", "") and "https://" not in page
+    assert Client().get("/api/").status_code == 302  # to the login page
+
+
+def test_overview_marks_stale_collector_streams(admin_user: Any, lab: Any, settings: Any) -> None:
+    """A quiet watch that still ends its steps is not stale; one with no event and no finished step past
+    PODLIFE_LIVE_STALE_S is marked stale on the overview (its lag cell), whatever its last event's age."""
+    from django.utils import timezone
+
+    from timelines.models import CollectorState
+
+    settings.PODLIFE_LIVE_STALE_S = 90.0
+    now = timezone.now()
+    CollectorState.objects.create(
+        cluster=lab["lab"], resource="daemonsets", last_event_at=now - timedelta(hours=2), last_step_at=now
+    )
+    CollectorState.objects.create(
+        cluster=lab["lab"],
+        resource="pods",
+        last_event_at=now - timedelta(minutes=5),
+        last_step_at=now - timedelta(minutes=4),
+    )
+    table = logged_in(admin_user).get("/").content.decode().split('id="collector-health"', 1)[1]
+    rows = {r.split("</td>")[1].rsplit(">", 1)[1]: r for r in table.split("<tr>")[2:4]}
+    assert "(stale)" in rows["pods"] and 'class="bad"' in rows["pods"]
+    assert "(stale)" not in rows["daemonsets"] and 'class="bad"' not in rows["daemonsets"]

@@ -1,7 +1,8 @@
 """The HTML bundle: one self-contained file that opens from disk, offline, with the interactive timeline.
 
 Inside: ``templates/export/incident.html`` (the page), the data as JSON in a ``<script
-type="application/json">`` block, plotly.min.js from the installed ``plotly`` package, and
+type="application/json">`` block, the partial plotly.js bundle (``timelines/plotly_bundles.py``: bar and
+scatter traces are all the export draws; it keeps a one-pod file near 1.2 MB), and
 ``templates/export/incident.js`` (draws the Gantt and the tables). A Content-Security-Policy allows
 exactly those two scripts (by hash) and no network at all, so a hostile string in the data can neither run
 nor fetch anything; on top of that the page puts every text into the DOM as text, and escapes what goes
@@ -21,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import plotly
 from django.template.loader import get_template
 from django.utils import timezone
 
 from timelines.export.bundle import Progress, _Counter, _quiet, derived_sections, podlife_version
 from timelines.export.scope import Resolved
 from timelines.lifecycle.timeline import format_time
+from timelines.plotly_bundles import PARTIAL_PATH
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "export"
-PLOTLY_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+PLOTLY_PATH = PARTIAL_PATH
 DATA_MARK = "<!--PODLIFE-DATA-->"
 SCRIPTS_MARK = "<!--PODLIFE-SCRIPTS-->"
 HTML_LANES = ("worker", "api")  # drawn in the Gantt; the JSON bundle has every lane
@@ -54,7 +55,7 @@ def _plotly(mtime: float) -> tuple[bytes, str]:
 
 
 def plotly_js() -> tuple[bytes, str]:
-    """plotly.min.js of the installed package and its CSP hash (read once per process)."""
+    """The partial plotly.js bundle and its CSP hash (read once per process)."""
     return _plotly(PLOTLY_PATH.stat().st_mtime)
 
 

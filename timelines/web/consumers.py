@@ -14,13 +14,20 @@ namespace); a namespace, who may read that namespace; a pod, who may read the na
 unknown UID is answered as one the user may not read).
 
 Frames to the browser (JSON, ``type`` first):
-  ``hello``   {group, max_fps}                       on connect
+  ``hello``   {group, max_fps, collector}            on connect
+  ``collector`` {streams, stale, stale_after_s}       the cluster's collector health, when the set of stale
+                                                      streams changes (and every HEALTH_REFRESH_S while some
+                                                      are stale); ``stale`` lists {stream, behind_s}
   ``deltas``  {seq, pods: [podlife.timeline/v2 …]}    coalesced updates
   ``refetch`` {seq, reason}                           a sequence gap: GET the page's timeline again
   ``error``   {status, message}                       then the socket closes (4401, 4403, 4404); status
                                                       400 (a frame that is not a JSON text) keeps it open
 
-Shutdown order: ``disconnect`` cancels the pending flush and the listening renewal first, then leaves the
+The badge on the page says "live" only while the socket is up **and** no stream is stale
+(``queries.collector_health``: no event and no finished step or pull for ``PODLIFE_LIVE_STALE_S``);
+otherwise it names the stale streams. A live socket over a stalled collector is not live.
+
+Shutdown order: ``disconnect`` cancels the pending flush, the health poll and the listening renewal first, then leaves the
 group (the publisher stops sending there once no consumer renews it).
 """
 
@@ -33,8 +40,9 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
-from timelines import live
+from timelines import live, queries
 from timelines.live import group_name
 from timelines.models import Cluster, Pod
 from timelines.web.access import Access
@@ -42,6 +50,8 @@ from timelines.web.figures import LIVE_MAX_FPS
 
 log = logging.getLogger(__name__)
 BAD_FRAME = 'frames to this socket are JSON text, e.g. {"type": "ping"}'
+HEALTH_POLL_S = 5.0  # how often a socket re-reads its cluster's collector health
+HEALTH_REFRESH_S = 30.0  # while streams are stale, their ages are re-sent this often
 
 
 Verdict = tuple[int, str, set[str] | None]  # (status, message, readable namespaces: None = all)
@@ -68,6 +78,28 @@ def _authorize(user: Any, cluster_name: str, scope: live.Scope, name: str) -> Ve
 _WHAT: dict[live.Scope, str] = {"node": "node", "ns": "namespace", "pod": "pod"}
 
 
+@database_sync_to_async
+def _collector_frame(cluster_name: str) -> dict[str, Any]:
+    """The ``collector`` frame of a cluster: how many streams it has and which are stale, oldest first."""
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    rows = queries.collector_health([cluster.id]) if cluster is not None else []
+    stale = [
+        {
+            "stream": row["resource"],
+            "behind_s": None if row["behind_seconds"] is None else round(row["behind_seconds"], 1),
+        }
+        for row in rows
+        if row["stale"]
+    ]
+    stale.sort(key=lambda s: (s["behind_s"] is not None, -(s["behind_s"] or 0.0), s["stream"]))
+    return {
+        "type": "collector",
+        "streams": len(rows),
+        "stale": stale,
+        "stale_after_s": float(settings.PODLIFE_LIVE_STALE_S),
+    }
+
+
 class GroupConsumer(AsyncJsonWebsocketConsumer):
     """The live watch of one group; subclasses say which (``group_scope``, and the URL's ``name_kwarg``)."""
 
@@ -89,6 +121,7 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         self.last_sent = 0.0
         self.flush_task: asyncio.Task[None] | None = None
         self.renew_task: asyncio.Task[None] | None = None
+        self.health_task: asyncio.Task[None] | None = None
         status, message, namespaces = await _authorize(
             self.scope.get("user"), self.cluster, self.group_scope, self.name
         )
@@ -104,7 +137,28 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await live.listen(self.group)
         self.renew_task = asyncio.get_running_loop().create_task(self._renew(self.group))
-        await self.send_json({"type": "hello", "group": self.group, "max_fps": self.max_fps})
+        health = await _collector_frame(self.cluster)
+        await self.send_json(
+            {"type": "hello", "group": self.group, "max_fps": self.max_fps, "collector": health}
+        )
+        self.health_task = asyncio.get_running_loop().create_task(self._watch_health(health))
+
+    async def _watch_health(self, sent: dict[str, Any]) -> None:
+        """Send a ``collector`` frame when the set of stale streams changes, and refresh their ages."""
+        loop = asyncio.get_running_loop()
+        sent_at = loop.time()
+        while True:
+            await asyncio.sleep(HEALTH_POLL_S)
+            try:
+                frame = await _collector_frame(self.cluster)
+            except Exception:  # the database away for a moment: the next poll tries again
+                log.warning("reading the collector health of %s failed", self.cluster, exc_info=True)
+                continue
+            names = [s["stream"] for s in frame["stale"]]
+            changed = names != [s["stream"] for s in sent["stale"]] or frame["streams"] != sent["streams"]
+            if changed or (names and loop.time() - sent_at >= HEALTH_REFRESH_S):
+                await self.send_json(frame)
+                sent, sent_at = frame, loop.time()
 
     async def _renew(self, group: str) -> None:
         while True:
@@ -119,6 +173,8 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             self.flush_task.cancel()
         if getattr(self, "renew_task", None) is not None:
             self.renew_task.cancel()
+        if getattr(self, "health_task", None) is not None:
+            self.health_task.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

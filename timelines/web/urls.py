@@ -14,8 +14,12 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("accounts/login/", auth_views.LoginView.as_view(next_page="/"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
+    path("api/", views.api_docs, name="api-docs"),
     path("api/v1/", include("timelines.web.api.urls")),
-    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+    # Browsers ask for /favicon.ico whatever the page says (JSON answers, the admin): the site's icon.
+    path("favicon.ico", views.favicon, name="favicon"),
+    path("vendor/plotly-basic.min.js", views.plotly_js, {"bundle": "partial"}, name="plotly-js"),
+    path("vendor/plotly.min.js", views.plotly_js, {"bundle": "full"}, name="plotly-gl-js"),
     path("findings/", views.findings, name="findings"),
     path(f"{C}/", views.cluster, name="cluster"),
     path(f"{C}/nodes/<segment:node>/", views.node, name="node"),

@@ -10,19 +10,18 @@ import gzip
 import hashlib
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import plotly
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import freshness, queries
+from timelines import freshness, plotly_bundles, queries
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.live import group_name
 from timelines.models import Finding, Observation, Workload
@@ -68,7 +67,12 @@ def _export(
 def _gantt_page(
     request: HttpRequest, template: str, context: dict[str, Any], page: dict[str, Any]
 ) -> HttpResponse:
-    page = {"gantt": figures.gantt_config(), "plotly_js": reverse("plotly-js"), **page}
+    page = {
+        "gantt": figures.gantt_config(),
+        "plotly_js": reverse("plotly-js"),
+        "plotly_gl_js": reverse("plotly-gl-js"),
+        **page,
+    }
     if "api" in page and page["kind"] != "pod":
         # The first data request, named in the page so the browser fetches it (<link rel=preload>) while
         # plotly.js loads; timeline-page.js uses exactly this URL for its first load.
@@ -408,31 +412,30 @@ def pod_by_ref(request: HttpRequest, cluster: str, namespace: str, name: str) ->
     return redirect("pod", cluster=c.name, uid=pods[0].uid)
 
 
-# --- plotly.js from the installed package (never a CDN: clusters are air-gapped) ----------------------------
-_PLOTLY_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-_plotly_cache: dict[str, bytes] = {}
+# --- plotly.js: the partial bundle every page loads, the full one for WebGL (timelines/plotly_bundles.py) -------
+_plotly_cache: dict[tuple[str, str], bytes] = {}
 _plotly_lock = threading.Lock()
 
 
-def _plotly_bytes(encoding: str) -> bytes:
+def _plotly_bytes(bundle: str, encoding: str) -> bytes:
     with _plotly_lock:
-        if "raw" not in _plotly_cache:
-            raw = _PLOTLY_PATH.read_bytes()
-            _plotly_cache["raw"] = raw
-            _plotly_cache["gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
-            _plotly_cache["etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
-        return _plotly_cache[encoding]
+        if (bundle, "raw") not in _plotly_cache:
+            raw = plotly_bundles.BUNDLES[bundle].read_bytes()
+            _plotly_cache[bundle, "raw"] = raw
+            _plotly_cache[bundle, "gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
+            _plotly_cache[bundle, "etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
+        return _plotly_cache[bundle, encoding]
 
 
 @require_GET
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    etag = '"' + _plotly_bytes("etag").decode() + '"'
+def plotly_js(request: HttpRequest, bundle: str = "partial") -> HttpResponse:
+    etag = '"' + _plotly_bytes(bundle, "etag").decode() + '"'
     if request.headers.get("If-None-Match") == etag:
         response = HttpResponse(status=304)
     else:
         gz = "gzip" in request.headers.get("Accept-Encoding", "")
         response = HttpResponse(
-            _plotly_bytes("gzip" if gz else "raw"), content_type="text/javascript; charset=utf-8"
+            _plotly_bytes(bundle, "gzip" if gz else "raw"), content_type="text/javascript; charset=utf-8"
         )
         if gz:
             response["Content-Encoding"] = "gzip"
@@ -446,3 +449,17 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+# --- small pages ---------------------------------------------------------------------------------------------
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever a page names (JSON answers, downloads): the site's icon."""
+    return redirect(static("podlife/favicon.svg"), permanent=True)
+
+
+@login_required
+@require_GET
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """The API viewer: a page of the site that renders /api/v1/openapi.json with its own script (no CDN)."""
+    return render(request, "timelines/api_docs.html")

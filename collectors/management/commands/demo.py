@@ -6,7 +6,9 @@ layer reaches only its own process: the demo cluster (``collectors/sim``, realti
 runs as a real Celery worker and beat (subprocesses) and the web server pushes through the Redis layer.
 
 Shutdown order: the web server returns (Ctrl-C), then the collector stops (threads, or the Celery
-processes are terminated), then the demo cluster closes its watch streams.
+processes are terminated), then the demo cluster closes its watch streams. Each step is bounded (the web
+server waits at most 1 s for open requests and sockets, the collector threads 2 s, the alert loop 1 s), so
+Ctrl-C ends the embedded demo in about a second (tests/test_demo_ctrl_c.py; docs/demo-cluster.md).
 """
 
 from __future__ import annotations
@@ -99,9 +101,9 @@ class Command(BaseCommand):
             else:
                 register_cluster(ClusterSource(cluster, str(kubeconfig), context))
                 collector = Collector([cluster]).start()
-                stack.callback(collector.stop)
+                stack.callback(collector.stop, timeout=2.0)
                 # No beat on the embedded default: the alert webhooks' scan runs in a thread here.
-                stack.callback(NotifierLoop().start().stop)
+                stack.callback(NotifierLoop().start().stop, timeout=1.0)
                 how = "in-process collector"
             self.stdout.write(
                 f"demo cluster {scenario!r} at {sim.base_url} (kubeconfig {kubeconfig}); {how} → cluster {cluster!r}\n"
@@ -109,15 +111,21 @@ class Command(BaseCommand):
             )
             self.stdout.flush()
             uvicorn.run(
-                "podlife_site.asgi:application", host=host, port=port, log_level="warning", lifespan="off"
+                "podlife_site.asgi:application",
+                host=host,
+                port=port,
+                log_level="warning",
+                lifespan="off",
+                timeout_graceful_shutdown=1,  # an open node page's socket must not hold Ctrl-C up
             )
 
     def _celery(self, stack: ExitStack, kubeconfig: Path, context: str) -> None:
         env = {**os.environ, "PODLIFE_KUBECONFIG": str(kubeconfig), "PODLIFE_KUBE_CONTEXTS": context}
         queue = settings.PODLIFE_DEPLOYMENT
         # Watch steps, pulls and beat on one worker; the derive stage on its own, so long watch steps never
-        # hold it up (as a deployment runs them: docs/collector.md).
-        for extra in (["-B", "-Q", queue, "--concurrency=4"], ["-Q", f"{queue}.derive", "--concurrency=1"]):
+        # hold it up (as a deployment runs them: docs/collector.md). The first worker's pool is sized by the
+        # settings from the clusters it collects (CELERY_WORKER_CONCURRENCY): every watch chain and pull at once.
+        for extra in (["-B", "-Q", queue], ["-Q", f"{queue}.derive", "--concurrency=1"]):
             proc = subprocess.Popen(
                 [
                     sys.executable,
@@ -131,7 +139,7 @@ class Command(BaseCommand):
                     "--without-gossip",
                     "--without-mingle",
                     "-n",
-                    f"{extra[-2].replace('.', '-')}@%h",
+                    f"{extra[extra.index('-Q') + 1].replace('.', '-')}@%h",
                 ],
                 env=env,
             )

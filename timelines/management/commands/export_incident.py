@@ -3,7 +3,9 @@
     manage.py export_incident --cluster prod --node worker-1 --since 2024-06-07T06:00:00Z \
         --until 2024-06-07T07:00:00Z --format json -o incident.json.gz
 
-JSON goes to stdout when there is no ``-o``; a name ending in ``.gz`` is gzip-compressed. The file is
+JSON goes to stdout when there is no ``-o``; a name ending in ``.gz`` is gzip-compressed. ``--format csv``
+writes a zip of CSV files, so its output must be named ``.zip`` (a ``.csv`` name is refused). ``--pod`` takes
+a UID or ``NAMESPACE/NAME`` (the newest incarnation of that name, as ``manage.py timeline --pod``). The file is
 written under a temporary name and renamed when complete, so a failed export leaves no partial bundle.
 """
 
@@ -19,7 +21,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from timelines.export import FORMATS, Scope, ScopeError, export_incident
-from timelines.queries import NotFound, get_cluster
+from timelines.queries import NotFound, get_cluster, resolve_pod
 
 
 class ProgressBar:
@@ -64,7 +66,12 @@ class Command(BaseCommand):
         scope = parser.add_mutually_exclusive_group(required=True)
         scope.add_argument("--node", help="every pod on this node")
         scope.add_argument("--namespace", help="every pod in this namespace")
-        scope.add_argument("--pod", action="append", metavar="UID", help="a pod UID (repeatable)")
+        scope.add_argument(
+            "--pod",
+            action="append",
+            metavar="UID|NAMESPACE/NAME",
+            help="a pod UID, or NAMESPACE/NAME for its newest incarnation (repeatable)",
+        )
         scope.add_argument("--workload", metavar="KIND/NAMESPACE/NAME", help="e.g. Deployment/shop/web")
         scope.add_argument("--pdb", metavar="NAMESPACE/NAME", help="the pods a PodDisruptionBudget selects")
         parser.add_argument("--since", required=True, help="window start, ISO 8601 with an offset")
@@ -80,14 +87,24 @@ class Command(BaseCommand):
         scope_kind, values = next(
             (k, v) for k in ("node", "namespace", "pod", "workload", "pdb") if (v := options.get(k))
         )
-        try:
-            scope = Scope.pods(values) if scope_kind == "pod" else Scope.one(scope_kind, values)
-            cluster = get_cluster(options["cluster"])
-        except (ScopeError, NotFound) as exc:
-            raise CommandError(str(exc)) from None
         output = options.get("output")
         if not output and fmt != "json":
             raise CommandError(f"--format {fmt} writes a binary file: give -o PATH")
+        if fmt == "csv" and output and not output.lower().endswith(".zip"):
+            raise CommandError(
+                f"--format csv writes a zip of CSV files (one per table): name the output .zip, "
+                f"e.g. {Path(output).with_suffix('.zip').name!r}, not {Path(output).name!r}"
+            )
+        try:
+            cluster = get_cluster(options["cluster"])
+            if scope_kind == "pod":
+                # A reference with a slash is NAMESPACE/NAME (a UID never holds one), as `timeline --pod`.
+                uids = [resolve_pod(cluster, pod_ref=v).uid if "/" in v else v for v in values]
+                scope = Scope.pods(uids)
+            else:
+                scope = Scope.one(scope_kind, values)
+        except (ScopeError, NotFound) as exc:
+            raise CommandError(str(exc)) from None
         err = options.get("stderr") or sys.stderr
         isatty = getattr(getattr(err, "_out", err), "isatty", lambda: False)()
         progress = ProgressBar(self.stderr) if (options["progress"] or isatty) else None
