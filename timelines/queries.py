@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -479,13 +479,42 @@ def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str]
     return list(qs.values_list("uid", flat=True)[:MAX_WINDOW_PODS])
 
 
-def workload_samples(workload: Workload) -> list[dict[str, Any]]:
-    return [
-        dict(r)
-        for r in workload.samples.order_by("at").values(
-            "at", "replicas", "current", "ready", "updated", "available"
-        )
-    ]
+WORKLOAD_SAMPLE_FIELDS = ("replicas", "current", "ready", "updated", "available")
+PDB_SAMPLE_FIELDS = (
+    "disruptions_allowed",
+    "current_healthy",
+    "desired_healthy",
+    "expected_pods",
+    "observed_generation",
+    "reason",
+    "disrupted_pods",
+    "conditions",
+)
+
+
+def _status_samples(
+    qs: Any, fields: Sequence[str], since: datetime | None, until: datetime | None
+) -> list[dict[str, Any]]:
+    """Status samples (``at`` and ``fields``) in time order. With ``since``: those from it on, preceded by
+    the newest one before it (the status at ``since``); with ``until``: those before it."""
+    rows = qs
+    if since is not None:
+        rows = rows.filter(at__gte=since)
+    if until is not None:
+        rows = rows.filter(at__lt=until)
+    out = [dict(r) for r in rows.order_by("at", "id").values("at", *fields)]
+    if since is not None:
+        before = qs.filter(at__lt=since).order_by("-at", "-id").values("at", *fields).first()
+        if before is not None:
+            out.insert(0, dict(before))
+    return out
+
+
+def workload_samples(
+    workload: Workload, since: datetime | None = None, until: datetime | None = None
+) -> list[dict[str, Any]]:
+    """A workload's status samples (times as datetimes; ``serialize.workload_sample`` shapes one)."""
+    return _status_samples(workload.samples.all(), WORKLOAD_SAMPLE_FIELDS, since, until)
 
 
 def _current_incarnation(qs: QuerySet[_M], what: str, cluster: Cluster) -> _M:
@@ -531,13 +560,11 @@ def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
     return [p for p in pods if selector_matches(pdb.selector or {}, p.labels or {})]
 
 
-def pdb_samples(pdb: PodDisruptionBudget) -> list[dict[str, Any]]:
-    return [
-        dict(r)
-        for r in pdb.samples.order_by("at").values(
-            "at", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "reason"
-        )
-    ]
+def pdb_samples(
+    pdb: PodDisruptionBudget, since: datetime | None = None, until: datetime | None = None
+) -> list[dict[str, Any]]:
+    """A PDB's status samples (times as datetimes; ``serialize.pdb_sample`` shapes one)."""
+    return _status_samples(pdb.samples.all(), PDB_SAMPLE_FIELDS, since, until)
 
 
 def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = None) -> list[dict[str, Any]]:

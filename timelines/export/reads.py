@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import F, Func, Q, TextField
 from django.db.models.functions import Cast
 
+from timelines import queries, serialize
 from timelines.derivation import NODE_KINDS
 from timelines.lifecycle.observation import FIELDS, Kind
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
@@ -30,11 +31,9 @@ from timelines.models import (
     Marker,
     Node,
     Observation,
-    PDBStatusSample,
     Pod,
     PodDisruptionBudget,
     Workload,
-    WorkloadStatusSample,
 )
 
 CHUNK = 500  # pods per query: under SQLite's bound-parameter limit, a few MB of rows at most
@@ -99,7 +98,8 @@ def _per_pod_rows(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [list(uids), cluster.pk])
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 def _pg_iso(column: str) -> str:
@@ -481,28 +481,6 @@ def node_json(
     }
 
 
-def _samples(qs: Any, since: datetime, until: datetime, fields: Sequence[str]) -> list[dict[str, Any]]:
-    rows = list(qs.filter(at__gte=since, at__lt=until).order_by("at", "id").values("at", *fields))
-    before = qs.filter(at__lt=since).order_by("-at", "-id").values("at", *fields).first()
-    out = ([before] if before else []) + rows
-    for r in out:
-        r["at"] = format_time(r["at"])
-    return out
-
-
-PDB_SAMPLE_FIELDS = (
-    "disruptions_allowed",
-    "current_healthy",
-    "desired_healthy",
-    "expected_pods",
-    "observed_generation",
-    "reason",
-    "disrupted_pods",
-    "conditions",
-)
-WORKLOAD_SAMPLE_FIELDS = ("replicas", "current", "ready", "updated", "available")
-
-
 def pdb_json(
     cluster: Cluster,
     pdb: PodDisruptionBudget,
@@ -511,6 +489,8 @@ def pdb_json(
     included: set[int],
     covered: Sequence[str],
 ) -> dict[str, Any]:
+    """A PDB in the bundle (``serialize.PdbBundleDoc``): its lanes overlapping the window, evidence cut to
+    what the bundle carries; its status samples in the window and the one before."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     dropped: list[int] = []
     for lane, state, start, end, source, attrs, evidence in (
@@ -521,42 +501,21 @@ def pdb_json(
         lanes.setdefault(lane, []).append(
             interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
         )
-    return {
-        "uid": pdb.uid,
-        "namespace": pdb.namespace,
-        "name": pdb.name,
-        "selector": pdb.selector or {},
-        "min_available": pdb.min_available or None,
-        "max_unavailable": pdb.max_unavailable or None,
-        "unhealthy_pod_eviction_policy": pdb.unhealthy_pod_eviction_policy or None,
-        "created_at": format_time(pdb.created_at),
-        "deleted_at": format_time(pdb.deleted_at),
-        "lanes": lanes,
-        "samples": _samples(PDBStatusSample.objects.filter(pdb=pdb), since, until, PDB_SAMPLE_FIELDS),
-        "covered_pods": list(covered),
-        "evidence_outside_bundle": len(set(dropped)),
-    }
+    doc = serialize.pdb_bundle_doc(
+        pdb,
+        lanes=lanes,
+        samples=queries.pdb_samples(pdb, since, until),
+        covered_pods=covered,
+        evidence_outside_bundle=len(set(dropped)),
+    )
+    return serialize.to_builtins(doc)
 
 
 def workload_json(workload: Workload, since: datetime, until: datetime) -> dict[str, Any]:
-    owner = (
-        {"kind": workload.owner_kind, "name": workload.owner_name, "uid": workload.owner_uid}
-        if workload.owner_kind
-        else None
-    )
-    return {
-        "kind": workload.kind,
-        "uid": workload.uid,
-        "namespace": workload.namespace,
-        "name": workload.name,
-        "owner": owner,
-        "selector": workload.selector or {},
-        "created_at": format_time(workload.created_at),
-        "deleted_at": format_time(workload.deleted_at),
-        "samples": _samples(
-            WorkloadStatusSample.objects.filter(workload=workload), since, until, WORKLOAD_SAMPLE_FIELDS
-        ),
-    }
+    """A workload in the bundle (``serialize.WorkloadBundleDoc``): its samples in the window and the one
+    before."""
+    doc = serialize.workload_bundle_doc(workload, queries.workload_samples(workload, since, until))
+    return serialize.to_builtins(doc)
 
 
 def findings(

@@ -21,9 +21,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import freshness, live, queries
+from timelines import freshness, live, queries, serialize
 from timelines.lifecycle.timeline import parse_time
-from timelines.models import Cluster, Finding, Workload
+from timelines.models import Cluster, Finding, PodDisruptionBudget, Workload
 from timelines.web import shared_reads
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 from timelines.web.visibility import (
@@ -53,7 +53,9 @@ GZIP_OVER = 256 * 1024
 
 def json_response(data: Any, *, status: int = 200, request: HttpRequest | None = None) -> HttpResponse:
     return json_bytes_response(
-        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status, request=request
+        orjson.dumps(data, default=serialize.default, option=orjson.OPT_NON_STR_KEYS),
+        status=status,
+        request=request,
     )
 
 
@@ -390,15 +392,7 @@ def workload_list(request: HttpRequest, access: Access, cluster: str) -> Any:
 
 
 def workload_json(w: Workload) -> dict[str, Any]:
-    return {
-        "kind": w.kind,
-        "namespace": w.namespace,
-        "name": w.name,
-        "uid": w.uid,
-        "owner": {"kind": w.owner_kind, "name": w.owner_name, "uid": w.owner_uid} if w.owner_kind else None,
-        "created_at": w.created_at,
-        "deleted_at": w.deleted_at,
-    }
+    return serialize.to_builtins(serialize.workload_doc(w))
 
 
 def _workload(access: Access, c: Cluster, namespace: str, kind: str, name: str) -> Workload:
@@ -429,7 +423,7 @@ def workload_status(
     return {
         "workload": workload_json(w),
         "owned": [workload_json(x) for x in queries.workload_tree(c, w)[1:]],
-        "samples": queries.workload_samples(w),
+        "samples": [serialize.workload_sample(s) for s in queries.workload_samples(w)],
     }
 
 
@@ -443,18 +437,8 @@ def pdb_list(request: HttpRequest, access: Access, cluster: str) -> Any:
     }
 
 
-def pdb_json(p: Any) -> dict[str, Any]:
-    return {
-        "namespace": p.namespace,
-        "name": p.name,
-        "uid": p.uid,
-        "selector": p.selector,
-        "min_available": p.min_available or None,
-        "max_unavailable": p.max_unavailable or None,
-        "unhealthy_pod_eviction_policy": p.unhealthy_pod_eviction_policy or None,
-        "created_at": p.created_at,
-        "deleted_at": p.deleted_at,
-    }
+def pdb_json(p: PodDisruptionBudget) -> dict[str, Any]:
+    return serialize.to_builtins(serialize.pdb_doc(p))
 
 
 @api_view
@@ -465,8 +449,10 @@ def pdb_detail(request: HttpRequest, access: Access, cluster: str, namespace: st
     samples = queries.pdb_samples(p)
     return {
         "pdb": pdb_json(p),
-        "samples": samples,
-        "blocked": queries.blocked_periods(samples, until=p.deleted_at),
+        "samples": [serialize.pdb_sample(s) for s in samples],
+        "blocked": [
+            serialize.blocked_period(b) for b in queries.blocked_periods(samples, until=p.deleted_at)
+        ],
         "covered_pods": [pod_json(x) for x in queries.pdb_covered_pods(p)],
     }
 

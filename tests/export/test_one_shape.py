@@ -1,0 +1,67 @@
+"""Workloads and PDBs have one JSON shape (``timelines/serialize.py``): the REST API lists exactly what an
+incident bundle carries about them (the bundle adds only its window-bound parts), with every time in the
+``format_time`` spelling the docs promise (UTC, microseconds always, ``+00:00``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tests.export.helpers import export_json
+from timelines.models import Cluster
+
+pytestmark = pytest.mark.django_db
+
+TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
+BUNDLE_ONLY_PDB = {"lanes", "samples", "covered_pods", "evidence_outside_bundle"}
+
+
+def _api(client: Client, path: str) -> Any:
+    response = client.get(f"/api/v1{path}")
+    assert response.status_code == 200, response.content[:300]
+    return orjson.loads(response.content)
+
+
+def _times(doc: dict[str, Any], keys: tuple[str, ...]) -> list[Any]:
+    return [doc[k] for k in keys if doc[k] is not None]
+
+
+def test_api_and_bundle_shape_workloads_and_pdbs_alike(source_cluster: Cluster) -> None:
+    """GIVEN a cluster with two workloads and a PDB whose samples all fall in (or just before) a window
+    WHEN the API lists them and an export of that window carries them
+    THEN the API's documents are the bundle's without the window-bound keys, in the same key order, the
+    PDB's samples and blocked periods use the same spelling, and every time has six fractional digits."""
+    client = Client()
+    client.force_login(User.objects.create_superuser("admin", "a@example.org", "pw"))
+    bundle = orjson.loads(export_json(source_cluster))  # node-a: its pods, their workloads and PDB
+
+    listed = _api(client, "/clusters/src/workloads")["workloads"]
+    carried = {w["uid"]: w for w in bundle["workloads"]}
+    assert sorted(w["uid"] for w in listed) == sorted(carried) == ["dep-uid-1", "rs-uid-1"]
+    for w in listed:
+        expected = {k: v for k, v in carried[w["uid"]].items() if k != "samples"}
+        assert list(w.items()) == list(expected.items())
+        assert all(TIME.match(t) for t in _times(w, ("created_at", "deleted_at")))
+    rs = next(w for w in listed if w["uid"] == "rs-uid-1")
+    assert rs["owner"] == {"kind": "Deployment", "name": "web", "uid": "dep-uid-1"}
+
+    status = _api(client, "/clusters/src/workloads/shop/Deployment/web/status")
+    assert status["samples"] == carried["dep-uid-1"]["samples"]
+    assert [s["ready"] for s in status["samples"]] == [3, 2]
+
+    (pdb,) = _api(client, "/clusters/src/pdbs")["pdbs"]
+    (in_bundle,) = bundle["pdbs"]
+    assert list(pdb.items()) == [(k, v) for k, v in in_bundle.items() if k not in BUNDLE_ONLY_PDB]
+    detail = _api(client, f"/clusters/src/pdbs/{pdb['namespace']}/{pdb['name']}")
+    assert detail["pdb"] == pdb
+    assert detail["samples"] == in_bundle["samples"]
+    assert [s["disruptions_allowed"] for s in detail["samples"]] == [1, 0, 1]
+    (blocked,) = detail["blocked"]
+    assert [blocked["start"], blocked["end"]] == [detail["samples"][1]["at"], detail["samples"][2]["at"]]
+    times = [s["at"] for s in detail["samples"]] + [blocked["start"], blocked["end"]]
+    assert times and all(TIME.match(t) for t in times + _times(pdb, ("created_at", "deleted_at")))
