@@ -1,4 +1,11 @@
-"""The one place workload and PDB documents get their JSON shape (msgspec Structs).
+"""The one place timeline, workload and PDB documents get their JSON shape (msgspec Structs).
+
+``TimelineDoc`` and its parts declare ``podlife.timeline/v2`` (docs/timeline-schema.md): the stable keys are
+required, the others have defaults, keys it does not know are ignored (the schema's stability rule), and
+every time is checked to be ISO 8601 with an offset. ``decode_timeline`` is how an imported bundle's pod
+timelines are read: a malformed one is refused with the path of the field that is wrong. The producers
+(``PodTimeline.to_json`` for the API, the pages, the CLI and the live push; ``export/reads.py`` for bundles)
+are held to it by tests (``tests/export/test_one_shape.py``).
 
 The REST API (``timelines/web/api/views.py``) and the incident bundle (``timelines/export/reads.py``) used to
 shape the same objects twice, with different key orders, different time spellings (orjson's datetime, which
@@ -15,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
-from timelines.lifecycle.timeline import format_time
+from timelines.lifecycle.timeline import INTERVAL_SOURCES, MARKER_KINDS, SEVERITIES, format_time, parse_time
+from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
+from timelines.lifecycle.timeline import SCHEMA_V1 as TIMELINE_SCHEMA_V1
 from timelines.models import PodDisruptionBudget, Workload
 
 
@@ -36,6 +45,120 @@ def owner(kind: str, name: str, uid: str) -> Owner | None:
     return Owner(kind=kind, name=name, uid=uid) if kind else None
 
 
+def _times(doc: msgspec.Struct, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    """Raise ValueError naming the first time field of ``doc`` that is not ISO 8601 with an offset."""
+    for name in (*required, *optional):
+        value = getattr(doc, name)
+        if value is None:
+            if name in required:
+                raise ValueError(f"{name} is required (a time), got null")
+            continue
+        try:
+            parse_time(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+
+
+def _one_of(name: str, value: str, allowed: list[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} is {value!r}; expected one of {allowed}")
+
+
+# --- podlife.timeline/v2 -----------------------------------------------------------------------------------
+class IntervalDoc(msgspec.Struct):
+    """``lanes[NAME][i]``."""
+
+    state: str
+    start: str
+    end: str | None
+    source: str
+    attrs: dict[str, Any] = {}
+    evidence: list[str] = []
+
+    def __post_init__(self) -> None:
+        _one_of("source", self.source, sorted(INTERVAL_SOURCES))
+        _times(self, ("start",), ("end",))
+
+
+class MarkerDoc(msgspec.Struct):
+    """``markers[i]``."""
+
+    at: str
+    kind: str
+    reason: str
+    message: str
+    attrs: dict[str, Any] = {}
+    evidence: list[str] = []
+
+    def __post_init__(self) -> None:
+        _one_of("kind", self.kind, sorted(MARKER_KINDS))
+        _times(self, ("at",))
+
+
+class FindingDoc(msgspec.Struct):
+    """``findings[i]``."""
+
+    kind: str
+    severity: str
+    message: str
+    start: str
+    end: str | None
+    evidence: list[str] = []
+    attrs: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            raise ValueError("kind must be a non-empty string")
+        _one_of("severity", self.severity, list(SEVERITIES))
+        _times(self, ("start",), ("end",))
+
+
+class PodDoc(msgspec.Struct):
+    """``pod``: identity (stable) and what the API last said of it."""
+
+    uid: str
+    namespace: str | None
+    name: str | None
+    node: str | None
+    static: bool = False
+    owner: dict[str, Any] | None = None  # as the pod's API object named its controller
+    created_at: str | None = None
+    deleted_at: str | None = None
+    phase: str | None = None
+    first_observed: str | None = None
+    last_observed: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.uid:
+            raise ValueError("uid must be a non-empty string")
+        _times(self, (), ("created_at", "deleted_at", "first_observed", "last_observed"))
+
+
+class TimelineDoc(msgspec.Struct):
+    """One pod's timeline, ``podlife.timeline/v2`` (a v1 document has the same keys)."""
+
+    schema: Literal["podlife.timeline/v2", "podlife.timeline/v1"]
+    cluster: str
+    pod: PodDoc
+    lanes: dict[str, list[IntervalDoc]]
+    markers: list[MarkerDoc]
+    findings: list[FindingDoc]
+    problems: list[str] = []
+
+
+assert TIMELINE_SCHEMA == "podlife.timeline/v2" and TIMELINE_SCHEMA_V1 == "podlife.timeline/v1"
+
+
+def decode_timeline(item: Any) -> TimelineDoc:
+    """A timeline document (parsed JSON) checked against the schema; ValueError naming the field
+    (``… - at `$.lanes[...][0].start```) when it does not fit."""
+    try:
+        return msgspec.convert(item, TimelineDoc)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
+
+
+# --- workloads and PDBs ------------------------------------------------------------------------------------
 class WorkloadSample(msgspec.Struct):
     """One status sample of a Deployment, ReplicaSet, StatefulSet, DaemonSet or Job."""
 

@@ -25,7 +25,7 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from timelines import store
+from timelines import serialize, store
 from timelines.derivation import drain
 from timelines.export import reads
 from timelines.export.bundle import SCHEMA, SCHEMA_FAMILY, SECTIONS, canonical_observation, derived_line
@@ -142,6 +142,15 @@ def parse(raw: bytes, *, what: str = "the file") -> dict[str, Any]:
         if not all(isinstance(item, dict) for item in data[section]):
             raise BundleError(f'{what}: every item of "{section}" must be a JSON object')
     _verify(data, what)
+    for i, item in enumerate(data["pods"]):
+        try:
+            serialize.decode_timeline(item)
+        except ValueError as exc:
+            uid = (item.get("pod") or {}).get("uid") if isinstance(item.get("pod"), dict) else None
+            raise BundleError(
+                f"{what}: pods[{i}]{f' ({str(uid)[:64]})' if uid else ''} is not a podlife.timeline "
+                f"document: {exc}"
+            ) from None
     return data
 
 
