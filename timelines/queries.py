@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -15,7 +15,7 @@ from django.utils import timezone
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
-from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity, format_time
+from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity
 from timelines.lifecycle.timeline import Marker as MarkerT
 from timelines.models import (
     Cluster,
@@ -291,22 +291,17 @@ def data_extent(
     return agg["first"], last
 
 
-def _iso(value: Any) -> Any:
-    """A time read as text (``CAST(col AS TEXT)``) → ISO 8601 with microseconds and an offset, as
-    ``format_time`` writes it. PostgreSQL (session time zone UTC, as Django sets it) gives
-    ``2024-06-07 06:54:41.1+00``; SQLite the UTC text Django stored (``2024-06-07 06:54:41.100000``)."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return format_time(value if value.tzinfo else value.replace(tzinfo=UTC))
-    text = value[:19].replace(" ", "T")
-    rest = value[19:]
-    if rest.endswith("+00"):
-        rest = rest[:-3]
-    elif rest.endswith("+00:00"):
-        rest = rest[:-6]
-    fraction = (rest[1:] + "000000")[:6] if rest.startswith(".") else "000000"
-    return f"{text}.{fraction}+00:00"
+def time_text_sql(column: str, vendor: str | None = None) -> str:
+    """SQL for a timestamp column (already quoted where it must be) as the text ``format_time`` writes
+    (``2024-06-07T06:54:41.100000+00:00``), made by the database: rows read as text need no parsing.
+    PostgreSQL formats it with ``to_char`` in UTC; SQLite holds Django's naive UTC text (microseconds only
+    when not zero), which is cut and padded. NULL stays NULL. ``vendor``: the database's (default: ours)."""
+    if (vendor or connection.vendor) == "postgresql":
+        return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+    return (
+        f"substr({column}, 1, 10) || 'T' || substr({column}, 12, 8) || '.' || "
+        f"substr(substr({column}, 21, 6) || '000000', 1, 6) || '+00:00'"
+    )
 
 
 def _ids(text: Any) -> Any:
@@ -384,7 +379,7 @@ def window_timelines(
         params.append("node:%")
     params.append(MAX_WINDOW_PODS * 20)
     interval_sql = (
-        f"SELECT pod_uid, lane, state, CAST(start AS TEXT), CAST({q('end')} AS TEXT), source, "
+        f"SELECT pod_uid, lane, state, {time_text_sql('start')}, {time_text_sql(q('end'))}, source, "
         f"CAST(evidence AS TEXT) FROM {q(Interval._meta.db_table)} WHERE cluster_id = %s AND {overlap}"
         f"{node_sql} AND (({pod_part}){node_part}) ORDER BY pod_uid, start, lane LIMIT %s"
     )
@@ -395,28 +390,28 @@ def window_timelines(
         cursor.execute(interval_sql, params)
         for uid, lane, state, s, e, source, evidence in cursor.fetchall():
             if uid is None:
-                node_lanes.setdefault(lane, []).append([state, _iso(s), _iso(e), source, _ids(evidence)])
+                node_lanes.setdefault(lane, []).append([state, s, e, source, _ids(evidence)])
                 continue
             r = rows.get(uid)
             if r is None:
                 r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
                 first_start[uid] = s
-            r["intervals"].append([lane, state, _iso(s), _iso(e), source, _ids(evidence)])
+            r["intervals"].append([lane, state, s, e, source, _ids(evidence)])
 
         params = [cluster.id, t0, t1]
         cursor.execute(
-            f"SELECT pod_uid, CAST(at AS TEXT), kind, reason, message, CAST(evidence AS TEXT) "
+            f"SELECT pod_uid, {time_text_sql('at')}, kind, reason, message, CAST(evidence AS TEXT) "
             f"FROM {q(Marker._meta.db_table)} WHERE cluster_id = %s AND at >= %s AND at < %s "
             f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY at",
             params,
         )
         for uid, at, kind, reason, message, evidence in cursor.fetchall():
             if uid in rows:
-                rows[uid]["markers"].append([_iso(at), kind, reason, message, _ids(evidence)])
+                rows[uid]["markers"].append([at, kind, reason, message, _ids(evidence)])
 
         params = [cluster.id, t1, t0]
         cursor.execute(
-            f"SELECT pod_uid, kind, severity, message, CAST(start AS TEXT), CAST({q('end')} AS TEXT), "
+            f"SELECT pod_uid, kind, severity, message, {time_text_sql('start')}, {time_text_sql(q('end'))}, "
             f"CAST(evidence AS TEXT) FROM {q(Finding._meta.db_table)} WHERE cluster_id = %s AND {overlap} "
             f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY start",
             params,
@@ -425,15 +420,15 @@ def window_timelines(
             if uid not in rows:
                 rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
                 first_start[uid] = s
-            rows[uid]["findings"].append([kind, severity, message, _iso(s), _iso(e), _ids(evidence)])
+            rows[uid]["findings"].append([kind, severity, message, s, e, _ids(evidence)])
 
         pods = []
         uids = list(rows)
         for i in range(0, len(uids), 900):  # SQLite caps bound parameters
             params = [cluster.id]
             cursor.execute(
-                f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, CAST(created_at AS TEXT), "
-                f"CAST(deleted_at AS TEXT) FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
+                f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, {time_text_sql('created_at')}, "
+                f"{time_text_sql('deleted_at')} FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
                 f"AND {in_list('uid', uids[i : i + 900], params)}",
                 params,
             )
@@ -446,8 +441,8 @@ def window_timelines(
                     owner_kind=okind,
                     owner_name=oname,
                     phase=phase,
-                    created_at=_iso(created),
-                    deleted_at=_iso(deleted),
+                    created_at=created,
+                    deleted_at=deleted,
                 )
                 pods.append(r)
     pods.sort(key=lambda r: (first_start[r["uid"]], r["namespace"], r["name"]))

@@ -47,7 +47,7 @@ class _IsoUtc(Func):
     parsing a quarter of a million timestamps into datetimes only to print them again is most of an
     export's time otherwise."""
 
-    template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+    template = queries.time_text_sql("%(expressions)s", "postgresql")
     output_field = TextField()
 
 
@@ -63,9 +63,6 @@ def json_text(field: str) -> Any:
 
 def _postgres() -> bool:
     return connection.vendor == "postgresql"
-
-
-_PG_ISO = _IsoUtc.template.replace("%(expressions)s", "{}")
 
 
 def _per_pod_rows(
@@ -103,7 +100,7 @@ def _per_pod_rows(
 
 
 def _pg_iso(column: str) -> str:
-    return _PG_ISO.format(f"t.{connection.ops.quote_name(column)}")
+    return queries.time_text_sql(f"t.{connection.ops.quote_name(column)}")
 
 
 def text(value: Any) -> str | None:
