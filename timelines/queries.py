@@ -548,6 +548,12 @@ def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") 
 selector_matches = cluster_objects.selector_matches
 
 
+def pdb_findings(pdb: PodDisruptionBudget, *, limit: int = 200) -> list[Finding]:
+    """The findings about a PDB (blocked drains; each may name the pod it blocked), newest first."""
+    qs = Finding.objects.filter(cluster_id=pdb.cluster_id, subject="pdb", attrs__pdb_uid=pdb.uid)
+    return list(qs.order_by("-start")[:limit])
+
+
 def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
     pods = Pod.objects.filter(cluster_id=pdb.cluster_id, namespace=pdb.namespace).order_by(
         "name", "-last_seen"
