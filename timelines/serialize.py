@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -38,6 +38,10 @@ class Owner(msgspec.Struct, frozen=True):
     kind: str
     name: str
     uid: str
+
+
+Time = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+"""A time as ``format_time`` writes it (the JSON schema says ``date-time``)."""
 
 
 def owner(kind: str, name: str, uid: str) -> Owner | None:
@@ -162,7 +166,7 @@ def decode_timeline(item: Any) -> TimelineDoc:
 class WorkloadSample(msgspec.Struct):
     """One status sample of a Deployment, ReplicaSet, StatefulSet, DaemonSet or Job."""
 
-    at: str
+    at: Time
     replicas: int | None
     current: int | None
     ready: int | None
@@ -173,7 +177,7 @@ class WorkloadSample(msgspec.Struct):
 class PdbSample(msgspec.Struct):
     """One status sample of a PodDisruptionBudget."""
 
-    at: str
+    at: Time
     disruptions_allowed: int
     current_healthy: int
     desired_healthy: int
@@ -193,8 +197,8 @@ class WorkloadDoc(msgspec.Struct):
     name: str
     owner: Owner | None
     selector: dict[str, Any]
-    created_at: str | None
-    deleted_at: str | None
+    created_at: Time | None
+    deleted_at: Time | None
 
 
 class WorkloadBundleDoc(WorkloadDoc):
@@ -213,8 +217,8 @@ class PdbDoc(msgspec.Struct):
     min_available: str | None
     max_unavailable: str | None
     unhealthy_pod_eviction_policy: str | None
-    created_at: str | None
-    deleted_at: str | None
+    created_at: Time | None
+    deleted_at: Time | None
 
 
 class PdbBundleDoc(PdbDoc):
@@ -318,14 +322,24 @@ def pdb_bundle_doc(
 class BlockedPeriod(msgspec.Struct):
     """A span in which a PDB allowed no disruption (``end`` null: still blocked)."""
 
-    start: str
-    end: str | None
+    start: Time
+    end: Time | None
     reason: str
 
 
 def blocked_period(row: Mapping[str, Any]) -> BlockedPeriod:
     """A row of ``queries.blocked_periods`` (times as datetimes)."""
     return BlockedPeriod(start=_time(row["start"]), end=format_time(row["end"]), reason=row["reason"])
+
+
+API_SCHEMAS = (WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
+
+
+def json_schemas(ref_template: str = "#/components/schemas/{name}") -> dict[str, Any]:
+    """JSON Schemas of the API's workload and PDB documents, generated from these Structs (the OpenAPI
+    document's components), so the published schema cannot drift from what is sent."""
+    _, components = msgspec.json.schema_components(API_SCHEMAS, ref_template=ref_template)
+    return components
 
 
 def default(value: Any) -> Any:

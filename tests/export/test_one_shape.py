@@ -84,3 +84,28 @@ def test_timeline_structs_describe_exactly_what_the_api_and_the_bundle_write(sou
             from_api
         )
         assert from_api["lanes"] == doc["lanes"] and from_api["findings"] == doc["findings"]
+
+
+def test_openapi_components_are_the_structs_the_api_sends(source_cluster: Cluster) -> None:
+    """GIVEN the served OpenAPI document WHEN its workload and PDB components are read
+    THEN each lists exactly the keys the endpoints send, in order, all required, times as date-time."""
+    client = Client()
+    client.force_login(User.objects.create_superuser("admin", "a@example.org", "pw"))
+    schemas = _api(client, "/openapi.json")["components"]["schemas"]
+    status = _api(client, "/clusters/src/workloads/shop/Deployment/web/status")
+    pdb = _api(client, "/clusters/src/pdbs/shop/web-pdb")
+    sent = {
+        "WorkloadDoc": status["workload"],
+        "WorkloadSample": status["samples"][0],
+        "PdbDoc": pdb["pdb"],
+        "PdbSample": pdb["samples"][0],
+        "BlockedPeriod": pdb["blocked"][0],
+    }
+    for name, doc in sent.items():
+        schema = schemas[name]
+        assert list(schema["properties"]) == list(doc) == schema["required"], name
+    assert schemas["PdbSample"]["properties"]["at"] == {"format": "date-time", "type": "string"}
+    paths = _api(client, "/openapi.json")["paths"]
+    pdb_detail = paths["/clusters/{cluster}/pdbs/{namespace}/{name}"]["get"]["responses"]["200"]
+    props = pdb_detail["content"]["application/json"]["schema"]["properties"]
+    assert props["blocked"]["items"] == {"$ref": "#/components/schemas/BlockedPeriod"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from timelines import serialize
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.models import Finding, Workload
 
@@ -262,7 +263,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "/clusters/{cluster}/workloads": _get(
             "Deployments, StatefulSets, DaemonSets and ReplicaSets",
             [CLUSTER, _param("namespace", "query", "Only this namespace.")],
-            _obj({"workloads": {"type": "array"}}),
+            _obj({"workloads": {"type": "array", "items": _ref("WorkloadDoc")}}),
         ),
         "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/timeline": _get(
             "Every pod of a workload (and of the ReplicaSets it owns) in a window",
@@ -272,22 +273,28 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/status": _get(
             "replicas / ready / updated / available over time",
             [CLUSTER, *workload],
-            _obj({"samples": {"type": "array"}}),
+            _obj(
+                {
+                    "workload": _ref("WorkloadDoc"),
+                    "owned": {"type": "array", "items": _ref("WorkloadDoc")},
+                    "samples": {"type": "array", "items": _ref("WorkloadSample")},
+                }
+            ),
         ),
         "/clusters/{cluster}/pdbs": _get(
             "PodDisruptionBudgets",
             [CLUSTER, _param("namespace", "query", "Only this namespace.")],
-            _obj({"pdbs": {"type": "array"}}),
+            _obj({"pdbs": {"type": "array", "items": _ref("PdbDoc")}}),
         ),
         "/clusters/{cluster}/pdbs/{namespace}/{name}": _get(
             "A PDB's status over time, blocked periods (disruptionsAllowed = 0) and the pods its selector covers",
             [CLUSTER, NAMESPACE, _param("name", "path", "PDB name.")],
             _obj(
                 {
-                    "pdb": {"type": "object"},
-                    "samples": {"type": "array"},
-                    "blocked": {"type": "array"},
-                    "covered_pods": {"type": "array"},
+                    "pdb": _ref("PdbDoc"),
+                    "samples": {"type": "array", "items": _ref("PdbSample")},
+                    "blocked": {"type": "array", "items": _ref("BlockedPeriod")},
+                    "covered_pods": {"type": "array", "items": _ref("Pod")},
                 }
             ),
         ),
@@ -317,7 +324,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "security": [{"bearer": []}, {"session": []}],
         "paths": paths,
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **serialize.json_schemas()},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
