@@ -29,7 +29,7 @@ import msgspec
 from timelines.lifecycle.timeline import INTERVAL_SOURCES, MARKER_KINDS, SEVERITIES, format_time, parse_time
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import SCHEMA_V1 as TIMELINE_SCHEMA_V1
-from timelines.models import PodDisruptionBudget, Workload
+from timelines.models import Pod, PodDisruptionBudget, Workload
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -73,8 +73,8 @@ class IntervalDoc(msgspec.Struct):
     """``lanes[NAME][i]``."""
 
     state: str
-    start: str
-    end: str | None
+    start: Time
+    end: Time | None
     source: str
     attrs: dict[str, Any] = {}
     evidence: list[str] = []
@@ -87,7 +87,7 @@ class IntervalDoc(msgspec.Struct):
 class MarkerDoc(msgspec.Struct):
     """``markers[i]``."""
 
-    at: str
+    at: Time
     kind: str
     reason: str
     message: str
@@ -105,8 +105,8 @@ class FindingDoc(msgspec.Struct):
     kind: str
     severity: str
     message: str
-    start: str
-    end: str | None
+    start: Time
+    end: Time | None
     evidence: list[str] = []
     attrs: dict[str, Any] = {}
 
@@ -126,11 +126,11 @@ class PodDoc(msgspec.Struct):
     node: str | None
     static: bool = False
     owner: dict[str, Any] | None = None  # as the pod's API object named its controller
-    created_at: str | None = None
-    deleted_at: str | None = None
+    created_at: Time | None = None
+    deleted_at: Time | None = None
     phase: str | None = None
-    first_observed: str | None = None
-    last_observed: str | None = None
+    first_observed: Time | None = None
+    last_observed: Time | None = None
 
     def __post_init__(self) -> None:
         if not self.uid:
@@ -151,6 +151,25 @@ class TimelineDoc(msgspec.Struct):
 
 
 assert TIMELINE_SCHEMA == "podlife.timeline/v2" and TIMELINE_SCHEMA_V1 == "podlife.timeline/v1"
+
+
+def pod_doc(pod: Pod) -> PodDoc:
+    """A pod row's identity, as ``PodTimeline.to_json`` writes ``pod`` (the bundle's bulk reads use it)."""
+    return PodDoc(
+        uid=pod.uid,
+        namespace=pod.namespace or None,
+        name=pod.name or None,
+        node=pod.node or None,
+        static=pod.static,
+        owner={"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid}
+        if pod.owner_kind
+        else None,
+        created_at=format_time(pod.created_at),
+        deleted_at=format_time(pod.deleted_at),
+        phase=pod.phase or None,
+        first_observed=format_time(pod.first_seen),
+        last_observed=format_time(pod.last_seen),
+    )
 
 
 def decode_timeline(item: Any) -> TimelineDoc:

@@ -149,23 +149,6 @@ def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evi
     }
 
 
-def pod_identity(cluster: Cluster, pod: Pod) -> dict[str, Any]:
-    owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
-    return {
-        "uid": pod.uid,
-        "namespace": pod.namespace or None,
-        "name": pod.name or None,
-        "node": pod.node or None,
-        "static": pod.static,
-        "owner": owner,
-        "created_at": format_time(pod.created_at),
-        "deleted_at": format_time(pod.deleted_at),
-        "phase": pod.phase or None,
-        "first_observed": format_time(pod.first_seen),
-        "last_observed": format_time(pod.last_seen),
-    }
-
-
 def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, dict[str, Any]]]:
     """``(pod, timeline/v2 dict)`` for each of ``pods``, in order, reading ``CHUNK`` pods per query."""
     for chunk in chunks(pods):
@@ -205,7 +188,7 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                 {
                     "schema": TIMELINE_SCHEMA,
                     "cluster": cluster.name,
-                    "pod": pod_identity(cluster, pod),
+                    "pod": serialize.to_builtins(serialize.pod_doc(pod)),
                     "lanes": {k: pod_lanes[k] for k in sorted(pod_lanes, key=_lane_order)},
                     "markers": markers[pod.uid],
                     "findings": findings[pod.uid],
