@@ -44,6 +44,21 @@ Time = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 """A time as ``format_time`` writes it (the JSON schema says ``date-time``)."""
 
 
+# Strings limited to a set: the JSON schema lists it; ``__post_init__`` checks it with a message naming it.
+Source = Annotated[
+    str,
+    msgspec.Meta(
+        extra_json_schema={
+            "enum": sorted(INTERVAL_SOURCES),
+            "description": "observed: from the kubelet's own pod-worker lines or spans, or the API; kubelet: "
+            "inferred from V0-V3 kubelet lines; inferred: from the API's view.",
+        }
+    ),
+]
+MarkerKind = Annotated[str, msgspec.Meta(extra_json_schema={"enum": sorted(MARKER_KINDS)})]
+SeverityName = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(SEVERITIES)})]
+
+
 def owner(kind: str, name: str, uid: str) -> Owner | None:
     """The owner reference of a row's ``owner_*`` columns; None when it has no controller owner."""
     return Owner(kind=kind, name=name, uid=uid) if kind else None
@@ -75,7 +90,7 @@ class IntervalDoc(msgspec.Struct):
     state: str
     start: Time
     end: Time | None
-    source: str
+    source: Source
     attrs: dict[str, Any] = {}
     evidence: list[str] = []
 
@@ -88,7 +103,7 @@ class MarkerDoc(msgspec.Struct):
     """``markers[i]``."""
 
     at: Time
-    kind: str
+    kind: MarkerKind
     reason: str
     message: str
     attrs: dict[str, Any] = {}
@@ -103,7 +118,7 @@ class FindingDoc(msgspec.Struct):
     """``findings[i]``."""
 
     kind: str
-    severity: str
+    severity: SeverityName
     message: str
     start: Time
     end: Time | None
@@ -351,11 +366,11 @@ def blocked_period(row: Mapping[str, Any]) -> BlockedPeriod:
     return BlockedPeriod(start=_time(row["start"]), end=format_time(row["end"]), reason=row["reason"])
 
 
-API_SCHEMAS = (WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
+API_SCHEMAS = (TimelineDoc, WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
 
 
 def json_schemas(ref_template: str = "#/components/schemas/{name}") -> dict[str, Any]:
-    """JSON Schemas of the API's workload and PDB documents, generated from these Structs (the OpenAPI
+    """JSON Schemas of the API's timeline, workload and PDB documents, generated from these Structs (the OpenAPI
     document's components), so the published schema cannot drift from what is sent."""
     _, components = msgspec.json.schema_components(API_SCHEMAS, ref_template=ref_template)
     return components

@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.export.conftest import uid_for
 from tests.export.helpers import export_json
 from timelines import serialize
 from timelines.models import Cluster
@@ -105,7 +106,16 @@ def test_openapi_components_are_the_structs_the_api_sends(source_cluster: Cluste
         schema = schemas[name]
         assert list(schema["properties"]) == list(doc) == schema["required"], name
     assert schemas["PdbSample"]["properties"]["at"] == {"format": "date-time", "type": "string"}
+    # The timeline: the pod endpoint's response is the TimelineDoc component, its stable keys required.
+    timeline = _api(client, f"/clusters/src/pods/{uid_for('web-a')}/timeline")
+    assert list(schemas["TimelineDoc"]["properties"]) == list(timeline)
+    assert schemas["TimelineDoc"]["required"] == ["schema", "cluster", "pod", "lanes", "markers", "findings"]
+    interval = schemas["IntervalDoc"]["properties"]
+    assert list(interval) == list(timeline["lanes"]["worker"][0])
+    assert interval["source"]["enum"] == ["inferred", "kubelet", "observed"]
     paths = _api(client, "/openapi.json")["paths"]
+    pod_ok = paths["/clusters/{cluster}/pods/{uid}/timeline"]["get"]["responses"]["200"]
+    assert pod_ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/TimelineDoc"}
     pdb_detail = paths["/clusters/{cluster}/pdbs/{namespace}/{name}"]["get"]["responses"]["200"]
     props = pdb_detail["content"]["application/json"]["schema"]["properties"]
     assert props["blocked"]["items"] == {"$ref": "#/components/schemas/BlockedPeriod"}

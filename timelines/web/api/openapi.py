@@ -111,32 +111,6 @@ SCHEMAS: dict[str, Any] = {
             "last_seen": TIME_OR_NULL,
         }
     ),
-    "Interval": _obj(
-        {
-            "state": {"type": "string"},
-            "start": TIME,
-            "end": TIME_OR_NULL,
-            "source": {
-                "enum": ["observed", "kubelet", "inferred"],
-                "description": "observed: from the kubelet's own pod-worker lines or spans, or the API; "
-                "kubelet: inferred from V0-V3 kubelet lines; inferred: from the API's view.",
-            },
-            "attrs": {"type": "object"},
-            "evidence": {"type": "array", "items": {"type": "string"}, "description": "Observation ids."},
-        }
-    ),
-    "PodTimeline": _obj(
-        {
-            "schema": {"const": TIMELINE_SCHEMA},
-            "cluster": {"type": "string"},
-            "pod": {"type": "object"},
-            "lanes": {"type": "object", "additionalProperties": {"type": "array", "items": _ref("Interval")}},
-            "markers": {"type": "array", "items": {"type": "object"}},
-            "findings": {"type": "array", "items": {"type": "object"}},
-            "problems": {"type": "array", "items": {"type": "string"}},
-        },
-        ["schema", "cluster", "pod", "lanes", "markers", "findings"],
-    ),
     "Window": _obj(
         {
             "schema": {"const": "podlife.window/v1"},
@@ -230,7 +204,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _obj({"pods": {"type": "array", "items": _ref("Pod")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/timeline": _get(
-            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("PodTimeline")
+            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("TimelineDoc")
         ),
         "/clusters/{cluster}/pods/{uid}/observations": _get(
             "The raw observations of a pod (the evidence ids of intervals, markers and findings)",
