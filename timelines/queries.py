@@ -586,13 +586,34 @@ def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = N
     return out
 
 
+def overlapping(since: datetime, until: datetime) -> Q:
+    """Rows (intervals, findings) that overlap ``[since, until)``: begun before its end, not ended before it."""
+    return Q(start__lt=until) & (Q(end__isnull=True) | Q(end__gte=since))
+
+
+def side_intervals(
+    cluster_id: int,
+    *,
+    node: str | None = None,
+    pdb_uid: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[Interval]:
+    """The derived intervals that belong to no pod: a node's own lanes (``node:*``) or a PDB's
+    (``pdb:NAME``), optionally only those overlapping ``[since, until)``; by lane, then time."""
+    qs = Interval.objects.filter(cluster_id=cluster_id, pod_uid__isnull=True)
+    if node is not None:
+        qs = qs.filter(node=node, lane__startswith="node:")
+    if pdb_uid is not None:
+        qs = qs.filter(attrs__pdb_uid=pdb_uid)
+    if since is not None and until is not None:
+        qs = qs.filter(overlapping(since, until))
+    return qs.order_by("lane", "start", "id")
+
+
 def pdb_lane(pdb: PodDisruptionBudget) -> list[Interval]:
     """The derived ``pdb:NAME`` intervals when the lifecycle core made them."""
-    return list(
-        Interval.objects.filter(
-            cluster_id=pdb.cluster_id, pod_uid__isnull=True, attrs__pdb_uid=pdb.uid
-        ).order_by("start")
-    )
+    return list(side_intervals(pdb.cluster_id, pdb_uid=pdb.uid))
 
 
 def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[Observation]:

@@ -418,10 +418,6 @@ def observations_by_ids(cluster: Cluster, ids: Sequence[int]) -> Iterator[dict[s
 
 
 # --- nodes, PDBs, workloads, findings ----------------------------------------------------------------------
-def _overlap(since: datetime, until: datetime) -> Q:
-    return Q(start__lt=until) & (Q(end__isnull=True) | Q(end__gte=since))
-
-
 def _kept(evidence: Iterable[int], included: set[int], dropped: list[int]) -> list[int]:
     out = []
     for i in evidence or ():
@@ -438,13 +434,9 @@ def node_json(
     """A node's own lanes (``node:*``) overlapping the window; evidence cut to what the bundle carries."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in (
-        Interval.objects.filter(
-            _overlap(since, until), cluster=cluster, pod_uid=None, node=node.name, lane__startswith="node:"
-        )
-        .order_by("lane", "start", "id")
-        .values_list("lane", "state", "start", "end", "source", "attrs", "evidence")
-    ):
+    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
+        cluster.id, node=node.name, since=since, until=until
+    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
         lanes.setdefault(lane, []).append(
             interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
         )
@@ -473,11 +465,9 @@ def pdb_json(
     what the bundle carries; its status samples in the window and the one before."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in (
-        Interval.objects.filter(_overlap(since, until), cluster=cluster, pod_uid=None, attrs__pdb_uid=pdb.uid)
-        .order_by("lane", "start", "id")
-        .values_list("lane", "state", "start", "end", "source", "attrs", "evidence")
-    ):
+    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
+        cluster.id, pdb_uid=pdb.uid, since=since, until=until
+    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
         lanes.setdefault(lane, []).append(
             interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
         )
@@ -586,7 +576,9 @@ def findings(
         for uid in pdb_uids:
             q |= Q(attrs__pdb_uid=uid)
         for row in (
-            Finding.objects.filter(_overlap(since, until), q, cluster=cluster, subject="pdb", pod_uid=None)
+            Finding.objects.filter(
+                queries.overlapping(since, until), q, cluster=cluster, subject="pdb", pod_uid=None
+            )
             .order_by("start", "kind", "id")
             .values_list(*fields)
         ):
