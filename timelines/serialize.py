@@ -29,7 +29,7 @@ import msgspec
 from timelines.lifecycle.timeline import INTERVAL_SOURCES, MARKER_KINDS, SEVERITIES, format_time, parse_time
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import SCHEMA_V1 as TIMELINE_SCHEMA_V1
-from timelines.models import Pod, PodDisruptionBudget, Workload
+from timelines.models import Finding, Pod, PodDisruptionBudget, Workload
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -366,7 +366,45 @@ def blocked_period(row: Mapping[str, Any]) -> BlockedPeriod:
     return BlockedPeriod(start=_time(row["start"]), end=format_time(row["end"]), reason=row["reason"])
 
 
-API_SCHEMAS = (TimelineDoc, WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
+class FindingRowDoc(msgspec.Struct):
+    """A stored finding as ``/api/v1/findings`` lists it (evidence: observation ids)."""
+
+    id: int
+    cluster: str
+    subject: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["pod", "pdb", "node"]})]
+    subject_name: str
+    pod_uid: str | None
+    namespace: str
+    node: str
+    kind: str
+    severity: SeverityName
+    message: str
+    start: Time
+    end: Time | None
+    evidence: list[int]
+    attrs: dict[str, Any]
+
+
+def finding_row_doc(f: Finding, cluster: str) -> FindingRowDoc:
+    return FindingRowDoc(
+        id=f.id,
+        cluster=cluster,
+        subject=f.subject,
+        subject_name=f.subject_name,
+        pod_uid=f.pod_uid,
+        namespace=f.namespace,
+        node=f.node,
+        kind=f.kind,
+        severity=f.severity,
+        message=f.message,
+        start=_time(f.start),
+        end=format_time(f.end),
+        evidence=list(f.evidence or ()),
+        attrs=dict(f.attrs or {}),
+    )
+
+
+API_SCHEMAS = (TimelineDoc, FindingRowDoc, WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
 
 
 def json_schemas(ref_template: str = "#/components/schemas/{name}") -> dict[str, Any]:

@@ -113,6 +113,10 @@ def test_openapi_components_are_the_structs_the_api_sends(source_cluster: Cluste
     interval = schemas["IntervalDoc"]["properties"]
     assert list(interval) == list(timeline["lanes"]["worker"][0])
     assert interval["source"]["enum"] == ["inferred", "kubelet", "observed"]
+    findings = _api(client, "/findings?cluster=src")["findings"]
+    assert findings and all(list(f) == list(schemas["FindingRowDoc"]["properties"]) for f in findings)
+    assert all(TIME.match(f["start"]) and isinstance(f["id"], int) for f in findings)
+    assert all(e.isdigit() for f in findings for e in map(str, f["evidence"]))
     paths = _api(client, "/openapi.json")["paths"]
     pod_ok = paths["/clusters/{cluster}/pods/{uid}/timeline"]["get"]["responses"]["200"]
     assert pod_ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/TimelineDoc"}

@@ -153,23 +153,6 @@ SCHEMAS: dict[str, Any] = {
             },
         }
     ),
-    "Finding": _obj(
-        {
-            "id": {"type": "integer"},
-            "cluster": {"type": "string"},
-            "subject": {"enum": ["pod", "pdb", "node"]},
-            "subject_name": {"type": "string"},
-            "pod_uid": {"type": ["string", "null"]},
-            "namespace": {"type": "string"},
-            "node": {"type": "string"},
-            "kind": {"type": "string"},
-            "severity": {"enum": list(Finding.Severity.values)},
-            "message": {"type": "string"},
-            "start": TIME,
-            "end": TIME_OR_NULL,
-            "evidence": {"type": "array", "items": {"type": "integer"}},
-        }
-    ),
 }
 
 
@@ -283,7 +266,9 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 _param("to", "query", "Findings that started before this time.", TIME),
                 _param("limit", "query", "1-5000, default 500.", {"type": "integer"}),
             ],
-            _obj({"total": {"type": "integer"}, "findings": {"type": "array", "items": _ref("Finding")}}),
+            _obj(
+                {"total": {"type": "integer"}, "findings": {"type": "array", "items": _ref("FindingRowDoc")}}
+            ),
         ),
     }
     error = {"content": {"application/json": {"schema": _ref("Error")}}}

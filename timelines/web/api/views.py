@@ -457,23 +457,8 @@ def pdb_detail(request: HttpRequest, access: Access, cluster: str, namespace: st
     }
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    return {
-        "id": f.id,
-        "cluster": f.cluster.name,
-        "subject": f.subject,
-        "subject_name": f.subject_name,
-        "pod_uid": f.pod_uid,
-        "namespace": f.namespace,
-        "node": f.node,
-        "kind": f.kind,
-        "severity": f.severity,
-        "message": f.message,
-        "start": f.start,
-        "end": f.end,
-        "evidence": f.evidence,
-        "attrs": f.attrs,
-    }
+def finding_json(f: Finding) -> serialize.FindingRowDoc:
+    return serialize.finding_row_doc(f, f.cluster.name)
 
 
 @api_view
