@@ -29,7 +29,7 @@ import msgspec
 from timelines.lifecycle.timeline import INTERVAL_SOURCES, MARKER_KINDS, SEVERITIES, format_time, parse_time
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import SCHEMA_V1 as TIMELINE_SCHEMA_V1
-from timelines.models import Finding, Pod, PodDisruptionBudget, Workload
+from timelines.models import Finding, Observation, Pod, PodDisruptionBudget, Workload
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -404,7 +404,77 @@ def finding_row_doc(f: Finding, cluster: str) -> FindingRowDoc:
     )
 
 
-API_SCHEMAS = (TimelineDoc, FindingRowDoc, WorkloadDoc, WorkloadSample, PdbDoc, PdbSample, BlockedPeriod)
+class PodRowDoc(msgspec.Struct):
+    """A pod as the API lists it (search results, a PDB's covered pods)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    owner: Owner | None
+    phase: str
+    static: bool
+    created_at: Time | None
+    deleted_at: Time | None
+    last_seen: Time | None
+
+
+def pod_row_doc(p: Pod) -> PodRowDoc:
+    return PodRowDoc(
+        uid=p.uid,
+        namespace=p.namespace,
+        name=p.name,
+        node=p.node,
+        owner=owner(p.owner_kind, p.owner_name, p.owner_uid),
+        phase=p.phase,
+        static=p.static,
+        created_at=format_time(p.created_at),
+        deleted_at=format_time(p.deleted_at),
+        last_seen=format_time(p.last_seen),
+    )
+
+
+class ObservationDoc(msgspec.Struct):
+    """A stored observation as the API returns it (the raw evidence behind a timeline)."""
+
+    id: int
+    kind: str
+    source: str
+    observed_at: Time
+    received_at: Time
+    dedupe_key: str
+    node: str
+    namespace: str
+    name: str
+    payload: Any
+
+
+def observation_doc(o: Observation) -> ObservationDoc:
+    return ObservationDoc(
+        id=o.id,
+        kind=o.kind,
+        source=o.source,
+        observed_at=_time(o.observed_at),
+        received_at=_time(o.received_at),
+        dedupe_key=o.dedupe_key,
+        node=o.node,
+        namespace=o.namespace,
+        name=o.name,
+        payload=o.payload,
+    )
+
+
+API_SCHEMAS = (
+    TimelineDoc,
+    FindingRowDoc,
+    PodRowDoc,
+    ObservationDoc,
+    WorkloadDoc,
+    WorkloadSample,
+    PdbDoc,
+    PdbSample,
+    BlockedPeriod,
+)
 
 
 def json_schemas(ref_template: str = "#/components/schemas/{name}") -> dict[str, Any]:

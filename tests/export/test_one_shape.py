@@ -117,6 +117,13 @@ def test_openapi_components_are_the_structs_the_api_sends(source_cluster: Cluste
     assert findings and all(list(f) == list(schemas["FindingRowDoc"]["properties"]) for f in findings)
     assert all(TIME.match(f["start"]) and isinstance(f["id"], int) for f in findings)
     assert all(e.isdigit() for f in findings for e in map(str, f["evidence"]))
+    covered = pdb["covered_pods"]
+    assert covered and all(list(p) == list(schemas["PodRowDoc"]["properties"]) for p in covered)
+    observations = _api(client, f"/clusters/src/pods/{uid_for('web-a')}/observations")["observations"]
+    assert observations and all(
+        list(o) == list(schemas["ObservationDoc"]["properties"]) for o in observations
+    )
+    assert all(TIME.match(o["observed_at"]) and TIME.match(o["received_at"]) for o in observations)
     paths = _api(client, "/openapi.json")["paths"]
     pod_ok = paths["/clusters/{cluster}/pods/{uid}/timeline"]["get"]["responses"]["200"]
     assert pod_ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/TimelineDoc"}

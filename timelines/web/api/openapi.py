@@ -97,20 +97,6 @@ SCHEMAS: dict[str, Any] = {
         },
         ["error"],
     ),
-    "Pod": _obj(
-        {
-            "uid": {"type": "string"},
-            "namespace": {"type": "string"},
-            "name": {"type": "string"},
-            "node": {"type": "string"},
-            "owner": {"type": ["object", "null"]},
-            "phase": {"type": "string"},
-            "static": {"type": "boolean"},
-            "created_at": TIME_OR_NULL,
-            "deleted_at": TIME_OR_NULL,
-            "last_seen": TIME_OR_NULL,
-        }
-    ),
     "Window": _obj(
         {
             "schema": {"const": "podlife.window/v1"},
@@ -184,7 +170,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 _param("q", "query", "Search text.", required=True),
                 _param("limit", "query", "1-1000, default 100.", {"type": "integer"}),
             ],
-            _obj({"pods": {"type": "array", "items": _ref("Pod")}}),
+            _obj({"pods": {"type": "array", "items": _ref("PodRowDoc")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/timeline": _get(
             f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("TimelineDoc")
@@ -197,7 +183,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 _param("ids", "query", "Comma-separated observation ids; default all."),
                 _param("limit", "query", "1-20000, default 5000.", {"type": "integer"}),
             ],
-            _obj({"observations": {"type": "array"}}),
+            _obj({"observations": {"type": "array", "items": _ref("ObservationDoc")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/diff": _get(
             "What changed between two observations of a pod",
@@ -251,7 +237,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                     "pdb": _ref("PdbDoc"),
                     "samples": {"type": "array", "items": _ref("PdbSample")},
                     "blocked": {"type": "array", "items": _ref("BlockedPeriod")},
-                    "covered_pods": {"type": "array", "items": _ref("Pod")},
+                    "covered_pods": {"type": "array", "items": _ref("PodRowDoc")},
                 }
             ),
         ),

@@ -223,19 +223,8 @@ def namespaces(request: HttpRequest, access: Access, cluster: str) -> Any:
     return {"cluster": c.name, "namespaces": queries.namespace_summaries(c, access.namespace_filter(c))}
 
 
-def pod_json(p: Any) -> dict[str, Any]:
-    return {
-        "uid": p.uid,
-        "namespace": p.namespace,
-        "name": p.name,
-        "node": p.node,
-        "owner": {"kind": p.owner_kind, "name": p.owner_name, "uid": p.owner_uid} if p.owner_kind else None,
-        "phase": p.phase,
-        "static": p.static,
-        "created_at": p.created_at,
-        "deleted_at": p.deleted_at,
-        "last_seen": p.last_seen,
-    }
+def pod_json(p: Any) -> serialize.PodRowDoc:
+    return serialize.pod_row_doc(p)
 
 
 @api_view
@@ -282,19 +271,8 @@ def pod_observations(request: HttpRequest, access: Access, cluster: str, uid: st
     return {"cluster": c.name, "pod_uid": pod.uid, "observations": [observation_json(o) for o in rows]}
 
 
-def observation_json(o: Any) -> dict[str, Any]:
-    return {
-        "id": o.id,
-        "kind": o.kind,
-        "source": o.source,
-        "observed_at": o.observed_at,
-        "received_at": o.received_at,
-        "dedupe_key": o.dedupe_key,
-        "node": o.node,
-        "namespace": o.namespace,
-        "name": o.name,
-        "payload": o.payload,
-    }
+def observation_json(o: Any) -> serialize.ObservationDoc:
+    return serialize.observation_doc(o)
 
 
 @api_view
