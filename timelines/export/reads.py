@@ -188,7 +188,7 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                 {
                     "schema": TIMELINE_SCHEMA,
                     "cluster": cluster.name,
-                    "pod": serialize.to_builtins(serialize.pod_doc(pod)),
+                    "pod": serialize.pod_identity(pod),
                     "lanes": {k: pod_lanes[k] for k in sorted(pod_lanes, key=_lane_order)},
                     "markers": markers[pod.uid],
                     "findings": findings[pod.uid],
