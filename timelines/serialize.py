@@ -1,6 +1,7 @@
 """The one place timeline, workload and PDB documents get their JSON shape (msgspec Structs).
 
-``TimelineDoc`` and its parts declare ``podlife.timeline/v2`` (docs/timeline-schema.md): the stable keys are
+``TimelineDoc`` and its parts (defined in the pure ``timelines/lifecycle/schema.py``, where
+``PodTimeline.from_json`` reads through them too) declare ``podlife.timeline/v2`` (docs/timeline-schema.md): the stable keys are
 required, the others have defaults, keys it does not know are ignored (the schema's stability rule), and
 every time is checked to be ISO 8601 with an offset. ``decode_timeline`` is how an imported bundle's pod
 timelines are read: a malformed one is refused with the path of the field that is wrong. The producers
@@ -22,13 +23,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
-from timelines.lifecycle.timeline import INTERVAL_SOURCES, MARKER_KINDS, SEVERITIES, format_time, parse_time
-from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
-from timelines.lifecycle.timeline import SCHEMA_V1 as TIMELINE_SCHEMA_V1
+from timelines.lifecycle.schema import (
+    FindingDoc,
+    IntervalDoc,
+    MarkerDoc,
+    PodDoc,
+    SeverityName,
+    Time,
+    TimelineDoc,
+    decode_timeline,
+)
+from timelines.lifecycle.timeline import format_time
 from timelines.models import Finding, Observation, Pod, PodDisruptionBudget, Workload
 
 
@@ -40,132 +49,9 @@ class Owner(msgspec.Struct, frozen=True):
     uid: str
 
 
-Time = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
-"""A time as ``format_time`` writes it (the JSON schema says ``date-time``)."""
-
-
-# Strings limited to a set: the JSON schema lists it; ``__post_init__`` checks it with a message naming it.
-Source = Annotated[
-    str,
-    msgspec.Meta(
-        extra_json_schema={
-            "enum": sorted(INTERVAL_SOURCES),
-            "description": "observed: from the kubelet's own pod-worker lines or spans, or the API; kubelet: "
-            "inferred from V0-V3 kubelet lines; inferred: from the API's view.",
-        }
-    ),
-]
-MarkerKind = Annotated[str, msgspec.Meta(extra_json_schema={"enum": sorted(MARKER_KINDS)})]
-SeverityName = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(SEVERITIES)})]
-
-
 def owner(kind: str, name: str, uid: str) -> Owner | None:
     """The owner reference of a row's ``owner_*`` columns; None when it has no controller owner."""
     return Owner(kind=kind, name=name, uid=uid) if kind else None
-
-
-def _times(doc: msgspec.Struct, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
-    """Raise ValueError naming the first time field of ``doc`` that is not ISO 8601 with an offset."""
-    for name in (*required, *optional):
-        value = getattr(doc, name)
-        if value is None:
-            if name in required:
-                raise ValueError(f"{name} is required (a time), got null")
-            continue
-        try:
-            parse_time(value)
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
-
-
-def _one_of(name: str, value: str, allowed: list[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} is {value!r}; expected one of {allowed}")
-
-
-# --- podlife.timeline/v2 -----------------------------------------------------------------------------------
-class IntervalDoc(msgspec.Struct):
-    """``lanes[NAME][i]``."""
-
-    state: str
-    start: Time
-    end: Time | None
-    source: Source
-    attrs: dict[str, Any] = {}
-    evidence: list[str] = []
-
-    def __post_init__(self) -> None:
-        _one_of("source", self.source, sorted(INTERVAL_SOURCES))
-        _times(self, ("start",), ("end",))
-
-
-class MarkerDoc(msgspec.Struct):
-    """``markers[i]``."""
-
-    at: Time
-    kind: MarkerKind
-    reason: str
-    message: str
-    attrs: dict[str, Any] = {}
-    evidence: list[str] = []
-
-    def __post_init__(self) -> None:
-        _one_of("kind", self.kind, sorted(MARKER_KINDS))
-        _times(self, ("at",))
-
-
-class FindingDoc(msgspec.Struct):
-    """``findings[i]``."""
-
-    kind: str
-    severity: SeverityName
-    message: str
-    start: Time
-    end: Time | None
-    evidence: list[str] = []
-    attrs: dict[str, Any] = {}
-
-    def __post_init__(self) -> None:
-        if not self.kind:
-            raise ValueError("kind must be a non-empty string")
-        _one_of("severity", self.severity, list(SEVERITIES))
-        _times(self, ("start",), ("end",))
-
-
-class PodDoc(msgspec.Struct):
-    """``pod``: identity (stable) and what the API last said of it."""
-
-    uid: str
-    namespace: str | None
-    name: str | None
-    node: str | None
-    static: bool = False
-    owner: dict[str, Any] | None = None  # as the pod's API object named its controller
-    created_at: Time | None = None
-    deleted_at: Time | None = None
-    phase: str | None = None
-    first_observed: Time | None = None
-    last_observed: Time | None = None
-
-    def __post_init__(self) -> None:
-        if not self.uid:
-            raise ValueError("uid must be a non-empty string")
-        _times(self, (), ("created_at", "deleted_at", "first_observed", "last_observed"))
-
-
-class TimelineDoc(msgspec.Struct):
-    """One pod's timeline, ``podlife.timeline/v2`` (a v1 document has the same keys)."""
-
-    schema: Literal["podlife.timeline/v2", "podlife.timeline/v1"]
-    cluster: str
-    pod: PodDoc
-    lanes: dict[str, list[IntervalDoc]]
-    markers: list[MarkerDoc]
-    findings: list[FindingDoc]
-    problems: list[str] = []
-
-
-assert TIMELINE_SCHEMA == "podlife.timeline/v2" and TIMELINE_SCHEMA_V1 == "podlife.timeline/v1"
 
 
 def pod_doc(pod: Pod) -> PodDoc:
@@ -191,15 +77,6 @@ def pod_identity(pod: Pod) -> dict[str, Any]:
     """``pod_doc`` as a dict, for the bundle's bulk reads (its fields are plain values: a shallow copy is
     the whole conversion, about half the cost of ``to_builtins`` per pod)."""
     return msgspec.structs.asdict(pod_doc(pod))
-
-
-def decode_timeline(item: Any) -> TimelineDoc:
-    """A timeline document (parsed JSON) checked against the schema; ValueError naming the field
-    (``… - at `$.lanes[...][0].start```) when it does not fit."""
-    try:
-        return msgspec.convert(item, TimelineDoc)
-    except msgspec.ValidationError as exc:
-        raise ValueError(str(exc)) from None
 
 
 # --- workloads and PDBs ------------------------------------------------------------------------------------
@@ -502,3 +379,13 @@ def to_builtins(doc: msgspec.Struct) -> dict[str, Any]:
     out = msgspec.to_builtins(doc)
     assert isinstance(out, dict)
     return out
+
+
+__all__ = [
+    "FindingDoc",
+    "IntervalDoc",
+    "MarkerDoc",
+    "PodDoc",
+    "TimelineDoc",
+    "decode_timeline",
+]

@@ -219,7 +219,7 @@ MALFORMED = {
     "bad_time": (
         _break_start,
         r"pods\[1\] \(.+\) is not a podlife.timeline document: start: time 'yesterday' "
-        r"is not ISO 8601.* - at `\$.lanes\[...\]\[0\]`",
+        r"is not ISO 8601.* - at `\$.lanes\['worker'\]\[0\]`",
     ),
     "no_pod": (
         _drop_pod,
@@ -228,7 +228,7 @@ MALFORMED = {
     "bad_source": (
         _bad_source,
         r"pods\[0\] \(.+\) .*source is 'guessed'; expected one of \['inferred', 'kubelet', 'observed'\] "
-        r"- at `\$.lanes\[...\]\[0\]`",
+        r"- at `\$.lanes\['worker'\]\[0\]`",
     ),
     "bad_severity": (
         _bad_severity,
