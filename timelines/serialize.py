@@ -175,30 +175,13 @@ def _time(value: datetime) -> str:
 
 
 def workload_sample(row: Mapping[str, Any]) -> WorkloadSample:
-    """A sample row of ``queries.workload_samples`` (times as datetimes)."""
-    return WorkloadSample(
-        at=_time(row["at"]),
-        replicas=row["replicas"],
-        current=row["current"],
-        ready=row["ready"],
-        updated=row["updated"],
-        available=row["available"],
-    )
+    """A sample row of ``queries.workload_samples`` (``at`` and ``WORKLOAD_SAMPLE_FIELDS``, times as datetimes)."""
+    return WorkloadSample(**{**row, "at": _time(row["at"])})
 
 
 def pdb_sample(row: Mapping[str, Any]) -> PdbSample:
-    """A sample row of ``queries.pdb_samples`` (times as datetimes)."""
-    return PdbSample(
-        at=_time(row["at"]),
-        disruptions_allowed=row["disruptions_allowed"],
-        current_healthy=row["current_healthy"],
-        desired_healthy=row["desired_healthy"],
-        expected_pods=row["expected_pods"],
-        observed_generation=row["observed_generation"],
-        reason=row["reason"],
-        disrupted_pods=row["disrupted_pods"],
-        conditions=row["conditions"],
-    )
+    """A sample row of ``queries.pdb_samples`` (``at`` and ``PDB_SAMPLE_FIELDS``, times as datetimes)."""
+    return PdbSample(**{**row, "at": _time(row["at"])})
 
 
 def _pdb_fields(p: PodDisruptionBudget) -> dict[str, Any]:
