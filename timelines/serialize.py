@@ -35,6 +35,7 @@ from timelines.lifecycle.schema import (
     SeverityName,
     Time,
     TimelineDoc,
+    check_times,
     decode_timeline,
 )
 from timelines.lifecycle.timeline import format_time
@@ -90,6 +91,9 @@ class WorkloadSample(msgspec.Struct):
     updated: int | None
     available: int | None
 
+    def __post_init__(self) -> None:
+        check_times(self, ("at",), ())
+
 
 class PdbSample(msgspec.Struct):
     """One status sample of a PodDisruptionBudget."""
@@ -104,6 +108,9 @@ class PdbSample(msgspec.Struct):
     disrupted_pods: dict[str, Any]
     conditions: list[Any]
 
+    def __post_init__(self) -> None:
+        check_times(self, ("at",), ())
+
 
 class WorkloadDoc(msgspec.Struct):
     """A workload's identity, as the API lists it and a bundle carries it."""
@@ -116,6 +123,9 @@ class WorkloadDoc(msgspec.Struct):
     selector: dict[str, Any]
     created_at: Time | None
     deleted_at: Time | None
+
+    def __post_init__(self) -> None:
+        check_times(self, (), ("created_at", "deleted_at"))
 
 
 class WorkloadBundleDoc(WorkloadDoc):
@@ -136,6 +146,9 @@ class PdbDoc(msgspec.Struct):
     unhealthy_pod_eviction_policy: str | None
     created_at: Time | None
     deleted_at: Time | None
+
+    def __post_init__(self) -> None:
+        check_times(self, (), ("created_at", "deleted_at"))
 
 
 class PdbBundleDoc(PdbDoc):
@@ -355,6 +368,42 @@ def default(value: Any) -> Any:
     if isinstance(value, msgspec.Struct):
         return msgspec.to_builtins(value)
     raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+class NodeBundleDoc(msgspec.Struct):
+    """A bundle's node: identity and its own lanes (``node:*``) in the window (read back on import)."""
+
+    name: str
+    uid: str | None
+    labels: dict[str, Any]
+    ready: bool | None
+    unschedulable: bool
+    created_at: Time | None
+    deleted_at: Time | None
+    lanes: dict[str, list[IntervalDoc]]
+    evidence_outside_bundle: int
+
+    def __post_init__(self) -> None:
+        check_times(self, (), ("created_at", "deleted_at"))
+
+
+BUNDLE_SECTIONS: dict[str, type[msgspec.Struct]] = {
+    "pods": TimelineDoc,
+    "nodes": NodeBundleDoc,
+    "pdbs": PdbBundleDoc,
+    "workloads": WorkloadBundleDoc,
+}
+
+
+def check_bundle_item(section: str, item: Any) -> None:
+    """Raise ValueError naming the field when ``item`` does not fit its bundle section's Struct."""
+    if section == "pods":
+        decode_timeline(item)
+        return
+    try:
+        msgspec.convert(item, BUNDLE_SECTIONS[section])
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def to_builtins(doc: msgspec.Struct) -> dict[str, Any]:

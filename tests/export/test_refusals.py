@@ -215,7 +215,23 @@ def _bad_severity(data: dict) -> None:
     )
 
 
+def _nameless_node(data: dict) -> None:
+    del data["nodes"][0]["name"]
+
+
+def _bad_sample_time(data: dict) -> None:
+    data["pdbs"][0]["samples"][1]["at"] = "soon"
+
+
 MALFORMED = {
+    "nameless_node": (
+        _nameless_node,
+        r"nodes\[0\] \(.+\) is not a bundle's nodes item: Object missing required field `name`$",
+    ),
+    "bad_sample_time": (
+        _bad_sample_time,
+        r"pdbs\[0\] \(.+\) is not a bundle's pdbs item: at: time 'soon' is not ISO 8601.* - at `\$.samples\[1\]`",
+    ),
     "bad_time": (
         _break_start,
         r"pods\[1\] \(.+\) is not a podlife.timeline document: start: time 'yesterday' "

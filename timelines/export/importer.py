@@ -142,15 +142,19 @@ def parse(raw: bytes, *, what: str = "the file") -> dict[str, Any]:
         if not all(isinstance(item, dict) for item in data[section]):
             raise BundleError(f'{what}: every item of "{section}" must be a JSON object')
     _verify(data, what)
-    for i, item in enumerate(data["pods"]):
-        try:
-            serialize.decode_timeline(item)
-        except ValueError as exc:
-            uid = (item.get("pod") or {}).get("uid") if isinstance(item.get("pod"), dict) else None
-            raise BundleError(
-                f"{what}: pods[{i}]{f' ({str(uid)[:64]})' if uid else ''} is not a podlife.timeline "
-                f"document: {exc}"
-            ) from None
+    for section in serialize.BUNDLE_SECTIONS:
+        for i, item in enumerate(data[section]):
+            try:
+                serialize.check_bundle_item(section, item)
+            except ValueError as exc:
+                pod = item.get("pod")
+                name = (
+                    (pod.get("uid") if isinstance(pod, dict) else None) or item.get("uid") or item.get("name")
+                )
+                kind = "a podlife.timeline document" if section == "pods" else f"a bundle's {section} item"
+                raise BundleError(
+                    f"{what}: {section}[{i}]{f' ({str(name)[:64]})' if name else ''} is not {kind}: {exc}"
+                ) from None
     return data
 
 

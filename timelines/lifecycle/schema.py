@@ -33,7 +33,7 @@ MarkerKind = Annotated[str, msgspec.Meta(extra_json_schema={"enum": sorted(MARKE
 SeverityName = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(SEVERITIES)})]
 
 
-def _times(doc: msgspec.Struct, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+def check_times(doc: msgspec.Struct, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
     """Raise ValueError naming the first time field of ``doc`` that is not ISO 8601 with an offset."""
     for name in (*required, *optional):
         value = getattr(doc, name)
@@ -65,7 +65,7 @@ class IntervalDoc(msgspec.Struct):
 
     def __post_init__(self) -> None:
         _one_of("source", self.source, sorted(INTERVAL_SOURCES))
-        _times(self, ("start",), ("end",))
+        check_times(self, ("start",), ("end",))
 
 
 class MarkerDoc(msgspec.Struct):
@@ -80,7 +80,7 @@ class MarkerDoc(msgspec.Struct):
 
     def __post_init__(self) -> None:
         _one_of("kind", self.kind, sorted(MARKER_KINDS))
-        _times(self, ("at",))
+        check_times(self, ("at",))
 
 
 class FindingDoc(msgspec.Struct):
@@ -98,7 +98,7 @@ class FindingDoc(msgspec.Struct):
         if not self.kind:
             raise ValueError("kind must be a non-empty string")
         _one_of("severity", self.severity, list(SEVERITIES))
-        _times(self, ("start",), ("end",))
+        check_times(self, ("start",), ("end",))
 
 
 class PodDoc(msgspec.Struct):
@@ -119,7 +119,7 @@ class PodDoc(msgspec.Struct):
     def __post_init__(self) -> None:
         if not self.uid:
             raise ValueError("uid must be a non-empty string")
-        _times(self, (), ("created_at", "deleted_at", "first_observed", "last_observed"))
+        check_times(self, (), ("created_at", "deleted_at", "first_observed", "last_observed"))
 
 
 class TimelineDoc(msgspec.Struct):
