@@ -164,6 +164,19 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         )
         for fact in _facts(named):
             candidates[fact[1].dedupe_key] = fact
+    requests: dict[str, list[Fact]] = {}
+    if by_name is not None:  # audited requests about these names: the lifecycle core joins them by UID / time
+        names_of: dict[str, set[tuple[str | None, str | None]]] = {
+            uid: {(o.namespace, o.name) for _, o in facts if o.namespace and o.name}
+            for uid, facts in own.items()
+        }
+        rows_by_name = ObservationRow.objects.filter(
+            by_name, cluster=cluster, pod_uid__isnull=True, kind=Kind.AUDIT, payload__resource="pods"
+        )
+        for fact in _facts(rows_by_name):
+            for uid, pod_names in names_of.items():
+                if (fact[1].namespace, fact[1].name) in pod_names:
+                    requests.setdefault(uid, []).append(fact)
     contested = {(o.namespace or "", o.name or "") for _, o in candidates.values()}
     if spans:
         by_node = Q(
@@ -179,7 +192,7 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         for fact in _facts(nameless):
             candidates[fact[1].dedupe_key] = fact
     if not candidates:  # the common case: nothing to resolve, each pod is its own observations
-        return PodFacts(own, contested)
+        return PodFacts({uid: facts + requests.get(uid, []) for uid, facts in own.items()}, contested)
     ids = {o.dedupe_key: i for i, o in candidates.values()}
     anchors = anchors_of(o for facts in own.values() for _, o in facts)
     if by_name is not None and contested:
@@ -209,17 +222,22 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         resolved = resolve_pod_observations(uid, (o for _, o in facts), pool, anchors)
         extra = [(ids[o.dedupe_key], o) for o in resolved if o.dedupe_key not in mine]
         taken.update(i for i, _ in extra)
-        out[uid] = facts + extra
+        out[uid] = facts + extra + requests.get(uid, [])
     return PodFacts(out, contested, taken)
 
 
 def node_observations(cluster: Cluster, name: str) -> list[Fact]:
-    """The node, node_deleted and node_metrics observations of one node."""
-    return list(_facts(ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)))
+    """The node, node_deleted and node_metrics observations of one node, and the audited writes to it."""
+    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)
+    requests = ObservationRow.objects.filter(
+        cluster=cluster, kind=Kind.AUDIT, node=name, payload__resource="nodes"
+    )
+    return [*_facts(rows), *_facts(requests)]
 
 
 def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
-    """The PDB snapshots of ``namespace`` and the events about a PDB there."""
+    """The PDB snapshots of ``namespace``, the events about a PDB there and the audited evictions of its
+    pods (those a PDB refused are evidence of ``pdb_blocking_drain``)."""
     snaps = ObservationRow.objects.filter(
         cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace
     )
@@ -230,7 +248,10 @@ def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
         pod_uid__isnull=True,
         payload__involved__kind="PodDisruptionBudget",
     )
-    return [*_facts(snaps), *_facts(events)]
+    evictions = ObservationRow.objects.filter(
+        cluster=cluster, kind=Kind.AUDIT, namespace=namespace, payload__subresource="eviction"
+    )
+    return [*_facts(snaps), *_facts(events), *_facts(evictions)]
 
 
 def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[Fact]:
@@ -383,7 +404,9 @@ def derive_pdbs(cluster: Cluster, namespace: str, out: Derived) -> None:
         mine = [
             (i, o)
             for i, o in facts
-            if (o.kind == Kind.EVENT and o.name == row.name) or o.payload.get("uid") == row.uid
+            if (o.kind == Kind.EVENT and o.name == row.name)
+            or (o.kind == Kind.AUDIT and (o.payload.get("eviction") or {}).get("pdb") in (row.name, None))
+            or (o.kind != Kind.AUDIT and o.payload.get("uid") == row.uid)
         ]
         timeline = derive_pdb_timeline((o for _, o in mine), pods=pods, cordons=cordons)
         ids = {o.dedupe_key: i for i, o in mine}
