@@ -405,6 +405,7 @@ def delete_workload(c: SimCluster, resource: str, namespace: str, name: str) -> 
     obj = c.store.delete(resource, namespace, name)
     if obj is None:
         return
-    for pod in c.owned_pods(obj["metadata"]["uid"]):
-        if (controller_of(pod) or {}).get("uid") == obj["metadata"]["uid"]:
-            c.delete_pod(namespace, pod["metadata"]["name"])
+    with c.acting_controller("generic-garbage-collector"):
+        for pod in c.owned_pods(obj["metadata"]["uid"]):
+            if (controller_of(pod) or {}).get("uid") == obj["metadata"]["uid"]:
+                c.delete_pod(namespace, pod["metadata"]["name"])
