@@ -21,7 +21,7 @@ from typing import Any
 from . import workloads, writes
 from .audit import DISRUPTION, GC, Actor, AuditLog
 from .engine import Engine, Process
-from .kubelet import Behaviour, SimKubelet, Worker
+from .kubelet import KUBELET_VERSION, Behaviour, SimKubelet, Worker
 from .objects import (
     condition,
     controller_of,
@@ -44,7 +44,6 @@ from .patch import PatchError, apply_patch
 from .store import RESOURCES, ResourceType, Store
 
 DEFAULT_START = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
-KUBELET_VERSION = "v1.31.4"
 UNMANAGED_MESSAGE = (
     "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the "
     "status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these "
@@ -935,6 +934,7 @@ class SimCluster:
         pod["spec"]["priority"] = 2000001000
         pod["status"]["conditions"] = [condition("PodScheduled", True, self.now)]
         self.store.put("pods", pod)
+        self._audit_pod("create", pod, 201, actor=self._kubelet_actor(pod), request=pod, response=pod)
         self._pods_on_node[node].add((w.namespace, w.api_name))
         self._pod_changed(pod)
 

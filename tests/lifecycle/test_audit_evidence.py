@@ -13,7 +13,7 @@ from typing import Any
 
 from collectors.parsers.audit import parse_audit
 from tests.audit.helpers import parsed
-from tests.lifecycle.factories import T0, cond, ctr, pdb, pod, t
+from tests.lifecycle.factories import T0, at, cond, ctr, pdb, pod, t
 from timelines.lifecycle import derive_pod_timeline
 from timelines.lifecycle.audit_evidence import who_of
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
@@ -314,3 +314,36 @@ def test_the_node_drain_lane_from_audited_cordons() -> None:
     assert drain[-1].end is None
     cordoned = timeline.lanes["node:cordoned"]
     assert [(iv.start, iv.end) for iv in cordoned] == [(iv.start, iv.end) for iv in drain]
+
+
+def test_removing_the_last_finalizer_of_a_deleting_pod_is_its_removal() -> None:
+    """The update that drops the last finalizer of a pod whose grace is 0 deletes it in the same request
+    (the generic registry's shouldDeleteDuringUpdate): no DELETE is audited, the response is the pod gone."""
+    body = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "stubborn",
+            "namespace": "default",
+            "uid": "uid-fin",
+            "resourceVersion": "812",
+            "creationTimestamp": at(0),
+            "deletionTimestamp": at(20),
+            "deletionGracePeriodSeconds": 0,
+        },
+        "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "busybox"}]},
+        "status": {"phase": "Failed"},
+    }
+    ref = {"resource": "pods", "namespace": "default", "name": "stubborn"}
+    uri = "/api/v1/namespaces/default/pods/stubborn"
+    line = event("f-1", 60, "update", uri, ref=ref, request=body, level="RequestResponse")
+    doc = json.loads(line)
+    doc["responseObject"] = body
+    result = parse_audit(json.dumps(doc).encode())
+    kinds = [(o.kind, o.dedupe_key) for o in result.observations if o.kind != Kind.AUDIT]
+    assert kinds == [(Kind.POD_DELETED, "pod:uid-fin:812:deleted")]
+    # still holding a finalizer, or with grace left: the object stays
+    body["metadata"]["finalizers"] = ["podlife.dev/cleanup"]
+    doc["responseObject"] = body
+    result = parse_audit(json.dumps(doc).encode())
+    assert [o.kind for o in result.observations if o.kind != Kind.AUDIT] == [Kind.POD]
