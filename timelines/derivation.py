@@ -247,9 +247,8 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):
         candidates[fact[1].dedupe_key] = fact
-    requests: dict[
-        str, list[Fact]
-    ] = {}  # audited requests about these names: the core joins them by UID / time
+    # Audited requests about these names: the lifecycle core joins them to an incarnation by UID / time.
+    requests: dict[str, list[Fact]] = {}
     names_of: dict[str, set[tuple[str | None, str | None]]] = {
         uid: {(o.namespace, o.name) for _, o in facts if o.namespace and o.name} for uid, facts in own.items()
     }
