@@ -9,6 +9,7 @@ that differ are only those docs/audit.md ("Audit alone, and what only a watch kn
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import pytest
@@ -88,7 +89,9 @@ def test_audit_alone_gives_the_collectors_findings(make_sim, monkeypatch, derive
 
     watched, audited = findings(CLUSTER), findings(AUDITED)
     for scenario, (kind, where) in EXPECTED.items():
-        assert any(k == kind and where in name for k, name in audited), f"{scenario}: no {kind} from audit"
+        assert any(k == kind and re.fullmatch(where, name) for k, name in audited), (
+            f"{scenario}: no {kind} from audit"
+        )
     missing = [f for key, f in watched.items() if key not in audited and not only_a_watch_knows(f)]
     assert not missing, [(f.kind, f.subject_name, f.message) for f in missing]
     extra = [f for key, f in audited.items() if key not in watched and not only_the_audit_log_knows(f)]
