@@ -23,7 +23,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
 
-from timelines import dirty
+from timelines import dirty, partitions
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
 from timelines.lifecycle.observation import (
     AnyObservation,
@@ -67,6 +67,8 @@ _COLUMNS = (
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _KEY_AT = _COLUMNS.index("dedupe_key")
+_KIND_AT = _COLUMNS.index("kind")
+_OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
     "cluster_id bigint, pod_uid varchar(64), kind varchar(32), source varchar(32), observed_at timestamptz, "
@@ -306,42 +308,51 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-# Clusters whose last batch met keys already stored (a relist, a resumed watch re-delivering events):
-# their next batch takes the staging path at once instead of trying a COPY that would fail.
-_conflicted: set[int] = set()
-
-
 def _insert_postgres(
     cluster_id: int, rows: list[tuple[Any, ...]], facts: Mapping[str, AnyObservation]
 ) -> list[tuple[str | None, str]]:
     """Insert ``rows`` and mark what they make dirty, in one transaction; returns (pod uid, dedupe key) of
     each row actually inserted.
 
-    A batch of new facts (a first list, a watch's fresh events: nearly every batch) is COPYed straight
-    into the table; a duplicate key makes that COPY fail, and then (and for this cluster's next batches,
-    until one comes back without duplicates) the batch goes through a staging table and
-    ``INSERT … ON CONFLICT DO NOTHING``, which skips what is stored. The straight COPY does half the work:
-    each row is written and indexed once, not twice. The dirty keys are one small row more in the same
-    transaction (``dirty.append_batch``).
+    The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
+    keeps a unique key only within one partition, while a fact can come again on another day (a relist
+    re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first
+    across every partition (one query; each partition's unique (cluster, dedupe key) index answers), and
+    only the rows not found are COPYed straight into the table: each row is written and indexed once, and
+    a batch of nothing new (a relist of stored pods) writes nothing at all. The look-up is a
+    check-then-insert, so writers of the same (cluster, kind) take an advisory lock for the transaction
+    first. A unique violation all the same (a writer that bypassed this function) sends the batch through
+    a staging table and ``INSERT … ON CONFLICT DO NOTHING``. The dirty keys are one small row more in the
+    same transaction (``dirty.append_batch``).
     """
     nested = connection.in_atomic_block
-    if cluster_id not in _conflicted:
-        try:
-            # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a
-            # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
-            with transaction.atomic(), connection.cursor() as cursor:
-                copy_observation_rows(cursor.cursor, "timelines_observation", rows)
-                inserted = [(row[1], row[_KEY_AT]) for row in rows]
+    if not nested:
+        partitions.cover(max(row[_OBSERVED_AT] for row in rows))
+    kinds = {row[_KIND_AT] for row in rows}
+    try:
+        # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a caller's
+        # transaction it is a savepoint, so that a failed COPY rolls back only itself.
+        with transaction.atomic(), connection.cursor() as cursor:
+            raw = cursor.cursor
+            partitions.lock_kinds(raw, cluster_id, kinds)
+            raw.execute(
+                "SELECT dedupe_key FROM timelines_observation WHERE cluster_id = %s AND dedupe_key = ANY(%s)",
+                [cluster_id, [row[_KEY_AT] for row in rows]],
+            )
+            stored = {found for (found,) in raw.fetchall()}
+            new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
+            if new:
+                copy_observation_rows(raw, "timelines_observation", new)
+            inserted = [(row[1], row[_KEY_AT]) for row in new]
+            if inserted:
                 _mark_dirty(cluster_id, inserted, facts)
-            return inserted
-        except psycopg_errors.UniqueViolation:
-            _conflicted.add(cluster_id)
+        return inserted
+    except psycopg_errors.UniqueViolation:
+        pass
     with transaction.atomic():
-        inserted = _insert_postgres_staged(rows, nested=nested)
+        inserted = _insert_postgres_staged(cluster_id, rows, kinds, nested=nested)
         if inserted:
             _mark_dirty(cluster_id, inserted, facts)
-    if len(inserted) == len(rows):
-        _conflicted.discard(cluster_id)
     return inserted
 
 
@@ -363,18 +374,25 @@ def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterabl
             copy.write_row(row)
 
 
-def _insert_postgres_staged(rows: list[tuple[Any, ...]], *, nested: bool) -> list[tuple[str | None, str]]:
-    """COPY into a temporary staging table, then one INSERT … ON CONFLICT DO NOTHING … RETURNING (inside
-    the caller's ``atomic`` block; ``nested``: that block is inside a transaction of its caller's)."""
+def _insert_postgres_staged(
+    cluster_id: int, rows: list[tuple[Any, ...]], kinds: Iterable[str], *, nested: bool
+) -> list[tuple[str | None, str]]:
+    """COPY into a temporary staging table, then one INSERT … SELECT of the keys no partition holds … ON
+    CONFLICT DO NOTHING … RETURNING (inside the caller's ``atomic`` block; ``nested``: that block is inside
+    a transaction of its caller's)."""
     # Only a caller's enclosing transaction needs the explicit TRUNCATE below: when the block is the
     # outermost one, its commit empties the staging table (ON COMMIT DELETE ROWS) more cheaply.
     with connection.cursor() as cursor:
         raw = cursor.cursor
+        partitions.lock_kinds(raw, cluster_id, kinds)
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
         copy_observation_rows(raw, _STAGE, rows)
+        # No conflict target: each partition's own unique (cluster_id, dedupe_key) index is the arbiter.
         raw.execute(
-            f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {_STAGE} "
-            f"ON CONFLICT ON CONSTRAINT observation_dedupe_per_cluster DO NOTHING RETURNING pod_uid, dedupe_key"
+            f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {_STAGE} s "
+            "WHERE NOT EXISTS (SELECT 1 FROM timelines_observation o "
+            "WHERE o.cluster_id = s.cluster_id AND o.dedupe_key = s.dedupe_key) "
+            "ON CONFLICT DO NOTHING RETURNING pod_uid, dedupe_key"
         )
         inserted = [(r[0], r[1]) for r in raw.fetchall()]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
@@ -430,16 +448,26 @@ def apply_retention(days: int, *, now: datetime | None = None) -> int:
     """Drop what is older than ``days`` (0 keeps everything): observations, the derived rows that ended
     before the cutoff, status samples, and pods deleted before it. Returns how many observations went.
 
-    Each is one bulk DELETE on a time column (BRIN-indexed on PostgreSQL). Imported clusters are kept:
-    an incident bundle is a record, not a live history.
+    On PostgreSQL the observations go by whole partitions (``partitions.drop_expired``: DETACH and DROP,
+    no DELETE, nothing left for vacuum; the cutoff is then a partition bound, so up to one span more is
+    kept). Elsewhere (SQLite, one table) one bulk DELETE on the time column. The derived tables are not
+    append-only (the derive stage replaces a pod's rows whenever it changes), so they follow the same
+    cutoff by DELETE of the rows that ended before it; ``manage.py rederive`` rebuilds them from the
+    observations that remain. Imported clusters are kept: an incident bundle is a record, not a live
+    history.
     """
     if days <= 0:
         return 0
     cutoff = (now or timezone.now()) - timedelta(days=days)
     live = Cluster.objects.exclude(origin=Cluster.Origin.IMPORTED)
+    partitioned = partitions.is_partitioned()
+    if partitioned:
+        kept = Cluster.objects.filter(origin=Cluster.Origin.IMPORTED).values_list("pk", flat=True)
+        deleted = partitions.drop_expired(cutoff, list(kept)).rows
     with transaction.atomic():
-        # No signals and nothing refers to these rows, so Django deletes each set in one statement.
-        deleted, _ = ObservationRow.objects.filter(cluster__in=live, observed_at__lt=cutoff).delete()
+        if not partitioned:
+            # No signals and nothing refers to these rows, so Django deletes each set in one statement.
+            deleted, _ = ObservationRow.objects.filter(cluster__in=live, observed_at__lt=cutoff).delete()
         Interval.objects.filter(cluster__in=live, end__lt=cutoff).delete()
         Marker.objects.filter(cluster__in=live, at__lt=cutoff).delete()
         Finding.objects.filter(cluster__in=live, end__lt=cutoff).delete()
