@@ -24,7 +24,9 @@ Then, over everything stored:
    churn window, node observations per node-heartbeat, times the bytes of step 4; × 30 days.
 6. Retention: two day partitions filled with the same rows; partition drop (``partitions.drop_expired``)
    against ``DELETE`` of the other day's rows (and the VACUUM that DELETE leaves owed).
-7. Partition span: the store path with 31 populated day partitions against 5 week partitions holding the
+7. Fleet: ``--fleet`` demo clusters of ``--fleet-nodes`` × 30 pods listed at once by one ``manage.py
+   collect`` process each, against one cluster alone (aggregate pods/s ratio).
+8. Partition span: the store path with 31 populated day partitions against 5 week partitions holding the
    same rows (the cross-partition key look-up probes each partition), each as a ratio to raw COPY.
 
 PostgreSQL only (the partitions are what it measures). Works in a scratch database (``test_<name>``).
@@ -343,15 +345,71 @@ def span_layout(span_days: int, count: int, rows_each: int, sample: list[tuple])
     return raw / ours
 
 
+def collect_process(kubeconfig: Path, name: str, seconds: float) -> subprocess.Popen[bytes]:
+    """``manage.py collect`` for one cluster in its own process, writing into this run's database."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = urlsplit(os.environ["DATABASE_URL"])
+    db = urlunsplit((url.scheme, url.netloc, "/" + connection.settings_dict["NAME"], url.query, ""))
+    cmd = [
+        sys.executable, "manage.py", "collect", "--kubeconfig", str(kubeconfig), "--cluster-name", name,
+        "--resources", "pods,nodes", "--no-kubelet", "--duration", str(seconds),
+    ]  # fmt: skip
+    env = {**os.environ, "DATABASE_URL": db}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def listed_all(names: list[str], pods: int, timeout: float = 900) -> float:
+    """Seconds until every cluster in ``names`` has ``pods`` pod observations stored (polled)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        counts = [ObservationRow.objects.filter(cluster__name=n, kind="pod").count() for n in names]
+        if all(c >= pods for c in counts):
+            return time.perf_counter() - started
+        time.sleep(0.25)
+    raise SystemExit(f"the fleet's lists did not finish in {timeout:.0f} s")
+
+
+def fleet(nodes: int, per_node: int, clusters: int, churn: float) -> tuple[float, float, int]:
+    """(seconds for one cluster's first list alone, seconds for ``clusters`` clusters at once, pods each),
+    each collector in its own process, each demo cluster in its own process."""
+    tmp = Path(tempfile.mkdtemp(prefix="podlife-fleet-"))
+    sims = [start_sim(nodes, per_node, churn, tmp / f"kc{i}") for i in range(clusters)]
+    pods = nodes * per_node
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        alone = f"alone-{uuid.uuid4().hex[:6]}"
+        procs.append(collect_process(tmp / "kc0", alone, 900))
+        one = listed_all([alone], pods)
+        procs[-1].terminate()
+        procs[-1].wait(30)
+        names = [f"fleet{i}-{uuid.uuid4().hex[:6]}" for i in range(clusters)]
+        procs += [collect_process(tmp / f"kc{i}", name, 900) for i, name in enumerate(names)]
+        together = listed_all(names, pods)
+        return one, together, pods
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+        for sim in sims:
+            sim.terminate()
+            sim.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="100,300,1000", help="node counts, comma-separated")
+    parser.add_argument(
+        "--sizes", default="100,300,1000", help='node counts, comma-separated ("": only the fleet run)'
+    )
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--churn", type=float, default=20.0, help="pods replaced per second")
     parser.add_argument("--churn-seconds", type=float, default=20.0)
     parser.add_argument("--retention-copies", type=int, default=3, help="copies of the stored rows per day")
+    parser.add_argument("--fleet-nodes", type=int, default=300, help="nodes of each cluster of the fleet run")
+    parser.add_argument("--fleet", type=int, default=3, help="clusters collected at once (0: skip)")
     parser.add_argument("--span-rows", type=int, default=20_000, help="rows in each of the 31 day partitions")
     args = parser.parse_args()
     if connection.vendor != "postgresql" or not partitions.is_partitioned():
@@ -362,7 +420,7 @@ def main() -> None:
         observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
     tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
     control = StepControl(tunables=tunables)
-    runs = [run_size(int(n), args.pods_per_node, args, control) for n in args.sizes.split(",")]
+    runs = [run_size(int(n), args.pods_per_node, args, control) for n in args.sizes.split(",") if n]
 
     print(
         f"\n== collector at size (scale scenario, {args.pods_per_node} pods a node, churn {args.churn}/s) =="
@@ -386,6 +444,19 @@ def main() -> None:
             f"{b.list_s * 150_000 / b.pods:.0f} s, relist catch-up {b.relist_s * 150_000 / b.pods:.0f} s"
         )
 
+    if args.fleet:
+        one, together, pods = fleet(args.fleet_nodes, args.pods_per_node, args.fleet, args.churn)
+        print(
+            f"\n== {args.fleet} clusters at once ({pods} pods each, a collector process per cluster) ==\n"
+            f"one cluster alone: first list stored in {one:.2f} s ({pods / one:,.0f} pods/s)\n"
+            f"{args.fleet} at once: all first lists stored in {together:.2f} s "
+            f"({args.fleet * pods / together:,.0f} pods/s)\n"
+            f"ratio aggregate / one cluster: {args.fleet * one / together:.2f} (the ideal is {args.fleet} "
+            f"with a core per collector and PostgreSQL to spare)"
+        )
+
+    if not runs:  # --sizes "": the fleet run only
+        return
     sizes = bytes_per_kind()
     print("\n== bytes per observation on disk (heap + TOAST + indexes, a partition's indexes) ==")
     for kind, (n, per) in sizes.items():
@@ -418,7 +489,12 @@ def main() -> None:
     )
 
     Cluster.objects.create(name="span-probe")
-    sample = [observation_from_row(o) for o in ObservationRow.objects.filter(kind="pod")[:10_000]]
+    # One row per key (demo clusters with the same seed share UIDs and versions).
+    sample = list(
+        {
+            o.dedupe_key: observation_from_row(o) for o in ObservationRow.objects.filter(kind="pod")[:20_000]
+        }.values()
+    )[:10_000]
     per_part = args.span_rows
     day_ratio = span_layout(1, 31, per_part, sample)
     week_ratio = span_layout(7, 5, per_part * 31 // 5, sample)
