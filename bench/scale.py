@@ -21,10 +21,10 @@ Then, over everything stored:
 4. Bytes per observation by kind: the rows of each kind copied into a table like a partition (same
    indexes), heap + TOAST + indexes (``pg_total_relation_size``) / rows.
 5. A day at 150,000 pods (5,000 nodes × 30) and 20 pods/s: observations per replaced pod by kind from the
-   churn window, node observations per node-heartbeat, times the bytes of step 4; × 30 days.
+   churn replay (replaced pods = deletions stored), node observations per node-heartbeat, times the bytes of step 4; × 30 days.
 6. Retention: two day partitions filled with the same rows; partition drop (``partitions.drop_expired``)
    against ``DELETE`` of the other day's rows (and the VACUUM that DELETE leaves owed).
-7. Fleet: ``--fleet`` demo clusters of ``--fleet-nodes`` × 30 pods listed at once by one ``manage.py
+7. Fleet (needs ``PODLIFE_BENCH_REDIS_URL``): ``--fleet`` demo clusters of ``--fleet-nodes`` × 30 pods listed at once by one ``manage.py
    collect`` process each, against one cluster alone (aggregate pods/s ratio).
 8. Partition span: the store path with 31 populated day partitions against 5 week partitions holding the
    same rows (the cross-partition key look-up probes each partition), each as a ratio to raw COPY.
@@ -191,7 +191,9 @@ def run_size(nodes: int, per_node: int, args: argparse.Namespace, control: StepC
             for o in churn_rows.iterator(chunk_size=5000)
         ]
         copy_s = statistics.median(raw_copy_seconds(rows, control.tunables.batch_size) for _ in range(3))
-        replaced = max(1.0, args.churn * (window_end - window_start).total_seconds())
+        # Pods replaced = deletions stored: the backlog reaches back to the list's first page (churn ran
+        # while the list was read), so the wall-clock window would undercount them.
+        replaced = max(1, churn_rows.filter(kind="pod_deleted").count())
         by_kind: dict[str, int] = {}
         node_obs = 0
         for kind, observed_at in churn_rows.values_list("kind", "observed_at"):
@@ -355,7 +357,11 @@ def collect_process(kubeconfig: Path, name: str, seconds: float) -> subprocess.P
         sys.executable, "manage.py", "collect", "--kubeconfig", str(kubeconfig), "--cluster-name", name,
         "--resources", "pods,nodes", "--no-kubelet", "--duration", str(seconds),
     ]  # fmt: skip
-    env = {**os.environ, "DATABASE_URL": db}
+    # With a broker the store's signal queues the derive stage (as deployed; nothing consumes it here):
+    # without one it would derive inline, in the collector, which is another worker's cost.
+    env = {**os.environ, "DATABASE_URL": db, "REDIS_URL": os.environ.get("PODLIFE_BENCH_REDIS_URL", "")}
+    if not env["REDIS_URL"]:
+        raise SystemExit("the fleet run needs PODLIFE_BENCH_REDIS_URL (a Redis its collectors queue into)")
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
