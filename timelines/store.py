@@ -1,10 +1,11 @@
 """The one writer of podlife's tables.
 
 ``save_observations`` appends observations idempotently: each carries a dedupe key unique per cluster, so a
-re-delivered watch event, a re-ingested log line or a re-sent span is stored once. PostgreSQL takes a
-batch of new facts by one ``COPY`` straight into the table, and a batch that meets stored keys through a
-per-connection staging table and one ``INSERT … SELECT … ON CONFLICT DO NOTHING``; SQLite (the embedded
-default) takes a correct path with the same results. An invalid record is
+re-delivered watch event, a re-ingested log line or a re-sent span is stored once. On PostgreSQL the
+table is partitioned by observed day (``timelines/partitions.py``): the batch's keys are looked up across
+the partitions, and the rows no partition holds go in by one ``COPY`` straight into the table (a staging
+table and ``INSERT … SELECT … ON CONFLICT DO NOTHING`` when a COPY meets a unique violation all the
+same); SQLite (the embedded default) keeps one table and takes a correct path with the same results. An invalid record is
 rejected with its key and the reason; the rest of its batch is stored.
 """
 
