@@ -359,7 +359,13 @@ def collect_process(kubeconfig: Path, name: str, seconds: float) -> subprocess.P
     ]  # fmt: skip
     # With a broker the store's signal queues the derive stage (as deployed; nothing consumes it here):
     # without one it would derive inline, in the collector, which is another worker's cost.
-    env = {**os.environ, "DATABASE_URL": db, "REDIS_URL": os.environ.get("PODLIFE_BENCH_REDIS_URL", "")}
+    env = {
+        **os.environ,
+        "DATABASE_URL": db,
+        "REDIS_URL": os.environ.get("PODLIFE_BENCH_REDIS_URL", ""),
+        # Queues of their own (``<deployment>-bench.derive``), which no deployed worker consumes.
+        "PODLIFE_DEPLOYMENT": f"{settings.PODLIFE_DEPLOYMENT}-bench",
+    }
     if not env["REDIS_URL"]:
         raise SystemExit("the fleet run needs PODLIFE_BENCH_REDIS_URL (a Redis its collectors queue into)")
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -401,6 +407,10 @@ def fleet(nodes: int, per_node: int, clusters: int, churn: float) -> tuple[float
         for sim in sims:
             sim.terminate()
             sim.wait(10)
+        import redis
+
+        broker = redis.Redis.from_url(os.environ["PODLIFE_BENCH_REDIS_URL"])
+        broker.delete(f"{settings.PODLIFE_DEPLOYMENT}-bench", f"{settings.PODLIFE_DEPLOYMENT}-bench.derive")
 
 
 def main() -> None:
