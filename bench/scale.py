@@ -312,7 +312,7 @@ def retention(copies: int) -> tuple[int, float, float, float]:
     return rows, drop_s, delete_s, vacuum_s
 
 
-def span_layout(span_days: int, count: int, rows_each: int, sample: list[tuple]) -> float:
+def span_layout(span_days: int, count: int, rows_each: int, sample: list[tuple]) -> tuple[float, float]:
     """Ratio store path / raw COPY with ``count`` populated partitions of ``span_days`` in the past."""
     start = partitions.span_start(datetime(2002, 1, 7, tzinfo=UTC), timedelta(days=7))
     made = []
@@ -344,7 +344,7 @@ def span_layout(span_days: int, count: int, rows_each: int, sample: list[tuple])
         for name in made:
             cursor.execute(f'DROP TABLE "{name}"')
         cursor.execute("DELETE FROM timelines_observation WHERE cluster_id = %s", [cluster.pk])
-    return raw / ours
+    return ours, raw
 
 
 def collect_process(kubeconfig: Path, name: str, seconds: float) -> subprocess.Popen[bytes]:
@@ -426,6 +426,7 @@ def main() -> None:
     parser.add_argument("--retention-copies", type=int, default=3, help="copies of the stored rows per day")
     parser.add_argument("--fleet-nodes", type=int, default=300, help="nodes of each cluster of the fleet run")
     parser.add_argument("--fleet", type=int, default=3, help="clusters collected at once (0: skip)")
+    parser.add_argument("--span-only", action="store_true", help="only the day/week partition comparison")
     parser.add_argument("--span-rows", type=int, default=20_000, help="rows in each of the 31 day partitions")
     args = parser.parse_args()
     if connection.vendor != "postgresql" or not partitions.is_partitioned():
@@ -436,6 +437,8 @@ def main() -> None:
         observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
     tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
     control = StepControl(tunables=tunables)
+    if args.span_only:
+        args.sizes, args.fleet = "100", 0
     runs = [run_size(int(n), args.pods_per_node, args, control) for n in args.sizes.split(",") if n]
 
     print(
@@ -473,6 +476,9 @@ def main() -> None:
 
     if not runs:  # --sizes "": the fleet run only
         return
+    if args.span_only:
+        span(args)
+        return
     sizes = bytes_per_kind()
     print("\n== bytes per observation on disk (heap + TOAST + indexes, a partition's indexes) ==")
     for kind, (n, per) in sizes.items():
@@ -504,6 +510,10 @@ def main() -> None:
         f"ratio drop / DELETE: {drop_s / delete_s:.4f}; drop / (DELETE + VACUUM): {drop_s / (delete_s + vacuum_s):.4f}"
     )
 
+    span(args)
+
+
+def span(args: argparse.Namespace) -> None:
     Cluster.objects.create(name="span-probe")
     # One row per key (demo clusters with the same seed share UIDs and versions).
     sample = list(
@@ -512,12 +522,13 @@ def main() -> None:
         }.values()
     )[:10_000]
     per_part = args.span_rows
-    day_ratio = span_layout(1, 31, per_part, sample)
-    week_ratio = span_layout(7, 5, per_part * 31 // 5, sample)
+    day_s, day_raw = span_layout(1, 31, per_part, sample)
+    week_s, week_raw = span_layout(7, 5, per_part * 31 // 5, sample)
     print(
-        f"\n== partition span (store path / raw COPY, {len(sample)} pod rows, same rows in the past) ==\n"
-        f"31 day partitions:  {day_ratio:.2f}\n5 week partitions:  {week_ratio:.2f}\n"
-        f"day / week: {day_ratio / week_ratio:.2f}"
+        f"\n== partition span (store path / raw COPY, {len(sample)} pod rows, {31 * per_part:,} rows in the past) ==\n"
+        f"31 day partitions:  store {day_s:.2f} s, raw COPY {day_raw:.2f} s, ratio {day_raw / day_s:.2f}\n"
+        f"5 week partitions:  store {week_s:.2f} s, raw COPY {week_raw:.2f} s, ratio {week_raw / week_s:.2f}\n"
+        f"day / week: {(day_raw / day_s) / (week_raw / week_s):.2f}"
     )
 
 
