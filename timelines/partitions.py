@@ -14,7 +14,7 @@ Layout (made by migration 0010 from the single table, in place):
   moves its rows for that span out of it first.
 
 Indexes: the parent's (by pod and time, by kind and time, BRIN on time) exist on every partition; each
-partition also gets its own unique (cluster_id, dedupe_key) index and an index on ``id`` (evidence links).
+partition also gets its own unique (dedupe_key, cluster_id) index and an index on ``id`` (evidence links).
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up across all
@@ -213,8 +213,9 @@ def _local_indexes(cursor: Any, name: str) -> None:
     """The indexes a partition has of its own: what the parent cannot declare (a unique key without the
     partition key) or need not (the id look-up of evidence links)."""
     q = connection.ops.quote_name
+    # Key first: the store's look-up names the key alone to the index (timelines/store.py ``_LOOKUP``).
     cursor.execute(
-        f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name + '_dedupe')} ON {q(name)} (cluster_id, dedupe_key)"
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name + '_dedupe')} ON {q(name)} (dedupe_key, cluster_id)"
     )
     cursor.execute(f"CREATE INDEX IF NOT EXISTS {q(name + '_id')} ON {q(name)} (id)")
 

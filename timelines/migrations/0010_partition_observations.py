@@ -4,8 +4,8 @@ place (timelines/partitions.py describes the layout).
 The table as it is (when it holds rows; an empty one is dropped) becomes the partition ``timelines_observation_legacy`` of everything before the next
 span (MINVALUE up to it): no row is copied, the table is only scanned once to check the bound (rows at or
 after it, a clock in the future, move to the new partitions). Its indexes keep their pages and become the
-partition's; its primary key (id) and unique (cluster_id, dedupe_key) stay as its own indexes, the ones
-every new partition gets too. Retention drops it whole once its bound is older than the cutoff.
+partition's; its primary key (id) stays as its own id index; its unique (cluster_id, dedupe_key) is
+replaced by the unique (dedupe_key, cluster_id) every partition has (the one index built here). Retention drops it whole once its bound is older than the cutoff.
 
 The id sequence moves from the identity column of the old table to a sequence owned by the new parent,
 starting after the highest id. SQLite (the embedded default) keeps the single table.
@@ -84,6 +84,15 @@ def partition(apps, schema_editor):
         )
         cursor.execute("SELECT EXISTS (SELECT 1 FROM timelines_observation_legacy)")
         if cursor.fetchone()[0]:
+            # The key index every partition has, key first (timelines/store.py looks keys up by it); it
+            # replaces the old (cluster_id, dedupe_key) constraint. The one index this migration builds.
+            cursor.execute(
+                "CREATE UNIQUE INDEX timelines_observation_legacy_dedupe_key "
+                "ON timelines_observation_legacy (dedupe_key, cluster_id)"
+            )
+            cursor.execute(
+                "ALTER TABLE timelines_observation_legacy DROP CONSTRAINT timelines_observation_legacy_dedupe"
+            )
             cursor.execute(
                 "ALTER TABLE timelines_observation ATTACH PARTITION timelines_observation_legacy "
                 "FOR VALUES FROM (MINVALUE) TO (%s)",
