@@ -18,7 +18,7 @@ partition also gets its own unique (dedupe_key, cluster_id) index and an index o
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up across all
-partitions before it COPYs, under a transaction-level advisory lock per (cluster, kind).
+partitions before it COPYs.
 
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an
@@ -285,15 +285,3 @@ def _row_count(cursor: Any, name: str) -> int:
 def _lock_id(text: str) -> int:
     """A stable signed 32-bit number for an advisory lock key."""
     return zlib.crc32(text.encode()) - 2**31
-
-
-def lock_kinds(cursor: Any, cluster_id: int, kinds: Iterable[str]) -> None:
-    """Take the transaction-level advisory locks of (cluster, kind) for ``kinds``, in a fixed order: a
-    writer then sees every row another writer of the same kinds committed before it (the cross-partition
-    look-up in ``timelines/store.py`` is a check-then-insert)."""
-    ids = sorted({_lock_id(kind) for kind in kinds})
-    cursor.execute(
-        "SELECT pg_advisory_xact_lock(%s::int, k) FROM unnest(%s::int[]) WITH ORDINALITY AS t(k, n) "
-        "ORDER BY n",
-        [cluster_id % 2**31, ids],
-    )

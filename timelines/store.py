@@ -68,7 +68,6 @@ _COLUMNS = (
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _KEY_AT = _COLUMNS.index("dedupe_key")
-_KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
@@ -334,21 +333,22 @@ def _insert_postgres(
     across every partition (one query; each partition's unique (cluster, dedupe key) index answers), and
     only the rows not found are COPYed straight into the table: each row is written and indexed once, and
     a batch of nothing new (a relist of stored pods) writes nothing at all. The look-up is a
-    check-then-insert, so writers of the same (cluster, kind) take an advisory lock for the transaction
-    first. A unique violation all the same (a writer that bypassed this function) sends the batch through
-    a staging table and ``INSERT … ON CONFLICT DO NOTHING``. The dirty keys are one small row more in the
+    check-then-insert without a lock (an advisory lock per (cluster, kind) serialised a chain's two writer
+    threads and halved the collector's rate): two writers storing the same fact at once land in the same
+    partition when its time comes from the fact (log lines, spans, events, audit), where the partition's
+    unique index fails the second COPY, which then goes through a staging table and ``INSERT … ON CONFLICT
+    DO NOTHING``; facts timed by their delivery (API snapshots) have one writer per (cluster, resource),
+    the lease's. The dirty keys are one small row more in the
     same transaction (``dirty.append_batch``).
     """
     nested = connection.in_atomic_block
     if not nested:
         partitions.cover(max(row[_OBSERVED_AT] for row in rows))
-    kinds = {row[_KIND_AT] for row in rows}
     try:
         # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a caller's
         # transaction it is a savepoint, so that a failed COPY rolls back only itself.
         with transaction.atomic(), connection.cursor() as cursor:
             raw = cursor.cursor
-            partitions.lock_kinds(raw, cluster_id, kinds)
             raw.execute(_LOOKUP, {"keys": [row[_KEY_AT] for row in rows], "cluster": cluster_id})
             stored = {found for (found,) in raw.fetchall()}
             new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
@@ -361,7 +361,7 @@ def _insert_postgres(
     except psycopg_errors.UniqueViolation:
         pass
     with transaction.atomic():
-        inserted = _insert_postgres_staged(cluster_id, rows, kinds, nested=nested)
+        inserted = _insert_postgres_staged(rows, nested=nested)
         if inserted:
             _mark_dirty(cluster_id, inserted, facts)
     return inserted
@@ -385,9 +385,7 @@ def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterabl
             copy.write_row(row)
 
 
-def _insert_postgres_staged(
-    cluster_id: int, rows: list[tuple[Any, ...]], kinds: Iterable[str], *, nested: bool
-) -> list[tuple[str | None, str]]:
+def _insert_postgres_staged(rows: list[tuple[Any, ...]], *, nested: bool) -> list[tuple[str | None, str]]:
     """COPY into a temporary staging table, then one INSERT … SELECT of the keys no partition holds … ON
     CONFLICT DO NOTHING … RETURNING (inside the caller's ``atomic`` block; ``nested``: that block is inside
     a transaction of its caller's)."""
@@ -395,7 +393,6 @@ def _insert_postgres_staged(
     # outermost one, its commit empties the staging table (ON COMMIT DELETE ROWS) more cheaply.
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        partitions.lock_kinds(raw, cluster_id, kinds)
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
         copy_observation_rows(raw, _STAGE, rows)
         # No conflict target: each partition's own unique (cluster_id, dedupe_key) index is the arbiter.
