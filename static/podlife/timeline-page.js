@@ -4,6 +4,7 @@ import {
   axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, setParams, toMicros, tzLabel,
 } from "./common.js";
 import { buildFigure, rowFromTimeline } from "./gantt.js";
+import { bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -22,6 +23,7 @@ const state = {
   paused: getParams().get("paused") === "1",
   seq: null,
   timing: {},
+  bands: null, // a crowded window as bands of pods (lod.js), else null: a row a pod
 };
 window.__podlifeDraws = []; // timings after each draw (tests and bench/live.py read it)
 window.__podlifeRows = () => rows(); // for benchmarks and tests
@@ -33,6 +35,7 @@ function apiURL() {
     return page.initial_api; // preloaded by the page while plotly.js was loading
   }
   const p = getParams();
+  if (page.lod) return lodURL(page.api, p.get("from"), p.get("to"), chart.clientWidth - 120);
   const q = new URLSearchParams();
   for (const k of ["from", "to"]) if (p.get(k)) q.set(k, p.get(k));
   q.set("lanes", "worker");
@@ -46,6 +49,7 @@ function rowLabel(r) {
 }
 
 function rows() {
+  if (state.bands) return bandRows(state.bands);
   const pods = [...state.pods.values()];
   for (const r of pods) {
     if (r._first === undefined) r._first = r.intervals.reduce((m, iv) => Math.min(m, toMicros(iv[2])), Infinity);
@@ -91,10 +95,12 @@ async function draw() {
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
   chart.dataset.rows = String(all.length);
+  chart.dataset.detail = state.bands ? "bands" : "full";
   requestAnimationFrame(() => {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
-  renderTable(all);
+  if (state.bands) renderBandTable(state.bands, table, document.getElementById("pod-count"), page.pod_url);
+  else renderTable(all);
 }
 
 function renderTable(all) {
@@ -128,7 +134,8 @@ async function load() {
     document.body.dataset.windowFrom = data.window.from; // what the Export button exports
     document.body.dataset.windowTo = data.window.to;
     state.followNow = !state.explicitTo && Date.now() * 1000 - state.window.to < 120e6;
-    state.pods = new Map(data.pods.map((p) => [p.uid, p]));
+    state.bands = isBands(data) ? data : null;
+    state.pods = new Map(state.bands ? [] : data.pods.map((p) => [p.uid, p]));
     state.nodeLanes = data.node_lanes || {};
     syncPicker();
     await draw();
@@ -179,13 +186,35 @@ function onRelayout(ev) {
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], state.tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], state.tz)) });
   } else return;
-  if (chart.dataset.renderer === "webgl") draw(); // finer detail at the new zoom
+  if (page.lod) refine(); // the server's level of detail for the zoomed range
+  else if (chart.dataset.renderer === "webgl") draw(); // finer detail at the new zoom
+}
+
+// Level of detail (lod.js): fetch the zoomed range (x0..x1, else the whole window) and redraw it, pod by
+// pod once few enough pods overlap it. The window itself (picker, export) stays as it is.
+let refineSeq = 0;
+async function refine() {
+  const mine = ++refineSeq;
+  const p = getParams();
+  const url = p.get("x0") ? lodURL(page.api, p.get("x0"), p.get("x1"), chart.clientWidth - 120) : apiURL();
+  try {
+    const data = await fetchJSON(url);
+    if (mine !== refineSeq) return; // a later zoom superseded this one
+    const wasBands = !!state.bands;
+    state.bands = isBands(data) ? data : null;
+    state.pods = new Map(state.bands ? [] : data.pods.map((r) => [r.uid, r]));
+    await draw();
+    // Rows changed meaning (bands ↔ pods): a y zoom kept from before would show the wrong rows.
+    if (wasBands !== !!state.bands) await Plotly.relayout(chart, { "yaxis.autorange": "reversed" });
+  } catch (err) {
+    statusEl.textContent = `could not load: ${err.message}`;
+  }
 }
 
 function onClick(ev) {
   const point = ev.points && ev.points[0];
   const custom = point && point.customdata;
-  if (!custom || String(custom[0]).startsWith("node:")) return;
+  if (!custom || String(custom[0]).startsWith("node:") || String(custom[0]).startsWith("band:")) return;
   const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
   const mark = custom[1] ? `?evidence=${encodeURIComponent(custom[1])}` : "";
   window.location.href = podURL(page.pod_url, custom[0]) + mark + evidence;
@@ -267,6 +296,7 @@ if (pauseButton) {
 }
 
 await load();
+if (page.lod && getParams().get("x0")) await refine(); // a shared link to a zoomed view
 chart.on("plotly_relayout", onRelayout);
 chart.on("plotly_click", onClick);
 if (page.ws) {

@@ -1,0 +1,314 @@
+"""Reads that stay fast at fleet scale (150,000 pods, issue #17 deliverable 5): the overview from aggregates
+(one GROUP BY per table, never a row per pod), pod search over indexed prefixes, and the level of detail
+of a wide Gantt window (the server folds thousands of pod rows into a few hundred bands of pods).
+
+Reads only; the indexes behind them are migration 0015 (docs/performance.md, "Pages at fleet scale").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count, Q, QuerySet, Subquery
+
+from timelines.lifecycle.timeline import format_time
+from timelines.models import Cluster, Finding, Interval, Node, Observation, Pod
+
+# --- the overview -------------------------------------------------------------------------------------------
+
+
+def cluster_counts(
+    clusters: Iterable[Cluster], filters: dict[int, set[str] | None]
+) -> dict[int, dict[str, int]]:
+    """``queries.cluster_counts`` for many clusters at once: pods, live pods, nodes and findings by cluster,
+    one grouped query per table for the clusters read whole (``filters[id] is None``) and one per cluster
+    narrowed to namespaces. Counting 150,000 pods this way reads an index, not the rows."""
+    clusters = list(clusters)
+    out = {c.id: {"pods": 0, "live_pods": 0, "nodes": 0, "findings": 0} for c in clusters}
+    whole = [c.id for c in clusters if filters.get(c.id) is None]
+    narrowed = [c.id for c in clusters if filters.get(c.id) is not None]
+
+    def add(pods: QuerySet[Pod], findings: QuerySet[Finding]) -> None:
+        for r in pods.values("cluster_id").annotate(
+            n=Count("id"), live=Count("id", filter=Q(deleted_at__isnull=True))
+        ):
+            out[r["cluster_id"]].update(pods=r["n"], live_pods=r["live"])
+        for r in findings.values("cluster_id").annotate(n=Count("id")):
+            out[r["cluster_id"]]["findings"] = r["n"]
+
+    if whole:
+        add(Pod.objects.filter(cluster_id__in=whole), Finding.objects.filter(cluster_id__in=whole))
+    for cid in narrowed:
+        ns = sorted(filters[cid] or ())
+        add(
+            Pod.objects.filter(cluster_id=cid, namespace__in=ns),
+            Finding.objects.filter(cluster_id=cid, namespace__in=ns),
+        )
+    for r in (
+        Node.objects.filter(cluster_id__in=[c.id for c in clusters])
+        .values("cluster_id")
+        .annotate(n=Count("id"))
+    ):
+        out[r["cluster_id"]]["nodes"] = r["n"]
+    return out
+
+
+def observation_count(clusters: list[Cluster], *, all_clusters: bool) -> tuple[int, bool]:
+    """How many observations the clusters hold, and whether that is an estimate. Counting a month of a
+    fleet (tens of millions of rows) exactly takes seconds on PostgreSQL, so when every cluster is asked
+    for there it is the planner's estimate (``pg_class.reltuples`` of the table and any partitions, kept by
+    ANALYZE / autovacuum); a few clusters, or SQLite, are counted exactly."""
+    if all_clusters and connection.vendor == "postgresql":
+        table = Observation._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COALESCE(SUM(GREATEST(c.reltuples, 0)), 0)::bigint FROM pg_class c "
+                "WHERE c.oid = %s::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits "
+                "WHERE inhparent = %s::regclass)",
+                [table, table],
+            )
+            estimate = int(cursor.fetchone()[0])
+        if estimate > 0:
+            return estimate, True
+    return Observation.objects.filter(cluster__in=clusters).count(), False
+
+
+# --- search ---------------------------------------------------------------------------------------------------
+
+SEARCH_KEYS = ("name", "uid", "owner", "node", "ns", "finding")
+MAX_TERM = 253  # a DNS subdomain, the longest Kubernetes name
+MAX_TERMS = 6
+_TERM = re.compile(r"^[a-z0-9._\-/]+$")
+
+
+class SearchError(ValueError):
+    """The search text is not one podlife reads; the message names the part and what was expected."""
+
+
+@dataclass(frozen=True)
+class SearchTerm:
+    key: str  # one of SEARCH_KEYS, or "" for any of them
+    prefix: str
+
+
+def parse_search(text: str) -> list[SearchTerm]:
+    """``text`` → terms, all of which a pod must match. A term is ``KEY:PREFIX`` (KEY one of name, uid,
+    owner, node, ns, finding) or a bare PREFIX matching any of them. Kubernetes names and UIDs are lower
+    case, so the text is lowercased; anything that cannot start a Kubernetes name, UID or finding kind
+    (other than ``a-z 0-9 . _ - /``) is refused rather than searched for."""
+    if len(text) > MAX_TERMS * (MAX_TERM + 10):
+        raise SearchError(f"q: {len(text)} characters; at most {MAX_TERMS * (MAX_TERM + 10)}")
+    terms = []
+    for word in text.split():
+        key, sep, value = word.partition(":")
+        if not sep:
+            key, value = "", word
+        elif key.lower() not in SEARCH_KEYS:
+            raise SearchError(f"q: unknown key {key[:40]!r} in {word[:60]!r}; expected one of "
+                              f"{', '.join(k + ':' for k in SEARCH_KEYS)} or a bare prefix")  # fmt: skip
+        key, value = key.lower(), value.lower()
+        if not value:
+            raise SearchError(f"q: {word[:60]!r} has nothing after the colon")
+        if len(value) > MAX_TERM:
+            raise SearchError(f"q: a term of {len(value)} characters; at most {MAX_TERM}")
+        if not _TERM.match(value):
+            raise SearchError(
+                f"q: {value[:60]!r} is not the start of a Kubernetes name, UID or finding kind "
+                "(letters, digits, '.', '_', '-', '/')"
+            )
+        terms.append(SearchTerm(key, value))
+    if not terms:
+        raise SearchError("q: give the start of a pod name, UID, owner, node, namespace or finding kind")
+    if len(terms) > MAX_TERMS:
+        raise SearchError(f"q: {len(terms)} terms; at most {MAX_TERMS}")
+    return terms
+
+
+def _term_q(cluster: Cluster, term: SearchTerm) -> Q:
+    # ``startswith`` is a LIKE 'prefix%' with the wildcards of the term escaped; on PostgreSQL the pattern
+    # indexes of migration 0015 answer it (SQLite's LIKE ignores case; the text is lower case anyway).
+    by_key = {
+        "name": Q(name__startswith=term.prefix),
+        "uid": Q(uid__startswith=term.prefix),
+        "owner": Q(owner_name__startswith=term.prefix),
+        "node": Q(node__startswith=term.prefix),
+        "ns": Q(namespace__startswith=term.prefix),
+        "finding": Q(
+            uid__in=Subquery(
+                Finding.objects.filter(
+                    cluster=cluster, pod_uid__isnull=False, kind__startswith=term.prefix
+                ).values("pod_uid")
+            )
+        ),
+    }
+    if term.key:
+        return by_key[term.key]
+    q = Q()
+    for part in by_key.values():
+        q |= part
+    return q
+
+
+def search_pods(cluster: Cluster, text: str, namespaces: set[str] | None, *, limit: int = 100) -> list[Pod]:
+    """Readable pods of ``cluster`` matching every term of ``text`` (``parse_search``), most recently
+    seen first; raises ``SearchError`` for text it cannot read."""
+    qs = Pod.objects.filter(cluster=cluster)
+    for term in parse_search(text):
+        qs = qs.filter(_term_q(cluster, term))
+    if namespaces is not None:
+        qs = qs.filter(namespace__in=sorted(namespaces))
+    return list(qs.order_by("-last_seen", "namespace", "name")[:limit])
+
+
+# --- level of detail of a wide window ---------------------------------------------------------------------------
+
+OVERVIEW_SCHEMA = "podlife.window-overview/v1"
+LOD_PODS = 2000  # more pods than this in a window: bands of pods, not a row each
+MAX_BANDS = 400  # the WebGL chart is 800 px high: two pixels a band
+TABLE_PODS = 2000  # pods listed under the chart (as the full view lists)
+
+
+def window_overview(
+    cluster: Cluster,
+    *,
+    start: datetime,
+    end: datetime,
+    namespaces: set[str] | None,
+    namespace: str,
+    resolution_us: int,
+    max_bands: int = MAX_BANDS,
+    scope: dict[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """The worker lane of a namespace window folded for drawing, or None when it holds at most
+    ``LOD_PODS`` pods (then the caller sends every row: ``queries.window_timelines``).
+
+    Pods are ordered as the chart orders rows (first interval start, then name) and cut into at most
+    ``max_bands`` bands of consecutive pods. A band carries, per state and source, its pods' intervals
+    merged where they touch or lie closer than ``resolution_us`` (a pixel at the chart's width: what
+    cannot be told apart on the screen), and exact totals (``counts``: intervals and seconds, unmerged),
+    so the bands add up to the full data. Findings are merged the same way per kind and severity.
+    Schema ``podlife.window-overview/v1`` (docs/api.md)."""
+    base = Interval.objects.filter(
+        cluster=cluster, namespace=namespace, lane="worker", pod_uid__isnull=False, start__lt=end
+    ).filter(Q(end__isnull=True) | Q(end__gte=start))
+    if namespaces is not None:
+        base = base.filter(namespace__in=sorted(namespaces))
+    rows = list(base.values_list("pod_uid", "state", "source", "start", "end").order_by("pod_uid", "start"))
+    first: dict[str, datetime] = {}
+    for uid, _state, _source, s, _e in rows:
+        if uid not in first or s < first[uid]:
+            first[uid] = s
+    findings = Finding.objects.filter(
+        cluster=cluster, namespace=namespace, pod_uid__isnull=False, start__lt=end
+    ).filter(Q(end__isnull=True) | Q(end__gte=start))
+    if namespaces is not None:
+        findings = findings.filter(namespace__in=sorted(namespaces))
+    finding_rows = list(findings.values_list("pod_uid", "kind", "severity", "start", "end"))
+    for uid, _k, _sev, s, _e in finding_rows:
+        first.setdefault(uid, s)
+    if len(first) <= LOD_PODS:
+        return None
+    pods: dict[str, tuple[str, str, str, str]] = {}
+    uids = list(first)
+    for i in range(0, len(uids), 900):  # SQLite caps bound parameters
+        for uid, name, node, phase, ns in Pod.objects.filter(
+            cluster=cluster, uid__in=uids[i : i + 900]
+        ).values_list("uid", "name", "node", "phase", "namespace"):
+            pods[uid] = (name, node, phase, ns)
+    order = sorted(uids, key=lambda u: (first[u], pods.get(u, ("",))[0]))
+    size = math.ceil(len(order) / max_bands)
+    band_of = {uid: i // size for i, uid in enumerate(order)}
+    bands: list[dict[str, Any]] = []
+    for b in range(math.ceil(len(order) / size)):
+        members = order[b * size : (b + 1) * size]
+        bands.append(
+            {
+                "key": f"band:{b}",
+                "first": b * size,
+                "pods": len(members),
+                "first_name": pods.get(members[0], ("",))[0],
+                "last_name": pods.get(members[-1], ("",))[0],
+                "intervals": [],
+                "findings": [],
+                "counts": {},
+            }
+        )
+    gap = resolution_us / 1e6
+    open_end = end  # an open interval is drawn to the window's end, as the full view draws it
+
+    # Per band and (state, source): sort by start, merge what is closer than a pixel.
+    spans: dict[tuple[int, str, str], list[tuple[datetime, datetime | None]]] = {}
+    for uid, state, source, s, e in rows:
+        spans.setdefault((band_of[uid], state, source), []).append((s, e))
+    for (b, state, source), items in spans.items():
+        items.sort(key=lambda x: x[0])
+        counts = bands[b]["counts"].setdefault(f"{state}|{source}", {"intervals": 0, "seconds": 0.0})
+        merged: list[list[datetime]] = []
+        for s, e in items:
+            counts["intervals"] += 1
+            stop = e if e is not None else max(open_end, s)
+            counts["seconds"] += (stop - s).total_seconds()
+            if merged and (s - merged[-1][1]).total_seconds() < gap:
+                merged[-1][1] = max(merged[-1][1], stop)
+            else:
+                merged.append([s, stop])
+        for s, e in merged:
+            bands[b]["intervals"].append(["worker", state, format_time(s), format_time(e), source, []])
+    fspans: dict[tuple[int, str, str], list[tuple[datetime, datetime]]] = {}
+    for uid, kind, severity, s, e in finding_rows:
+        fspans.setdefault((band_of[uid], kind, severity), []).append((s, e if e is not None else max(end, s)))
+    for (b, kind, severity), fitems in fspans.items():
+        fitems.sort(key=lambda x: x[0])
+        fmerged: list[list[Any]] = []
+        for s, e in fitems:
+            if fmerged and (s - fmerged[-1][1]).total_seconds() < gap:
+                fmerged[-1][1] = max(fmerged[-1][1], e)
+                fmerged[-1][2] += 1
+            else:
+                fmerged.append([s, e, 1])
+        for s, e, n in fmerged:
+            bands[b]["findings"].append(
+                [kind, severity, f"{n} finding{'s' if n != 1 else ''}", format_time(s), format_time(e), []]
+            )
+    for band in bands:
+        band["intervals"].sort(key=lambda iv: iv[2])
+
+    last_state: dict[str, tuple[str, str]] = {}
+    for uid, state, source, _s, _e in rows:  # ordered by start within a pod: the last one wins
+        last_state[uid] = (state, source)
+    kinds: dict[str, list[str]] = {}
+    for uid, kind, _sev, _s, _e in finding_rows:
+        kinds.setdefault(uid, []).append(kind)
+    table = []
+    for uid in order[:TABLE_PODS]:
+        name, node, phase, ns = pods.get(uid, ("", "", "", namespace))
+        worker = last_state.get(uid)
+        table.append(
+            {
+                "uid": uid,
+                "namespace": ns,
+                "name": name,
+                "node": node,
+                "phase": phase,
+                "worker": list(worker) if worker else None,
+                "findings": kinds.get(uid, []),
+            }
+        )
+    return {
+        "schema": OVERVIEW_SCHEMA,
+        "cluster": cluster.name,
+        "scope": scope or {},
+        "window": {"from": start, "to": end},
+        "detail": "bands",
+        "resolution_us": resolution_us,
+        "pods_total": len(order),
+        "pods_per_band": size,
+        "bands": bands,
+        "table": table,
+    }
