@@ -150,7 +150,14 @@ def _term_q(cluster: Cluster, term: SearchTerm) -> Q:
     if term.key:
         return by_key[term.key]
     q = Q()
-    for part in by_key.values():
+    for key, part in by_key.items():
+        # A bare prefix asks about findings only when some finding kind starts with it (one index probe):
+        # an IN (subquery) inside the OR would stop PostgreSQL from combining the five prefix indexes.
+        if (
+            key == "finding"
+            and not Finding.objects.filter(cluster=cluster, kind__startswith=term.prefix).exists()
+        ):
+            continue
         q |= part
     return q
 

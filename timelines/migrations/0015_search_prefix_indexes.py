@@ -21,6 +21,12 @@ INDEXES = [
 ]
 
 
+# Results come newest first (``ORDER BY last_seen DESC, namespace, name LIMIT n``): with this index a
+# prefix that matches most of the fleet reads the newest pods in order and stops at n (an incremental sort
+# breaks the ties) instead of sorting 150,000 rows; a narrow prefix still combines the indexes above.
+RECENT = ("pod_recent", "timelines_pod", '("cluster_id", "last_seen" DESC)')
+
+
 def create(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
@@ -28,12 +34,14 @@ def create(apps, schema_editor):
         schema_editor.execute(
             f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("cluster_id", "{column}" varchar_pattern_ops)'
         )
+    name, table, columns = RECENT
+    schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" {columns}')
 
 
 def drop(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    for name, _table, _column in INDEXES:
+    for name, _table, _column in [*INDEXES, RECENT]:
         schema_editor.execute(f'DROP INDEX IF EXISTS "{name}"')
 
 
