@@ -58,7 +58,7 @@ typecheck: $(VENV)/.installed
 
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
 ## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium,
-## bench/firstdraw.py Chromium.
+## bench/firstdraw.py Chromium; bench/scale_pages.py PostgreSQL (and Chromium for its first frame).
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
@@ -67,6 +67,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/audit.py
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
+	@case "$$DATABASE_URL" in postgres*) $(PY) bench/scale_pages.py;; *) echo "bench/scale_pages.py skipped: needs PostgreSQL";; esac
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots

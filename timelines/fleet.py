@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -84,6 +84,7 @@ def observation_count(clusters: list[Cluster], *, all_clusters: bool) -> tuple[i
 SEARCH_KEYS = ("name", "uid", "owner", "node", "ns", "finding")
 MAX_TERM = 253  # a DNS subdomain, the longest Kubernetes name
 MAX_TERMS = 6
+SEARCH_CANDIDATES = 2000
 _TERM = re.compile(r"^[a-z0-9._\-/]+$")
 
 
@@ -170,6 +171,14 @@ def search_pods(cluster: Cluster, text: str, namespaces: set[str] | None, *, lim
         qs = qs.filter(_term_q(cluster, term))
     if namespaces is not None:
         qs = qs.filter(namespace__in=sorted(namespaces))
+    # Two steps, because one ordered query lets PostgreSQL guess wrong: asked for the newest n of a few
+    # matches it may walk the newest-first index (pod_recent) through all 150,000 pods looking for them.
+    # So first the matches in no order (the prefix indexes, or a scan that stops early), at most
+    # SEARCH_CANDIDATES; only when there are more (a prefix of most of the fleet) is the newest-first index
+    # the right plan, and then it finds its n quickly.
+    ids = list(qs.order_by().values_list("id", flat=True)[: SEARCH_CANDIDATES + 1])
+    if len(ids) <= SEARCH_CANDIDATES:
+        qs = Pod.objects.filter(id__in=ids)
     return list(qs.order_by("-last_seen", "namespace", "name")[:limit])
 
 
@@ -179,6 +188,43 @@ OVERVIEW_SCHEMA = "podlife.window-overview/v1"
 LOD_PODS = 2000  # more pods than this in a window: bands of pods, not a row each
 MAX_BANDS = 400  # the WebGL chart is 800 px high: two pixels a band
 TABLE_PODS = 2000  # pods listed under the chart (as the full view lists)
+MERGE_PX = 4  # a band's bars of one state closer than this many pixels are drawn as one
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros_sql(column: str) -> str:
+    """SQL for a time column as integer microseconds since the epoch (no datetime built per row: a
+    10,000-pod day is 30,000 intervals). SQLite stores ``YYYY-MM-DD HH:MM:SS[.ffffff]`` in UTC."""
+    col = connection.ops.quote_name(column)
+    if connection.vendor == "postgresql":
+        return f"CAST(EXTRACT(EPOCH FROM {col}) * 1000000 AS BIGINT)"
+    return (
+        f"CASE WHEN {col} IS NULL THEN NULL ELSE CAST(strftime('%%s', {col}) AS INTEGER) * 1000000 "
+        f"+ CAST(substr({col} || '.000000', 21, 6) AS INTEGER) END"
+    )
+
+
+def _time(us: int) -> str:
+    return format_time(_EPOCH + timedelta(microseconds=us))
+
+
+def _merge(items: list[tuple[int, int, str]], gap: int) -> list[tuple[int, int, int, int]]:
+    """(start µs, end µs, pod) sorted by start → (start, end, intervals, pods) merged where closer than
+    ``gap``."""
+    out: list[tuple[int, int, int, int]] = []
+    cur: list[Any] | None = None
+    for s, e, pod in items:
+        if cur is not None and s - cur[1] < gap:
+            cur[1] = max(cur[1], e)
+            cur[2] += 1
+            cur[3].add(pod)
+        else:
+            if cur is not None:
+                out.append((cur[0], cur[1], cur[2], len(cur[3])))
+            cur = [s, e, 1, {pod}]
+    if cur is not None:
+        out.append((cur[0], cur[1], cur[2], len(cur[3])))
+    return out
 
 
 def window_overview(
@@ -197,38 +243,52 @@ def window_overview(
 
     Pods are ordered as the chart orders rows (first interval start, then name) and cut into at most
     ``max_bands`` bands of consecutive pods. A band carries, per state and source, its pods' intervals
-    merged where they touch or lie closer than ``resolution_us`` (a pixel at the chart's width: what
-    cannot be told apart on the screen), and exact totals (``counts``: intervals and seconds, unmerged),
-    so the bands add up to the full data. Findings are merged the same way per kind and severity.
+    merged where they overlap or lie closer than ``MERGE_PX`` pixels (``resolution_us`` is a pixel at the
+    chart's width), each merged bar saying how many intervals of how many pods it stands for, and exact
+    totals (``counts``: intervals and seconds, unmerged, an open interval to the window's end), so the
+    bands add up to the full data. Findings are merged the same way per kind and severity.
     Schema ``podlife.window-overview/v1`` (docs/api.md)."""
-    base = Interval.objects.filter(
-        cluster=cluster, namespace=namespace, lane="worker", pod_uid__isnull=False, start__lt=end
-    ).filter(Q(end__isnull=True) | Q(end__gte=start))
-    if namespaces is not None:
-        base = base.filter(namespace__in=sorted(namespaces))
-    rows = list(base.values_list("pod_uid", "state", "source", "start", "end").order_by("pod_uid", "start"))
-    first: dict[str, datetime] = {}
-    for uid, _state, _source, s, _e in rows:
-        if uid not in first or s < first[uid]:
-            first[uid] = s
-    findings = Finding.objects.filter(
-        cluster=cluster, namespace=namespace, pod_uid__isnull=False, start__lt=end
-    ).filter(Q(end__isnull=True) | Q(end__gte=start))
-    if namespaces is not None:
-        findings = findings.filter(namespace__in=sorted(namespaces))
-    finding_rows = list(findings.values_list("pod_uid", "kind", "severity", "start", "end"))
-    for uid, _k, _sev, s, _e in finding_rows:
-        first.setdefault(uid, s)
-    if len(first) <= LOD_PODS:
-        return None
-    pods: dict[str, tuple[str, str, str, str]] = {}
-    uids = list(first)
-    for i in range(0, len(uids), 900):  # SQLite caps bound parameters
-        for uid, name, node, phase, ns in Pod.objects.filter(
-            cluster=cluster, uid__in=uids[i : i + 900]
-        ).values_list("uid", "name", "node", "phase", "namespace"):
-            pods[uid] = (name, node, phase, ns)
-    order = sorted(uids, key=lambda u: (first[u], pods.get(u, ("",))[0]))
+    q = connection.ops.quote_name
+    t0, t1 = connection.ops.adapt_datetimefield_value(start), connection.ops.adapt_datetimefield_value(end)
+    end_us = round((end - _EPOCH).total_seconds() * 1e6)
+    params: list[Any] = [cluster.id, namespace, t1, t0]
+    if namespaces is not None and namespace not in namespaces:
+        return None  # nothing readable: the caller's full read answers (empty)
+    overlap = f"start < %s AND ({q('end')} IS NULL OR {q('end')} >= %s)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT pod_uid, state, source, {_micros_sql('start')}, {_micros_sql('end')} "
+            f"FROM {q(Interval._meta.db_table)} WHERE cluster_id = %s AND namespace = %s AND lane = 'worker' "
+            f"AND pod_uid IS NOT NULL AND {overlap}",
+            params,
+        )
+        rows: list[tuple[str, str, str, int, int | None]] = cursor.fetchall()
+        cursor.execute(
+            f"SELECT pod_uid, kind, severity, {_micros_sql('start')}, {_micros_sql('end')} "
+            f"FROM {q(Finding._meta.db_table)} WHERE cluster_id = %s AND namespace = %s "
+            f"AND pod_uid IS NOT NULL AND {overlap}",
+            params,
+        )
+        finding_rows: list[tuple[str, str, str, int, int | None]] = cursor.fetchall()
+        first: dict[str, int] = {}
+        last_state: dict[str, tuple[int, str, str]] = {}
+        for uid, state, source, s, _e in rows:
+            if uid not in first or s < first[uid]:
+                first[uid] = s
+            if uid not in last_state or s >= last_state[uid][0]:
+                last_state[uid] = (s, state, source)
+        for uid, _k, _sev, s, _e in finding_rows:
+            first.setdefault(uid, s)
+        if len(first) <= LOD_PODS:
+            return None
+        cursor.execute(
+            f"SELECT uid, name, node, phase FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
+            "AND namespace = %s",
+            [cluster.id, namespace],
+        )
+        pods = {uid: (name, node, phase) for uid, name, node, phase in cursor.fetchall() if uid in first}
+
+    order = sorted(first, key=lambda u: (first[u], pods.get(u, ("",))[0]))
     size = math.ceil(len(order) / max_bands)
     band_of = {uid: i // size for i, uid in enumerate(order)}
     bands: list[dict[str, Any]] = []
@@ -246,64 +306,49 @@ def window_overview(
                 "counts": {},
             }
         )
-    gap = resolution_us / 1e6
-    open_end = end  # an open interval is drawn to the window's end, as the full view draws it
+    gap = MERGE_PX * resolution_us
 
-    # Per band and (state, source): sort by start, merge what is closer than a pixel.
-    spans: dict[tuple[int, str, str], list[tuple[datetime, datetime | None]]] = {}
+    spans: dict[tuple[int, str, str], list[tuple[int, int, str]]] = {}
     for uid, state, source, s, e in rows:
-        spans.setdefault((band_of[uid], state, source), []).append((s, e))
+        stop = e if e is not None else max(end_us, s)  # an open interval: drawn to the window's end
+        spans.setdefault((band_of[uid], state, source), []).append((s, stop, uid))
     for (b, state, source), items in spans.items():
-        items.sort(key=lambda x: x[0])
-        counts = bands[b]["counts"].setdefault(f"{state}|{source}", {"intervals": 0, "seconds": 0.0})
-        merged: list[list[datetime]] = []
-        for s, e in items:
-            counts["intervals"] += 1
-            stop = e if e is not None else max(open_end, s)
-            counts["seconds"] += (stop - s).total_seconds()
-            if merged and (s - merged[-1][1]).total_seconds() < gap:
-                merged[-1][1] = max(merged[-1][1], stop)
-            else:
-                merged.append([s, stop])
-        for s, e in merged:
-            bands[b]["intervals"].append(["worker", state, format_time(s), format_time(e), source, []])
-    fspans: dict[tuple[int, str, str], list[tuple[datetime, datetime]]] = {}
+        items.sort()
+        bands[b]["counts"][f"{state}|{source}"] = {
+            "intervals": len(items),
+            "seconds": sum(e - s for s, e, _ in items) / 1e6,
+        }
+        for s, e, n, npods in _merge(items, gap):
+            what = f"{n} intervals of {npods} pod{'s' if npods != 1 else ''} merged" if n > 1 else ""
+            bands[b]["intervals"].append(["worker", state, _time(s), _time(e), source, [], what])
+    fspans: dict[tuple[int, str, str], list[tuple[int, int, str]]] = {}
     for uid, kind, severity, s, e in finding_rows:
-        fspans.setdefault((band_of[uid], kind, severity), []).append((s, e if e is not None else max(end, s)))
+        fspans.setdefault((band_of[uid], kind, severity), []).append(
+            (s, e if e is not None else max(end_us, s), uid)
+        )
     for (b, kind, severity), fitems in fspans.items():
-        fitems.sort(key=lambda x: x[0])
-        fmerged: list[list[Any]] = []
-        for s, e in fitems:
-            if fmerged and (s - fmerged[-1][1]).total_seconds() < gap:
-                fmerged[-1][1] = max(fmerged[-1][1], e)
-                fmerged[-1][2] += 1
-            else:
-                fmerged.append([s, e, 1])
-        for s, e, n in fmerged:
-            bands[b]["findings"].append(
-                [kind, severity, f"{n} finding{'s' if n != 1 else ''}", format_time(s), format_time(e), []]
-            )
+        fitems.sort()
+        for s, e, n, npods in _merge(fitems, gap):
+            message = f"{n} finding{'s' if n != 1 else ''} of {npods} pod{'s' if npods != 1 else ''}"
+            bands[b]["findings"].append([kind, severity, message, _time(s), _time(e), []])
     for band in bands:
         band["intervals"].sort(key=lambda iv: iv[2])
 
-    last_state: dict[str, tuple[str, str]] = {}
-    for uid, state, source, _s, _e in rows:  # ordered by start within a pod: the last one wins
-        last_state[uid] = (state, source)
     kinds: dict[str, list[str]] = {}
     for uid, kind, _sev, _s, _e in finding_rows:
         kinds.setdefault(uid, []).append(kind)
     table = []
     for uid in order[:TABLE_PODS]:
-        name, node, phase, ns = pods.get(uid, ("", "", "", namespace))
+        name, node, phase = pods.get(uid, ("", "", ""))
         worker = last_state.get(uid)
         table.append(
             {
                 "uid": uid,
-                "namespace": ns,
+                "namespace": namespace,
                 "name": name,
                 "node": node,
                 "phase": phase,
-                "worker": list(worker) if worker else None,
+                "worker": [worker[1], worker[2]] if worker else None,
                 "findings": kinds.get(uid, []),
             }
         )
