@@ -292,6 +292,7 @@ def main() -> None:
     parser.add_argument("--obs-per-pod", type=int, default=10)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--frame-only", action="store_true", help="only the first frame (no 150k fleet)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database (to EXPLAIN in it)")
     args = parser.parse_args()
     os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
@@ -312,6 +313,13 @@ def main() -> None:
 
     if connection.vendor != "postgresql":
         raise SystemExit("bench/scale_pages.py needs PostgreSQL (DATABASE_URL=postgres://…)")
+    if args.frame_only:
+        parts = urlsplit(os.environ["DATABASE_URL"])
+        url = urlunsplit(
+            (parts.scheme, parts.netloc, "/" + connection.settings_dict["NAME"], parts.query, "")
+        )
+        bench_first_frame(url, max(3, args.runs // 2))
+        return
     started = time.monotonic()
     cluster = Cluster.objects.create(name="fleet")
     for name in ("second", "third"):  # the overview lists several clusters

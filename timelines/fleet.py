@@ -186,9 +186,9 @@ def search_pods(cluster: Cluster, text: str, namespaces: set[str] | None, *, lim
 
 OVERVIEW_SCHEMA = "podlife.window-overview/v1"
 LOD_PODS = 2000  # more pods than this in a window: bands of pods, not a row each
-MAX_BANDS = 400  # the WebGL chart is 800 px high: two pixels a band
+MAX_BANDS = 200  # a chart about 700 px high: three to four pixels a band
 TABLE_PODS = 2000  # pods listed under the chart (as the full view lists)
-MERGE_PX = 4  # a band's bars of one state closer than this many pixels are drawn as one
+MERGE_PX = 8  # a band's bars of one state closer than this many pixels are drawn as one
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

@@ -19,6 +19,12 @@ export function lodURL(api, from, to, px) {
   return `${api}?${q}`;
 }
 
+// Bands are few (at most a few thousand bars): SVG bars, whose first draw costs far less than
+// starting WebGL (in software GL, most of a WebGL chart's first draw).
+export function bandConfig(cfg) {
+  return { ...cfg, webgl_threshold: Infinity };
+}
+
 // Bands → the rows buildFigure draws (one row a band; its label says which pods).
 export function bandRows(data) {
   const total = data.pods_total.toLocaleString("en-US");

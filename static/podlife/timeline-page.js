@@ -4,7 +4,7 @@ import {
   axisValue, display, el, fetchJSON, fromDisplay, getParams, isoUTC, pageData, podURL, setParams, toMicros, tzLabel,
 } from "./common.js";
 import { buildFigure, rowFromTimeline } from "./gantt.js";
-import { bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
+import { bandConfig, bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -84,7 +84,7 @@ async function draw() {
   state.timing.build0 = started;
   const x0 = toMicros(p.get("x0")) ?? state.window.from;
   const x1 = toMicros(p.get("x1")) ?? windowEnd();
-  const fig = buildFigure(all, cfg, {
+  const fig = buildFigure(all, state.bands ? bandConfig(cfg) : cfg, {
     tz: state.tz, tzLabel: tzLabel(state.tz), windowEnd: windowEnd(),
     x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
     detailUs: (x1 - x0) / Math.max(chart.clientWidth - 120, 200),

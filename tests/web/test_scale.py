@@ -33,8 +33,8 @@ def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     live_server_asgi: Any, admin_user: Any, request: Any
 ) -> None:
     """GIVEN 10,000 pods of one namespace over a day, each setup → terminating → cleanup (a fifth
-    inferred) WHEN the namespace page opens THEN the server sends bands of consecutive pods (at most 400
-    rows, the level of detail of issue #17) whose totals are the whole namespace's, drawn with WebGL, and
+    inferred) WHEN the namespace page opens THEN the server sends bands of consecutive pods (at most 200
+    rows, the level of detail of issue #17) whose totals are the whole namespace's, drawn as SVG bars, and
     the table lists the first 2,000 pods. Zoomed to ten minutes the page fetches that range, which comes
     pod by pod, and every termination (1-40 s) is drawn as its own segment. With ``?detail=full`` the page
     draws every pod's row as before (the baseline of bench/scale_pages.py)."""
@@ -47,9 +47,9 @@ def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     page.goto(f"{base}/c/scale/ns/big/")
     wait_for_js(page, "window.__podlifeDraws && window.__podlifeDraws.length > 0", timeout_s=60)
     assert page.get_attribute("#gantt", "data-detail") == "bands"
-    assert page.get_attribute("#gantt", "data-renderer") == "webgl"
+    assert page.get_attribute("#gantt", "data-renderer") == "svg"  # few bars: no WebGL to start
     bands = int(page.get_attribute("#gantt", "data-rows") or 0)
-    assert 300 <= bands <= 400, bands
+    assert 150 <= bands <= 200, bands
     assert page.text_content("#pod-count").startswith(f"{PODS} pods (first 2,000 listed)")
     assert page.locator("#pods-body tr").count() == 2000
     day = page.evaluate(SEGMENTS)

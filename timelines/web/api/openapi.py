@@ -273,11 +273,15 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                     "detail",
                     "query",
                     "`full` (default): a row a pod (podlife.window/v1). `auto`: past 2,000 pods, the worker "
-                    "lane as at most 400 bands of consecutive pods, merged to a pixel "
+                    "lane as at most 200 bands of consecutive pods, merged to a pixel "
                     "(podlife.window-overview/v1, docs/api.md).",
                 ),
-                _param("px", "query", "With detail=auto: the chart's width, 100-10000 (default 1200).",
-                       {"type": "integer"}),  # fmt: skip
+                _param(
+                    "px",
+                    "query",
+                    "With detail=auto: the chart's width, 100-10000 (default 1200).",
+                    {"type": "integer"},
+                ),  # fmt: skip
             ],
             {"oneOf": [_ref("Window"), {"type": "object", "description": "podlife.window-overview/v1"}]},
         ),
