@@ -281,7 +281,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                     "query",
                     "With detail=auto: the chart's width, 100-10000 (default 1200).",
                     {"type": "integer"},
-                ),  # fmt: skip
+                ),
             ],
             {"oneOf": [_ref("Window"), {"type": "object", "description": "podlife.window-overview/v1"}]},
         ),
