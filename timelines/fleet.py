@@ -186,9 +186,9 @@ def search_pods(cluster: Cluster, text: str, namespaces: set[str] | None, *, lim
 
 OVERVIEW_SCHEMA = "podlife.window-overview/v1"
 LOD_PODS = 2000  # more pods than this in a window: bands of pods, not a row each
-MAX_BANDS = 200  # a chart about 700 px high: three to four pixels a band
+MAX_BANDS = 200  # a chart about 700 px high (no row labels past 120 rows): three to four pixels a band
 TABLE_PODS = 2000  # pods listed under the chart (as the full view lists)
-MERGE_PX = 8  # a band's bars of one state closer than this many pixels are drawn as one
+MERGE_PX = 1  # a band's bars of one state closer than a pixel cannot be told apart: drawn as one
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -244,9 +244,11 @@ def window_overview(
     Pods are ordered as the chart orders rows (first interval start, then name) and cut into at most
     ``max_bands`` bands of consecutive pods. A band carries, per state and source, its pods' intervals
     merged where they overlap or lie closer than ``MERGE_PX`` pixels (``resolution_us`` is a pixel at the
-    chart's width), each merged bar saying how many intervals of how many pods it stands for, and exact
-    totals (``counts``: intervals and seconds, unmerged, an open interval to the window's end), so the
-    bands add up to the full data. Findings are merged the same way per kind and severity.
+    chart's width), each merged bar saying how many intervals of how many pods it stands for; a merged
+    bar still shorter than a pixel is not drawn (it would not show; ``undrawn`` counts its intervals, and
+    zooming in shows them), as the browser's own level of detail folds sub-pixel segments. ``counts``
+    are exact (intervals and seconds, unmerged, an open interval to the window's end), so the bands add up
+    to the full data. Findings are merged the same way per kind and severity, and always drawn.
     Schema ``podlife.window-overview/v1`` (docs/api.md)."""
     q = connection.ops.quote_name
     t0, t1 = connection.ops.adapt_datetimefield_value(start), connection.ops.adapt_datetimefield_value(end)
@@ -304,6 +306,7 @@ def window_overview(
                 "intervals": [],
                 "findings": [],
                 "counts": {},
+                "undrawn": 0,
             }
         )
     gap = MERGE_PX * resolution_us
@@ -319,6 +322,9 @@ def window_overview(
             "seconds": sum(e - s for s, e, _ in items) / 1e6,
         }
         for s, e, n, npods in _merge(items, gap):
+            if e - s < resolution_us:
+                bands[b]["undrawn"] += n
+                continue
             what = f"{n} intervals of {npods} pod{'s' if npods != 1 else ''} merged" if n > 1 else ""
             bands[b]["intervals"].append(["worker", state, _time(s), _time(e), source, [], what])
     fspans: dict[tuple[int, str, str], list[tuple[int, int, str]]] = {}

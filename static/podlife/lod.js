@@ -32,7 +32,8 @@ export function bandRows(data) {
     const label = `pods ${(b.first + 1).toLocaleString("en-US")}–${(b.first + b.pods).toLocaleString("en-US")}`;
     return {
       key: b.key, uid: b.key, band: true, label, name: label, namespace: "",
-      title: `${label} of ${total} (${b.first_name} … ${b.last_name})`,
+      title: `${label} of ${total} (${b.first_name} … ${b.last_name})` +
+        (b.undrawn ? ` · ${b.undrawn} interval${b.undrawn === 1 ? "" : "s"} under a pixel not drawn: zoom in` : ""),
       intervals: b.intervals, markers: [], findings: b.findings,
     };
   });
