@@ -85,7 +85,7 @@ SEARCH_KEYS = ("name", "uid", "owner", "node", "ns", "finding")
 MAX_TERM = 253  # a DNS subdomain, the longest Kubernetes name
 MAX_TERMS = 6
 SEARCH_CANDIDATES = 2000
-_TERM = re.compile(r"^[a-z0-9._\-/]+$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # tab and newline separate terms; the rest is refused
 
 
 class SearchError(ValueError):
@@ -99,31 +99,28 @@ class SearchTerm:
 
 
 def parse_search(text: str) -> list[SearchTerm]:
-    """``text`` → terms, all of which a pod must match. A term is ``KEY:PREFIX`` (KEY one of name, uid,
-    owner, node, ns, finding) or a bare PREFIX matching any of them. Kubernetes names and UIDs are lower
-    case, so the text is lowercased; anything that cannot start a Kubernetes name, UID or finding kind
-    (other than ``a-z 0-9 . _ - /``) is refused rather than searched for."""
-    if len(text) > MAX_TERMS * (MAX_TERM + 10):
-        raise SearchError(f"q: {len(text)} characters; at most {MAX_TERMS * (MAX_TERM + 10)}")
+    """``text`` → terms, all of which a pod must match: ``KEY:PREFIX`` (KEY one of name, uid, owner,
+    node, ns, finding) and bare PREFIXes matching any of them, separated by spaces. A text without any
+    ``KEY:`` is one bare prefix, spaces and all (an imported name may hold any character). Every
+    character is literal (``%`` and ``_`` are no wildcards); control characters, a term over 253
+    characters, more than six terms or an empty text are refused with a ``SearchError``."""
+    if _CONTROL.search(text):
+        raise SearchError("q: control characters are not part of any name; remove them")
+    words = text.split()
+    keyed = [w for w in words if w.partition(":")[0].lower() in SEARCH_KEYS and ":" in w]
+    if not keyed:
+        bare = text.strip()
+        words = [bare] if bare.strip() else []
     terms = []
-    for word in text.split():
+    for word in words:
         key, sep, value = word.partition(":")
-        if not sep:
+        if not sep or key.lower() not in SEARCH_KEYS:
             key, value = "", word
-        elif key.lower() not in SEARCH_KEYS:
-            raise SearchError(f"q: unknown key {key[:40]!r} in {word[:60]!r}; expected one of "
-                              f"{', '.join(k + ':' for k in SEARCH_KEYS)} or a bare prefix")  # fmt: skip
-        key, value = key.lower(), value.lower()
         if not value:
             raise SearchError(f"q: {word[:60]!r} has nothing after the colon")
         if len(value) > MAX_TERM:
             raise SearchError(f"q: a term of {len(value)} characters; at most {MAX_TERM}")
-        if not _TERM.match(value):
-            raise SearchError(
-                f"q: {value[:60]!r} is not the start of a Kubernetes name, UID or finding kind "
-                "(letters, digits, '.', '_', '-', '/')"
-            )
-        terms.append(SearchTerm(key, value))
+        terms.append(SearchTerm(key.lower(), value))
     if not terms:
         raise SearchError("q: give the start of a pod name, UID, owner, node, namespace or finding kind")
     if len(terms) > MAX_TERMS:
@@ -133,31 +130,36 @@ def parse_search(text: str) -> list[SearchTerm]:
 
 def _term_q(cluster: Cluster, term: SearchTerm) -> Q:
     # ``startswith`` is a LIKE 'prefix%' with the wildcards of the term escaped; on PostgreSQL the pattern
-    # indexes of migration 0015 answer it (SQLite's LIKE ignores case; the text is lower case anyway).
+    # indexes of migration 0015 answer it. Kubernetes names and UIDs are lower case: a prefix typed with
+    # capitals matches as typed or lowercased (SQLite's LIKE ignores ASCII case anyway).
+    q = Q()
+    for prefix in dict.fromkeys((term.prefix, term.prefix.lower())):
+        q |= _prefix_q(cluster, term.key, prefix)
+    return q
+
+
+def _prefix_q(cluster: Cluster, key: str, prefix: str) -> Q:
     by_key = {
-        "name": Q(name__startswith=term.prefix),
-        "uid": Q(uid__startswith=term.prefix),
-        "owner": Q(owner_name__startswith=term.prefix),
-        "node": Q(node__startswith=term.prefix),
-        "ns": Q(namespace__startswith=term.prefix),
+        "name": Q(name__startswith=prefix),
+        "uid": Q(uid__startswith=prefix),
+        "owner": Q(owner_name__startswith=prefix),
+        "node": Q(node__startswith=prefix),
+        "ns": Q(namespace__startswith=prefix),
         "finding": Q(
             uid__in=Subquery(
                 Finding.objects.filter(
-                    cluster=cluster, pod_uid__isnull=False, kind__startswith=term.prefix
+                    cluster=cluster, pod_uid__isnull=False, kind__startswith=prefix
                 ).values("pod_uid")
             )
         ),
     }
-    if term.key:
-        return by_key[term.key]
+    if key:
+        return by_key[key]
     q = Q()
-    for key, part in by_key.items():
+    for k, part in by_key.items():
         # A bare prefix asks about findings only when some finding kind starts with it (one index probe):
         # an IN (subquery) inside the OR would stop PostgreSQL from combining the five prefix indexes.
-        if (
-            key == "finding"
-            and not Finding.objects.filter(cluster=cluster, kind__startswith=term.prefix).exists()
-        ):
+        if k == "finding" and not Finding.objects.filter(cluster=cluster, kind__startswith=prefix).exists():
             continue
         q |= part
     return q

@@ -227,8 +227,8 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                     "q",
                     "query",
                     "Terms, all of which a pod matches: `KEY:PREFIX` (KEY one of name, uid, owner, node, ns, "
-                    "finding) or a bare PREFIX matching any of them. Lowercased; letters, digits, `.`, `_`, `-`, "
-                    "`/` only (anything else is a 400).",
+                    "finding) or bare PREFIXes matching any of them; without a KEY the whole text is one prefix. "
+                    "Literal characters; control characters or a term over 253 characters are a 400.",
                     required=True,
                 ),
                 _param("limit", "query", "1-1000, default 100.", {"type": "integer"}),
