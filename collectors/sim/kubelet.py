@@ -23,13 +23,13 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, Protocol
 
 from .engine import Engine
-from .objects import condition, container_id, image_id, set_condition, ts
+from .objects import EventRecorder, condition, container_id, image_id, set_condition, ts
 from .store import Store
 
 KUBELET_VERSION = "v1.31.4"  # every demo kubelet's (Node status nodeInfo, its first log line)
 
 
-class KubeletHost(Protocol):
+class KubeletHost(EventRecorder, Protocol):
     """What a kubelet needs of its cluster (``SimCluster`` is one): the clock and engine, the API objects,
     and the API writes a kubelet makes. Declared here, beside its one user, so this module imports nothing
     of ``cluster.py`` and the demo cluster's modules form no import cycle (tests/sim/test_import_graph.py)."""
@@ -55,19 +55,6 @@ class KubeletHost(Protocol):
     def create_mirror_pod(self, node: str, w: Worker) -> None: ...
 
     def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None: ...
-
-    def record_event(
-        self,
-        obj: dict[str, Any],
-        etype: str,
-        reason: str,
-        message: str,
-        component: str,
-        host: str = "",
-        field_path: str | None = None,
-        micro: bool = False,
-        action: str | None = None,
-    ) -> dict[str, Any]: ...
 
 
 # file:line of each message, so a parser can key on the caller too (≈ v1.31 sources).

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from .kubelet import Behaviour
 from .objects import (
     DAEMONSET_TOLERATIONS,
+    EventRecorder,
     controller_of,
     daemon_pod_affinity,
     is_ready,
@@ -40,7 +41,7 @@ from .objects import (
 from .store import Store
 
 
-class WorkloadHost(Protocol):
+class WorkloadHost(EventRecorder, Protocol):
     """What the StatefulSet and DaemonSet controllers need of their cluster (``SimCluster`` is one), declared
     beside them so this module imports nothing of ``cluster.py``: no import cycle among the demo cluster's
     modules (tests/sim/test_import_graph.py)."""
@@ -63,19 +64,6 @@ class WorkloadHost(Protocol):
     def _mark_dirty(self, kind: str, namespace: str, name: str) -> None: ...
 
     def acting_controller(self, account: str) -> AbstractContextManager[None]: ...
-
-    def record_event(
-        self,
-        obj: dict[str, Any],
-        etype: str,
-        reason: str,
-        message: str,
-        component: str,
-        host: str = "",
-        field_path: str | None = None,
-        micro: bool = False,
-        action: str | None = None,
-    ) -> dict[str, Any]: ...
 
 
 REVISION_LABEL = "controller-revision-hash"
