@@ -42,17 +42,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from _listing import list_memory
 from _setup import ROOT, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
 
-import orjson  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -99,42 +98,6 @@ def step(cluster: str, resource: str, control: StepControl) -> tuple[float, obje
     result = run_step(cluster, resource, control=control)
     assert result.ok, result.error
     return time.perf_counter() - started, result
-
-
-def list_memory(cluster: str, control: StepControl) -> tuple[int, int, int]:
-    """(collector peak bytes listing all pods, slim-tuple bytes of the same pods, pods) as bench/watch.py."""
-    from kubernetes import client as kclient
-
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    result = run_step(cluster, "pods", control=control)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    assert result.ok, result.error
-    api = kclient.CoreV1Api(config.api_client(cluster))
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    slim: list[tuple[str, ...]] = []
-    token = None
-    while True:
-        body = orjson.loads(
-            api.list_pod_for_all_namespaces(
-                limit=control.tunables.list_page_size, _continue=token, _preload_content=False
-            ).data
-        )
-        for item in body["items"]:
-            meta = item["metadata"]
-            slim.append(
-                (meta["uid"], meta["namespace"], meta["name"], item["spec"].get("nodeName", ""),
-                 meta["resourceVersion"], item["status"].get("phase", ""))
-            )  # fmt: skip
-        token = body["metadata"].get("continue")
-        del body
-        if not token:
-            break
-    retained = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
-    return peak, retained, len(slim)
 
 
 @dataclasses.dataclass
