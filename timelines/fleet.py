@@ -62,15 +62,17 @@ def cluster_counts(
 def observation_count(clusters: list[Cluster], *, all_clusters: bool) -> tuple[int, bool]:
     """How many observations the clusters hold, and whether that is an estimate. Counting a month of a
     fleet (tens of millions of rows) exactly takes seconds on PostgreSQL, so when every cluster is asked
-    for there it is the planner's estimate (``pg_class.reltuples`` of the table and any partitions, kept by
+    for there it is the planner's estimate (``pg_class.reltuples`` of the table or its partitions, kept by
     ANALYZE / autovacuum); a few clusters, or SQLite, are counted exactly."""
     if all_clusters and connection.vendor == "postgresql":
         table = Observation._meta.db_table
         with connection.cursor() as cursor:
             cursor.execute(
+                # A partitioned parent's own reltuples is already the sum of its partitions': count the
+                # tables that hold rows (the plain table, or each partition), never the parent too.
                 "SELECT COALESCE(SUM(GREATEST(c.reltuples, 0)), 0)::bigint FROM pg_class c "
-                "WHERE c.oid = %s::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits "
-                "WHERE inhparent = %s::regclass)",
+                "WHERE c.relkind = 'r' AND (c.oid = %s::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits "
+                "WHERE inhparent = %s::regclass))",
                 [table, table],
             )
             estimate = int(cursor.fetchone()[0])
