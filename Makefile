@@ -59,7 +59,9 @@ typecheck: $(VENV)/.installed
 ## make bench: every benchmark; each prints its ratio against a baseline measured in the same run.
 ## Meaningful on PostgreSQL (DATABASE_URL); bench/live.py also needs REDIS_URL and Chromium (its user-facing
 ## parts PostgreSQL) and exits 1 when one of its goals is missed (last, so the others all print);
-## bench/firstdraw.py and bench/axis_values.py Chromium, bench/load.py PostgreSQL and REDIS_URL.
+## bench/firstdraw.py and bench/axis_values.py Chromium, bench/load.py PostgreSQL and REDIS_URL;
+## bench/scale.py (fleet scale, ~15 min) PostgreSQL, its fleet run Redis; bench/scale_pages.py PostgreSQL
+## (and Chromium for its first frame).
 bench: $(VENV)/.installed
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
@@ -69,6 +71,8 @@ bench: $(VENV)/.installed
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py && $(PY) bench/firstdraw.py --page node; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/axis_values.py; else echo "bench/axis_values.py skipped: /usr/bin/chromium is absent"; fi
 	@case "$$DATABASE_URL" in postgres*) if [ -n "$$REDIS_URL" ]; then $(PY) bench/load.py; else echo "bench/load.py skipped: REDIS_URL is not set"; fi;; *) echo "bench/load.py skipped: needs PostgreSQL (DATABASE_URL)";; esac
+	@case "$$DATABASE_URL" in postgres*) PODLIFE_BENCH_REDIS_URL="$$REDIS_URL" $(PY) bench/scale.py $$([ -n "$$REDIS_URL" ] || echo --fleet 0);; *) echo "bench/scale.py skipped: it measures PostgreSQL partitions";; esac
+	@case "$$DATABASE_URL" in postgres*) $(PY) bench/scale_pages.py;; *) echo "bench/scale_pages.py skipped: needs PostgreSQL";; esac
 	@if [ -n "$$REDIS_URL" ]; then $(PY) bench/live.py; else echo "bench/live.py skipped: REDIS_URL is not set"; fi
 
 ## make screenshots: retake docs/screenshots/*.png (the pictures in docs/dashboard.md) through the browser tests

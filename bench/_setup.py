@@ -36,7 +36,7 @@ def setup_django(*, scratch_database: bool = False) -> None:
 
 def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
     """Seconds to write ``rows`` (made by ``timelines.store._row``) into a scratch copy of the observation
-    table (same columns, indexes and unique constraint), ``batch`` rows per transaction, as fast as the
+    table (same columns, indexes and unique constraint: on PostgreSQL those of the partition of now), ``batch`` rows per transaction, as fast as the
     database takes them: the same binary ``COPY`` the store uses, without its checks; on SQLite, a plain
     ``executemany`` INSERT. The baseline of the ingest and watch benchmarks."""
     from django.db import connection, transaction
@@ -47,7 +47,20 @@ def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         if connection.vendor == "postgresql":
-            cursor.execute(f"CREATE TABLE {table} (LIKE timelines_observation INCLUDING ALL)")
+            # Like the partition that rows of now go to (timelines/partitions.py): the parent's indexes
+            # and the partition's own unique (cluster_id, dedupe_key) and id ones.
+            from django.utils import timezone
+
+            from timelines import partitions
+
+            partitions.cover(timezone.now())
+            like = "timelines_observation"
+            if partitions.is_partitioned():
+                now, span = timezone.now(), partitions.configured_span()
+                like = partitions.partition_name(partitions.span_start(now, span))
+                if like not in {p.name for p in partitions.partitions()}:
+                    like = partitions.LEGACY  # before the migration's next span
+            cursor.execute(f"CREATE TABLE {table} (LIKE {like} INCLUDING ALL)")
         else:
             cursor.execute(f"CREATE TABLE {table} AS SELECT * FROM timelines_observation WHERE 0")
             cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, dedupe_key)")

@@ -31,16 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import uuid
 from pathlib import Path
 
+from _listing import list_memory
 from _setup import ROOT, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
 
-import orjson  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import DatabaseError, connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -134,44 +133,6 @@ def copy_baseline(cluster: str, batch: int) -> float:
     return statistics.median(raw_copy_seconds(rows, batch) for _ in range(3))
 
 
-def memory(cluster: str, control: StepControl) -> tuple[int, int, int]:
-    """(collector peak bytes while listing all pods, slim-tuple bytes for the same pods, pods)."""
-    from kubernetes import client as kclient
-
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    result = run_step(cluster, "pods", control=control)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    assert result.ok, result.error
-
-    api = kclient.CoreV1Api(config.api_client(cluster))
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    slim: list[tuple[str, str, str, str, str, str]] = []
-    token = None
-    while True:
-        body = orjson.loads(
-            api.list_pod_for_all_namespaces(
-                limit=control.tunables.list_page_size, _continue=token, _preload_content=False
-            ).data
-        )
-        for item in body["items"]:
-            meta = item["metadata"]
-            slim.append(
-                (meta["uid"], meta["namespace"], meta["name"], item["spec"].get("nodeName", ""),
-                 meta["resourceVersion"], item["status"].get("phase", ""))
-            )  # fmt: skip
-        token = body["metadata"].get("continue")
-        del body
-        if not token:
-            break
-    retained = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
-    return peak, retained, len(slim)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -220,7 +181,7 @@ def main() -> None:
                 f"  raw {what} of the same rows: {baseline:.2f} s = {raw:10,.0f} obs/s\n"
                 f"  ratio: {ours / raw:.2f}"
             )
-        peak, slim, pods = memory(names[-2], control)
+        peak, slim, pods = list_memory(names[-2], control)
     finally:
         sim.terminate()
         sim.wait(10)

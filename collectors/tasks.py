@@ -6,7 +6,8 @@
 * ``rearm_watches()`` (beat, every 30 s): arms a chain for every configured (cluster,
   resource) whose lease has expired: never started, stopped, or its worker died mid-step.
 * ``schedule_kubelet_pulls()`` (beat) fans out ``pull_kubelet(cluster, what)`` per cluster;
-  ``apply_retention()`` (beat, hourly) drops observations older than ``PODLIFE_RETENTION_DAYS``.
+  ``apply_retention()`` (beat, hourly) drops observations older than ``PODLIFE_RETENTION_DAYS`` (on
+  PostgreSQL whole partitions); ``ensure_partitions()`` (beat, hourly) creates the partitions ahead.
 
 The beat schedule is declared in settings (``CELERY_BEAT_SCHEDULE``). On the embedded
 default tasks run eagerly in the caller's process, where a chain would recurse into itself; there
@@ -100,6 +101,13 @@ def pull_kubelet(cluster: str, what: str) -> None:
         log.warning("pull_kubelet: %s", exc)
     finally:
         leases.release(key, token)
+
+
+@shared_task(name="collectors.ensure_partitions", ignore_result=True)
+def ensure_partitions() -> list[str]:
+    from timelines.partitions import ensure_configured
+
+    return ensure_configured()
 
 
 @shared_task(name="collectors.apply_retention", ignore_result=True)

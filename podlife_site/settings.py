@@ -129,6 +129,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Observations older than this are dropped in bulk by the retention task; 0 keeps everything.
 PODLIFE_RETENTION_DAYS = env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0, maximum=3650)
+# PostgreSQL: observations are range partitions of this many days (timelines/partitions.py; a day was
+# measured against a week in bench/scale.py, docs/performance.md "Fleet scale"), created this many spans
+# ahead by beat; retention drops whole partitions.
+PODLIFE_PARTITION_DAYS = env_int("PODLIFE_PARTITION_DAYS", 1, minimum=1, maximum=31)
+PODLIFE_PARTITIONS_AHEAD = env_int("PODLIFE_PARTITIONS_AHEAD", 3, minimum=1, maximum=60)
 
 # --- Redis: channel layer and Celery ----------------------------------------------------------------------
 REDIS_URL = redis_url("REDIS_URL")
@@ -269,6 +274,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": PODLIFE_KUBELET_INTERVAL_S,
     },
     "podlife-retention": {"task": "collectors.apply_retention", "schedule": 3600.0},
+    # PostgreSQL: the observation partitions of the next PODLIFE_PARTITIONS_AHEAD spans exist before rows come.
+    "podlife-partitions": {"task": "collectors.ensure_partitions", "schedule": 3600.0},
     # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
     "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
     "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},

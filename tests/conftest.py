@@ -22,3 +22,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         if "redis" in item.keywords and not os.environ.get("REDIS_URL"):
             item.add_marker(pytest.mark.skip(reason="needs Redis: REDIS_URL is not set"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _celery_conf_read_first() -> None:
+    """The Celery app reads Django's settings once, on first use. Read them before any test overrides a
+    setting (say ``CELERY_TASK_ALWAYS_EAGER``), or the app would keep that test's value for the whole run;
+    a test that wants eager tasks sets ``app.conf`` for itself (tests/export/test_views.py)."""
+    from podlife_site.celery import app
+
+    app.conf.get("task_always_eager")  # the first read loads the settings as they are now

@@ -153,8 +153,15 @@ def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
     return _facts(rows.order_by("pod_uid", "observed_at", "id"))
 
 
-def _named_facts(cluster: Cluster, names: set[tuple[str, str]]) -> Iterable[Fact]:
-    """The UID-less kubelet observations naming one of ``names`` (namespace, name)."""
+def _named_facts(
+    cluster: Cluster,
+    names: set[tuple[str, str]],
+    *,
+    kinds: Sequence[str] = UIDLESS_KINDS,
+    pod_requests: bool = False,
+) -> Iterable[Fact]:
+    """The UID-less observations of ``kinds`` naming one of ``names`` (namespace, name): by default the
+    kubelet's; with ``pod_requests`` only those about the ``pods`` resource (audited requests)."""
     if not names:
         return ()
     if connection.vendor == "postgresql":
@@ -162,13 +169,13 @@ def _named_facts(cluster: Cluster, names: set[tuple[str, str]]) -> Iterable[Fact
         namespaces, pod_names = zip(*sorted(names), strict=True)
         return _pg_facts(
             "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
-            "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            [cluster.pk, list(UIDLESS_KINDS), list(namespaces), list(pod_names)],
+            + ("AND o.payload->>'resource' = 'pods' " if pod_requests else "")
+            + "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            [cluster.pk, list(kinds), list(namespaces), list(pod_names)],
         )
     by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
-    return _facts(
-        ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS)
-    )
+    rows = ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=list(kinds))
+    return _facts(rows.filter(payload__resource="pods") if pod_requests else rows)
 
 
 def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, datetime]]) -> Iterable[Fact]:
@@ -240,11 +247,20 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):
         candidates[fact[1].dedupe_key] = fact
+    # Audited requests about these names: the lifecycle core joins them to an incarnation by UID / time.
+    requests: dict[str, list[Fact]] = {}
+    names_of: dict[str, set[tuple[str | None, str | None]]] = {
+        uid: {(o.namespace, o.name) for _, o in facts if o.namespace and o.name} for uid, facts in own.items()
+    }
+    for fact in _named_facts(cluster, names, kinds=(Kind.AUDIT,), pod_requests=True):
+        for uid, pod_names in names_of.items():
+            if (fact[1].namespace, fact[1].name) in pod_names:
+                requests.setdefault(uid, []).append(fact)
     contested = {(o.namespace or "", o.name or "") for _, o in candidates.values()}
     for fact in _nameless_facts(cluster, spans):
         candidates[fact[1].dedupe_key] = fact
     if not candidates:  # the common case: nothing to resolve, each pod is its own observations
-        return PodFacts(own, contested)
+        return PodFacts({uid: facts + requests.get(uid, []) for uid, facts in own.items()}, contested)
     ids = {o.dedupe_key: i for i, o in candidates.values()}
     anchors = anchors_of(o for facts in own.values() for _, o in facts)
     if contested:
@@ -275,17 +291,22 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         resolved = resolve_pod_observations(uid, (o for _, o in facts), pool, anchors)
         extra = [(ids[o.dedupe_key], o) for o in resolved if o.dedupe_key not in mine]
         taken.update(i for i, _ in extra)
-        out[uid] = facts + extra
+        out[uid] = facts + extra + requests.get(uid, [])
     return PodFacts(out, contested, taken)
 
 
 def node_observations(cluster: Cluster, name: str) -> list[Fact]:
-    """The node, node_deleted and node_metrics observations of one node."""
-    return list(_facts(ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)))
+    """The node, node_deleted and node_metrics observations of one node, and the audited writes to it."""
+    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)
+    requests = ObservationRow.objects.filter(
+        cluster=cluster, kind=Kind.AUDIT, node=name, payload__resource="nodes"
+    )
+    return [*_facts(rows), *_facts(requests)]
 
 
 def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
-    """The PDB snapshots of ``namespace`` and the events about a PDB there."""
+    """The PDB snapshots of ``namespace``, the events about a PDB there and the audited evictions of its
+    pods (those a PDB refused are evidence of ``pdb_blocking_drain``)."""
     snaps = ObservationRow.objects.filter(
         cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace
     )
@@ -296,7 +317,10 @@ def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
         pod_uid__isnull=True,
         payload__involved__kind="PodDisruptionBudget",
     )
-    return [*_facts(snaps), *_facts(events)]
+    evictions = ObservationRow.objects.filter(
+        cluster=cluster, kind=Kind.AUDIT, namespace=namespace, payload__subresource="eviction"
+    )
+    return [*_facts(snaps), *_facts(events), *_facts(evictions)]
 
 
 def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[Fact]:
@@ -449,7 +473,9 @@ def derive_pdbs(cluster: Cluster, namespace: str, out: Derived) -> None:
         mine = [
             (i, o)
             for i, o in facts
-            if (o.kind == Kind.EVENT and o.name == row.name) or o.payload.get("uid") == row.uid
+            if (o.kind == Kind.EVENT and o.name == row.name)
+            or (o.kind == Kind.AUDIT and (o.payload.get("eviction") or {}).get("pdb") in (row.name, None))
+            or (o.kind != Kind.AUDIT and o.payload.get("uid") == row.uid)
         ]
         timeline = derive_pdb_timeline((o for _, o in mine), pods=pods, cordons=cordons)
         ids = {o.dedupe_key: i for i, o in mine}

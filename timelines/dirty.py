@@ -77,7 +77,7 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
     """The keys one new observation makes dirty (without times).
 
     * an observation of a pod (it has a UID) → that pod;
-    * a node snapshot or kubelet metrics → the node's own lanes and row; a kubelet process (a restart)
+    * a node snapshot, kubelet metrics or an audited write to a node → the node's own lanes and row; a kubelet process (a restart)
       → those and the node's pods around it;
     * a PDB snapshot, or an event about something that is not a pod (a PDB's) → the namespace's PDBs;
     * a workload snapshot → the workload;
@@ -90,6 +90,8 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
     if kind in NODE_KINDS:
         name = obs.node or obs.name
         return [(NODE, name)] if name else []
+    if kind == Kind.AUDIT and obs.node and obs.payload.get("resource") == "nodes":  # a cordon, a taint
+        return [(NODE, obs.node)]
     if kind in PDB_KINDS:
         return [(PDBS, obs.namespace)] if obs.namespace else []
     if kind in WORKLOAD_KINDS:

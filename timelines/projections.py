@@ -56,10 +56,13 @@ class NodeRow:
 
 
 def node_row(observations: Iterable[Observation]) -> NodeRow | None:
-    """The node's row from its newest snapshot (None without a snapshot: metrics alone make no row)."""
+    """The node's row from its newest snapshot. Without a snapshot, audited cordons make a row (a cluster
+    known from audit logs alone: name, UID when a request named it, cordoned or not); metrics alone make
+    none."""
+    observations = list(observations)
     snaps = _ordered(observations, NODE_SNAPSHOTS)
     if not snaps:
-        return None
+        return _audited_node_row(observations)
     last = snaps[-1]
     p = last.payload
     ready = _condition(p.get("conditions"), "Ready")
@@ -72,6 +75,30 @@ def node_row(observations: Iterable[Observation]) -> NodeRow | None:
         created_at=next((t for s in reversed(snaps) if (t := _time(s.payload.get("created")))), None),
         last_seen=last.observed_at,
         deleted_at=last.observed_at if last.kind == Kind.NODE_DELETED else None,
+    )
+
+
+def _audited_node_row(observations: list[Observation]) -> NodeRow | None:
+    changes = [
+        o
+        for o in _ordered(observations, frozenset({Kind.AUDIT}))
+        if o.payload.get("resource") == "nodes"
+        and o.payload.get("succeeded") is True
+        and not o.payload.get("dry_run")
+        and isinstance((o.payload.get("node_change") or {}).get("unschedulable"), bool)
+    ]
+    if not changes:
+        return None
+    last = changes[-1]
+    return NodeRow(
+        name=str(last.node or last.name or ""),
+        uid=next((str(o.payload["uid"]) for o in reversed(changes) if o.payload.get("uid")), ""),
+        labels={},
+        unschedulable=bool(last.payload["node_change"]["unschedulable"]),
+        ready=None,
+        created_at=None,
+        last_seen=last.observed_at,
+        deleted_at=None,
     )
 
 

@@ -256,25 +256,6 @@ def namespace_summaries(cluster: Cluster, namespaces: set[str] | None) -> list[d
     ]
 
 
-def search_visible_pods(
-    cluster: Cluster, text: str, namespaces: set[str] | None, *, limit: int = 100
-) -> list[Pod]:
-    """Pods whose name, namespace, UID (prefix), owner or node contains ``text``, in readable namespaces
-    (the filter runs in SQL, before the limit)."""
-    text = text.strip()
-    if not text:
-        return []
-    q = (
-        Q(name__icontains=text)
-        | Q(namespace__icontains=text)
-        | Q(uid__istartswith=text)
-        | Q(owner_name__icontains=text)
-        | Q(node__icontains=text)
-    )
-    qs = _ns_filter(Pod.objects.filter(cluster=cluster).filter(q), namespaces)
-    return list(qs.order_by("-last_seen", "namespace", "name")[:limit])
-
-
 def data_extent(
     cluster: Cluster, *, node: str = "", namespace: str = "", pod_uids: list[str] | None = None
 ) -> tuple[datetime | None, datetime | None]:

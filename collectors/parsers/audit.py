@@ -588,6 +588,18 @@ def _gone(obj: Mapping[str, Any]) -> bool:
     return meta.get("deletionTimestamp") is None or _int(meta.get("deletionGracePeriodSeconds")) == 0
 
 
+def _deleted_by_update(obj: Mapping[str, Any]) -> bool:
+    """An update that left a deleting object with no finalizers and no grace: the API server removes it in
+    that same request (the generic registry's ``shouldDeleteDuringUpdate``), so no DELETE is audited: the
+    removal of a pod's last finalizer after its kubelet was done."""
+    meta = _map(obj.get("metadata"))
+    return (
+        meta.get("deletionTimestamp") is not None
+        and not meta.get("finalizers")
+        and _int(meta.get("deletionGracePeriodSeconds")) == 0
+    )
+
+
 # -------------------------------------------------------------------------------------------- parser
 
 
@@ -1222,6 +1234,8 @@ class AuditParser:
                 watch = "ADDED"
             elif verb in ("delete", "deletecollection"):
                 watch = "DELETED" if _gone(response) else "MODIFIED"
+            elif subresource == "" and _deleted_by_update(response):
+                watch = "DELETED"
             else:
                 watch = "MODIFIED"
             bodies.append((response, watch, None))

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from .audit import AuditLog, post_batches
 from .cluster import SimCluster
 from .scenarios import ALL_NAMES, install
 from .server import SimServer
@@ -77,6 +78,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="every kubelet's klog -v (default 4: pod-worker lines; production kubelets run at 2)",
     )
     parser.add_argument(
+        "--audit-log",
+        default=None,
+        metavar="FILE",
+        help="audit the API server: JSON Lines audit.k8s.io/v1 events appended to FILE (docs/demo-cluster.md)",
+    )
+    parser.add_argument(
+        "--audit-webhook",
+        default=None,
+        metavar="URL",
+        help="also POST the audit events in EventList batches to URL (podlife's /ingest/v1/audit) every 5 s",
+    )
+    parser.add_argument(
+        "--audit-token",
+        default=None,
+        help="the bearer token for --audit-webhook (manage.py ingest_token CLUSTER)",
+    )
+    parser.add_argument(
         "--build-only",
         action="store_true",
         help="build the cluster, print build time, memory and counts, and exit (sizing a scale run)",
@@ -93,6 +111,8 @@ def build(opts: argparse.Namespace, start: datetime | None = None) -> SimCluster
         heartbeat_interval=opts.heartbeat_interval,
         event_ttl=opts.event_ttl,
     )
+    if getattr(opts, "audit_log", None) or getattr(opts, "audit_webhook", None):
+        cluster.enable_audit(getattr(opts, "audit_log", None))
     with cluster.engine.lock:
         install(
             cluster,
@@ -157,6 +177,15 @@ def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Ev
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     server.start()
+    webhook = getattr(opts, "audit_webhook", None)
+    if webhook and cluster.audit is not None:
+        shipper = threading.Thread(
+            target=ship_audit,
+            args=(cluster.audit, webhook, getattr(opts, "audit_token", None) or "", stop),
+            name="audit-webhook",
+            daemon=True,
+        )
+        shipper.start()
     print(
         f'podlife demo cluster "{opts.scenario}" ready at {server.base_url} (kubeconfig: {kubeconfig})',
         file=out,
@@ -174,6 +203,26 @@ def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Ev
     finally:
         server.stop()
     return 0
+
+
+def ship_audit(log: AuditLog, url: str, token: str, stop: threading.Event, every: float = 5.0) -> None:
+    """The webhook backend: every ``every`` seconds, POST what was audited since (kept for the next round
+    while the receiver cannot be reached; its refusals are printed)."""
+    waiting: list[bytes] = []
+    while not stop.wait(every):
+        waiting += log.take_new()
+        if not waiting:
+            continue
+        try:
+            codes = post_batches(url, token, waiting)
+        except OSError as exc:
+            print(
+                f"audit webhook {url}: {exc}; {len(waiting)} events wait for the next round", file=sys.stderr
+            )
+            continue
+        if any(code >= 300 for code in codes):
+            print(f"audit webhook {url} answered {sorted(set(codes))}", file=sys.stderr)
+        waiting = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,18 +8,20 @@ hooks) take the same lock, so the cluster is only ever changed by one thread at 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import uuid
 import zlib
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import workloads, writes
+from .audit import DISRUPTION, GC, Actor, AuditLog
 from .engine import Engine, Process
-from .kubelet import Behaviour, SimKubelet, Worker
+from .kubelet import KUBELET_VERSION, Behaviour, SimKubelet, Worker
 from .objects import (
     condition,
     controller_of,
@@ -42,13 +44,28 @@ from .patch import PatchError, apply_patch
 from .store import RESOURCES, ResourceType, Store
 
 DEFAULT_START = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
-KUBELET_VERSION = "v1.31.4"
 UNMANAGED_MESSAGE = (
     "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the "
     "status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these "
     'pods please set ".spec.minAvailable" field of the PDB to an integer value.'
 )
 PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
+# The service account of the controller that creates a pod owned by each kind, and that reconciles each
+# kind of dirty key (``_mark_dirty``): who the audit log names.
+CREATED_BY = {
+    "ReplicaSet": "replicaset-controller",
+    "StatefulSet": "statefulset-controller",
+    "DaemonSet": "daemon-set-controller",
+    "Job": "job-controller",
+}
+RECONCILED_BY = {
+    "rs": "replicaset-controller",
+    "deploy": "deployment-controller",
+    "pdbns": DISRUPTION,
+    "sts": "statefulset-controller",
+    "ds": "daemon-set-controller",
+    "dsall": "daemon-set-controller",
+}
 
 # Defaults; ``scale`` lowers the memory-bound ones (see scenarios.scale_limits) unless set explicitly.
 HISTORY_LIMIT = 200_000  # watch-cache entries kept for replay
@@ -59,6 +76,19 @@ LEASE_INTERVAL = LEASE_DURATION / 4
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 TAINT_DELAY = 0.05  # the node lifecycle controller's reaction to a node update (seconds)
 EVENT_TTL = 3600.0  # kube-apiserver --event-ttl
+
+
+def _evictor(actor: str) -> Actor:
+    """Who an eviction's ``actor`` label is: kubectl drain and HTTP clients are the admin with kubectl; any
+    other name a service account of that name (an operator) in ``default``."""
+    if actor in ("api", "kubectl-drain"):
+        return Actor.admin()
+    return Actor(
+        f"system:serviceaccount:default:{actor}",
+        ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"],
+        f"{actor}/v1.0.0",
+        "10.0.3.7",
+    )
 
 
 def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
@@ -126,10 +156,51 @@ class SimCluster:
         self._dirty: set[tuple[str, str, str]] = set()
         self._event_index: dict[tuple[str, str, str, str], tuple[str, str]] = {}
         self.eviction_log: list[dict[str, Any]] = []  # every eviction attempt: who, when, outcome
+        # The API server's audit log (collectors/sim/audit.py), when enabled (``enable_audit``): off by
+        # default, as the scale scenario's churn would keep every pod body in memory.
+        self.audit: AuditLog | None = None
         self.paused = False
         self._static_manifests: dict[tuple[str, str, str], tuple[dict[str, Any], str]] = {}
         self.ensure_namespace("default")
         self.ensure_namespace("kube-system")
+
+    # ---- audit ---------------------------------------------------------------------------------
+    def enable_audit(self, path: str | None = None) -> AuditLog:
+        """Audit every write from now on (in memory, and to ``path`` as JSON Lines when given)."""
+        if self.audit is None:
+            self.audit = AuditLog(seed=self.rng.randrange(1 << 30), path=path)
+        return self.audit
+
+    @contextlib.contextmanager
+    def acting(self, actor: Actor | None) -> Iterator[None]:
+        """Writes made inside are ``actor``'s requests (None: the API server's own, not audited)."""
+        if self.audit is None:
+            yield
+            return
+        with self.audit.acting(actor):
+            yield
+
+    def acting_controller(self, account: str) -> contextlib.AbstractContextManager[None]:
+        """Writes made inside are the kube-controller-manager loop ``account``'s."""
+        return self.acting(Actor.controller(account))
+
+    def _audit_pod(
+        self, verb: str, pod: dict[str, Any], code: int, *, actor: Actor | None = None, **more: Any
+    ) -> None:
+        if self.audit is not None:
+            meta = pod["metadata"]
+            more.setdefault("level", "RequestResponse")
+            for key in ("request", "response"):  # the API server's bodies name their kind
+                body = more.get(key)
+                if body is not None and "metadata" in body and "kind" not in body:
+                    more[key] = {"kind": "Pod", "apiVersion": "v1", **body}
+            self.audit.record(
+                self.now, verb, "pods", meta["namespace"], meta["name"], code=code, actor=actor, **more
+            )
+
+    def _kubelet_actor(self, pod: dict[str, Any]) -> Actor:
+        node = pod["spec"].get("nodeName") or ""
+        return Actor.kubelet(node, self._node_ips.get(node, "10.0.1.1"))
 
     # ---- time ---------------------------------------------------------------------------------
     @property
@@ -303,6 +374,9 @@ class SimCluster:
 
             new = self.update_node(name, fn)
             if new is not None:
+                if self.audit is not None:  # kubectl cordon / uncordon: a strategic merge patch
+                    patch = {"spec": {"unschedulable": True if value else None}}
+                    self.audit.record(self.now, "patch", "nodes", None, name, code=200, request=patch)
                 self._node_spec_changed(old, new)
 
     def _node_spec_changed(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -337,7 +411,19 @@ class SimCluster:
             return
         has = any(t["key"] == key for t in node["spec"].get("taints", []))
         if has != bool(node["spec"].get("unschedulable")):
-            self.update_node(name, fn)
+            new = self.update_node(name, fn)
+            if new is not None and self.audit is not None:  # the node lifecycle controller's taint patch
+                patch = {"spec": {"taints": new["spec"].get("taints", [])}}
+                self.audit.record(
+                    self.now,
+                    "patch",
+                    "nodes",
+                    None,
+                    name,
+                    code=200,
+                    actor=Actor.controller("node-controller"),
+                    request=patch,
+                )
 
     def shutdown_node(self, name: str, grace: int = 20) -> None:
         """Graceful node shutdown (systemd inhibitor): pods Failed/Terminated, node NotReady."""
@@ -432,7 +518,7 @@ class SimCluster:
             for ns, pname in list(self._pods_on_node[name]):
                 pod = self.store.get("pods", ns, pname)
                 if pod and pod["metadata"].get("deletionTimestamp"):
-                    self._final_delete(ns, pname)
+                    self._final_delete(ns, pname, by_kubelet=True)
 
     # ---- pods ---------------------------------------------------------------------------------
     def pod_grace(self, namespace: str, name: str) -> int:
@@ -452,6 +538,15 @@ class SimCluster:
             self.behaviours[key] = behaviour or Behaviour()
             self.store.put("pods", pod)
             ctrl = controller_of(pod)
+            owner = CREATED_BY.get((ctrl or {}).get("kind", ""))
+            self._audit_pod(
+                "create",
+                pod,
+                201,
+                actor=Actor.controller(owner) if owner else None,
+                request=pod,
+                response=pod,
+            )
             if ctrl:
                 self._pods_by_owner[ctrl["uid"]].add(key)
             node = pod["spec"].get("nodeName")
@@ -562,6 +657,22 @@ class SimCluster:
         pod = self._update_pod(key[0], key[1], bind)
         if pod is None:
             return
+        if self.audit is not None:
+            binding = {
+                "kind": "Binding",
+                "apiVersion": "v1",
+                "metadata": {"name": key[1], "namespace": key[0], "uid": pod["metadata"]["uid"]},
+                "target": {"kind": "Node", "name": node_name},
+            }
+            self._audit_pod(
+                "create",
+                pod,
+                201,
+                actor=Actor.scheduler(),
+                subresource="binding",
+                level="Request",
+                request=binding,
+            )
         self._pods_on_node[node_name].add(key)
         self.record_event(
             pod,
@@ -583,7 +694,7 @@ class SimCluster:
         if kubelet is None or not kubelet.running:
             return
         if not get_condition(pod, "PodScheduled"):
-            self._update_pod(
+            self.update_pod_status(
                 key[0],
                 key[1],
                 lambda p: set_condition(
@@ -608,11 +719,39 @@ class SimCluster:
     def update_pod_status(
         self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]
     ) -> dict[str, Any] | None:
+        """The kubelet's status write (a ``pods/status`` patch by ``system:node:NODE``)."""
         with self.engine.lock:
-            return self._update_pod(namespace, name, fn)
+            pod = self._update_pod(namespace, name, fn)
+            if pod is not None and self.audit is not None:
+                patch = {"metadata": {"uid": pod["metadata"]["uid"]}, "status": pod["status"]}
+                self._audit_pod(
+                    "patch",
+                    pod,
+                    200,
+                    actor=self._kubelet_actor(pod),
+                    subresource="status",
+                    request=patch,
+                    response=pod,
+                )
+            return pod
 
     def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> dict[str, Any] | None:
-        """A graceful DELETE: deletionTimestamp = now + grace; the kubelet tears down, then removes it."""
+        """A graceful DELETE: deletionTimestamp = now + grace; the kubelet tears down, then removes it.
+        Audited as the current actor's request (``acting``), with the pod it answered."""
+        with self.engine.lock:
+            pod = self._delete_pod(namespace, name, grace)
+            if pod is not None and self.audit is not None:
+                options: dict[str, Any] = {
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "propagationPolicy": "Background",
+                }
+                if grace is not None:
+                    options["gracePeriodSeconds"] = grace
+                self._audit_pod("delete", pod, 200, request=options, response=pod)
+            return pod
+
+    def _delete_pod(self, namespace: str, name: str, grace: int | None) -> dict[str, Any] | None:
         with self.engine.lock:
             pod = self.store.get("pods", namespace, name)
             if pod is None:
@@ -630,7 +769,7 @@ class SimCluster:
                     self.store.put("pods", pod)
                     self._pod_changed(pod)
                     return pod
-                self._final_delete(namespace, name)
+                self._final_delete(namespace, name, by_kubelet=False)
                 return pod
             meta["deletionTimestamp"] = ts(self.now + timedelta(seconds=g))
             meta["deletionGracePeriodSeconds"] = g
@@ -640,11 +779,12 @@ class SimCluster:
                 if (namespace, name) in kubelet.by_api:
                     kubelet.pod_deleted(namespace, name, g)
                 else:  # the kubelet never started it: nothing to tear down
-                    self.engine.schedule(0.05, lambda: self._final_delete(namespace, name))
+                    self.engine.schedule(0.05, lambda: self._final_delete(namespace, name, by_kubelet=True))
             return pod
 
-    def _final_delete(self, namespace: str, name: str) -> None:
-        """The status manager's grace-0 delete once the pod is terminated (or a finalizer-free removal)."""
+    def _final_delete(self, namespace: str, name: str, *, by_kubelet: bool) -> None:
+        """The status manager's grace-0 delete once the pod is terminated (``by_kubelet``: audited as the
+        kubelet's request), or a finalizer-free removal the API server makes itself."""
         pod = self.store.get("pods", namespace, name)
         if pod is None:
             return
@@ -655,8 +795,12 @@ class SimCluster:
                 meta.setdefault("deletionTimestamp", ts(self.now))
                 self.store.put("pods", pod)
                 self._pod_changed(pod)
+            if by_kubelet:
+                self._audit_kubelet_delete(pod)
             return
-        self.store.delete("pods", namespace, name)
+        gone = self.store.delete("pods", namespace, name)
+        if by_kubelet and gone is not None:
+            self._audit_kubelet_delete(gone)
         key = (namespace, name)
         ctrl = controller_of(pod)
         if ctrl:
@@ -668,6 +812,20 @@ class SimCluster:
         if kubelet and kubelet.running and not self._is_mirror(pod):
             kubelet.pod_removed(namespace, name, "api")
         self._pod_changed(pod, deleted=True)
+
+    def _audit_kubelet_delete(self, pod: dict[str, Any]) -> None:
+        """The kubelet's final DELETE: grace 0, with the UID as precondition (k8s-facts.md §13)."""
+        options = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": pod["metadata"]["uid"]},
+        }
+        answered = copy.deepcopy(pod)  # the object as the delete left it: no grace left
+        answered["metadata"]["deletionGracePeriodSeconds"] = 0
+        self._audit_pod(
+            "delete", pod, 200, actor=self._kubelet_actor(pod), request=options, response=answered
+        )
 
     @staticmethod
     def _is_mirror(pod: dict[str, Any]) -> bool:
@@ -684,8 +842,9 @@ class SimCluster:
             else:
                 pod["metadata"].pop("finalizers", None)
             self.store.put("pods", pod)
+            self._audit_pod("update", pod, 200, request=pod, response=pod)
             if not fins and pod["metadata"].get("deletionGracePeriodSeconds") == 0:
-                self._final_delete(namespace, name)
+                self._final_delete(namespace, name, by_kubelet=False)
 
     def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None:
         """The pod worker is done: the status manager deletes API pods that were being deleted."""
@@ -696,7 +855,7 @@ class SimCluster:
         if pod is not None and pod["metadata"].get("deletionTimestamp"):
             if not pod["metadata"].get("finalizers"):
                 kubelet.log("Pod fully terminated and removed from etcd", pod=w.ref)
-            self._final_delete(w.namespace, w.api_name)
+            self._final_delete(w.namespace, w.api_name, by_kubelet=True)
         if pod is None or self.store.get_raw("pods", w.namespace, w.api_name) is None:
             kubelet.forget_later(w)
 
@@ -742,7 +901,7 @@ class SimCluster:
                 kubelet.log(
                     "Deleting a mirror pod", pod=f"{namespace}/{full}", podUID=mirror["metadata"]["uid"]
                 )
-                self._final_delete(namespace, full)
+                self._final_delete(namespace, full, by_kubelet=True)
 
     def create_mirror_pod(self, node: str, w: Worker) -> None:
         if self.store.get_raw("pods", w.namespace, w.api_name) is not None:
@@ -775,6 +934,7 @@ class SimCluster:
         pod["spec"]["priority"] = 2000001000
         pod["status"]["conditions"] = [condition("PodScheduled", True, self.now)]
         self.store.put("pods", pod)
+        self._audit_pod("create", pod, 201, actor=self._kubelet_actor(pod), request=pod, response=pod)
         self._pods_on_node[node].add((w.namespace, w.api_name))
         self._pod_changed(pod)
 
@@ -934,6 +1094,10 @@ class SimCluster:
         self._dirty.add(key)
 
         def run() -> None:
+            with self.acting(Actor.controller(RECONCILED_BY[kind])):
+                reconcile()
+
+        def reconcile() -> None:
             self._dirty.discard(key)
             if kind == "rs":
                 self._reconcile_rs(namespace, name)
@@ -1084,8 +1248,9 @@ class SimCluster:
                 ctrl = controller_of(rs)
                 if ctrl and ctrl["uid"] == dep["metadata"]["uid"]:
                     self.store.delete("replicasets", namespace, rs["metadata"]["name"])
-                    for pod in self.owned_pods(rs["metadata"]["uid"]):
-                        self.delete_pod(namespace, pod["metadata"]["name"])
+                    with self.acting_controller(GC):
+                        for pod in self.owned_pods(rs["metadata"]["uid"]):
+                            self.delete_pod(namespace, pod["metadata"]["name"])
 
     def _reconcile_deployment(self, namespace: str, name: str) -> None:
         dep = self.store.get("deployments", namespace, name)
@@ -1346,13 +1511,31 @@ class SimCluster:
                     "observedGeneration": 0,
                 },
             }
+            sent = {"kind": "PodDisruptionBudget", "apiVersion": "policy/v1", **copy.deepcopy(pdb)}
             self.store.put("poddisruptionbudgets", pdb)
+            self._audit_pdb("create", pdb, 201, request=sent)
             self._mark_dirty("pdbns", namespace, "")
             return pdb
 
     def delete_pdb(self, namespace: str, name: str) -> None:
         with self.engine.lock:
-            self.store.delete("poddisruptionbudgets", namespace, name)
+            gone = self.store.delete("poddisruptionbudgets", namespace, name)
+            if gone is not None:
+                self._audit_pdb("delete", gone, 200, request={"kind": "DeleteOptions", "apiVersion": "v1"})
+
+    def _audit_pdb(self, verb: str, pdb: dict[str, Any], code: int, **more: Any) -> None:
+        if self.audit is not None:
+            meta = pdb["metadata"]
+            self.audit.record(
+                self.now,
+                verb,
+                "poddisruptionbudgets",
+                meta["namespace"],
+                meta["name"],
+                code=code,
+                group="policy",
+                **more,
+            )
 
     def _expected_scale(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[int, list[str]]:
         spec = pdb["spec"]
@@ -1450,12 +1633,43 @@ class SimCluster:
             new_st["disruptedPods"] = disrupted
         if new_st != old_st:
             pdb["status"] = new_st
+            sent = {"kind": "PodDisruptionBudget", "apiVersion": "policy/v1", **copy.deepcopy(pdb)}
             self.store.put("poddisruptionbudgets", pdb)
+            self._audit_pdb("update", pdb, 200, subresource="status", request=sent)
 
     def evict(
         self, namespace: str, name: str, grace: int | None = None, actor: str = "api"
     ) -> tuple[int, dict[str, Any]]:
-        """The eviction subresource: (HTTP code, Status body). Honours PodDisruptionBudgets."""
+        """The eviction subresource: (HTTP code, Status body). Honours PodDisruptionBudgets. Audited as
+        ``actor``'s request (``kubectl-drain`` and ``api``: the admin with kubectl); what the API server
+        does inside it (the DisruptionTarget condition, the delete, the PDB's status) is not."""
+        with self.engine.lock:
+            with self.acting(None):
+                code, answer = self._evict(namespace, name, grace, actor)
+            if self.audit is not None:
+                body: dict[str, Any] = {
+                    "kind": "Eviction",
+                    "apiVersion": "policy/v1",
+                    "metadata": {"name": name, "namespace": namespace},
+                }
+                if grace is not None:
+                    body["deleteOptions"] = {"gracePeriodSeconds": grace}
+                response = {k: v for k, v in answer.items() if k not in ("kind", "apiVersion")}
+                self.audit.record(
+                    self.now,
+                    "create",
+                    "pods",
+                    namespace,
+                    name,
+                    code=code,
+                    actor=_evictor(actor),
+                    subresource="eviction",
+                    request=body,
+                    status=response,
+                )
+            return code, answer
+
+    def _evict(self, namespace: str, name: str, grace: int | None, actor: str) -> tuple[int, dict[str, Any]]:
         with self.engine.lock:
             pod = self.store.get("pods", namespace, name)
             record = {"time": self.now, "namespace": namespace, "name": name, "actor": actor}
@@ -1641,7 +1855,7 @@ class SimCluster:
                 and old["metadata"].get("finalizers")
                 and meta.get("deletionGracePeriodSeconds") == 0
             ):
-                self._final_delete(ns, name)
+                self._final_delete(ns, name, by_kubelet=False)
         elif resource == "nodes":
             self._node_spec_changed(old, new)
         elif resource in ("deployments", "replicasets", "statefulsets", "daemonsets"):

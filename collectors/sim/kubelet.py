@@ -14,16 +14,48 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .objects import condition, container_id, image_id, set_condition, ts
+from .engine import Engine
+from .objects import EventRecorder, condition, container_id, image_id, set_condition, ts
+from .store import Store
 
-if TYPE_CHECKING:
-    from .cluster import SimCluster
+KUBELET_VERSION = "v1.31.4"  # every demo kubelet's (Node status nodeInfo, its first log line)
+
+
+class KubeletHost(EventRecorder, Protocol):
+    """What a kubelet needs of its cluster (``SimCluster`` is one): the clock and engine, the API objects,
+    and the API writes a kubelet makes. Declared here, beside its one user, so this module imports nothing
+    of ``cluster.py`` and the demo cluster's modules form no import cycle (tests/sim/test_import_graph.py)."""
+
+    engine: Engine
+    store: Store
+    rng: random.Random
+    kubelet_verbosity: int
+
+    @property
+    def now(self) -> datetime: ...
+
+    def node_ip(self, node: str) -> str: ...
+
+    def pod_ip(self, node: str) -> str: ...
+
+    def pod_grace(self, namespace: str, name: str) -> int: ...
+
+    def update_pod_status(
+        self, namespace: str, name: str, fn: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None: ...
+
+    def create_mirror_pod(self, node: str, w: Worker) -> None: ...
+
+    def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None: ...
+
 
 # file:line of each message, so a parser can key on the caller too (≈ v1.31 sources).
 # A node's kubelet writes klog headers in the node's local zone, which nothing else reveals; the node log
@@ -224,7 +256,7 @@ def _fmt_value(v: Any) -> str:
 class SimKubelet:
     """One node's kubelet. All methods run under the cluster's lock, at the engine's virtual time."""
 
-    def __init__(self, cluster: SimCluster, node: str, pid: int, log_limit: int = 20_000) -> None:
+    def __init__(self, cluster: KubeletHost, node: str, pid: int, log_limit: int = 20_000) -> None:
         self.cluster = cluster
         self.node = node
         self.pid = pid
@@ -241,8 +273,6 @@ class SimKubelet:
         self.running = True  # false once the node has shut down
         self.verbosity = cluster.kubelet_verbosity  # klog --v: lines above it are not printed
         # A kubelet process begins its log with its version (V0), then starts its sync loop.
-        from .cluster import KUBELET_VERSION
-
         self.log("Kubelet version", kubeletVersion=KUBELET_VERSION)
         self.log("Starting kubelet main sync loop")
 

@@ -11,7 +11,7 @@ import hashlib
 import random
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 SAFE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanumerics
 
@@ -429,3 +429,21 @@ def status(
             out["details"] = details
     out["code"] = code
     return out
+
+
+class EventRecorder(Protocol):
+    """Who records Events for the demo cluster's controllers and kubelets (``SimCluster``): one declaration
+    the kubelet's and the workload controllers' host protocols share."""
+
+    def record_event(
+        self,
+        obj: dict[str, Any],
+        etype: str,
+        reason: str,
+        message: str,
+        component: str,
+        host: str = "",
+        field_path: str | None = None,
+        micro: bool = False,
+        action: str | None = None,
+    ) -> dict[str, Any]: ...

@@ -1051,6 +1051,8 @@ def run_sim(
     lease_interval: float | None = None,
     tls: bool = False,
     require_token: bool | None = None,
+    audit: bool = False,
+    audit_log_path: str | Path | None = None,
     **scenario_opts: Any,
 ) -> Iterator[SimServer]:
     """Serve a demo cluster for the duration of a ``with`` block (tests: ``realtime=False`` and step it).
@@ -1059,6 +1061,8 @@ def run_sim(
     ``heartbeat_interval`` / ``history_limit`` / ``kubelet_log_limit`` / ``event_ttl`` / ``absent_groups`` /
     ``lease_interval`` are SimCluster's, ``tls`` / ``require_token`` SimServer's;
     other keyword arguments go to the scenario (``nodes``, ``pods_per_node``, ``churn`` for ``scale``).
+    ``audit`` (or an ``audit_log_path``: JSON Lines written there) makes the API server audit itself
+    (``cluster.audit``, collectors/sim/audit.py) from the scenario's first step.
     """
     cluster = SimCluster(
         seed=seed,
@@ -1071,6 +1075,8 @@ def run_sim(
         absent_groups=absent_groups,
         lease_interval=lease_interval,
     )
+    if audit or audit_log_path is not None:
+        cluster.enable_audit(str(audit_log_path) if audit_log_path is not None else None)
     if scenario:
         with cluster.engine.lock:
             install(cluster, scenario, **scenario_opts)
@@ -1092,6 +1098,8 @@ def run_sim(
         yield server
     finally:
         server.stop()
+        if cluster.audit is not None:
+            cluster.audit.close()
 
 
 __all__ = ["SimServer", "run_sim", "TOKEN"]

@@ -19,11 +19,15 @@ and written only when they change. Functions here run under ``engine.lock``; Sim
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+import random
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol
 
 from .kubelet import Behaviour
 from .objects import (
     DAEMONSET_TOLERATIONS,
+    EventRecorder,
     controller_of,
     daemon_pod_affinity,
     is_ready,
@@ -34,9 +38,33 @@ from .objects import (
     revision_hash,
     ts,
 )
+from .store import Store
 
-if TYPE_CHECKING:
-    from .cluster import SimCluster
+
+class WorkloadHost(EventRecorder, Protocol):
+    """What the StatefulSet and DaemonSet controllers need of their cluster (``SimCluster`` is one), declared
+    beside them so this module imports nothing of ``cluster.py``: no import cycle among the demo cluster's
+    modules (tests/sim/test_import_graph.py)."""
+
+    store: Store
+    rng: random.Random
+    workload_behaviour: dict[str, Behaviour]
+
+    @property
+    def now(self) -> datetime: ...
+
+    def ensure_namespace(self, name: str, uid: str | None = None) -> None: ...
+
+    def create_pod(self, pod: dict[str, Any], behaviour: Behaviour | None = None) -> dict[str, Any]: ...
+
+    def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> dict[str, Any] | None: ...
+
+    def owned_pods(self, owner_uid: str) -> list[dict[str, Any]]: ...
+
+    def _mark_dirty(self, kind: str, namespace: str, name: str) -> None: ...
+
+    def acting_controller(self, account: str) -> AbstractContextManager[None]: ...
+
 
 REVISION_LABEL = "controller-revision-hash"
 
@@ -75,7 +103,7 @@ def _running_and_ready(pod: dict[str, Any]) -> bool:
 
 # ---- StatefulSet --------------------------------------------------------------------------------
 def create_statefulset(
-    c: SimCluster,
+    c: WorkloadHost,
     namespace: str,
     name: str,
     replicas: int,
@@ -119,7 +147,7 @@ def _ordinal(sts_name: str, pod: dict[str, Any]) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def _sts_pod(c: SimCluster, sts: dict[str, Any], ordinal: int, revision: str) -> dict[str, Any]:
+def _sts_pod(c: WorkloadHost, sts: dict[str, Any], ordinal: int, revision: str) -> dict[str, Any]:
     meta, spec = sts["metadata"], sts["spec"]
     tmpl = spec["template"]
     pname = f"{meta['name']}-{ordinal}"
@@ -143,7 +171,7 @@ def _sts_pod(c: SimCluster, sts: dict[str, Any], ordinal: int, revision: str) ->
     )
 
 
-def reconcile_statefulset(c: SimCluster, namespace: str, name: str) -> None:
+def reconcile_statefulset(c: WorkloadHost, namespace: str, name: str) -> None:
     sts = c.store.get("statefulsets", namespace, name)
     if sts is None:
         return
@@ -201,7 +229,7 @@ def reconcile_statefulset(c: SimCluster, namespace: str, name: str) -> None:
     _statefulset_status(c, sts, current_rev, update_rev)
 
 
-def _statefulset_status(c: SimCluster, sts: dict[str, Any], current_rev: str, update_rev: str) -> None:
+def _statefulset_status(c: WorkloadHost, sts: dict[str, Any], current_rev: str, update_rev: str) -> None:
     meta = sts["metadata"]
     pods = c.owned_pods(meta["uid"])
     replicas = ready = current = updated = 0
@@ -237,7 +265,7 @@ def _statefulset_status(c: SimCluster, sts: dict[str, Any], current_rev: str, up
         c.store.put("statefulsets", sts)
 
 
-def update_statefulset(c: SimCluster, namespace: str, name: str, fn: Any) -> None:
+def update_statefulset(c: WorkloadHost, namespace: str, name: str, fn: Any) -> None:
     sts = c.store.get("statefulsets", namespace, name)
     if sts is None:
         return
@@ -251,7 +279,7 @@ def update_statefulset(c: SimCluster, namespace: str, name: str, fn: Any) -> Non
 
 # ---- DaemonSet ----------------------------------------------------------------------------------
 def create_daemonset(
-    c: SimCluster,
+    c: WorkloadHost,
     namespace: str,
     name: str,
     image: str,
@@ -293,7 +321,7 @@ def create_daemonset(
     return ds
 
 
-def _eligible_nodes(c: SimCluster, ds: dict[str, Any]) -> list[str]:
+def _eligible_nodes(c: WorkloadHost, ds: dict[str, Any]) -> list[str]:
     sel = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
     out = []
     for node in c.store.iter_objects("nodes"):
@@ -321,7 +349,7 @@ def _ds_target(pod: dict[str, Any]) -> str:
     return pinned_node(pod) or pod["spec"].get("nodeName") or ""
 
 
-def reconcile_daemonset(c: SimCluster, namespace: str, name: str) -> None:
+def reconcile_daemonset(c: WorkloadHost, namespace: str, name: str) -> None:
     ds = c.store.get("daemonsets", namespace, name)
     if ds is None:
         return
@@ -360,7 +388,7 @@ def reconcile_daemonset(c: SimCluster, namespace: str, name: str) -> None:
     _daemonset_status(c, ds, nodes)
 
 
-def _daemonset_status(c: SimCluster, ds: dict[str, Any], nodes: list[str]) -> None:
+def _daemonset_status(c: WorkloadHost, ds: dict[str, Any], nodes: list[str]) -> None:
     eligible = set(nodes)
     scheduled = misscheduled = ready = updated = 0
     gen = str(ds["metadata"]["generation"])
@@ -400,11 +428,12 @@ def _daemonset_status(c: SimCluster, ds: dict[str, Any], nodes: list[str]) -> No
 
 
 # ---- cascading deletes --------------------------------------------------------------------------
-def delete_workload(c: SimCluster, resource: str, namespace: str, name: str) -> None:
+def delete_workload(c: WorkloadHost, resource: str, namespace: str, name: str) -> None:
     """Background cascading delete: the object goes now, the garbage collector deletes its pods."""
     obj = c.store.delete(resource, namespace, name)
     if obj is None:
         return
-    for pod in c.owned_pods(obj["metadata"]["uid"]):
-        if (controller_of(pod) or {}).get("uid") == obj["metadata"]["uid"]:
-            c.delete_pod(namespace, pod["metadata"]["name"])
+    with c.acting_controller("generic-garbage-collector"):
+        for pod in c.owned_pods(obj["metadata"]["uid"]):
+            if (controller_of(pod) or {}).get("uid") == obj["metadata"]["uid"]:
+                c.delete_pod(namespace, pod["metadata"]["name"])

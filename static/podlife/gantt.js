@@ -36,9 +36,14 @@ function colour(cfg, state) {
   return cfg.colours[state] || cfg.fallback;
 }
 
-// Which bounds of an interval the evidence does not hold (timeline/v2 attrs), as hover text.
+// Which bounds of an interval the evidence does not hold (timeline/v2 attrs), as hover text; and who began
+// a termination when an audit log says (attrs.who, the evictions refused before it).
 export function unknownBounds(a) {
   const parts = [];
+  if (a.who) {
+    const refused = a.refused_evictions ? ` after ${a.refused_evictions} refused eviction${a.refused_evictions === 1 ? "" : "s"}` : "";
+    parts.push(`${a.request === "eviction" ? "evicted" : "requested"} by ${a.who}${refused}`);
+  }
   if (a.start_unknown) parts.push("began at or before its start");
   if (a.end_unknown) parts.push(a.seen_until && !a.end_from ? `seen until ${a.seen_until}, end unknown` : "lasted at least until its end, end unknown");
   if (a.between) parts.push(`between ${a.between.join(" and ")}`);

@@ -6,6 +6,7 @@ import {
 } from "./common.js";
 import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
 import { watchLive } from "./live.js";
+import { bandConfig, bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -23,6 +24,7 @@ const state = {
   paused: getParams().get("paused") === "1",
   seq: null,
   timing: {},
+  bands: null, // a crowded window as bands of pods (lod.js), else null: a row a pod
 };
 window.__podlifeDraws = []; // timings after each draw (tests and bench/live.py read it)
 window.__podlifeRows = () => rows(); // for benchmarks and tests
@@ -34,6 +36,7 @@ function apiURL() {
     return page.initial_api; // preloaded by the page while plotly.js was loading
   }
   const p = getParams();
+  if (page.lod) return lodURL(page.api, p.get("from"), p.get("to"), chart.clientWidth - 120);
   const q = new URLSearchParams();
   for (const k of ["from", "to"]) if (p.get(k)) q.set(k, p.get(k));
   q.set("lanes", "worker");
@@ -47,6 +50,7 @@ function rowLabel(r) {
 }
 
 function rows() {
+  if (state.bands) return bandRows(state.bands);
   const pods = [...state.pods.values()];
   for (const r of pods) {
     if (r._first === undefined) r._first = r.intervals.reduce((m, iv) => Math.min(m, toMicros(iv[2])), Infinity);
@@ -81,7 +85,7 @@ async function draw() {
   state.timing.build0 = started;
   const x0 = toMicros(p.get("x0")) ?? state.window.from;
   const x1 = toMicros(p.get("x1")) ?? windowEnd();
-  const fig = buildFigure(all, cfg, {
+  const fig = buildFigure(all, state.bands ? bandConfig(cfg) : cfg, {
     tz: state.tz, tzLabel: tzLabel(state.tz), windowEnd: windowEnd(),
     x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
     detailUs: (x1 - x0) / Math.max(chart.clientWidth - 120, 200),
@@ -95,10 +99,15 @@ async function draw() {
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
   chart.dataset.rows = String(all.length);
+  chart.dataset.detail = state.bands ? "bands" : "full";
   requestAnimationFrame(() => {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
-  renderTable(all);
+  if (state.bands) {
+    // The chart first: the table of 2,000 pods is built after the frame that shows it.
+    const bands = state.bands;
+    requestAnimationFrame(() => setTimeout(() => renderBandTable(bands, table, document.getElementById("pod-count"), page.pod_url)));
+  } else renderTable(all);
   drawStatus();
 }
 
@@ -164,7 +173,8 @@ async function load() {
     document.body.dataset.windowFrom = data.window.from; // what the Export button exports
     document.body.dataset.windowTo = data.window.to;
     state.followNow = !state.explicitTo && Date.now() * 1000 - state.window.to < 120e6;
-    state.pods = new Map(data.pods.map((p) => [p.uid, p]));
+    state.bands = isBands(data) ? data : null;
+    state.pods = new Map(state.bands ? [] : data.pods.map((p) => [p.uid, p]));
     state.nodeLanes = data.node_lanes || {};
     syncPicker();
     await draw();
@@ -215,13 +225,35 @@ function onRelayout(ev) {
   else if (ev["xaxis.range[0]"] !== undefined) {
     setParams({ x0: isoUTC(fromDisplay(ev["xaxis.range[0]"], state.tz)), x1: isoUTC(fromDisplay(ev["xaxis.range[1]"], state.tz)) });
   } else return;
-  draw(); // finer detail (WebGL) and the minimum bar width at the new zoom
+  if (page.lod) refine(); // the server's level of detail for the zoomed range
+  else draw(); // finer detail (WebGL) and the minimum bar width at the new zoom
+}
+
+// Level of detail (lod.js): fetch the zoomed range (x0..x1, else the whole window) and redraw it, pod by
+// pod once few enough pods overlap it. The window itself (picker, export) stays as it is.
+let refineSeq = 0;
+async function refine() {
+  const mine = ++refineSeq;
+  const p = getParams();
+  const url = p.get("x0") ? lodURL(page.api, p.get("x0"), p.get("x1"), chart.clientWidth - 120) : apiURL();
+  try {
+    const data = await fetchJSON(url);
+    if (mine !== refineSeq) return; // a later zoom superseded this one
+    const wasBands = !!state.bands;
+    state.bands = isBands(data) ? data : null;
+    state.pods = new Map(state.bands ? [] : data.pods.map((r) => [r.uid, r]));
+    await draw();
+    // Rows changed meaning (bands ↔ pods): a y zoom kept from before would show the wrong rows.
+    if (wasBands !== !!state.bands) await Plotly.relayout(chart, { "yaxis.autorange": "reversed" });
+  } catch (err) {
+    statusEl.textContent = `could not load: ${err.message}`;
+  }
 }
 
 function onClick(ev) {
   const point = ev.points && ev.points[0];
   const custom = point && point.customdata;
-  if (!custom || String(custom[0]).startsWith("node:")) return;
+  if (!custom || String(custom[0]).startsWith("node:") || String(custom[0]).startsWith("band:")) return;
   const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
   const q = new URLSearchParams();
   if (custom[1]) q.set("evidence", custom[1]);
@@ -293,6 +325,7 @@ function attachHandlers() {
 }
 
 await load();
+if (page.lod && getParams().get("x0")) await refine(); // a shared link to a zoomed view
 attachHandlers();
 if (page.ws) live = watchLive({ ws: page.ws, onDeltas, onRefetch, isPaused: () => state.paused });
 // The workload's status over time, in the same zone as the Gantt.

@@ -22,10 +22,12 @@ WINDOW = {"since": SINCE.isoformat(), "until": UNTIL.isoformat()}
 def export_dir(settings, tmp_path, monkeypatch):
     from podlife_site.celery import app
 
+    # The app reads its settings once, on first use: make that happen before the override below, or the
+    # app would keep "eager" for every later test (tests/export/test_worker.py needs a broker); then its
+    # own conf says "eager" for this test only.
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
     settings.PODLIFE_EXPORT_DIR = tmp_path / "exports"
     settings.CELERY_TASK_ALWAYS_EAGER = True
-    # The app reads its settings once: after another test loaded them, only its own conf says "eager".
-    monkeypatch.setitem(app.conf, "task_always_eager", True)
 
 
 @pytest.fixture

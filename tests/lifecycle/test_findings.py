@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, cond, ctr, finding_rows, last_terminated, pod, rows, t, worker
+from tests.lifecycle.factories import at, cond, ctr, finding_rows, last_terminated, only, pod, rows, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_findings, human_duration
 from timelines.lifecycle.observation import Kind, Observation, Source
@@ -226,3 +226,109 @@ def test_human_duration() -> None:
         "59m59s",
         "2h01m",
     ]
+
+
+def test_the_kubelets_final_delete_is_not_the_grace_period() -> None:
+    """GIVEN a pod deleted with a 10 s grace whose container stops 4 s later, then the kubelet's own final
+    DELETE (gracePeriodSeconds=0) once it is done, as the watch and the audit log show it
+    THEN the termination is judged against the 10 s it was given, not the final delete's 0: no grace_exceeded."""
+    obs = scenarios.api_start() + [
+        pod(
+            UID,
+            105,
+            20.2,
+            phase="Running",
+            start_time=2,
+            deletion=30,
+            deletion_grace=10,
+            containers=[ctr(state="running", started=4)],
+        ),
+        pod(
+            UID,
+            106,
+            24.5,
+            phase="Failed",
+            start_time=2,
+            deletion=30,
+            deletion_grace=10,
+            containers=[ctr(state="terminated", reason="Error", exit_code=143, started=4, finished=24)],
+        ),
+        pod(
+            UID,
+            107,
+            24.7,
+            phase="Failed",
+            start_time=2,
+            deletion=24.7,
+            deletion_grace=0,
+            deleted=True,
+            containers=[ctr(state="terminated", reason="Error", exit_code=143, started=4, finished=24)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    term = only(tl, "worker", "terminating")
+    assert (term.start, term.end, term.attrs["grace_seconds"]) == (t(20), t(24), 10)
+    assert "grace_exceeded" not in {f.kind for f in tl.findings}
+    # A DELETE that shortens the grace while the container still runs does count.
+    shortened = obs[:-2] + [
+        pod(
+            UID,
+            106,
+            21.0,
+            phase="Running",
+            start_time=2,
+            deletion=22,
+            deletion_grace=1,
+            containers=[ctr(state="running", started=4)],
+        ),
+        *obs[-2:],
+    ]
+    late = derive_pod_timeline(shortened)
+    assert only(late, "worker", "terminating").attrs["grace_seconds"] == 1
+    assert "grace_exceeded" in {f.kind for f in late.findings}
+
+
+def test_killed_during_setup_from_the_api_alone() -> None:
+    """GIVEN only the API's view (no kubelet lines: a watch, or an audit log) of a pod deleted while its
+    image was still pulling THEN the inferred worker lane goes from setup to cleanup, and the finding is
+    made from that."""
+    obs = [
+        pod(
+            UID,
+            100,
+            1.0,
+            phase="Pending",
+            created=0,
+            start_time=1,
+            containers=[ctr(reason="ContainerCreating")],
+        ),
+        pod(
+            UID,
+            101,
+            3.0,
+            phase="Pending",
+            created=0,
+            start_time=1,
+            deletion=33,
+            deletion_grace=30,
+            containers=[ctr(reason="ContainerCreating")],
+        ),
+        pod(
+            UID,
+            102,
+            3.2,
+            phase="Failed",
+            created=0,
+            start_time=1,
+            deletion=3.2,
+            deletion_grace=0,
+            deleted=True,
+            containers=[ctr(state="terminated", reason="ContainerStatusUnknown", exit_code=137)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert [r[0] for r in rows(tl, "worker")] == ["setup", "cleanup"]
+    (found,) = [f for f in tl.findings if f.kind == "killed_during_setup"]
+    assert (
+        found.start == t(3) and found.attrs["not_started"] == ["app"] and found.attrs["cause"] == "deletion"
+    )

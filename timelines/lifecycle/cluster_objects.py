@@ -4,10 +4,14 @@
   kubelet is shutting the node down, or it is tainted out-of-service), ``node:working_pods`` (steps of
   the kubelet's ``kubelet_working_pods`` by lifecycle, from metric scrapes) and ``node:kubelet`` (one bar
   per kubelet process its logs show, from its start line or first line to its last; ``restart`` marks a
-  process that started after another one's last line).
+  process that started after another one's last line). From audit logs (``audit`` observations of
+  ``nodes`` writes): ``node:drain`` (``cordoned`` from the request that set ``spec.unschedulable`` to the
+  one that cleared it, naming who), and the cordon changes join the snapshots' ``node:cordoned`` points,
+  so a cluster known from audit logs alone has its cordons.
 * A PDB's lane ``pdb:NAME``: ``allowed`` / ``blocked`` (disruptionsAllowed = 0) with the
   DisruptionAllowed condition's reason, and its findings: ``pdb_blocking_drain`` (budget 0 while a covered
-  pod's node is cordoned or a covered pod carries DisruptionTarget) and ``pdb_unmanaged_pods``.
+  pod's node is cordoned, a covered pod carries DisruptionTarget or had evictions refused by this PDB;
+  with the count of refused evictions and who asked for them, from audit logs) and ``pdb_unmanaged_pods``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from timelines.lifecycle.audit_evidence import (
+    AuditRecord,
+    Life,
+    belongs,
+    read_audit,
+    refused_evictions,
+    who_of,
+)
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import Finding, Interval, parse_time
 
@@ -25,6 +37,7 @@ NODE_CORDONED_LANE = "node:cordoned"
 NODE_SHUTDOWN_LANE = "node:shutdown"
 NODE_WORKING_PODS_LANE = "node:working_pods"
 NODE_KUBELET_LANE = "node:kubelet"  # one bar per kubelet process the logs show; a new one is a restart
+NODE_DRAIN_LANE = "node:drain"  # cordoned, from audited requests: who cordoned it (and who uncordoned it)
 PDB_LANE_PREFIX = "pdb:"
 OUT_OF_SERVICE_TAINTS = frozenset(
     {"node.kubernetes.io/out-of-service", "node.cloudprovider.kubernetes.io/shutdown"}
@@ -93,12 +106,16 @@ class NodeTimeline:
 def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
     """The lanes of one node from its node / node_deleted / node_metrics observations (any order)."""
     obs = _canonical(
-        observations, frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS})
+        observations,
+        frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS, Kind.AUDIT}),
     )
+    changes = [o for o in obs if o.kind == Kind.AUDIT and _cordon_change(o) is not None]
+    obs = [o for o in obs if o.kind != Kind.AUDIT]
     names = {
         str((o.payload.get("name") if o.kind != Kind.KUBELET_PROCESS else None) or o.node or o.name or "")
         for o in obs
     } - {""}
+    names |= {str(o.node or o.name) for o in changes if o.node or o.name}
     if len(names) > 1:
         raise ValueError(f"observations of more than one node: {sorted(names)}")
     name = next(iter(names), "")
@@ -123,6 +140,12 @@ def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
         if o.kind == Kind.NODE_METRICS and isinstance(o.payload.get("working_pods"), Mapping):
             counts = {k: int(v) for k, v in sorted(o.payload["working_pods"].items()) if isinstance(v, int)}
             working.append((o.observed_at, "working_pods", counts, o.dedupe_key))
+    drain: list[tuple[datetime, str | None, dict[str, Any], str]] = []
+    for o in changes:
+        value = _cordon_change(o)
+        cordon.append((o.observed_at, "cordoned" if value else None, {}, o.dedupe_key))
+        drain.append((o.observed_at, "cordoned" if value else None, {"who": who_of(o.payload)}, o.dedupe_key))
+    cordon.sort(key=lambda p: (p[0], p[3]))
     ready.sort(key=lambda p: (p[0], p[3]))
     lanes = {
         NODE_READY_LANE: _steps(NODE_READY_LANE, ready, deleted_at),
@@ -130,8 +153,68 @@ def derive_node_timeline(observations: Iterable[Observation]) -> NodeTimeline:
         NODE_SHUTDOWN_LANE: _steps(NODE_SHUTDOWN_LANE, shutdown, deleted_at),
         NODE_WORKING_PODS_LANE: _steps(NODE_WORKING_PODS_LANE, working, deleted_at),
         NODE_KUBELET_LANE: _kubelet_processes([o for o in obs if o.kind == Kind.KUBELET_PROCESS]),
+        NODE_DRAIN_LANE: _drain_spans(drain, deleted_at),
     }
     return NodeTimeline(name=name, lanes={k: v for k, v in lanes.items() if v}, deleted_at=deleted_at)
+
+
+def _cordon_change(o: Observation) -> bool | None:
+    """What an audited ``nodes`` write did to ``spec.unschedulable`` (True: cordoned, False: uncordoned), or
+    None when it changed nothing about it (another field, refused, a dry run)."""
+    p = o.payload
+    if (
+        p.get("resource") != "nodes"
+        or p.get("subresource")
+        or p.get("succeeded") is not True
+        or p.get("dry_run")
+    ):
+        return None
+    change = p.get("node_change")
+    if not isinstance(change, Mapping):
+        return None
+    value = change.get("unschedulable")
+    return value if isinstance(value, bool) else None
+
+
+def _drain_spans(
+    points: Sequence[tuple[datetime, str | None, dict[str, Any], str]], end: datetime | None
+) -> tuple[Interval, ...]:
+    """``cordoned`` from the first request that cordoned the node to the one that uncordoned it; a second
+    cordon while cordoned changes nothing (its requester is not the one who began it)."""
+    out: list[Interval] = []
+    current: tuple[datetime, dict[str, Any], list[str]] | None = None
+    for at, state, attrs, key in sorted(points, key=lambda p: (p[0], p[3])):
+        if state is not None:
+            if current is None:
+                current = (at, dict(attrs), [key])
+            else:
+                current[2].append(key)
+        elif current is not None:
+            out.append(
+                Interval(
+                    NODE_DRAIN_LANE,
+                    "cordoned",
+                    current[0],
+                    at,
+                    "observed",
+                    {**current[1], "uncordoned_by": attrs.get("who")},
+                    tuple(sorted([*current[2], key])),
+                )
+            )
+            current = None
+    if current is not None:
+        out.append(
+            Interval(
+                NODE_DRAIN_LANE,
+                "cordoned",
+                current[0],
+                end,
+                "observed",
+                current[1],
+                tuple(sorted(current[2])),
+            )
+        )
+    return tuple(out)
 
 
 def _kubelet_processes(obs: Sequence[Observation]) -> tuple[Interval, ...]:
@@ -276,6 +359,44 @@ def _blocked_runs(intervals: Sequence[Interval]) -> list[Interval]:
     return runs
 
 
+def _refusal_finding(namespace: str, name: str, pod: CoveredPod, refused: Sequence[AuditRecord]) -> Finding:
+    """``pdb_blocking_drain`` from refused evictions alone, with the numbers the last refusal gave."""
+    actors = sorted({r.who for r in refused})
+    last = refused[-1].eviction
+    numbers = ""
+    if isinstance(last.get("desired_healthy"), int) and isinstance(last.get("current_healthy"), int):
+        numbers = f" ({last['current_healthy']} healthy, {last['desired_healthy']} needed)"
+    n = len(refused)
+    return Finding(
+        kind="pdb_blocking_drain",
+        severity="warning",
+        message=(
+            f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions{numbers} while pod "
+            f"{pod.namespace}/{pod.name} was being evicted: {n} eviction{'s' if n != 1 else ''} by "
+            f"{', '.join(actors)} {'were' if n != 1 else 'was'} refused."
+        ),
+        start=refused[0].at,
+        end=refused[-1].at,
+        evidence=tuple(sorted(r.key for r in refused)),
+        attrs={
+            "pod_uid": pod.uid,
+            "pod": f"{pod.namespace}/{pod.name}",
+            "node": pod.node,
+            "refused_evictions": n,
+            "drain_actor": ", ".join(actors),
+        },
+    )
+
+
+def _refused_by(records: Sequence[AuditRecord], pod: CoveredPod, pdb: str) -> list[AuditRecord]:
+    """The evictions of ``pod`` (joined by name and lifetime) refused by the PDB named ``pdb`` (or by a
+    budget the answer does not name)."""
+    life = Life(pod.uid, pod.namespace, pod.name, pod.created_at, pod.deleted_at)
+    return [
+        r for r in refused_evictions(records) if r.eviction.get("pdb") in (pdb, None) and belongs(r, life)
+    ]
+
+
 def derive_pdb_timeline(
     observations: Iterable[Observation],
     *,
@@ -284,7 +405,9 @@ def derive_pdb_timeline(
 ) -> PdbTimeline:
     """The ``pdb:NAME`` lane and findings of one PDB from its pdb / pdb_deleted observations and the
     events regarding it, given the pods that may be covered and each node's cordoned spans."""
-    obs = _canonical(observations, frozenset({Kind.PDB, Kind.PDB_DELETED, Kind.EVENT}))
+    obs = _canonical(observations, frozenset({Kind.PDB, Kind.PDB_DELETED, Kind.EVENT, Kind.AUDIT}))
+    evictions = [r for o in obs if o.kind == Kind.AUDIT and (r := read_audit(o)) is not None]
+    obs = [o for o in obs if o.kind != Kind.AUDIT]
     snaps = [o for o in obs if o.kind in (Kind.PDB, Kind.PDB_DELETED)]
     if not snaps:
         raise ValueError("no pdb observation: a PDB timeline needs at least one snapshot")
@@ -324,6 +447,8 @@ def derive_pdb_timeline(
     )
     unmanaged = [p for p in covered if not p.has_controller]
     findings: list[Finding] = []
+    refused_of = {pod.uid: _refused_by(evictions, pod, name) for pod in covered}
+    counted: set[str] = set()  # refused evictions already evidence of a finding over a blocked status run
     for run in _blocked_runs(intervals):
         for pod in covered:
             causes: list[tuple[Span, str]] = [(s, "carries DisruptionTarget") for s in pod.disruption_target]
@@ -331,15 +456,37 @@ def derive_pdb_timeline(
                 causes += [
                     (s, f"runs on cordoned node {pod.node}") for s in (cordons or {}).get(pod.node, ())
                 ]
+            in_run = [
+                r for r in refused_of[pod.uid] if run.start <= r.at and (run.end is None or r.at <= run.end)
+            ]
             hits = [
                 (hit, why)
                 for span, why in causes
                 if (hit := _overlap((run.start, run.end), span)) is not None
             ]
+            # A refused eviction is a point: it shows the budget blocked someone draining this pod.
+            hits += [((r.at, r.at), "had evictions refused") for r in in_run]
             if not hits:
                 continue
             ends = [hit[1] for hit, _ in hits]
-            whys = sorted({why for _, why in hits})
+            whys = sorted({why for _, why in hits} - {"had evictions refused"})
+            found: dict[str, Any] = {
+                "pod_uid": pod.uid,
+                "pod": f"{pod.namespace}/{pod.name}",
+                "node": pod.node,
+            }
+            evidence = set(run.evidence)
+            refused_note = ""
+            if in_run:
+                actors = sorted({r.who for r in in_run})
+                found.update(refused_evictions=len(in_run), drain_actor=", ".join(actors))
+                evidence |= {r.key for r in in_run}
+                counted |= {r.key for r in in_run}
+                refused_note = (
+                    f" {len(in_run)} eviction{'s' if len(in_run) != 1 else ''} by {', '.join(actors)} "
+                    f"{'were' if len(in_run) != 1 else 'was'} refused."
+                )
+            because = f" {' and '.join(whys)}" if whys else ""
             findings.append(
                 Finding(
                     kind="pdb_blocking_drain",
@@ -347,14 +494,21 @@ def derive_pdb_timeline(
                     message=(
                         f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions "
                         f"({run.attrs.get('current_healthy')} healthy, {run.attrs.get('desired_healthy')} needed) "
-                        f"while pod {pod.namespace}/{pod.name} {' and '.join(whys)}: evictions of it are refused."
+                        f"while pod {pod.namespace}/{pod.name}{because}: evictions of it are refused."
+                        f"{refused_note}"
                     ),
                     start=min(hit[0] for hit, _ in hits),
                     end=None if any(e is None for e in ends) else max(e for e in ends if e is not None),
-                    evidence=run.evidence,
-                    attrs={"pod_uid": pod.uid, "pod": f"{pod.namespace}/{pod.name}", "node": pod.node},
+                    evidence=tuple(sorted(evidence)),
+                    attrs=found,
                 )
             )
+    for pod in covered:
+        # A 429 is the API server's own word that the budget was 0 when it answered: refusals outside every
+        # blocked run the status writes show (the log began after the controller's last write) still show it.
+        alone = [r for r in refused_of[pod.uid] if r.key not in counted]
+        if alone:
+            findings.append(_refusal_finding(namespace, name, pod, alone))
     events = [o for o in obs if o.kind == Kind.EVENT and o.payload.get("reason") == UNMANAGED_REASON]
     if events or (unmanaged and any(_uses_scale(o.payload) for o in snaps)):
         start = min(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from timelines.lifecycle.audit_evidence import marker_of, termination_attrs, termination_request
 from timelines.lifecycle.facts import (
     STATIC_UID,
     Incarnation,
@@ -95,6 +96,9 @@ def derive_from_facts(facts: PodFacts, lane: WorkerLane | None = None) -> PodTim
     }
     lanes.update(_container_lanes(facts))
     lanes.update(_condition_lanes(facts))
+    if facts.audits:
+        for name in (API_LANE, WORKER_LANE):
+            lanes[name] = _with_requester(facts, lanes[name])
     return PodTimeline(
         uid=facts.uid,
         namespace=_latest(facts, "namespace"),
@@ -495,6 +499,37 @@ def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
     return lanes
 
 
+# ------------------------------------------------------------------------------------------- requesters
+
+
+def _with_requester(facts: PodFacts, intervals: tuple[Interval, ...]) -> tuple[Interval, ...]:
+    """Terminating intervals name the audited request that began them (``attrs.who``, ``request``, the
+    evictions refused before a granted one), citing it as evidence."""
+    out = []
+    for iv in intervals:
+        inc = _incarnation_at(facts, iv.start)
+        cause = (
+            termination_request(facts.audits, iv.start, inc.created or inc.first_at if inc else None)
+            if iv.state == "terminating"
+            else None
+        )
+        if cause is None:
+            out.append(iv)
+            continue
+        attrs = {**iv.attrs, **termination_attrs(facts.audits, cause)}
+        out.append(replace(iv, attrs=attrs, evidence=tuple(sorted({*iv.evidence, cause.key}))))
+    return tuple(out)
+
+
+def _incarnation_at(facts: PodFacts, at: datetime) -> Incarnation | None:
+    """The incarnation alive at ``at`` (the last one created at or before it)."""
+    found = None
+    for inc in facts.incarnations:
+        if (inc.created or inc.first_at) <= at:
+            found = inc
+    return found or (facts.incarnations[0] if facts.incarnations else None)
+
+
 # --------------------------------------------------------------------------------------------- markers
 
 
@@ -522,5 +557,10 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     for m in facts.kubelet_markers:
         attrs = {k: v for k, v in sorted(m.payload.items()) if k not in ("reason", "message")}
         markers.append(Marker(m.at, "kubelet", m.reason, m.message, attrs, (m.key,)))
+    for record in facts.audits:
+        made = marker_of(record, facts.audits)
+        if made is not None:
+            reason, message, attrs = made
+            markers.append(Marker(record.at, "audit", reason, message, attrs, (record.key,)))
     markers.sort(key=lambda m: (m.at, m.kind, m.reason, m.evidence))
     return tuple(markers)

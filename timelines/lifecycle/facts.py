@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from timelines.lifecycle.audit_evidence import AuditRecord, Life, records_for
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import ApiState, parse_time
 
@@ -28,6 +29,7 @@ USED_KINDS = frozenset(
         Kind.SPAN,
         Kind.KUBELET_MARKER,
         Kind.KUBELET_PROCESS,
+        Kind.AUDIT,
     }
 )
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -275,6 +277,8 @@ class PodFacts:
     # node-level kubelet lines (the eviction manager reclaiming, a shutdown group timing out).
     processes: tuple[KubeletProcess, ...] = field(default=())
     node_markers: tuple[KubeletMarkerRecord, ...] = field(default=())
+    # Audited requests about this pod (joined by UID, else by name and time: audit_evidence.belongs).
+    audits: tuple[AuditRecord, ...] = field(default=())
 
     _snapshots: tuple[PodSnapshot, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -318,8 +322,9 @@ def _canonical_json(payload: Mapping[str, Any]) -> str:
 def collect_facts(observations: Iterable[Observation]) -> PodFacts:
     """Read the observations of ONE pod UID into ``PodFacts``.
 
-    Kinds other than pod, pod_deleted, event, worker, span, kubelet_marker and kubelet_process are
-    ignored. Observations without a pod UID are node-level context (``processes``, ``node_markers``).
+    Kinds other than pod, pod_deleted, event, worker, span, kubelet_marker, kubelet_process and audit are
+    ignored. Observations without a pod UID are node-level context (``processes``, ``node_markers``), or
+    audited requests (``audits``: those about this pod's incarnations; the rest are dropped).
     Raises ValueError when the observations carry more than one pod UID, or none at all.
     """
     canon = canonical_observations(o for o in observations if o.kind in USED_KINDS)
@@ -361,17 +366,41 @@ def collect_facts(observations: Iterable[Observation]) -> PodFacts:
         elif obs.kind == Kind.KUBELET_MARKER:
             markers.append(_marker_record(obs))
     worker_events.sort(key=lambda e: (e.at, e.name, e.key))
+    incarnations = _incarnations(snapshots)
+    audits = records_for((o for o in canon if o.kind == Kind.AUDIT), _lives(uids[0], incarnations))
+    if any(o.kind == Kind.AUDIT for o in canon):
+        mine = {r.key for r in audits}
+        canon = tuple(o for o in canon if o.kind != Kind.AUDIT or o.dedupe_key in mine)
     return PodFacts(
         uid=uids[0],
         observations=canon,
-        incarnations=_incarnations(snapshots),
+        incarnations=incarnations,
         worker_events=tuple(worker_events),
         events=tuple(events),
         kubelet_markers=tuple(markers),
         problems=tuple(reader.problems),
         processes=tuple(sorted(processes, key=lambda p: (p.first_at, p.key))),
         node_markers=tuple(node_markers),
+        audits=audits,
     )
+
+
+def _lives(uid: str, incarnations: tuple[Incarnation, ...]) -> list[Life]:
+    """Each incarnation's name and span, for joining audited requests that carry no UID."""
+    lives = []
+    for inc in incarnations:
+        named = [s for s in inc.snapshots if s.name]
+        last = named[-1] if named else None
+        lives.append(
+            Life(
+                uid=uid,
+                namespace=last.namespace if last else None,
+                name=last.name if last else None,
+                created=inc.created or inc.first_at,
+                ended=inc.deleted_at,
+            )
+        )
+    return lives
 
 
 def _marker_record(obs: Observation) -> KubeletMarkerRecord:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -204,7 +204,23 @@ def killed_during_setup(ctx: _Context) -> list[Finding]:
     """Termination requested (deletion, eviction, kill) while setup ran and not all containers had started."""
     out: list[Finding] = []
     setups = ctx.worker(WorkerPhase.SETUP)
-    for iv in ctx.worker(WorkerPhase.TERMINATING):
+    # Inferred from the API, a pod deleted before any container started goes from setup straight to
+    # cleanup (nothing to stop): that cleanup is where the termination began.
+    asked = [*ctx.worker(WorkerPhase.TERMINATING)]
+    began = {iv.start for iv in asked}
+    for iv in ctx.worker(WorkerPhase.CLEANUP):
+        if (
+            iv.source == "inferred"
+            and iv.start not in began
+            and any(
+                s.end == iv.start
+                and s.attrs.get("end_from") == "api:deletion"
+                and s.attrs.get("cycle") == iv.attrs.get("cycle")
+                for s in setups
+            )
+        ):
+            asked.append(replace(iv, attrs={**iv.attrs, "cause": TerminationCause.DELETION}))
+    for iv in sorted(asked, key=lambda i: i.start):
         cause = iv.attrs.get("cause")
         if cause in (TerminationCause.TERMINAL_PHASE, TerminationCause.ORPHANED):
             continue

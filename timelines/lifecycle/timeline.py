@@ -20,11 +20,11 @@ SCHEMAS_READ = (SCHEMA, SCHEMA_V1)
 # inferred from kubelet lines below V4 (SyncLoop, PLEG, kills, shutdown / eviction managers); inferred:
 # the worker lane guessed from the API.
 IntervalSource = Literal["observed", "kubelet", "inferred"]
-MarkerKind = Literal["event", "kubelet"]
+MarkerKind = Literal["event", "kubelet", "audit"]
 Severity = Literal["info", "warning", "critical"]
 
 INTERVAL_SOURCES: frozenset[str] = frozenset({"observed", "kubelet", "inferred"})
-MARKER_KINDS: frozenset[str] = frozenset({"event", "kubelet"})
+MARKER_KINDS: frozenset[str] = frozenset({"event", "kubelet", "audit"})
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 
 # Lane names: "worker", "api", "container:NAME", "condition:TYPE".
@@ -153,7 +153,9 @@ class Interval:
 
 @dataclass(frozen=True, slots=True)
 class Marker:
-    """A point in time worth showing: an API Event (``kind="event"``) or a notable kubelet line."""
+    """A point in time worth showing: an API Event (``kind="event"``), a notable kubelet line
+    (``"kubelet"``) or an audited request (``"audit"``: a delete, a create, an eviction granted or refused,
+    with ``attrs.who``)."""
 
     at: datetime
     kind: MarkerKind

@@ -756,10 +756,21 @@ def no_container_runs_at(inc: Incarnation, after: TerminationRequest) -> tuple[d
 
 
 def api_grace(facts: PodFacts, inc: Incarnation | None = None) -> int | None:
+    """The grace period the termination was given: the deletion grace of the DELETE that began it, or a
+    shorter one a later DELETE set while a container still ran. The kubelet's own final DELETE
+    (``gracePeriodSeconds=0`` once the containers are gone, or a finalizer-held pod's grace dropped to 0)
+    shortens nothing: taking it made every graceful termination exceed a 0 s grace. Without a deletion,
+    the spec's ``terminationGracePeriodSeconds``."""
     snaps = inc.snapshots if inc is not None else facts.snapshots
-    for snap in reversed(snaps):
-        if snap.deletion_grace_seconds is not None:
-            return snap.deletion_grace_seconds
+    deleting = [s for s in snaps if s.deletion_grace_seconds is not None]
+    if deleting:
+        grace = deleting[0].deletion_grace_seconds
+        assert grace is not None
+        for snap in deleting[1:]:
+            shorter = snap.deletion_grace_seconds
+            if shorter is not None and shorter < grace and any(c.state == "running" for c in snap.containers):
+                grace = shorter
+        return grace
     for snap in reversed(snaps):
         if snap.grace_seconds is not None:
             return snap.grace_seconds

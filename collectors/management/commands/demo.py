@@ -13,10 +13,12 @@ Ctrl-C ends the embedded demo in about a second (tests/test_demo_ctrl_c.py; docs
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -24,13 +26,17 @@ import uvicorn
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 from django.utils import timezone
 
 from alerts.loop import NotifierLoop
+from collectors.ingest_audit import AuditIngest
 from collectors.kube.config import ClusterSource, cluster_name_for, contexts_of, register_cluster
 from collectors.kube.runner import Collector
 from collectors.sim import run_sim
+from collectors.sim.audit import AuditLog
 from collectors.sim.scenarios import ALL_NAMES
+from timelines import store
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo"
 
@@ -79,6 +85,7 @@ class Command(BaseCommand):
         var = Path(settings.BASE_DIR) / "var"
         var.mkdir(exist_ok=True)
         kubeconfig = var / "demo-kubeconfig.yaml"
+        audit_log = var / "demo-audit.log"
         with ExitStack() as stack:
             sim = stack.enter_context(
                 # The demo cluster's clock starts now: object timestamps and the collector's receive times
@@ -91,6 +98,7 @@ class Command(BaseCommand):
                     kubeconfig_path=kubeconfig,
                     heartbeat_interval=10.0,
                     kubelet_verbosity=kubelet_verbosity,
+                    audit_log_path=audit_log,  # the demo API server audits itself (docs/audit.md)
                 )
             )
             _, context = contexts_of(str(kubeconfig))
@@ -105,8 +113,13 @@ class Command(BaseCommand):
                 # No beat on the embedded default: the alert webhooks' scan runs in a thread here.
                 stack.callback(NotifierLoop().start().stop, timeout=1.0)
                 how = "in-process collector"
+            assert sim.cluster.audit is not None
+            shipper = AuditShipper(sim.cluster.audit, cluster)
+            shipper.start()
+            stack.callback(shipper.stop)
             self.stdout.write(
                 f"demo cluster {scenario!r} at {sim.base_url} (kubeconfig {kubeconfig}); {how} → cluster {cluster!r}\n"
+                f"its audit log: {audit_log} (ingested as it grows)\n"
                 f"podlife is at http://{host}:{port}/  — log in as {DEMO_USER} / {DEMO_PASSWORD}  (Ctrl-C stops it)"
             )
             self.stdout.flush()
@@ -152,3 +165,42 @@ class Command(BaseCommand):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+class AuditShipper:
+    """Stores what the demo API server audited, every ``every`` seconds, into the demo cluster, as
+    ``ingest_audit_log`` would from its log file (the same parser and store; the derive stage follows). So
+    the demo's pods show who deleted them and the evictions their PDB refused (docs/audit.md)."""
+
+    def __init__(self, log: AuditLog, cluster: str, every: float = 2.0) -> None:
+        self.log, self.cluster, self.every = log, cluster, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-audit-shipper", daemon=True)
+
+    def start(self) -> AuditShipper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def ship(self) -> int:
+        """Store what was audited since the last call; the number of audit events stored."""
+        lines = self.log.take_new()
+        if not lines:
+            return 0
+        ingest = AuditIngest(store.cluster_for(self.cluster))
+        ingest.feed_lines(lines)
+        ingest.close()
+        return len(lines)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.every):
+                try:
+                    self.ship()
+                except Exception:  # a failed round is logged; its events are in the audit log file
+                    logging.getLogger(__name__).exception("demo audit shipping failed")
+        finally:
+            connection.close()

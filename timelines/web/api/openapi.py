@@ -164,10 +164,17 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _obj({"namespaces": {"type": "array"}}),
         ),
         "/clusters/{cluster}/pods": _get(
-            "Search pods by part of name, namespace, UID (prefix), owner or node",
+            "Search pods by prefix of name, UID, owner, node, namespace or finding kind",
             [
                 CLUSTER,
-                _param("q", "query", "Search text.", required=True),
+                _param(
+                    "q",
+                    "query",
+                    "Terms, all of which a pod matches: `KEY:PREFIX` (KEY one of name, uid, owner, node, ns, "
+                    "finding) or bare PREFIXes matching any of them; without a KEY the whole text is one prefix. "
+                    "Literal characters; control characters or a term over 253 characters are a 400.",
+                    required=True,
+                ),
                 _param("limit", "query", "1-1000, default 100.", {"type": "integer"}),
             ],
             _obj({"pods": {"type": "array", "items": _ref("PodRowDoc")}}),
@@ -201,7 +208,26 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _ref("Window"),
         ),
         "/clusters/{cluster}/namespaces/{namespace}/timeline": _get(
-            "Every pod of a namespace in a window", [CLUSTER, NAMESPACE, *WINDOW], _ref("Window")
+            "Every pod of a namespace in a window, or with `detail=auto` bands of pods when it is crowded",
+            [
+                CLUSTER,
+                NAMESPACE,
+                *WINDOW,
+                _param(
+                    "detail",
+                    "query",
+                    "`full` (default): a row a pod (podlife.window/v1). `auto`: past 2,000 pods, the worker "
+                    "lane as at most 200 bands of consecutive pods, merged to a pixel "
+                    "(podlife.window-overview/v1, docs/api.md).",
+                ),
+                _param(
+                    "px",
+                    "query",
+                    "With detail=auto: the chart's width, 100-10000 (default 1200).",
+                    {"type": "integer"},
+                ),
+            ],
+            {"oneOf": [_ref("Window"), {"type": "object", "description": "podlife.window-overview/v1"}]},
         ),
         "/clusters/{cluster}/workloads": _get(
             "Deployments, StatefulSets, DaemonSets and ReplicaSets",

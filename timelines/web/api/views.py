@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import freshness, live, queries, serialize
+from timelines import fleet, freshness, live, queries, serialize
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, PodDisruptionBudget, Workload
 from timelines.web import shared_reads
@@ -193,17 +193,18 @@ def parse_limit(request: HttpRequest, default: int, maximum: int) -> int:
 @api_view
 def clusters(request: HttpRequest, access: Access) -> Any:
     out = []
-    for c in access.clusters():
+    readable = list(access.clusters())
+    counts = fleet.cluster_counts(readable, {c.id: access.namespace_filter(c) for c in readable})
+    for c in readable:
         out.append(
             {
                 "name": c.name,
                 "origin": c.origin,
                 "read_only": c.read_only,
                 "namespaces": None if access.whole_cluster(c) else sorted(access.namespace_filter(c) or ()),
-                "counts": visible_counts(access, c, queries.cluster_counts(c, access.namespace_filter(c))),
+                "counts": visible_counts(access, c, counts[c.id]),
             }
         )
-    readable = list(access.clusters())
     health = (
         visible_health(access, readable, queries.collector_health([c.id for c in readable])) if out else []
     )
@@ -231,10 +232,11 @@ def pod_json(p: Any) -> serialize.PodRowDoc:
 def pod_search(request: HttpRequest, access: Access, cluster: str) -> Any:
     c = readable_cluster(access, cluster)
     q = request.GET.get("q", "")
-    if not q.strip():
-        raise ApiError(400, "q: give part of a pod name, namespace, UID, owner or node", param="q")
     limit = parse_limit(request, 100, 1000)
-    pods = queries.search_visible_pods(c, q, access.namespace_filter(c), limit=limit)
+    try:
+        pods = fleet.search_pods(c, q, access.namespace_filter(c), limit=limit)
+    except fleet.SearchError as exc:
+        raise ApiError(400, str(exc), param="q") from None
     return {"cluster": c.name, "q": q, "pods": [pod_json(p) for p in pods]}
 
 
@@ -293,6 +295,20 @@ def pod_diff(request: HttpRequest, access: Access, cluster: str, uid: str) -> An
     return {"a": a.id, "b": b.id, "changes": queries.payload_diff(a.payload, b.payload)}
 
 
+def parse_detail(request: HttpRequest) -> int | None:
+    """``detail=auto`` (with the chart's width ``px``, default 1200): the resolution in µs a pixel stands
+    for, to fold a crowded window into bands (``fleet.window_overview``); ``full`` (the default): None."""
+    detail = request.GET.get("detail", "full")
+    if detail not in ("full", "auto"):
+        raise ApiError(400, f"detail {detail[:40]!r} must be 'full' or 'auto'", param="detail")
+    if detail == "full":
+        return None
+    px = request.GET.get("px", "1200")
+    if not px.isdigit() or not 100 <= int(px) <= 10_000:
+        raise ApiError(400, f"px {px[:40]!r} must be a chart width from 100 to 10000 pixels", param="px")
+    return int(px)
+
+
 def _window_response(
     request: HttpRequest, access: Access, c: Cluster, scope: dict[str, str], **kw: Any
 ) -> HttpResponse:
@@ -300,6 +316,22 @@ def _window_response(
         return queries.data_extent(
             c, node=kw.get("node", ""), namespace=kw.get("namespace", ""), pod_uids=kw.get("pod_uids")
         )
+
+    namespaces = access.namespace_filter(c)
+    px = parse_detail(request) if kw.get("namespace") else None
+    if px is not None:  # level of detail (issue #17): bands of pods when the window is crowded
+        start, end = parse_window(request, extent)
+        bands = fleet.window_overview(
+            c,
+            start=start,
+            end=end,
+            namespaces=namespaces,
+            namespace=kw["namespace"],
+            resolution_us=max(1, int((end - start).total_seconds() * 1e6 / px)),
+            scope=scope,
+        )
+        if bands is not None:
+            return json_response(bands, request=request)
 
     def read() -> bytes:
         start, end = parse_window(request, extent)
@@ -316,7 +348,6 @@ def _window_response(
         freshness.annotate_window(c, data, start=start, namespaces=namespaces)
         return orjson.dumps(strip_node_lanes(access, c, data), option=orjson.OPT_NON_STR_KEYS)
 
-    namespaces = access.namespace_filter(c)
     group = {"node": "node", "namespace": "ns"}.get(scope["kind"])
     ttl = float(settings.PODLIFE_SHARED_READ_S)
     if group is None or ttl <= 0 or kw.get("pod_uids"):

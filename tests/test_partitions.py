@@ -1,0 +1,210 @@
+"""PostgreSQL: observations partitioned by observed time (timelines/partitions.py, migration 0010).
+
+Idempotence across partitions, retention by dropping whole partitions, partitions made ahead (and on
+demand), and the migration of a populated single table in place.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from timelines import partitions, store
+from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.models import Cluster
+from timelines.models import Observation as ObservationRow
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+
+def names() -> set[str]:
+    return {p.name for p in partitions.partitions()}
+
+
+DAY = timedelta(days=1)
+D1 = datetime(2025, 3, 10, tzinfo=UTC)  # a Monday
+
+
+def pod_snapshot(at: datetime, rv: str = "41") -> Observation:
+    """A pod as a watch delivers it: ``observed_at`` is the delivery time, the key its resourceVersion."""
+    return Observation(
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=at,
+        dedupe_key=f"pod:uid-a:{rv}",
+        pod_uid="uid-a",
+        node="node-a",
+        namespace="default",
+        name="web-0",
+        payload={"watch": "MODIFIED", "resource_version": rv, "uid": "uid-a"},
+    )
+
+
+@pytest.fixture(autouse=True)
+def _own_partitions():
+    """Partitions outlive the TRUNCATE between tests: drop the ones a test made."""
+    before = names() if partitions.is_partitioned() else set()
+    yield
+    with connection.cursor() as cursor:
+        for name in names() - before:
+            cursor.execute(f'DROP TABLE "{name}"')
+
+
+def partition_of(key: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM timelines_observation WHERE dedupe_key = %s", [key]
+        )
+        return ",".join(r[0] for r in cursor.fetchall())
+
+
+def test_the_same_fact_two_days_apart_is_stored_once():
+    """GIVEN day partitions for two days and a pod snapshot stored on the first
+    WHEN the same snapshot (same resourceVersion) is re-delivered two days later (a relist)
+    THEN nothing new is stored, the first row stays where it was, and the pod is not marked dirty again."""
+    for day in range(4):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    first = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=9))])
+    assert first.stored == 1
+    assert partition_of("pod:uid-a:41") == partitions.partition_name(D1)
+
+    again = store.save_observations("c1", [pod_snapshot(D1 + 2 * DAY + timedelta(hours=1))])
+    assert (again.stored, again.duplicates, again.pods_touched) == (0, 1, set())
+    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert partition_of("pod:uid-a:41") == partitions.partition_name(D1)
+
+    # The same holds on the staging path (taken when a COPY meets a unique violation): a row for the third
+    # day whose key the first day holds is skipped, a new one is stored.
+    cluster = Cluster.objects.get(name="c1")
+    rows = [
+        store._row(cluster.pk, pod_snapshot(D1 + 3 * DAY), D1 + 3 * DAY),
+        store._row(cluster.pk, pod_snapshot(D1 + 3 * DAY, rv="42"), D1 + 3 * DAY),
+    ]
+    from django.db import transaction
+
+    with transaction.atomic():
+        inserted = store._insert_postgres_staged(rows, nested=False)
+    assert inserted == [("uid-a", "pod:uid-a:42")]
+    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+
+
+def test_a_fact_waiting_in_the_default_partition_is_still_a_duplicate_and_moves_into_its_day():
+    store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=3))])
+    assert partition_of("pod:uid-a:41") == partitions.DEFAULT
+    created = partitions.create_partition(D1, D1 + DAY)
+    assert created == [partitions.partition_name(D1)]
+    assert partition_of("pod:uid-a:41") == created[0]
+    partitions.create_partition(D1 + DAY, D1 + 2 * DAY)
+    assert store.save_observations("c1", [pod_snapshot(D1 + DAY)]).stored == 0
+
+
+def test_beat_creates_the_partitions_ahead_once(settings):
+    settings.PODLIFE_PARTITION_DAYS = 1
+    settings.PODLIFE_PARTITIONS_AHEAD = 3
+    now = datetime(2031, 5, 6, 13, 0, tzinfo=UTC)
+    created = partitions.ensure_configured(now=now)
+    assert created == [partitions.partition_name(datetime(2031, 5, d, tzinfo=UTC)) for d in (6, 7, 8, 9)]
+    assert partitions.ensure_configured(now=now) == []
+    # Weeks (Monday to Monday) made later fill around the days (ranges never overlap).
+    settings.PODLIFE_PARTITION_DAYS = 7
+    week = partitions.ensure_configured(now=now + 2 * DAY)
+    bounds = {p.name: (p.lower, p.upper) for p in partitions.partitions()}
+    may = [datetime(2031, 5, d, tzinfo=UTC) for d in (5, 6, 10, 12, 19)]
+    assert [bounds[name] for name in week[:3]] == [(may[0], may[1]), (may[2], may[3]), (may[3], may[4])]
+
+
+def test_retention_drops_whole_partitions_and_keeps_imported_clusters():
+    """GIVEN five day partitions with live and imported rows, and a live row in the default partition
+    WHEN retention keeps two days
+    THEN the partitions wholly before the cutoff are gone (dropped, not emptied), the imported rows live on
+    in the default partition, the live rows at or after the cutoff are untouched."""
+    for day in range(5):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    live = [pod_snapshot(D1 + day * DAY + timedelta(hours=12), rv=str(100 + day)) for day in range(5)]
+    old = pod_snapshot(D1 - 30 * DAY, rv="7")  # no partition: the default one holds it
+    assert store.save_observations("c1", [*live, old]).stored == 6
+    imported = Cluster.objects.create(name="bundle", origin=Cluster.Origin.IMPORTED, read_only=True)
+    ObservationRow.objects.create(
+        cluster=imported,
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=D1 + timedelta(hours=1),
+        received_at=D1,
+        dedupe_key="pod:imported:1",
+    )
+
+    now = D1 + 4 * DAY + timedelta(hours=6)  # cutoff = D1 + 2 days 6 h: days 0 and 1 are wholly before it
+    gone = store.apply_retention(2, now=now)
+
+    assert gone == 3  # days 0 and 1, and the old row in the default partition
+    left = names()
+    assert partitions.partition_name(D1) not in left
+    assert partitions.partition_name(D1 + DAY) not in left
+    assert partitions.partition_name(D1 + 2 * DAY) in left  # holds the cutoff: kept whole
+    assert sorted(ObservationRow.objects.filter(cluster__name="c1").values_list("dedupe_key", flat=True)) == [
+        "pod:uid-a:102",
+        "pod:uid-a:103",
+        "pod:uid-a:104",
+    ]
+    assert partition_of("pod:imported:1") == partitions.DEFAULT
+    assert store.apply_retention(2, now=now) == 0
+
+
+def test_migration_converts_a_populated_table_in_place():
+    """GIVEN the single observation table of migration 0006 with rows over several days (one in the future)
+    WHEN migration 0010 runs
+    THEN the table is partitioned, every row is still there with its id, the old table is the legacy
+    partition (not a copy), ids continue after the highest one, and a fact the legacy table holds is a
+    duplicate when it comes again on a later day."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("timelines", "0006_interval_source_kubelet")])
+    assert not partitions.is_partitioned()
+    cluster = Cluster.objects.create(name="c1")
+    now = datetime.now(UTC)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO timelines_observation (cluster_id, pod_uid, kind, source, observed_at, received_at, "
+            "dedupe_key, node, namespace, name, payload) SELECT %s, 'uid-' || (i %% 50), 'pod', 'api', "
+            "%s - i * interval '1 minute', %s, 'pod:uid-' || (i %% 50) || ':' || i, 'node-a', 'default', "
+            "'web', jsonb_build_object('i', i) FROM generate_series(0, 4999) i",
+            [cluster.pk, now, now],
+        )
+        cursor.execute(
+            "INSERT INTO timelines_observation (cluster_id, kind, source, observed_at, received_at, "
+            "dedupe_key, node, namespace, name, payload) VALUES (%s, 'pod', 'api', %s, %s, 'future', '', '', "
+            "'', '{}')",
+            [cluster.pk, now + 40 * DAY, now],
+        )
+        cursor.execute("SELECT 'timelines_observation'::regclass::oid")
+        (old_oid,) = cursor.fetchone()
+        cursor.execute("SELECT max(id), sum(id) FROM timelines_observation")
+        max_id, id_sum = cursor.fetchone()
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert partitions.is_partitioned()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'timelines_observation_legacy'::regclass::oid")
+        assert cursor.fetchone()[0] == old_oid  # the same table, attached, not a copy
+        cursor.execute("SELECT count(*), max(id), sum(id) FROM timelines_observation")
+        assert cursor.fetchone() == (5001, max_id, id_sum)
+        cursor.execute("SELECT count(*) FROM timelines_observation_legacy")
+        assert cursor.fetchone()[0] == 5000
+    assert partition_of("future") == partitions.DEFAULT
+    again = Observation(
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=now + DAY,
+        dedupe_key="pod:uid-7:7",
+        pod_uid="uid-7",
+        payload={},
+    )
+    fresh = pod_snapshot(now + DAY, rv="9999")
+    result = store.save_observations("c1", [again, fresh])
+    assert (result.stored, result.duplicates) == (1, 1)
+    assert ObservationRow.objects.get(dedupe_key="pod:uid-a:9999").id > max_id
+    assert partition_of("pod:uid-a:9999") == partitions.partition_name(partitions.span_start(now + DAY, DAY))

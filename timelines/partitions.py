@@ -1,0 +1,287 @@
+"""PostgreSQL only: ``timelines_observation`` as declarative range partitions by ``observed_at``.
+
+Layout (made by migration 0010 from the single table, in place):
+
+- one partition per span (a UTC day by default, ``PODLIFE_PARTITION_DAYS``), named after its first day
+  (``timelines_observation_p20261130``), created ahead by beat (``collectors.ensure_partitions``) and on
+  demand when a row arrives for a span not made yet (it then waits in the default partition, see below);
+- ``timelines_observation_legacy``: the table as it was before the migration (when it held rows), attached
+  as the partition of everything before the next span (MINVALUE up to it) without copying a row;
+  retention deletes its expired rows as it did before the migration, and drops it whole once its upper
+  bound is past the cutoff, like any other partition;
+- ``timelines_observation_default``: rows no range holds (offline input from long ago, a clock far in the
+  future, an imported bundle's facts whose day was dropped). Small by construction; creating a partition
+  moves its rows for that span out of it first.
+
+Indexes: the parent's (by pod and time, by kind and time, BRIN on time) exist on every partition; each
+partition also gets its own unique (dedupe_key, cluster_id) index and an index on ``id`` (evidence links).
+PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
+re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
+for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up across all
+partitions before it COPYs.
+
+Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
+cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an
+incident bundle is a record, kept) are moved to the default partition before the drop; in the default
+partition (and the legacy one), the live rows older than the cutoff are deleted (they hold few rows).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+PARENT = "timelines_observation"
+LEGACY = f"{PARENT}_legacy"
+DEFAULT = f"{PARENT}_default"
+# Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
+# partition midnight to midnight.
+_ANCHOR = datetime(1970, 1, 5, tzinfo=UTC)
+_BOUND = re.compile(r"FOR VALUES FROM \((?P<lo>[^)]*)\) TO \((?P<hi>[^)]*)\)")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    lower: datetime | None  # None: MINVALUE (the legacy table)
+    upper: datetime | None  # None: MAXVALUE
+    default: bool = False
+
+
+def configured_span() -> timedelta:
+    return timedelta(days=settings.PODLIFE_PARTITION_DAYS)
+
+
+def ensure_configured(*, now: datetime | None = None) -> list[str]:
+    """``ensure_partitions`` with the settings' span and look-ahead (beat's task and the migration)."""
+    if not is_partitioned():
+        return []
+    return ensure_partitions(
+        configured_span(), now=now or timezone.now(), ahead=settings.PODLIFE_PARTITIONS_AHEAD
+    )
+
+
+# The end of the time this process knows partitions exist for (one catalogue read per span, not per batch).
+_covered_until: dict[str, datetime] = {}
+
+
+def cover(at: datetime) -> None:
+    """Make sure the partition for ``at`` exists when ``at`` is a time beat would have covered (now up to
+    the look-ahead): a store that runs without beat (``manage.py collect``) still writes into day
+    partitions, not into the default one. Times outside that window wait in the default partition."""
+    if connection.vendor != "postgresql":
+        return
+    alias = connection.alias
+    known = _covered_until.get(alias)
+    if known is not None and at < known:
+        return
+    span, now = configured_span(), timezone.now()
+    horizon = span_start(now, span) + (settings.PODLIFE_PARTITIONS_AHEAD + 1) * span
+    if at >= horizon or (known is not None and known >= horizon):
+        return
+    if not is_partitioned():
+        _covered_until[alias] = horizon
+        return
+    ensure_configured(now=now)
+    _covered_until[alias] = horizon
+
+
+def is_partitioned() -> bool:
+    """True when ``timelines_observation`` is a partitioned table (PostgreSQL after migration 0010)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [PARENT])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "p"
+
+
+def span_start(at: datetime, span: timedelta) -> datetime:
+    """The start of the span of length ``span`` that holds ``at`` (spans counted from a Monday, UTC)."""
+    steps = (at - _ANCHOR) // span
+    return _ANCHOR + steps * span
+
+
+def partition_name(start: datetime) -> str:
+    return f"{PARENT}_p{start.astimezone(UTC):%Y%m%d}"
+
+
+def _parse_bound(text: str) -> datetime | None:
+    text = text.strip()
+    if text.upper() in ("MINVALUE", "MAXVALUE"):
+        return None
+    value = text.strip("'")
+    # PostgreSQL prints a timestamptz bound as '2026-11-30 00:00:00+00' in the session's time zone.
+    if re.search(r"[+-]\d\d$", value):
+        value += ":00"
+    return datetime.fromisoformat(value)
+
+
+def partitions() -> list[Partition]:
+    """The partitions of ``timelines_observation``, ordered by lower bound (the default one last)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+            "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass(%s)",
+            [PARENT],
+        )
+        rows = cursor.fetchall()
+    found: list[Partition] = []
+    for name, bound in rows:
+        if bound == "DEFAULT":
+            found.append(Partition(name, None, None, default=True))
+            continue
+        match = _BOUND.match(bound)
+        if match is None:
+            raise RuntimeError(f"partition {name} has a bound podlife does not expect: {bound}")
+        found.append(Partition(name, _parse_bound(match["lo"]), _parse_bound(match["hi"])))
+    low = datetime.min.replace(tzinfo=UTC)
+    return sorted(found, key=lambda p: (p.default, p.lower or low))
+
+
+def _gaps(start: datetime, end: datetime, existing: Sequence[Partition]) -> list[tuple[datetime, datetime]]:
+    """The parts of ``[start, end)`` no existing range covers (the legacy partition's upper bound, day
+    partitions inside a week after the span setting changed)."""
+    low, high = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+    covered = sorted((p.lower or low, p.upper or high) for p in existing if not p.default)
+    gaps: list[tuple[datetime, datetime]] = []
+    at = start
+    for lo, hi in covered:
+        if hi <= at or lo >= end:
+            continue
+        if lo > at:
+            gaps.append((at, lo))
+        at = max(at, hi)
+        if at >= end:
+            break
+    if at < end:
+        gaps.append((at, end))
+    return gaps
+
+
+def ensure_partitions(span: timedelta, *, now: datetime, ahead: int) -> list[str]:
+    """Create the partitions for the span holding ``now`` and ``ahead`` spans after it, where missing.
+    Returns the names created. Idempotent; safe when two workers run it at once (a lock serialises them).
+    """
+    created: list[str] = []
+    first = span_start(now, span)
+    for i in range(ahead + 1):
+        start = first + i * span
+        created += create_partition(start, start + span)
+    return created
+
+
+def create_partition(start: datetime, end: datetime) -> list[str]:
+    """Create partitions for what of ``[start, end)`` no range holds yet, with their own indexes, moving the
+    default partition's rows of those ranges into them. Returns the names created."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # One creator at a time (beat and a store meeting a missing day): the second sees the first's.
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id("partitions")])
+        existing = partitions()
+        names = []
+        for lo, hi in _gaps(start, end, existing):
+            names.append(_create(cursor, lo, hi, has_default=any(p.default for p in existing)))
+    return names
+
+
+def _create(cursor: Any, lo: datetime, hi: datetime, *, has_default: bool) -> str:
+    name = partition_name(lo)
+    q = connection.ops.quote_name
+    cursor.execute(f"CREATE TABLE {q(name)} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    if has_default:
+        # Rows that waited in the default partition for this range move into the new one first;
+        # ATTACH would refuse the range while the default partition still holds them.
+        cursor.execute(
+            f"WITH moved AS (DELETE FROM {DEFAULT} WHERE observed_at >= %s AND observed_at < %s "
+            f"RETURNING *) INSERT INTO {q(name)} SELECT * FROM moved",
+            [lo, hi],
+        )
+    cursor.execute(f"ALTER TABLE {PARENT} ATTACH PARTITION {q(name)} FOR VALUES FROM (%s) TO (%s)", [lo, hi])
+    _local_indexes(cursor, name)
+    return name
+
+
+def _local_indexes(cursor: Any, name: str) -> None:
+    """The indexes a partition has of its own: what the parent cannot declare (a unique key without the
+    partition key) or need not (the id look-up of evidence links)."""
+    q = connection.ops.quote_name
+    # Key first: the store's look-up names the key alone to the index (timelines/store.py ``_LOOKUP``).
+    cursor.execute(
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name + '_dedupe')} ON {q(name)} (dedupe_key, cluster_id)"
+    )
+    cursor.execute(f"CREATE INDEX IF NOT EXISTS {q(name + '_id')} ON {q(name)} (id)")
+
+
+def ensure_default(cursor: Any) -> None:
+    cursor.execute(f"CREATE TABLE IF NOT EXISTS {DEFAULT} PARTITION OF {PARENT} DEFAULT")
+    _local_indexes(cursor, DEFAULT)
+
+
+@dataclass
+class Dropped:
+    partitions: list[str]
+    rows: int  # observations gone (estimated from the partitions' statistics, counted in the default one)
+    kept: int  # rows of imported clusters moved to the default partition
+
+
+def drop_expired(cutoff: datetime, kept_clusters: Iterable[int]) -> Dropped:
+    """Detach and drop every partition whose upper bound is at or before ``cutoff``; delete the live rows
+    older than ``cutoff`` in the default partition. Rows of ``kept_clusters`` (imported) are kept."""
+    kept_ids = list(kept_clusters)
+    result = Dropped([], 0, 0)
+    sweep = [DEFAULT]
+    for part in partitions():
+        if part.default:
+            continue
+        if part.upper is None or part.upper > cutoff:
+            if part.lower is None:  # the legacy table, until all of it is past the cutoff
+                sweep.append(part.name)
+            continue
+        q = connection.ops.quote_name(part.name)
+        with transaction.atomic(), connection.cursor() as cursor:
+            result.rows += _row_count(cursor, part.name)
+            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {q}")
+            if kept_ids:
+                cursor.execute(
+                    f"INSERT INTO {PARENT} SELECT * FROM {q} WHERE cluster_id = ANY(%s)", [kept_ids]
+                )
+                result.kept += cursor.rowcount
+            cursor.execute(f"DROP TABLE {q}")
+        result.partitions.append(part.name)
+    # The default partition, and the legacy table while it still holds rows inside the retention window,
+    # lose their expired live rows by DELETE, as the single table did before migration 0010.
+    with connection.cursor() as cursor:
+        for name in sweep:
+            cursor.execute(
+                f"DELETE FROM {connection.ops.quote_name(name)} "
+                "WHERE observed_at < %s AND NOT (cluster_id = ANY(%s))",
+                [cutoff, kept_ids],
+            )
+            result.rows += cursor.rowcount
+    result.rows -= result.kept
+    return result
+
+
+def _row_count(cursor: Any, name: str) -> int:
+    """Rows in a partition: the planner's count when it has one (autovacuum analyses a partition once it
+    has grown), else an exact count (a partition never analysed is small). Counting a day of a fleet
+    exactly would read the whole partition that the drop otherwise never touches."""
+    cursor.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [name])
+    row = cursor.fetchone()
+    if row is not None and row[0] >= 0:
+        return int(row[0])
+    cursor.execute(f"SELECT count(*) FROM {connection.ops.quote_name(name)}")
+    return int(cursor.fetchone()[0])
+
+
+def _lock_id(text: str) -> int:
+    """A stable signed 32-bit number for an advisory lock key."""
+    return zlib.crc32(text.encode()) - 2**31
