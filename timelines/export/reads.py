@@ -1,11 +1,14 @@
 """Bulk reads for export: a chunk of pods at a time, one query per table per chunk, rows as tuples.
 
 ``timelines/queries.py`` reads one pod at a time (three queries each); a 10,000-pod export needs the same
-answer in a few dozen queries. ``pod_timeline_json`` gives exactly ``queries.pod_timeline(...).to_json()``
-(a test holds them equal) so a bundle's pods are real ``podlife.timeline/v2`` documents.
+answer in a few dozen queries. ``pod_timelines`` gives exactly ``queries.pod_timeline(...).to_json()``
+(tests/export/test_export.py holds them equal; tests/export/test_one_shape.py holds both to
+``serialize.TimelineDoc``) so a bundle's pods are real ``podlife.timeline/v2`` documents. Node, PDB and
+workload items are ``serialize``'s Structs; status samples and node / PDB lanes are ``queries.py``'s reads.
 
 On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
-as text from ``to_char`` and JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
+as text from ``queries.time_text_sql`` (``to_char``) and JSON columns as text for orjson: no ORM row
+machinery, no datetime round trip.
 """
 
 from __future__ import annotations
