@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -15,7 +15,7 @@ from django.utils import timezone
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
-from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity, format_time
+from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity
 from timelines.lifecycle.timeline import Marker as MarkerT
 from timelines.models import (
     Cluster,
@@ -272,22 +272,17 @@ def data_extent(
     return agg["first"], last
 
 
-def _iso(value: Any) -> Any:
-    """A time read as text (``CAST(col AS TEXT)``) → ISO 8601 with microseconds and an offset, as
-    ``format_time`` writes it. PostgreSQL (session time zone UTC, as Django sets it) gives
-    ``2024-06-07 06:54:41.1+00``; SQLite the UTC text Django stored (``2024-06-07 06:54:41.100000``)."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return format_time(value if value.tzinfo else value.replace(tzinfo=UTC))
-    text = value[:19].replace(" ", "T")
-    rest = value[19:]
-    if rest.endswith("+00"):
-        rest = rest[:-3]
-    elif rest.endswith("+00:00"):
-        rest = rest[:-6]
-    fraction = (rest[1:] + "000000")[:6] if rest.startswith(".") else "000000"
-    return f"{text}.{fraction}+00:00"
+def time_text_sql(column: str, vendor: str | None = None) -> str:
+    """SQL for a timestamp column (already quoted where it must be) as the text ``format_time`` writes
+    (``2024-06-07T06:54:41.100000+00:00``), made by the database: rows read as text need no parsing.
+    PostgreSQL formats it with ``to_char`` in UTC; SQLite holds Django's naive UTC text (microseconds only
+    when not zero), which is cut and padded. NULL stays NULL. ``vendor``: the database's (default: ours)."""
+    if (vendor or connection.vendor) == "postgresql":
+        return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+    return (
+        f"substr({column}, 1, 10) || 'T' || substr({column}, 12, 8) || '.' || "
+        f"substr(substr({column}, 21, 6) || '000000', 1, 6) || '+00:00'"
+    )
 
 
 def _ids(text: Any) -> Any:
@@ -365,7 +360,7 @@ def window_timelines(
         params.append("node:%")
     params.append(MAX_WINDOW_PODS * 20)
     interval_sql = (
-        f"SELECT pod_uid, lane, state, CAST(start AS TEXT), CAST({q('end')} AS TEXT), source, "
+        f"SELECT pod_uid, lane, state, {time_text_sql('start')}, {time_text_sql(q('end'))}, source, "
         f"CAST(evidence AS TEXT) FROM {q(Interval._meta.db_table)} WHERE cluster_id = %s AND {overlap}"
         f"{node_sql} AND (({pod_part}){node_part}) ORDER BY pod_uid, start, lane LIMIT %s"
     )
@@ -376,28 +371,28 @@ def window_timelines(
         cursor.execute(interval_sql, params)
         for uid, lane, state, s, e, source, evidence in cursor.fetchall():
             if uid is None:
-                node_lanes.setdefault(lane, []).append([state, _iso(s), _iso(e), source, _ids(evidence)])
+                node_lanes.setdefault(lane, []).append([state, s, e, source, _ids(evidence)])
                 continue
             r = rows.get(uid)
             if r is None:
                 r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
                 first_start[uid] = s
-            r["intervals"].append([lane, state, _iso(s), _iso(e), source, _ids(evidence)])
+            r["intervals"].append([lane, state, s, e, source, _ids(evidence)])
 
         params = [cluster.id, t0, t1]
         cursor.execute(
-            f"SELECT pod_uid, CAST(at AS TEXT), kind, reason, message, CAST(evidence AS TEXT) "
+            f"SELECT pod_uid, {time_text_sql('at')}, kind, reason, message, CAST(evidence AS TEXT) "
             f"FROM {q(Marker._meta.db_table)} WHERE cluster_id = %s AND at >= %s AND at < %s "
             f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY at",
             params,
         )
         for uid, at, kind, reason, message, evidence in cursor.fetchall():
             if uid in rows:
-                rows[uid]["markers"].append([_iso(at), kind, reason, message, _ids(evidence)])
+                rows[uid]["markers"].append([at, kind, reason, message, _ids(evidence)])
 
         params = [cluster.id, t1, t0]
         cursor.execute(
-            f"SELECT pod_uid, kind, severity, message, CAST(start AS TEXT), CAST({q('end')} AS TEXT), "
+            f"SELECT pod_uid, kind, severity, message, {time_text_sql('start')}, {time_text_sql(q('end'))}, "
             f"CAST(evidence AS TEXT) FROM {q(Finding._meta.db_table)} WHERE cluster_id = %s AND {overlap} "
             f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY start",
             params,
@@ -406,15 +401,15 @@ def window_timelines(
             if uid not in rows:
                 rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
                 first_start[uid] = s
-            rows[uid]["findings"].append([kind, severity, message, _iso(s), _iso(e), _ids(evidence)])
+            rows[uid]["findings"].append([kind, severity, message, s, e, _ids(evidence)])
 
         pods = []
         uids = list(rows)
         for i in range(0, len(uids), 900):  # SQLite caps bound parameters
             params = [cluster.id]
             cursor.execute(
-                f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, CAST(created_at AS TEXT), "
-                f"CAST(deleted_at AS TEXT) FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
+                f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, {time_text_sql('created_at')}, "
+                f"{time_text_sql('deleted_at')} FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
                 f"AND {in_list('uid', uids[i : i + 900], params)}",
                 params,
             )
@@ -427,8 +422,8 @@ def window_timelines(
                     owner_kind=okind,
                     owner_name=oname,
                     phase=phase,
-                    created_at=_iso(created),
-                    deleted_at=_iso(deleted),
+                    created_at=created,
+                    deleted_at=deleted,
                 )
                 pods.append(r)
     pods.sort(key=lambda r: (first_start[r["uid"]], r["namespace"], r["name"]))
@@ -460,13 +455,42 @@ def workload_pod_uids(cluster: Cluster, workload: Workload, namespaces: set[str]
     return list(qs.values_list("uid", flat=True)[:MAX_WINDOW_PODS])
 
 
-def workload_samples(workload: Workload) -> list[dict[str, Any]]:
-    return [
-        dict(r)
-        for r in workload.samples.order_by("at").values(
-            "at", "replicas", "current", "ready", "updated", "available"
-        )
-    ]
+WORKLOAD_SAMPLE_FIELDS = ("replicas", "current", "ready", "updated", "available")
+PDB_SAMPLE_FIELDS = (
+    "disruptions_allowed",
+    "current_healthy",
+    "desired_healthy",
+    "expected_pods",
+    "observed_generation",
+    "reason",
+    "disrupted_pods",
+    "conditions",
+)
+
+
+def _status_samples(
+    qs: Any, fields: Sequence[str], since: datetime | None, until: datetime | None
+) -> list[dict[str, Any]]:
+    """Status samples (``at`` and ``fields``) in time order. With ``since``: those from it on, preceded by
+    the newest one before it (the status at ``since``); with ``until``: those before it."""
+    rows = qs
+    if since is not None:
+        rows = rows.filter(at__gte=since)
+    if until is not None:
+        rows = rows.filter(at__lt=until)
+    out = [dict(r) for r in rows.order_by("at", "id").values("at", *fields)]
+    if since is not None:
+        before = qs.filter(at__lt=since).order_by("-at", "-id").values("at", *fields).first()
+        if before is not None:
+            out.insert(0, dict(before))
+    return out
+
+
+def workload_samples(
+    workload: Workload, since: datetime | None = None, until: datetime | None = None
+) -> list[dict[str, Any]]:
+    """A workload's status samples (times as datetimes; ``serialize.workload_sample`` shapes one)."""
+    return _status_samples(workload.samples.all(), WORKLOAD_SAMPLE_FIELDS, since, until)
 
 
 def _current_incarnation(qs: QuerySet[_M], what: str, cluster: Cluster) -> _M:
@@ -505,6 +529,12 @@ def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") 
 selector_matches = cluster_objects.selector_matches
 
 
+def pdb_findings(pdb: PodDisruptionBudget, *, limit: int = 200) -> list[Finding]:
+    """The findings about a PDB (blocked drains; each may name the pod it blocked), newest first."""
+    qs = Finding.objects.filter(cluster_id=pdb.cluster_id, subject="pdb", attrs__pdb_uid=pdb.uid)
+    return list(qs.order_by("-start")[:limit])
+
+
 def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
     pods = Pod.objects.filter(cluster_id=pdb.cluster_id, namespace=pdb.namespace).order_by(
         "name", "-last_seen"
@@ -512,13 +542,11 @@ def pdb_covered_pods(pdb: PodDisruptionBudget) -> list[Pod]:
     return [p for p in pods if selector_matches(pdb.selector or {}, p.labels or {})]
 
 
-def pdb_samples(pdb: PodDisruptionBudget) -> list[dict[str, Any]]:
-    return [
-        dict(r)
-        for r in pdb.samples.order_by("at").values(
-            "at", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "reason"
-        )
-    ]
+def pdb_samples(
+    pdb: PodDisruptionBudget, since: datetime | None = None, until: datetime | None = None
+) -> list[dict[str, Any]]:
+    """A PDB's status samples (times as datetimes; ``serialize.pdb_sample`` shapes one)."""
+    return _status_samples(pdb.samples.all(), PDB_SAMPLE_FIELDS, since, until)
 
 
 def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = None) -> list[dict[str, Any]]:
@@ -539,13 +567,34 @@ def blocked_periods(samples: list[dict[str, Any]], *, until: datetime | None = N
     return out
 
 
+def overlapping(since: datetime, until: datetime) -> Q:
+    """Rows (intervals, findings) that overlap ``[since, until)``: begun before its end, not ended before it."""
+    return Q(start__lt=until) & (Q(end__isnull=True) | Q(end__gte=since))
+
+
+def side_intervals(
+    cluster_id: int,
+    *,
+    node: str | None = None,
+    pdb_uid: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[Interval]:
+    """The derived intervals that belong to no pod: a node's own lanes (``node:*``) or a PDB's
+    (``pdb:NAME``), optionally only those overlapping ``[since, until)``; by lane, then time."""
+    qs = Interval.objects.filter(cluster_id=cluster_id, pod_uid__isnull=True)
+    if node is not None:
+        qs = qs.filter(node=node, lane__startswith="node:")
+    if pdb_uid is not None:
+        qs = qs.filter(attrs__pdb_uid=pdb_uid)
+    if since is not None and until is not None:
+        qs = qs.filter(overlapping(since, until))
+    return qs.order_by("lane", "start", "id")
+
+
 def pdb_lane(pdb: PodDisruptionBudget) -> list[Interval]:
     """The derived ``pdb:NAME`` intervals when the lifecycle core made them."""
-    return list(
-        Interval.objects.filter(
-            cluster_id=pdb.cluster_id, pod_uid__isnull=True, attrs__pdb_uid=pdb.uid
-        ).order_by("start")
-    )
+    return list(side_intervals(pdb.cluster_id, pdb_uid=pdb.uid))
 
 
 def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[Observation]:

@@ -195,3 +195,76 @@ def test_timelines_that_differ_from_their_observations_are_named_and_strict_refu
     cluster = Cluster.objects.get(name="lenient")
     assert cluster.read_only and " | ".join(expected) in cluster.description
     assert "4 differ from the bundle" in cluster.description
+
+
+def _break_start(data: dict) -> None:
+    data["pods"][1]["lanes"]["worker"][0]["start"] = "yesterday"
+
+
+def _drop_pod(data: dict) -> None:
+    del data["pods"][0]["pod"]
+
+
+def _bad_source(data: dict) -> None:
+    data["pods"][0]["lanes"]["worker"][0]["source"] = "guessed"
+
+
+def _bad_severity(data: dict) -> None:
+    data["pods"][0]["findings"].append(
+        {"kind": "x", "severity": "fatal", "message": "", "start": "2024-06-07T06:54:40+00:00", "end": None}
+    )
+
+
+def _nameless_node(data: dict) -> None:
+    del data["nodes"][0]["name"]
+
+
+def _bad_sample_time(data: dict) -> None:
+    data["pdbs"][0]["samples"][1]["at"] = "soon"
+
+
+MALFORMED = {
+    "nameless_node": (
+        _nameless_node,
+        r"nodes\[0\] \(.+\) is not a bundle's nodes item: Object missing required field `name`$",
+    ),
+    "bad_sample_time": (
+        _bad_sample_time,
+        r"pdbs\[0\] \(.+\) is not a bundle's pdbs item: at: time 'soon' is not ISO 8601.* - at `\$.samples\[1\]`",
+    ),
+    "bad_time": (
+        _break_start,
+        r"pods\[1\] \(.+\) is not a podlife.timeline document: start: time 'yesterday' "
+        r"is not ISO 8601.* - at `\$.lanes\['worker'\]\[0\]`",
+    ),
+    "no_pod": (
+        _drop_pod,
+        r"pods\[0\] is not a podlife.timeline document: Object missing required field `pod`",
+    ),
+    "bad_source": (
+        _bad_source,
+        r"pods\[0\] \(.+\) .*source is 'guessed'; expected one of \['inferred', 'kubelet', 'observed'\] "
+        r"- at `\$.lanes\['worker'\]\[0\]`",
+    ),
+    "bad_severity": (
+        _bad_severity,
+        r"pods\[0\] \(.+\) .*severity is 'fatal'; expected one of \['info', 'warning', 'critical'\] - at `\$.findings\[\d+\]`",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_timeline_with_good_digests_is_refused_naming_the_field(bundle, tmp_path, case):
+    """GIVEN a bundle whose pod timeline breaks podlife.timeline/v2 (a time that is not one, a missing
+    stable key, a value outside its set) and whose digests were recomputed to match WHEN it is imported
+    THEN it is refused before anything is written, naming the pod and the field's path."""
+    break_it, reason = MALFORMED[case]
+    data = orjson.loads(bundle)
+    break_it(data)
+    path = tmp_path / "malformed.json"
+    path.write_bytes(reseal(data))
+    before = row_counts()
+
+    with pytest.raises(BundleError, match=reason):
+        import_incident(path, name="copy")
+    assert row_counts() == before

@@ -100,10 +100,21 @@ def test_json_shape_of_the_graceful_delete() -> None:
     ("mutate", "error"),
     [
         (lambda d: d.update(schema="podlife.timeline/v0"), "schema"),
-        (lambda d: d.pop("lanes"), "timeline.lanes"),
+        (lambda d: d.pop("lanes"), "missing required field `lanes`"),
         (lambda d: d["lanes"]["worker"][0].update(source="guessed"), "source"),
-        (lambda d: d["lanes"]["worker"][0].update(start="yesterday"), r"lanes\['worker'\]\[0\]\.start"),
-        (lambda d: d["pod"].update(uid=""), "pod.uid"),
+        (
+            lambda d: d["lanes"]["worker"][0].update(start="yesterday"),
+            r"start: time 'yesterday' is not ISO 8601.* - at `\$\.lanes\['worker'\]\[0\]`",
+        ),
+        (
+            lambda d: d["lanes"]["worker"][0].update(start=""),
+            r"start is required .* at `\$\.lanes\['worker'\]\[0\]`",
+        ),
+        (
+            lambda d: d["findings"].append({"kind": "x"}),
+            r"missing required field `severity` - at `\$\.findings\[0\]`",
+        ),
+        (lambda d: d["pod"].update(uid=""), r"uid must be a non-empty string - at `\$\.pod`"),
     ],
 )
 def test_from_json_names_what_is_wrong(mutate: object, error: str) -> None:

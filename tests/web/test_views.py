@@ -296,7 +296,7 @@ def test_partial_plotly_bundle_is_the_installed_plotly_js_version_and_a_quarter_
 def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
     from datetime import UTC, datetime
 
-    from timelines.models import PDBStatusSample, PodDisruptionBudget, Workload, WorkloadStatusSample
+    from timelines.models import Finding, PDBStatusSample, PodDisruptionBudget, Workload, WorkloadStatusSample
 
     t = datetime(2024, 6, 7, 6, 54, 40, tzinfo=UTC)
     rs = Workload.objects.create(
@@ -319,12 +319,27 @@ def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
         expected_pods=2,
         reason="InsufficientPods",
     )
+    for uid, message in (("pdb-1", "drain of node-a blocked by web-pdb"), ("pdb-2", "blocked by other-pdb")):
+        Finding.objects.create(
+            cluster=lab["lab"],
+            subject="pdb",
+            subject_name=f"default/{uid}",
+            namespace="default",
+            kind="pdb_blocking_drain",
+            severity="warning",
+            message=message,
+            start=t,
+            attrs={"pdb_uid": uid},
+        )
     client = logged_in(admin_user)
     page = client.get("/c/lab/ns/default/ReplicaSet/web-7d9/").content.decode()
     assert "/api/v1/clusters/lab/workloads/default/ReplicaSet/web-7d9/timeline" in page
     assert '"status_figure"' in page
     pdb_page = client.get("/c/lab/ns/default/pdb/web-pdb/").content.decode()
     assert "still blocked" in pdb_page and "InsufficientPods" in pdb_page
+    assert (
+        "drain of node-a blocked by web-pdb" in pdb_page and "other-pdb" not in pdb_page
+    )  # its own findings
     assert f"/c/lab/pods/{UID_OK}/" in pdb_page  # covered by the selector
     assert f"/c/lab/pods/{UID_SECRET}/" not in pdb_page  # other namespace
     assert client.get("/c/lab/ns/default/Job/x/").status_code == 404

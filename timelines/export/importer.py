@@ -25,7 +25,7 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from timelines import store
+from timelines import serialize, store
 from timelines.derivation import drain
 from timelines.export import reads
 from timelines.export.bundle import SCHEMA, SCHEMA_FAMILY, SECTIONS, canonical_observation, derived_line
@@ -142,6 +142,19 @@ def parse(raw: bytes, *, what: str = "the file") -> dict[str, Any]:
         if not all(isinstance(item, dict) for item in data[section]):
             raise BundleError(f'{what}: every item of "{section}" must be a JSON object')
     _verify(data, what)
+    for section in serialize.BUNDLE_SECTIONS:
+        for i, item in enumerate(data[section]):
+            try:
+                serialize.check_bundle_item(section, item)
+            except ValueError as exc:
+                pod = item.get("pod")
+                name = (
+                    (pod.get("uid") if isinstance(pod, dict) else None) or item.get("uid") or item.get("name")
+                )
+                kind = "a podlife.timeline document" if section == "pods" else f"a bundle's {section} item"
+                raise BundleError(
+                    f"{what}: {section}[{i}]{f' ({str(name)[:64]})' if name else ''} is not {kind}: {exc}"
+                ) from None
     return data
 
 

@@ -1,11 +1,14 @@
 """Bulk reads for export: a chunk of pods at a time, one query per table per chunk, rows as tuples.
 
 ``timelines/queries.py`` reads one pod at a time (three queries each); a 10,000-pod export needs the same
-answer in a few dozen queries. ``pod_timeline_json`` gives exactly ``queries.pod_timeline(...).to_json()``
-(a test holds them equal) so a bundle's pods are real ``podlife.timeline/v2`` documents.
+answer in a few dozen queries. ``pod_timelines`` gives exactly ``queries.pod_timeline(...).to_json()``
+(tests/export/test_export.py holds them equal; tests/export/test_one_shape.py holds both to
+``serialize.TimelineDoc``) so a bundle's pods are real ``podlife.timeline/v2`` documents. Node, PDB and
+workload items are ``serialize``'s Structs; status samples and node / PDB lanes are ``queries.py``'s reads.
 
 On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
-as text from ``to_char`` and JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
+as text from ``queries.time_text_sql`` (``to_char``) and JSON columns as text for orjson: no ORM row
+machinery, no datetime round trip.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from django.db import connection
 from django.db.models import F, Func, Q, TextField
 from django.db.models.functions import Cast
 
+from timelines import queries, serialize
 from timelines.derivation import NODE_KINDS
 from timelines.lifecycle.observation import FIELDS, Kind
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
@@ -30,11 +34,9 @@ from timelines.models import (
     Marker,
     Node,
     Observation,
-    PDBStatusSample,
     Pod,
     PodDisruptionBudget,
     Workload,
-    WorkloadStatusSample,
 )
 
 CHUNK = 500  # pods per query: under SQLite's bound-parameter limit, a few MB of rows at most
@@ -48,7 +50,7 @@ class _IsoUtc(Func):
     parsing a quarter of a million timestamps into datetimes only to print them again is most of an
     export's time otherwise."""
 
-    template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+    template = queries.time_text_sql("%(expressions)s", "postgresql")
     output_field = TextField()
 
 
@@ -64,9 +66,6 @@ def json_text(field: str) -> Any:
 
 def _postgres() -> bool:
     return connection.vendor == "postgresql"
-
-
-_PG_ISO = _IsoUtc.template.replace("%(expressions)s", "{}")
 
 
 def _per_pod_rows(
@@ -99,11 +98,12 @@ def _per_pod_rows(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [list(uids), cluster.pk])
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 def _pg_iso(column: str) -> str:
-    return _PG_ISO.format(f"t.{connection.ops.quote_name(column)}")
+    return queries.time_text_sql(f"t.{connection.ops.quote_name(column)}")
 
 
 def text(value: Any) -> str | None:
@@ -152,23 +152,6 @@ def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evi
     }
 
 
-def pod_identity(cluster: Cluster, pod: Pod) -> dict[str, Any]:
-    owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
-    return {
-        "uid": pod.uid,
-        "namespace": pod.namespace or None,
-        "name": pod.name or None,
-        "node": pod.node or None,
-        "static": pod.static,
-        "owner": owner,
-        "created_at": format_time(pod.created_at),
-        "deleted_at": format_time(pod.deleted_at),
-        "phase": pod.phase or None,
-        "first_observed": format_time(pod.first_seen),
-        "last_observed": format_time(pod.last_seen),
-    }
-
-
 def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, dict[str, Any]]]:
     """``(pod, timeline/v2 dict)`` for each of ``pods``, in order, reading ``CHUNK`` pods per query."""
     for chunk in chunks(pods):
@@ -208,7 +191,7 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                 {
                     "schema": TIMELINE_SCHEMA,
                     "cluster": cluster.name,
-                    "pod": pod_identity(cluster, pod),
+                    "pod": serialize.pod_identity(pod),
                     "lanes": {k: pod_lanes[k] for k in sorted(pod_lanes, key=_lane_order)},
                     "markers": markers[pod.uid],
                     "findings": findings[pod.uid],
@@ -438,10 +421,6 @@ def observations_by_ids(cluster: Cluster, ids: Sequence[int]) -> Iterator[dict[s
 
 
 # --- nodes, PDBs, workloads, findings ----------------------------------------------------------------------
-def _overlap(since: datetime, until: datetime) -> Q:
-    return Q(start__lt=until) & (Q(end__isnull=True) | Q(end__gte=since))
-
-
 def _kept(evidence: Iterable[int], included: set[int], dropped: list[int]) -> list[int]:
     out = []
     for i in evidence or ():
@@ -458,13 +437,9 @@ def node_json(
     """A node's own lanes (``node:*``) overlapping the window; evidence cut to what the bundle carries."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in (
-        Interval.objects.filter(
-            _overlap(since, until), cluster=cluster, pod_uid=None, node=node.name, lane__startswith="node:"
-        )
-        .order_by("lane", "start", "id")
-        .values_list("lane", "state", "start", "end", "source", "attrs", "evidence")
-    ):
+    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
+        cluster.id, node=node.name, since=since, until=until
+    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
         lanes.setdefault(lane, []).append(
             interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
         )
@@ -481,28 +456,6 @@ def node_json(
     }
 
 
-def _samples(qs: Any, since: datetime, until: datetime, fields: Sequence[str]) -> list[dict[str, Any]]:
-    rows = list(qs.filter(at__gte=since, at__lt=until).order_by("at", "id").values("at", *fields))
-    before = qs.filter(at__lt=since).order_by("-at", "-id").values("at", *fields).first()
-    out = ([before] if before else []) + rows
-    for r in out:
-        r["at"] = format_time(r["at"])
-    return out
-
-
-PDB_SAMPLE_FIELDS = (
-    "disruptions_allowed",
-    "current_healthy",
-    "desired_healthy",
-    "expected_pods",
-    "observed_generation",
-    "reason",
-    "disrupted_pods",
-    "conditions",
-)
-WORKLOAD_SAMPLE_FIELDS = ("replicas", "current", "ready", "updated", "available")
-
-
 def pdb_json(
     cluster: Cluster,
     pdb: PodDisruptionBudget,
@@ -511,52 +464,31 @@ def pdb_json(
     included: set[int],
     covered: Sequence[str],
 ) -> dict[str, Any]:
+    """A PDB in the bundle (``serialize.PdbBundleDoc``): its lanes overlapping the window, evidence cut to
+    what the bundle carries; its status samples in the window and the one before."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in (
-        Interval.objects.filter(_overlap(since, until), cluster=cluster, pod_uid=None, attrs__pdb_uid=pdb.uid)
-        .order_by("lane", "start", "id")
-        .values_list("lane", "state", "start", "end", "source", "attrs", "evidence")
-    ):
+    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
+        cluster.id, pdb_uid=pdb.uid, since=since, until=until
+    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
         lanes.setdefault(lane, []).append(
             interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
         )
-    return {
-        "uid": pdb.uid,
-        "namespace": pdb.namespace,
-        "name": pdb.name,
-        "selector": pdb.selector or {},
-        "min_available": pdb.min_available or None,
-        "max_unavailable": pdb.max_unavailable or None,
-        "unhealthy_pod_eviction_policy": pdb.unhealthy_pod_eviction_policy or None,
-        "created_at": format_time(pdb.created_at),
-        "deleted_at": format_time(pdb.deleted_at),
-        "lanes": lanes,
-        "samples": _samples(PDBStatusSample.objects.filter(pdb=pdb), since, until, PDB_SAMPLE_FIELDS),
-        "covered_pods": list(covered),
-        "evidence_outside_bundle": len(set(dropped)),
-    }
+    doc = serialize.pdb_bundle_doc(
+        pdb,
+        lanes=lanes,
+        samples=queries.pdb_samples(pdb, since, until),
+        covered_pods=covered,
+        evidence_outside_bundle=len(set(dropped)),
+    )
+    return serialize.to_builtins(doc)
 
 
 def workload_json(workload: Workload, since: datetime, until: datetime) -> dict[str, Any]:
-    owner = (
-        {"kind": workload.owner_kind, "name": workload.owner_name, "uid": workload.owner_uid}
-        if workload.owner_kind
-        else None
-    )
-    return {
-        "kind": workload.kind,
-        "uid": workload.uid,
-        "namespace": workload.namespace,
-        "name": workload.name,
-        "owner": owner,
-        "selector": workload.selector or {},
-        "created_at": format_time(workload.created_at),
-        "deleted_at": format_time(workload.deleted_at),
-        "samples": _samples(
-            WorkloadStatusSample.objects.filter(workload=workload), since, until, WORKLOAD_SAMPLE_FIELDS
-        ),
-    }
+    """A workload in the bundle (``serialize.WorkloadBundleDoc``): its samples in the window and the one
+    before."""
+    doc = serialize.workload_bundle_doc(workload, queries.workload_samples(workload, since, until))
+    return serialize.to_builtins(doc)
 
 
 def findings(
@@ -647,7 +579,9 @@ def findings(
         for uid in pdb_uids:
             q |= Q(attrs__pdb_uid=uid)
         for row in (
-            Finding.objects.filter(_overlap(since, until), q, cluster=cluster, subject="pdb", pod_uid=None)
+            Finding.objects.filter(
+                queries.overlapping(since, until), q, cluster=cluster, subject="pdb", pod_uid=None
+            )
             .order_by("start", "kind", "id")
             .values_list(*fields)
         ):

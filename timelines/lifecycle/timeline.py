@@ -273,45 +273,68 @@ class PodTimeline:
             )
         if data.get("schema") == SCHEMA_V1:
             data = upgrade_v1(data)
-        pod = _require(data, "pod", Mapping, "timeline")
-        lanes_json = _require(data, "lanes", Mapping, "timeline")
-        lanes: dict[str, tuple[Interval, ...]] = {}
-        for lane_name, items in lanes_json.items():
-            if not isinstance(items, list):
-                raise ValueError(f"lanes[{lane_name!r}] must be a list")
-            lanes[str(lane_name)] = tuple(
-                _interval_from_json(str(lane_name), item, f"lanes[{lane_name!r}][{i}]")
-                for i, item in enumerate(items)
-            )
-        markers = tuple(
-            _marker_from_json(item, f"markers[{i}]")
-            for i, item in enumerate(_require(data, "markers", list, "timeline"))
-        )
-        findings = tuple(
-            _finding_from_json(item, f"findings[{i}]")
-            for i, item in enumerate(_require(data, "findings", list, "timeline"))
-        )
-        uid = pod.get("uid")
-        if not isinstance(uid, str) or not uid:
-            raise ValueError("pod.uid must be a non-empty string")
-        owner = pod.get("owner")
+        from timelines.lifecycle.schema import decode_timeline  # it imports this module's constants
+
+        doc = decode_timeline(data)  # ValueError naming the field
+        pod = doc.pod
         return cls(
-            uid=uid,
-            namespace=_opt_str(pod.get("namespace"), "pod.namespace"),
-            name=_opt_str(pod.get("name"), "pod.name"),
-            node=_opt_str(pod.get("node"), "pod.node"),
-            lanes=lanes,
-            markers=markers,
-            findings=findings,
-            static=bool(pod.get("static", False)),
-            owner=dict(owner) if isinstance(owner, Mapping) else None,
-            created_at=_time_at(pod, "created_at", "pod"),
-            deleted_at=_time_at(pod, "deleted_at", "pod"),
-            phase=_opt_str(pod.get("phase"), "pod.phase"),
-            first_observed=_time_at(pod, "first_observed", "pod"),
-            last_observed=_time_at(pod, "last_observed", "pod"),
-            problems=tuple(str(p) for p in data.get("problems", [])),
+            uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            node=pod.node,
+            lanes={
+                name: tuple(
+                    Interval(
+                        lane=name,
+                        state=iv.state,
+                        start=_parsed(iv.start),
+                        end=parse_time(iv.end),
+                        source=iv.source,  # type: ignore[arg-type]  # checked by IntervalDoc
+                        attrs=dict(iv.attrs),
+                        evidence=tuple(iv.evidence),
+                    )
+                    for iv in intervals
+                )
+                for name, intervals in doc.lanes.items()
+            },
+            markers=tuple(
+                Marker(
+                    at=_parsed(m.at),
+                    kind=m.kind,  # type: ignore[arg-type]  # checked by MarkerDoc
+                    reason=m.reason,
+                    message=m.message,
+                    attrs=dict(m.attrs),
+                    evidence=tuple(m.evidence),
+                )
+                for m in doc.markers
+            ),
+            findings=tuple(
+                Finding(
+                    kind=f.kind,
+                    severity=f.severity,  # type: ignore[arg-type]  # checked by FindingDoc
+                    message=f.message,
+                    start=_parsed(f.start),
+                    end=parse_time(f.end),
+                    evidence=tuple(f.evidence),
+                    attrs=dict(f.attrs),
+                )
+                for f in doc.findings
+            ),
+            static=pod.static,
+            owner=dict(pod.owner) if pod.owner is not None else None,
+            created_at=parse_time(pod.created_at),
+            deleted_at=parse_time(pod.deleted_at),
+            phase=pod.phase,
+            first_observed=parse_time(pod.first_observed),
+            last_observed=parse_time(pod.last_observed),
+            problems=tuple(doc.problems),
         )
+
+
+def _parsed(text: str) -> datetime:
+    value = parse_time(text)
+    assert value is not None  # a required time: the schema refused an empty one
+    return value
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -340,100 +363,3 @@ def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
             ]
         out["lanes"] = upgraded
     return out
-
-
-def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind):
-        raise ValueError(f"{where}.{key} must be a {'JSON object' if kind is Mapping else kind.__name__}")
-    return value
-
-
-def _opt_str(value: object, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(f"{where} must be a string or null, got {value!r}")
-
-
-def _time_at(data: Mapping[str, Any], key: str, where: str) -> datetime | None:
-    try:
-        return parse_time(data.get(key))
-    except ValueError as exc:
-        raise ValueError(f"{where}.{key}: {exc}") from None
-
-
-def _required_time(data: Mapping[str, Any], key: str, where: str) -> datetime:
-    value = _time_at(data, key, where)
-    if value is None:
-        raise ValueError(f"{where}.{key} is required")
-    return value
-
-
-def _attrs(data: Mapping[str, Any], where: str) -> dict[str, Any]:
-    attrs = data.get("attrs", {})
-    if not isinstance(attrs, Mapping):
-        raise ValueError(f"{where}.attrs must be a JSON object")
-    return dict(attrs)
-
-
-def _evidence(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    evidence = data.get("evidence", [])
-    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
-        raise ValueError(f"{where}.evidence must be a list of strings")
-    return tuple(evidence)
-
-
-def _interval_from_json(lane: str, data: object, where: str) -> Interval:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{where} must be a JSON object")
-    source = data.get("source")
-    if source not in INTERVAL_SOURCES:
-        raise ValueError(f"{where}.source is {source!r}; expected one of {sorted(INTERVAL_SOURCES)}")
-    state = data.get("state")
-    if not isinstance(state, str):
-        raise ValueError(f"{where}.state must be a string")
-    return Interval(
-        lane=lane,
-        state=state,
-        start=_required_time(data, "start", where),
-        end=_time_at(data, "end", where),
-        source=source,
-        attrs=_attrs(data, where),
-        evidence=_evidence(data, where),
-    )
-
-
-def _marker_from_json(data: object, where: str) -> Marker:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{where} must be a JSON object")
-    kind = data.get("kind")
-    if kind not in MARKER_KINDS:
-        raise ValueError(f"{where}.kind is {kind!r}; expected one of {sorted(MARKER_KINDS)}")
-    return Marker(
-        at=_required_time(data, "at", where),
-        kind=kind,
-        reason=str(data.get("reason") or ""),
-        message=str(data.get("message") or ""),
-        attrs=_attrs(data, where),
-        evidence=_evidence(data, where),
-    )
-
-
-def _finding_from_json(data: object, where: str) -> Finding:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{where} must be a JSON object")
-    severity = data.get("severity")
-    if severity not in SEVERITIES:
-        raise ValueError(f"{where}.severity is {severity!r}; expected one of {list(SEVERITIES)}")
-    kind = data.get("kind")
-    if not isinstance(kind, str) or not kind:
-        raise ValueError(f"{where}.kind must be a non-empty string")
-    return Finding(
-        kind=kind,
-        severity=severity,
-        message=str(data.get("message") or ""),
-        start=_required_time(data, "start", where),
-        end=_time_at(data, "end", where),
-        evidence=_evidence(data, where),
-        attrs=_attrs(data, where),
-    )

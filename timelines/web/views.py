@@ -352,9 +352,7 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
         if samples
         else None,
     }
-    pdb_findings = list(
-        Finding.objects.filter(cluster=c, subject="pdb", attrs__pdb_uid=p.uid).order_by("-start")[:200]
-    )
+    pdb_findings = queries.pdb_findings(p, limit=200)
     for f in pdb_findings:  # "zoom to finding": the pod page zoomed onto its span
         f.zoom = finding_zoom(format_time(f.start), format_time(f.end or f.start))
     context = {

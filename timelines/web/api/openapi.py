@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from timelines import serialize
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.models import Finding, Workload
 
@@ -96,46 +97,6 @@ SCHEMAS: dict[str, Any] = {
         },
         ["error"],
     ),
-    "Pod": _obj(
-        {
-            "uid": {"type": "string"},
-            "namespace": {"type": "string"},
-            "name": {"type": "string"},
-            "node": {"type": "string"},
-            "owner": {"type": ["object", "null"]},
-            "phase": {"type": "string"},
-            "static": {"type": "boolean"},
-            "created_at": TIME_OR_NULL,
-            "deleted_at": TIME_OR_NULL,
-            "last_seen": TIME_OR_NULL,
-        }
-    ),
-    "Interval": _obj(
-        {
-            "state": {"type": "string"},
-            "start": TIME,
-            "end": TIME_OR_NULL,
-            "source": {
-                "enum": ["observed", "kubelet", "inferred"],
-                "description": "observed: from the kubelet's own pod-worker lines or spans, or the API; "
-                "kubelet: inferred from V0-V3 kubelet lines; inferred: from the API's view.",
-            },
-            "attrs": {"type": "object"},
-            "evidence": {"type": "array", "items": {"type": "string"}, "description": "Observation ids."},
-        }
-    ),
-    "PodTimeline": _obj(
-        {
-            "schema": {"const": TIMELINE_SCHEMA},
-            "cluster": {"type": "string"},
-            "pod": {"type": "object"},
-            "lanes": {"type": "object", "additionalProperties": {"type": "array", "items": _ref("Interval")}},
-            "markers": {"type": "array", "items": {"type": "object"}},
-            "findings": {"type": "array", "items": {"type": "object"}},
-            "problems": {"type": "array", "items": {"type": "string"}},
-        },
-        ["schema", "cluster", "pod", "lanes", "markers", "findings"],
-    ),
     "Window": _obj(
         {
             "schema": {"const": "podlife.window/v1"},
@@ -178,23 +139,6 @@ SCHEMAS: dict[str, Any] = {
             },
         }
     ),
-    "Finding": _obj(
-        {
-            "id": {"type": "integer"},
-            "cluster": {"type": "string"},
-            "subject": {"enum": ["pod", "pdb", "node"]},
-            "subject_name": {"type": "string"},
-            "pod_uid": {"type": ["string", "null"]},
-            "namespace": {"type": "string"},
-            "node": {"type": "string"},
-            "kind": {"type": "string"},
-            "severity": {"enum": list(Finding.Severity.values)},
-            "message": {"type": "string"},
-            "start": TIME,
-            "end": TIME_OR_NULL,
-            "evidence": {"type": "array", "items": {"type": "integer"}},
-        }
-    ),
 }
 
 
@@ -233,10 +177,10 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 ),
                 _param("limit", "query", "1-1000, default 100.", {"type": "integer"}),
             ],
-            _obj({"pods": {"type": "array", "items": _ref("Pod")}}),
+            _obj({"pods": {"type": "array", "items": _ref("PodRowDoc")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/timeline": _get(
-            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("PodTimeline")
+            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("TimelineDoc")
         ),
         "/clusters/{cluster}/pods/{uid}/observations": _get(
             "The raw observations of a pod (the evidence ids of intervals, markers and findings)",
@@ -246,7 +190,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 _param("ids", "query", "Comma-separated observation ids; default all."),
                 _param("limit", "query", "1-20000, default 5000.", {"type": "integer"}),
             ],
-            _obj({"observations": {"type": "array"}}),
+            _obj({"observations": {"type": "array", "items": _ref("ObservationDoc")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/diff": _get(
             "What changed between two observations of a pod",
@@ -288,7 +232,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "/clusters/{cluster}/workloads": _get(
             "Deployments, StatefulSets, DaemonSets and ReplicaSets",
             [CLUSTER, _param("namespace", "query", "Only this namespace.")],
-            _obj({"workloads": {"type": "array"}}),
+            _obj({"workloads": {"type": "array", "items": _ref("WorkloadDoc")}}),
         ),
         "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/timeline": _get(
             "Every pod of a workload (and of the ReplicaSets it owns) in a window",
@@ -298,22 +242,28 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "/clusters/{cluster}/workloads/{namespace}/{kind}/{name}/status": _get(
             "replicas / ready / updated / available over time",
             [CLUSTER, *workload],
-            _obj({"samples": {"type": "array"}}),
+            _obj(
+                {
+                    "workload": _ref("WorkloadDoc"),
+                    "owned": {"type": "array", "items": _ref("WorkloadDoc")},
+                    "samples": {"type": "array", "items": _ref("WorkloadSample")},
+                }
+            ),
         ),
         "/clusters/{cluster}/pdbs": _get(
             "PodDisruptionBudgets",
             [CLUSTER, _param("namespace", "query", "Only this namespace.")],
-            _obj({"pdbs": {"type": "array"}}),
+            _obj({"pdbs": {"type": "array", "items": _ref("PdbDoc")}}),
         ),
         "/clusters/{cluster}/pdbs/{namespace}/{name}": _get(
             "A PDB's status over time, blocked periods (disruptionsAllowed = 0) and the pods its selector covers",
             [CLUSTER, NAMESPACE, _param("name", "path", "PDB name.")],
             _obj(
                 {
-                    "pdb": {"type": "object"},
-                    "samples": {"type": "array"},
-                    "blocked": {"type": "array"},
-                    "covered_pods": {"type": "array"},
+                    "pdb": _ref("PdbDoc"),
+                    "samples": {"type": "array", "items": _ref("PdbSample")},
+                    "blocked": {"type": "array", "items": _ref("BlockedPeriod")},
+                    "covered_pods": {"type": "array", "items": _ref("PodRowDoc")},
                 }
             ),
         ),
@@ -328,7 +278,9 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
                 _param("to", "query", "Findings that started before this time.", TIME),
                 _param("limit", "query", "1-5000, default 500.", {"type": "integer"}),
             ],
-            _obj({"total": {"type": "integer"}, "findings": {"type": "array", "items": _ref("Finding")}}),
+            _obj(
+                {"total": {"type": "integer"}, "findings": {"type": "array", "items": _ref("FindingRowDoc")}}
+            ),
         ),
     }
     error = {"content": {"application/json": {"schema": _ref("Error")}}}
@@ -343,7 +295,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         "security": [{"bearer": []}, {"session": []}],
         "paths": paths,
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **serialize.json_schemas()},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",

@@ -21,9 +21,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import fleet, freshness, live, queries
+from timelines import fleet, freshness, live, queries, serialize
 from timelines.lifecycle.timeline import parse_time
-from timelines.models import Cluster, Finding, Workload
+from timelines.models import Cluster, Finding, PodDisruptionBudget, Workload
 from timelines.web import shared_reads
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 from timelines.web.visibility import (
@@ -53,7 +53,9 @@ GZIP_OVER = 256 * 1024
 
 def json_response(data: Any, *, status: int = 200, request: HttpRequest | None = None) -> HttpResponse:
     return json_bytes_response(
-        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status, request=request
+        orjson.dumps(data, default=serialize.default, option=orjson.OPT_NON_STR_KEYS),
+        status=status,
+        request=request,
     )
 
 
@@ -222,19 +224,8 @@ def namespaces(request: HttpRequest, access: Access, cluster: str) -> Any:
     return {"cluster": c.name, "namespaces": queries.namespace_summaries(c, access.namespace_filter(c))}
 
 
-def pod_json(p: Any) -> dict[str, Any]:
-    return {
-        "uid": p.uid,
-        "namespace": p.namespace,
-        "name": p.name,
-        "node": p.node,
-        "owner": {"kind": p.owner_kind, "name": p.owner_name, "uid": p.owner_uid} if p.owner_kind else None,
-        "phase": p.phase,
-        "static": p.static,
-        "created_at": p.created_at,
-        "deleted_at": p.deleted_at,
-        "last_seen": p.last_seen,
-    }
+def pod_json(p: Any) -> serialize.PodRowDoc:
+    return serialize.pod_row_doc(p)
 
 
 @api_view
@@ -282,19 +273,8 @@ def pod_observations(request: HttpRequest, access: Access, cluster: str, uid: st
     return {"cluster": c.name, "pod_uid": pod.uid, "observations": [observation_json(o) for o in rows]}
 
 
-def observation_json(o: Any) -> dict[str, Any]:
-    return {
-        "id": o.id,
-        "kind": o.kind,
-        "source": o.source,
-        "observed_at": o.observed_at,
-        "received_at": o.received_at,
-        "dedupe_key": o.dedupe_key,
-        "node": o.node,
-        "namespace": o.namespace,
-        "name": o.name,
-        "payload": o.payload,
-    }
+def observation_json(o: Any) -> serialize.ObservationDoc:
+    return serialize.observation_doc(o)
 
 
 @api_view
@@ -421,15 +401,7 @@ def workload_list(request: HttpRequest, access: Access, cluster: str) -> Any:
 
 
 def workload_json(w: Workload) -> dict[str, Any]:
-    return {
-        "kind": w.kind,
-        "namespace": w.namespace,
-        "name": w.name,
-        "uid": w.uid,
-        "owner": {"kind": w.owner_kind, "name": w.owner_name, "uid": w.owner_uid} if w.owner_kind else None,
-        "created_at": w.created_at,
-        "deleted_at": w.deleted_at,
-    }
+    return serialize.to_builtins(serialize.workload_doc(w))
 
 
 def _workload(access: Access, c: Cluster, namespace: str, kind: str, name: str) -> Workload:
@@ -460,7 +432,7 @@ def workload_status(
     return {
         "workload": workload_json(w),
         "owned": [workload_json(x) for x in queries.workload_tree(c, w)[1:]],
-        "samples": queries.workload_samples(w),
+        "samples": [serialize.workload_sample(s) for s in queries.workload_samples(w)],
     }
 
 
@@ -474,18 +446,8 @@ def pdb_list(request: HttpRequest, access: Access, cluster: str) -> Any:
     }
 
 
-def pdb_json(p: Any) -> dict[str, Any]:
-    return {
-        "namespace": p.namespace,
-        "name": p.name,
-        "uid": p.uid,
-        "selector": p.selector,
-        "min_available": p.min_available or None,
-        "max_unavailable": p.max_unavailable or None,
-        "unhealthy_pod_eviction_policy": p.unhealthy_pod_eviction_policy or None,
-        "created_at": p.created_at,
-        "deleted_at": p.deleted_at,
-    }
+def pdb_json(p: PodDisruptionBudget) -> dict[str, Any]:
+    return serialize.to_builtins(serialize.pdb_doc(p))
 
 
 @api_view
@@ -496,29 +458,16 @@ def pdb_detail(request: HttpRequest, access: Access, cluster: str, namespace: st
     samples = queries.pdb_samples(p)
     return {
         "pdb": pdb_json(p),
-        "samples": samples,
-        "blocked": queries.blocked_periods(samples, until=p.deleted_at),
+        "samples": [serialize.pdb_sample(s) for s in samples],
+        "blocked": [
+            serialize.blocked_period(b) for b in queries.blocked_periods(samples, until=p.deleted_at)
+        ],
         "covered_pods": [pod_json(x) for x in queries.pdb_covered_pods(p)],
     }
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    return {
-        "id": f.id,
-        "cluster": f.cluster.name,
-        "subject": f.subject,
-        "subject_name": f.subject_name,
-        "pod_uid": f.pod_uid,
-        "namespace": f.namespace,
-        "node": f.node,
-        "kind": f.kind,
-        "severity": f.severity,
-        "message": f.message,
-        "start": f.start,
-        "end": f.end,
-        "evidence": f.evidence,
-        "attrs": f.attrs,
-    }
+def finding_json(f: Finding) -> serialize.FindingRowDoc:
+    return serialize.finding_row_doc(f, f.cluster.name)
 
 
 @api_view
