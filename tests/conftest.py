@@ -32,3 +32,13 @@ def _celery_conf_read_first() -> None:
     from podlife_site.celery import app
 
     app.conf.get("task_always_eager")  # the first read loads the settings as they are now
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_reads_across_tests() -> None:
+    """The timeline API shares one read among identical requests for 2 s (timelines/web/shared_reads.py);
+    a test's database is new, but on SQLite its row ids are the last test's, so an answer must not outlive
+    its test."""
+    from timelines.web.shared_reads import timeline_reads
+
+    timeline_reads.clear()
