@@ -115,7 +115,7 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         kwargs = self.scope["url_route"]["kwargs"]
         self.cluster, self.name = kwargs["cluster"], kwargs[self.name_kwarg]
         self.group: str | None = None
-        self.pending: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, str] = {}  # uid -> its newest timeline, JSON text
         self.last_seq: int | None = None
         self.gap: str | None = None
         self.last_sent = 0.0
@@ -201,19 +201,21 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
 
     # --- group messages -----------------------------------------------------------------------------------
     async def timeline_delta(self, message: dict[str, Any]) -> None:
+        """A group's delta: each pod's timeline arrives as JSON text (``timelines.live.GroupDelta``) and is
+        forwarded as it is, never decoded; the namespaces beside it filter what a restricted reader gets."""
         seq = message.get("seq")
         if isinstance(seq, int):
             if self.last_seq is not None and seq != self.last_seq + 1:
                 what = "skipped" if seq > self.last_seq + 1 else "arrived late"
                 self.gap = f"sequence gap on {self.group}: expected {self.last_seq + 1}, got {seq} ({what})"
             self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
-        for timeline in message.get("timelines") or ():
-            pod = timeline.get("pod") or {}
-            if self.namespaces is not None and pod.get("namespace") not in self.namespaces:
-                continue
-            uid = pod.get("uid")
-            if uid:
-                self.pending[uid] = timeline
+        uids, namespaces, pods = message["uids"], message["namespaces"], message["pods"]
+        if self.namespaces is None:
+            self.pending.update(zip(uids, pods, strict=True))
+        else:
+            for uid, namespace, pod in zip(uids, namespaces, pods, strict=True):
+                if namespace in self.namespaces:
+                    self.pending[uid] = pod
         if not self.pending:
             if self.gap:
                 self._schedule()
@@ -246,8 +248,11 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             self.pending.clear()  # the refetch reads the store, which already holds all of them
             await self.send_json({"type": "refetch", "seq": self.last_seq, "reason": reason})
         elif self.pending:
-            pods, self.pending = list(self.pending.values()), {}
-            await self.send_json({"type": "deltas", "seq": self.last_seq, "pods": pods})
+            pods, self.pending = ",".join(self.pending.values()), {}
+            # The pods' JSON texts, joined as they came: no per-client encoding of the timelines.
+            await self.send(
+                text_data=f'{{"type":"deltas","seq":{orjson.dumps(self.last_seq).decode()},"pods":[{pods}]}}'
+            )
 
 
 class NodeConsumer(GroupConsumer):
