@@ -4,15 +4,19 @@ The derive stage hands over the pods one batch re-derived (``publish_timelines``
 three groups, ``pod.C.UID``, ``node.C.NAME`` and ``ns.C.NAME`` (C = cluster), but a delta goes only to a
 group some consumer has joined: consumers register the groups they listen to (``listen``, renewed while
 they are connected), and the publisher asks once per batch which of its groups are listened to. A group
-gets ONE message per batch, holding every changed pod of it, so the push costs a few round trips per
-listened group and batch, never one per pod.
+gets ONE message per batch, holding every changed pod of it, so the push never costs a round trip per pod.
 
 Each group has its own sequence number, so a client that sees a gap, or reconnects, knows to refetch over
-REST. Several derive workers publish at once, so the number and the send happen under the group's publish
-lock (a Redis lock; in-process, a mutex): a group's messages leave in the order of their numbers, and a
-consumer never sees a false gap from two publishers overtaking each other. A publisher that dies between
-the two leaves a real gap, and the consumer refetches, which is what a gap is for. Consumers coalesce what
-they receive (see ``timelines/web/consumers.py``), so a busy node never floods a browser.
+REST. Several derive workers publish at once, and a consumer must never see a false gap from two
+publishers overtaking each other. With the deployment's Redis pub/sub channel layer, one Lua script numbers
+each listened group's message and publishes it (Redis runs a script whole, so a group's messages leave in
+the order of their numbers, without a lock), on this process's pooled connection and without an event
+loop: a batch costs two round trips (who listens; number and publish) whatever its groups. With any
+other layer the number and the ``group_send`` happen under the group's publish lock (a Redis lock; without
+Redis, a mutex); a publisher that dies between the two leaves a real gap, and the consumer refetches,
+which is what a gap is for. Each pod's timeline is encoded to JSON text once here; consumers forward that
+text without decoding it. Consumers coalesce what they receive (see ``timelines/web/consumers.py``), so a
+busy node never floods a browser.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A consumer joins its page's group (``timelines.live.group_name(SCOPE, C, NAME)``: ``node.C.NODE``,
 ``ns.C.NAMESPACE`` or ``pod.C.UID``), tells the publisher it listens there (``timelines.live.listen``,
 renewed while connected: deltas go only to groups someone listens to) and receives a ``timeline.delta``
-with the pods of that group each derive batch changed. It forwards them coalesced — at most
-``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod wins — and only for pods in namespaces
-the user may read. Each group message carries a per-group sequence number; when one is skipped (or arrives
+with the pods of that group each derive batch changed, each as the JSON text the publisher encoded once.
+It forwards them coalesced — at most ``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod
+wins — and only for pods in namespaces the user may read (the namespace travels beside each text), joining
+the texts into the frame as they are: a page costs no decoding or encoding of timelines. Each group message carries a per-group sequence number; when one is skipped (or arrives
 late) the consumer drops what it holds and tells the browser to refetch over REST instead of drawing a
 picture with a hole in it.
 
