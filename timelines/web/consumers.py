@@ -201,6 +201,17 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong", "seq": self.last_seq})
 
     # --- group messages -----------------------------------------------------------------------------------
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """A group delta goes straight to its handler. Channels' own dispatch first hops to a worker thread
+        to close stale database connections (``aclose_old_connections``) for every message: per delivered
+        delta, on every socket of a node, that hop cost more than the delta itself under load
+        (bench/load.py, docs/performance.md "Load"). The handler touches no database, and what here does
+        (``database_sync_to_async``) closes stale connections around its own call."""
+        if message.get("type") == "timeline.delta":
+            await self.timeline_delta(message)
+        else:
+            await super().dispatch(message)
+
     async def timeline_delta(self, message: dict[str, Any]) -> None:
         """A group's delta: each pod's timeline arrives as JSON text (``timelines.live.GroupDelta``) and is
         forwarded as it is, never decoded; the namespaces beside it filter what a restricted reader gets."""
