@@ -128,8 +128,12 @@ def _async_redis(url: str) -> Any:
     loop = asyncio.get_running_loop()
     known = _async_clients.get(loop)
     if known is None or known[0] != url:
-        client = redis.asyncio.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        known = _async_clients[loop] = (url, client)
+        # Blocking: 200 sockets renewing at once wait a moment for a connection instead of failing with
+        # "Too many connections" (bench/load.py saw that with the plain pool).
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=16, timeout=5, socket_timeout=2, socket_connect_timeout=2
+        )
+        known = _async_clients[loop] = (url, redis.asyncio.Redis(connection_pool=pool))
     return known[1]
 
 
