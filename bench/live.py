@@ -1,13 +1,14 @@
 """Live push benchmarks: the paths a user feels, each against raw Redis pub/sub or its own goal, in one run.
 
-    REDIS_URL=redis://127.0.0.1:6379/15 DATABASE_URL=postgres://… python bench/live.py [--no-gate]
+    REDIS_URL=redis://127.0.0.1:6379/15 DATABASE_URL=postgres://… python bench/live.py [--no-gate] [--push-only]
 
 1. Raw Redis pub/sub one-way latency (publish → subscriber, the payload size of one pod's delta): the
    baseline.
 2. (a) Derive output → websocket frame: ``publish_timelines`` (what the derive stage calls with the pods it
    re-derived: serialising, asking which groups are listened to, numbering under the group's publish lock,
    ``group_send``) → a websocket client of the node consumer behind uvicorn. Goal: p50 ≤ 4 × raw pub/sub.
-   ``group_send`` of a prepared message alone is printed beside it, without a goal.
+   ``group_send`` of a prepared message alone is printed beside it, without a goal, and the publisher step
+   by step (as it was, rebuilt from the same calls, and now). ``--push-only``: parts 1 and 2 alone.
 3. The user's view, with the demo cluster's ``scale`` scenario churning 20 pods a second (a subprocess
    serving the list/watch protocol), the collector watching it through the real ``kubernetes`` client, a
    Celery worker running the derive stage from its queue, uvicorn serving the node page and its consumer,

@@ -99,6 +99,43 @@ def test_one_message_of_mixed_namespaces_reaches_a_restricted_reader_filtered(vi
     assert raw == f'{{"type":"deltas","seq":5,"pods":[{texts["u-ok-1"]},{texts["u-ok-2"]}]}}'
 
 
+def test_deltas_reach_the_page_without_a_thread_hop_each(admin_user: Any, lab: Any, monkeypatch: Any) -> None:
+    """GIVEN a node page's socket WHEN ten deltas arrive THEN all reach the page and none went through
+    Channels' per-message hop to a worker thread (``aclose_old_connections``), which under 200 pages cost
+    more than the deltas themselves; the browser's own frames still do."""
+    from channels import consumer as channels_consumer
+
+    hops: list[str] = []
+    original = channels_consumer.aclose_old_connections
+
+    async def counted() -> None:
+        hops.append("hop")
+        await original()
+
+    monkeypatch.setattr(channels_consumer, "aclose_old_connections", counted)
+
+    async def run() -> tuple[int, int]:
+        ws = await connect(admin_user)
+        await ws.receive_json_from()
+        before = len(hops)
+        layer = get_channel_layer()
+        seen: set[str] = set()
+        for seq in range(1, 11):
+            await layer.group_send(GROUP, delta(seq, f"u-{seq}"))
+        while len(seen) < 10:
+            frame = await ws.receive_json_from(timeout=2)
+            seen |= {p["pod"]["uid"] for p in frame["pods"]}
+        during = len(hops) - before
+        await ws.send_json_to({"type": "ping"})
+        assert (await ws.receive_json_from(timeout=2))["type"] == "pong"
+        after_ping = len(hops) - before
+        await ws.disconnect()
+        return during, after_ping
+
+    during, after_ping = async_to_sync(run)()
+    assert during == 0 and after_ping == 1
+
+
 def test_bursts_are_coalesced_to_at_most_ten_frames_a_second(admin_user: Any, lab: Any) -> None:
     async def run() -> None:
         ws = await connect(admin_user)
