@@ -183,6 +183,27 @@ def test_sequence_gap_tells_the_browser_to_refetch(admin_user: Any, lab: Any) ->
     async_to_sync(run)()
 
 
+def test_a_delta_of_another_schema_makes_the_page_refetch(admin_user: Any, lab: Any) -> None:
+    """GIVEN a page's socket WHEN a delta in the former form arrives (decoded timelines, no texts: an older
+    publisher during a rolling upgrade) THEN the page is told to refetch, and the socket keeps working."""
+
+    async def run() -> None:
+        ws = await connect(admin_user)
+        await ws.receive_json_from()
+        layer = get_channel_layer()
+        old = {"type": "timeline.delta", "schema": "podlife.delta/v2", "group": GROUP, "seq": 1,
+               "timelines": [timeline("u-old")]}  # fmt: skip
+        await layer.group_send(GROUP, old)
+        frame = await ws.receive_json_from(timeout=2)
+        assert frame["type"] == "refetch" and "podlife.delta/v2" in frame["reason"]
+        await layer.group_send(GROUP, delta(2, "u-new"))
+        frame = await ws.receive_json_from(timeout=2)
+        assert frame["type"] == "deltas" and [p["pod"]["uid"] for p in frame["pods"]] == ["u-new"]
+        await ws.disconnect()
+
+    async_to_sync(run)()
+
+
 @pytest.mark.parametrize(
     ("who", "status"), [("anonymous", 401), ("nobody", 404), ("viewer-other-cluster", 404)]
 )

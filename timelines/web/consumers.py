@@ -221,7 +221,20 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
                 what = "skipped" if seq > self.last_seq + 1 else "arrived late"
                 self.gap = f"sequence gap on {self.group}: expected {self.last_seq + 1}, got {seq} ({what})"
             self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
-        uids, namespaces, pods = message["uids"], message["namespaces"], message["pods"]
+        uids, namespaces, pods = message.get("uids"), message.get("namespaces"), message.get("pods")
+        if not (
+            isinstance(uids, list)
+            and isinstance(namespaces, list)
+            and isinstance(pods, list)
+            and len(uids) == len(namespaces) == len(pods)
+        ):
+            # Another schema (a publisher of an older release during a rolling upgrade): what it carried is
+            # in the store, so the page refetches rather than the socket failing.
+            self.gap = (
+                f"a delta on {self.group} in a form this server does not read ({message.get('schema')!r})"
+            )
+            self._schedule()
+            return
         if self.namespaces is None:
             self.pending.update(zip(uids, pods, strict=True))
         else:
