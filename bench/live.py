@@ -1,13 +1,14 @@
 """Live push benchmarks: the paths a user feels, each against raw Redis pub/sub or its own goal, in one run.
 
-    REDIS_URL=redis://127.0.0.1:6379/15 DATABASE_URL=postgres://… python bench/live.py [--no-gate]
+    REDIS_URL=redis://127.0.0.1:6379/15 DATABASE_URL=postgres://… python bench/live.py [--no-gate] [--push-only]
 
 1. Raw Redis pub/sub one-way latency (publish → subscriber, the payload size of one pod's delta): the
    baseline.
 2. (a) Derive output → websocket frame: ``publish_timelines`` (what the derive stage calls with the pods it
    re-derived: serialising, asking which groups are listened to, numbering under the group's publish lock,
    ``group_send``) → a websocket client of the node consumer behind uvicorn. Goal: p50 ≤ 4 × raw pub/sub.
-   ``group_send`` of a prepared message alone is printed beside it, without a goal.
+   ``group_send`` of a prepared message alone is printed beside it, without a goal, and the publisher step
+   by step (as it was, rebuilt from the same calls, and now). ``--push-only``: parts 1 and 2 alone.
 3. The user's view, with the demo cluster's ``scale`` scenario churning 20 pods a second (a subprocess
    serving the list/watch protocol), the collector watching it through the real ``kubernetes`` client, a
    Celery worker running the derive stage from its queue, uvicorn serving the node page and its consumer,
@@ -39,6 +40,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import ROOT, setup_django
@@ -192,11 +194,11 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
-    from timelines.live import DELTA_SCHEMA, group_name
+    from timelines.live import delta_message, encode_pods, group_name
 
     sequences = itertools.count(1)  # this publisher alone numbers the bench's group here
 
-    body = timelines_for(1)[0].to_json(CLUSTER)
+    pods = encode_pods(CLUSTER, timelines_for(1))
     group = group_name("node", CLUSTER, NODE)
     url = f"ws://127.0.0.1:{port}/ws/v1/nodes/{CLUSTER}/{NODE}/"
     headers = {"Origin": f"http://127.0.0.1:{port}", "Cookie": f"sessionid={cookie}"}
@@ -208,8 +210,7 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
             assert '"hello"' in await ws.recv()
             await asyncio.sleep(0.3)
             for _ in range(n):
-                message = {"type": "timeline.delta", "schema": DELTA_SCHEMA, "group": group,
-                           "seq": next(sequences), "timelines": [body]}  # fmt: skip
+                message = delta_message(group, next(sequences), pods)
                 t0 = time.perf_counter()
                 await layer.group_send(group, message)
                 frame = await asyncio.wait_for(ws.recv(), 5)
@@ -219,6 +220,73 @@ def layer_push(port: int, cookie: str, n: int) -> list[float]:
         return out
 
     return asyncio.run(run())
+
+
+def publisher_steps(n: int) -> dict[str, list[float]]:
+    """``publish_timelines`` step by step, in a sync process as a derive worker calls it, for one pod of a
+    listened group: the steps of the publisher as it was (a new Redis connection per call, the listeners
+    read, the group's lock claimed with the number, ``async_to_sync`` into ``group_send`` on a fresh event
+    loop, the lock released), rebuilt here from the same calls, against the steps of the current one (the
+    pod encoded to JSON once, the listeners read and the one script that numbers and publishes, on this
+    process's pooled connection). Milliseconds per step."""
+    import uuid
+
+    import redis
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+    from django.conf import settings
+
+    from timelines import live
+
+    body_timeline = timelines_for(1)[0]
+    group = live.group_name("node", CLUSTER, "bench-steps")
+    listeners, seq_key, lock_key = (
+        live._key("listeners"), live._key(f"seq:{group}"), live._key(f"lock:{group}")
+    )  # fmt: skip
+    layer = get_channel_layer()
+    direct = live._direct_for(layer)
+    assert direct is not None, "the benchmark's layer must be the Redis pub/sub layer on REDIS_URL"
+    steps: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        steps.setdefault(name, []).append((time.perf_counter() - t0) * 1000)
+        return out
+
+    def connect_and_read() -> Any:
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        client.zmscore(listeners, [group])  # the connection is made on the first command
+        return client
+
+    pooled = live._redis(settings.REDIS_URL)
+    pooled.zadd(listeners, {group: time.time() + 600})
+    for _ in range(n):
+        # as it was
+        t_all = time.perf_counter()
+        client = timed("was: new connection + listeners read", connect_and_read)
+        body = timed("was: to_json", body_timeline.to_json, CLUSTER)
+        token = uuid.uuid4().hex
+        seq = timed("was: claim (lock + number)", client.eval, live._CLAIM, 2, lock_key, seq_key, token,
+                    live.LOCK_TTL_MS)  # fmt: skip
+        message = {"type": "timeline.delta", "group": group, "seq": int(seq), "timelines": [body]}
+        timed("was: async_to_sync + group_send", async_to_sync(layer.group_send), group, message)
+        timed("was: release", client.eval, live._RELEASE, 1, lock_key, token)
+        client.close()
+        steps.setdefault("was: total", []).append((time.perf_counter() - t_all) * 1000)
+        # now
+        t_all = time.perf_counter()
+        pods = timed("now: encode (to_json + orjson)", live.encode_pods, CLUSTER, [body_timeline])
+        timed("now: listeners read (pooled)", pooled.zmscore, listeners, [group])
+        timed("now: number + publish (one script)", live._script(pooled), keys=[seq_key],
+              args=[direct.channel(group), direct.packed(group, pods)])  # fmt: skip
+        steps.setdefault("now: total", []).append((time.perf_counter() - t_all) * 1000)
+        t_all = time.perf_counter()
+        live.publish_timelines(CLUSTER, [body_timeline])  # the real call (its pod's other groups unlistened)
+        steps.setdefault("now: publish_timelines call", []).append((time.perf_counter() - t_all) * 1000)
+    pooled.zrem(listeners, group)
+    pooled.delete(seq_key, lock_key)
+    return steps
 
 
 # --- 3. demo cluster → … → pixel, and kubelet line → … → pixel ------------------------------------------------
@@ -517,6 +585,11 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--churn", type=float, default=20.0, help="demo cluster pods replaced per second")
     parser.add_argument("--no-gate", action="store_true", help="exit 0 even when a goal is missed")
+    parser.add_argument(
+        "--push-only",
+        action="store_true",
+        help="parts 1 and 2 alone (raw pub/sub, (a), the publisher's steps)",
+    )
     args = parser.parse_args()
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
@@ -553,37 +626,49 @@ def main() -> None:
         print("\n2. derive output → websocket frame (node consumer behind uvicorn)")
         push_p50, _ = summary("group_send alone → websocket frame", layer_push(port, cookie, args.events))
         pub_p50, _ = summary("publish_timelines → websocket frame", server_push(port, cookie, args.events))
-        print("\n3. the user's view: the node page in Chromium, demo cluster churning, Celery derive worker")
-        if connection.vendor != "postgresql":
-            print("  skipped: needs PostgreSQL (the Celery worker and the servers share the database)")
-            change_ms: list[float] = []
-            line_ms: list[float] = []
+        print("   the publisher step by step (sync caller, one pod, per call; p50/p99 over the calls):")
+        for step, ms in publisher_steps(args.events).items():
+            summary("  " + step, ms)
+        if args.push_only:
+            print(
+                f"\nfigures (goal)\n  (a) publish_timelines → frame p50 / raw pub/sub p50 = "
+                f"{pub_p50 / raw_p50:6.2f}  (≤ 4)   [group_send alone: {push_p50 / raw_p50:.2f}, no goal]"
+            )
+            goal("(a) derive output → websocket frame ≤ 4× raw pub/sub", pub_p50 / raw_p50 <= 4)
         else:
-            change_ms, line_ms = pipeline(args, port, cookie)
-            summary("(b) pod created in demo cluster → row drawn", change_ms)
-            summary("(c) kubelet line posted → worker lane drawn", line_ms)
-        print("\n4. node timeline endpoint vs raw SQL (same rows, median of 30)")
-        end_ms, raw_ms, rows = endpoint_vs_sql(30)
-        print(f"  endpoint {end_ms:.2f} ms, raw SQL {raw_ms:.2f} ms ({rows} rows)")
+            print(
+                "\n3. the user's view: the node page in Chromium, demo cluster churning, Celery derive worker"
+            )
+            if connection.vendor != "postgresql":
+                print("  skipped: needs PostgreSQL (the Celery worker and the servers share the database)")
+                change_ms: list[float] = []
+                line_ms: list[float] = []
+            else:
+                change_ms, line_ms = pipeline(args, port, cookie)
+                summary("(b) pod created in demo cluster → row drawn", change_ms)
+                summary("(c) kubelet line posted → worker lane drawn", line_ms)
+            print("\n4. node timeline endpoint vs raw SQL (same rows, median of 30)")
+            end_ms, raw_ms, rows = endpoint_vs_sql(30)
+            print(f"  endpoint {end_ms:.2f} ms, raw SQL {raw_ms:.2f} ms ({rows} rows)")
 
-        print("\nfigures (goal)")
-        ratio = pub_p50 / raw_p50
-        print(f"  (a) publish_timelines → frame p50 / raw pub/sub p50 = {ratio:6.2f}  (≤ 4)"
-              f"   [group_send alone: {push_p50 / raw_p50:.2f}, no goal]")  # fmt: skip
-        goal("(a) derive output → websocket frame ≤ 4× raw pub/sub", ratio <= 4)
-        for label, ms in (
-            ("(b) demo cluster → row drawn", change_ms),
-            ("(c) kubelet line → lane drawn", line_ms),
-        ):
-            if not ms:
-                print(f"  {label}: not measured")
-                goal(f"{label}: measured", False)
-                continue
-            p50, p99 = pct(ms, 50), pct(ms, 99)
-            print(f"  {label}: p50 = {p50:.0f} ms (≤ 500), p99 = {p99:.0f} ms (≤ 2000), n={len(ms)}")
-            goal(f"{label} p50 ≤ 500 ms, p99 ≤ 2 s", p50 <= 500 and p99 <= 2000)
-        print(f"  endpoint / raw SQL = {end_ms / raw_ms:6.2f}  (≤ 2)")
-        goal("node timeline endpoint ≤ 2× raw SQL", end_ms / raw_ms <= 2)
+            print("\nfigures (goal)")
+            ratio = pub_p50 / raw_p50
+            print(f"  (a) publish_timelines → frame p50 / raw pub/sub p50 = {ratio:6.2f}  (≤ 4)"
+                  f"   [group_send alone: {push_p50 / raw_p50:.2f}, no goal]")  # fmt: skip
+            goal("(a) derive output → websocket frame ≤ 4× raw pub/sub", ratio <= 4)
+            for label, ms in (
+                ("(b) demo cluster → row drawn", change_ms),
+                ("(c) kubelet line → lane drawn", line_ms),
+            ):
+                if not ms:
+                    print(f"  {label}: not measured")
+                    goal(f"{label}: measured", False)
+                    continue
+                p50, p99 = pct(ms, 50), pct(ms, 99)
+                print(f"  {label}: p50 = {p50:.0f} ms (≤ 500), p99 = {p99:.0f} ms (≤ 2000), n={len(ms)}")
+                goal(f"{label} p50 ≤ 500 ms, p99 ≤ 2 s", p50 <= 500 and p99 <= 2000)
+            print(f"  endpoint / raw SQL = {end_ms / raw_ms:6.2f}  (≤ 2)")
+            goal("node timeline endpoint ≤ 2× raw SQL", end_ms / raw_ms <= 2)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -63,6 +64,13 @@ def forget(*groups: str) -> None:
         client.close()
 
 
+def uids_of(message: dict) -> list[str]:
+    """The pods a delta carries, read from their JSON texts (and checked against its ``uids``)."""
+    uids = [orjson.loads(text)["pod"]["uid"] for text in message["pods"]]
+    assert uids == message["uids"]
+    return uids
+
+
 async def nothing_arrives(layer, channel: str, seconds: float = 0.3) -> bool:
     try:
         await asyncio.wait_for(layer.receive(channel), seconds)
@@ -110,16 +118,17 @@ def test_one_message_per_listened_group_with_consecutive_numbers():
     sent, (first, second), quiet, no_third = asyncio.run(scenario())
     assert sent == [1, 1]  # only the listened group: not the pods', the namespace's or node-b's
     assert quiet == [True, True, True] and no_third
-    assert first["type"] == "timeline.delta" and first["schema"] == "podlife.delta/v2"
+    assert first["type"] == "timeline.delta" and first["schema"] == "podlife.delta/v3"
     assert first["group"] == second["group"] == group_name("node", cluster, "node-a")
-    assert [t["pod"]["uid"] for t in first["timelines"]] == ["u1", "u2"]
-    assert [t["pod"]["uid"] for t in second["timelines"]] == ["u1", "u2"]
+    assert uids_of(first) == ["u1", "u2"]
+    assert uids_of(second) == ["u1", "u2"]
     assert second["seq"] == first["seq"] + 1
 
 
-def test_async_caller_does_not_fail_derivation():
-    """Called from async code, the send runs in the background on that loop: the caller gets -1 at once
-    and the listened group still receives the delta."""
+def test_async_caller_does_not_fail_derivation(settings):
+    """Called from async code, the send still reaches the listened group: with the Redis pub/sub layer it
+    is the same synchronous script (the count is returned); with the in-memory layer it runs in the
+    background on that loop (the caller gets -1 at once)."""
     layer = get_channel_layer()
     cluster = f"prod-async-{datetime.now(UTC).timestamp():.0f}"
 
@@ -136,6 +145,49 @@ def test_async_caller_does_not_fail_derivation():
             await sync_to_async(forget)(group)
 
     sent, message = asyncio.run(scenario())
-    assert sent == -1  # sent in the background: the count is not known to the caller
+    assert sent == (1 if settings.REDIS_URL else -1)
     assert message["group"] == group_name("pod", cluster, "u1")
-    assert [t["pod"]["uid"] for t in message["timelines"]] == ["u1"]
+    assert uids_of(message) == ["u1"]
+
+
+@pytest.mark.redis
+def test_the_deployments_layer_takes_the_one_script_path_and_others_the_locked_one(settings):
+    """GIVEN the deployment's Redis pub/sub layer THEN the publisher numbers and publishes in one script
+    (its self-check read back what it writes); GIVEN an encrypting layer (whose messages the script cannot
+    write) THEN it falls back to the per-group lock, and a listened group still gets a numbered delta it
+    can read."""
+    import os
+
+    from channels.layers import channel_layers
+
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    assert live._direct_for(get_channel_layer()) is not None
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [settings.REDIS_URL], "symmetric_encryption_keys": ["k" * 32]},
+        }
+    }
+    channel_layers.backends.clear()
+    cluster = f"prod-enc-{datetime.now(UTC).timestamp():.0f}"
+    try:
+        layer = get_channel_layer()
+        assert live._direct_for(layer) is None
+
+        async def scenario() -> tuple[list[int], list[dict]]:
+            group = group_name("pod", cluster, "u1")
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            await live.listen(group)
+            try:
+                call = sync_to_async(publish_timelines, thread_sensitive=False)
+                sent = [await call(cluster, [timeline()]) for _ in range(2)]
+                return sent, [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(2)]
+            finally:
+                await layer.group_discard(group, channel)
+                await sync_to_async(forget)(group)
+
+        sent, (first, second) = asyncio.run(scenario())
+        assert sent == [1, 1] and uids_of(first) == ["u1"] and second["seq"] == first["seq"] + 1
+    finally:
+        channel_layers.backends.clear()

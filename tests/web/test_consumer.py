@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -18,6 +19,7 @@ from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
 from tests.web.conftest import UID_EVIL, UID_OK, UID_SECRET
 from tests.web.factories import retarget, started_pod
+from timelines import live
 from timelines.live import group_name
 from timelines.web.routing import websocket_urlpatterns
 
@@ -37,13 +39,10 @@ def timeline(uid: str, namespace: str = "default", name: str = "p") -> dict[str,
 
 
 def delta(seq: int, uid: str, namespace: str = "default") -> dict[str, Any]:
-    return {
-        "type": "timeline.delta",
-        "schema": "podlife.delta/v2",
-        "group": GROUP,
-        "seq": seq,
-        "timelines": [timeline(uid, namespace)],
-    }
+    """The message the publisher sends (``live.delta_message``): the pod's timeline as JSON text."""
+    return dict(
+        live.delta_message(GROUP, seq, [(uid, namespace, orjson.dumps(timeline(uid, namespace)).decode())])
+    )
 
 
 async def connect(user: Any, path: str = "/ws/v1/nodes/lab/node-a/") -> WebsocketCommunicator:
@@ -75,6 +74,66 @@ def test_hello_then_deltas_for_readable_namespaces_only(viewer: Any) -> None:
         await ws.disconnect()
 
     async_to_sync(run)()
+
+
+def test_one_message_of_mixed_namespaces_reaches_a_restricted_reader_filtered(viewer: Any) -> None:
+    """GIVEN a viewer who may read namespace default (not secret) WHEN one group message carries pods of
+    both THEN the frame holds the readable pod's timeline, byte for byte as the publisher encoded it, and
+    nothing of the other (neither its UID nor its name)."""
+    texts = {
+        uid: orjson.dumps(timeline(uid, namespace, name=f"name-{uid}")).decode()
+        for uid, namespace in (("u-ok-1", "default"), ("u-hidden", "secret"), ("u-ok-2", "default"))
+    }
+
+    async def run() -> str:
+        ws = await connect(viewer)
+        await ws.receive_json_from()
+        pods = [(uid, orjson.loads(text)["pod"]["namespace"], text) for uid, text in texts.items()]
+        await get_channel_layer().group_send(GROUP, dict(live.delta_message(GROUP, 5, pods)))
+        raw = await ws.receive_from(timeout=2)
+        await ws.disconnect()
+        return raw
+
+    raw = async_to_sync(run)()
+    assert "u-hidden" not in raw and "name-u-hidden" not in raw
+    assert raw == f'{{"type":"deltas","seq":5,"pods":[{texts["u-ok-1"]},{texts["u-ok-2"]}]}}'
+
+
+def test_deltas_reach_the_page_without_a_thread_hop_each(admin_user: Any, lab: Any, monkeypatch: Any) -> None:
+    """GIVEN a node page's socket WHEN ten deltas arrive THEN all reach the page and none went through
+    Channels' per-message hop to a worker thread (``aclose_old_connections``), which under 200 pages cost
+    more than the deltas themselves; the browser's own frames still do."""
+    from channels import consumer as channels_consumer
+
+    hops: list[str] = []
+    original = channels_consumer.aclose_old_connections
+
+    async def counted() -> None:
+        hops.append("hop")
+        await original()
+
+    monkeypatch.setattr(channels_consumer, "aclose_old_connections", counted)
+
+    async def run() -> tuple[int, int]:
+        ws = await connect(admin_user)
+        await ws.receive_json_from()
+        before = len(hops)
+        layer = get_channel_layer()
+        seen: set[str] = set()
+        for seq in range(1, 11):
+            await layer.group_send(GROUP, delta(seq, f"u-{seq}"))
+        while len(seen) < 10:
+            frame = await ws.receive_json_from(timeout=2)
+            seen |= {p["pod"]["uid"] for p in frame["pods"]}
+        during = len(hops) - before
+        await ws.send_json_to({"type": "ping"})
+        assert (await ws.receive_json_from(timeout=2))["type"] == "pong"
+        after_ping = len(hops) - before
+        await ws.disconnect()
+        return during, after_ping
+
+    during, after_ping = async_to_sync(run)()
+    assert during == 0 and after_ping == 1
 
 
 def test_bursts_are_coalesced_to_at_most_ten_frames_a_second(admin_user: Any, lab: Any) -> None:
@@ -119,6 +178,27 @@ def test_sequence_gap_tells_the_browser_to_refetch(admin_user: Any, lab: Any) ->
         assert "expected 8, got 9" in frame["reason"]
         await layer.group_send(GROUP, delta(10, "u-c"))  # back in step
         assert (await ws.receive_json_from(timeout=2))["type"] == "deltas"
+        await ws.disconnect()
+
+    async_to_sync(run)()
+
+
+def test_a_delta_of_another_schema_makes_the_page_refetch(admin_user: Any, lab: Any) -> None:
+    """GIVEN a page's socket WHEN a delta in the former form arrives (decoded timelines, no texts: an older
+    publisher during a rolling upgrade) THEN the page is told to refetch, and the socket keeps working."""
+
+    async def run() -> None:
+        ws = await connect(admin_user)
+        await ws.receive_json_from()
+        layer = get_channel_layer()
+        old = {"type": "timeline.delta", "schema": "podlife.delta/v2", "group": GROUP, "seq": 1,
+               "timelines": [timeline("u-old")]}  # fmt: skip
+        await layer.group_send(GROUP, old)
+        frame = await ws.receive_json_from(timeout=2)
+        assert frame["type"] == "refetch" and "podlife.delta/v2" in frame["reason"]
+        await layer.group_send(GROUP, delta(2, "u-new"))
+        frame = await ws.receive_json_from(timeout=2)
+        assert frame["type"] == "deltas" and [p["pod"]["uid"] for p in frame["pods"]] == ["u-new"]
         await ws.disconnect()
 
     async_to_sync(run)()
@@ -339,6 +419,8 @@ def test_pod_deltas_flow_through_the_redis_pubsub_layer(
         assert frame["type"] == "deltas" and frame["pods"][0]["pod"]["uid"] == UID_OK
         await ws.disconnect()
         await get_channel_layer().flush()
+
+    async_to_sync(run)()
 
 
 def test_stale_streams_are_named_on_hello_and_when_they_change(

@@ -3,9 +3,10 @@
 A consumer joins its page's group (``timelines.live.group_name(SCOPE, C, NAME)``: ``node.C.NODE``,
 ``ns.C.NAMESPACE`` or ``pod.C.UID``), tells the publisher it listens there (``timelines.live.listen``,
 renewed while connected: deltas go only to groups someone listens to) and receives a ``timeline.delta``
-with the pods of that group each derive batch changed. It forwards them coalesced — at most
-``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod wins — and only for pods in namespaces
-the user may read. Each group message carries a per-group sequence number; when one is skipped (or arrives
+with the pods of that group each derive batch changed, each as the JSON text the publisher encoded once.
+It forwards them coalesced — at most ``LIVE_MAX_FPS`` frames a second, the newest timeline of each pod
+wins — and only for pods in namespaces the user may read (the namespace travels beside each text), joining
+the texts into the frame as they are: a page costs no decoding or encoding of timelines. Each group message carries a per-group sequence number; when one is skipped (or arrives
 late) the consumer drops what it holds and tells the browser to refetch over REST instead of drawing a
 picture with a hole in it.
 
@@ -115,7 +116,7 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         kwargs = self.scope["url_route"]["kwargs"]
         self.cluster, self.name = kwargs["cluster"], kwargs[self.name_kwarg]
         self.group: str | None = None
-        self.pending: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, str] = {}  # uid -> its newest timeline, JSON text
         self.last_seq: int | None = None
         self.gap: str | None = None
         self.last_sent = 0.0
@@ -200,20 +201,46 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong", "seq": self.last_seq})
 
     # --- group messages -----------------------------------------------------------------------------------
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """A group delta goes straight to its handler. Channels' own dispatch first hops to a worker thread
+        to close stale database connections (``aclose_old_connections``) for every message: per delivered
+        delta, on every socket of a node, that hop cost more than the delta itself under load
+        (bench/load.py, docs/performance.md "Load"). The handler touches no database, and what here does
+        (``database_sync_to_async``) closes stale connections around its own call."""
+        if message.get("type") == "timeline.delta":
+            await self.timeline_delta(message)
+        else:
+            await super().dispatch(message)
+
     async def timeline_delta(self, message: dict[str, Any]) -> None:
+        """A group's delta: each pod's timeline arrives as JSON text (``timelines.live.GroupDelta``) and is
+        forwarded as it is, never decoded; the namespaces beside it filter what a restricted reader gets."""
         seq = message.get("seq")
         if isinstance(seq, int):
             if self.last_seq is not None and seq != self.last_seq + 1:
                 what = "skipped" if seq > self.last_seq + 1 else "arrived late"
                 self.gap = f"sequence gap on {self.group}: expected {self.last_seq + 1}, got {seq} ({what})"
             self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
-        for timeline in message.get("timelines") or ():
-            pod = timeline.get("pod") or {}
-            if self.namespaces is not None and pod.get("namespace") not in self.namespaces:
-                continue
-            uid = pod.get("uid")
-            if uid:
-                self.pending[uid] = timeline
+        uids, namespaces, pods = message.get("uids"), message.get("namespaces"), message.get("pods")
+        if not (
+            isinstance(uids, list)
+            and isinstance(namespaces, list)
+            and isinstance(pods, list)
+            and len(uids) == len(namespaces) == len(pods)
+        ):
+            # Another schema (a publisher of an older release during a rolling upgrade): what it carried is
+            # in the store, so the page refetches rather than the socket failing.
+            self.gap = (
+                f"a delta on {self.group} in a form this server does not read ({message.get('schema')!r})"
+            )
+            self._schedule()
+            return
+        if self.namespaces is None:
+            self.pending.update(zip(uids, pods, strict=True))
+        else:
+            for uid, namespace, pod in zip(uids, namespaces, pods, strict=True):
+                if namespace in self.namespaces:
+                    self.pending[uid] = pod
         if not self.pending:
             if self.gap:
                 self._schedule()
@@ -246,8 +273,11 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             self.pending.clear()  # the refetch reads the store, which already holds all of them
             await self.send_json({"type": "refetch", "seq": self.last_seq, "reason": reason})
         elif self.pending:
-            pods, self.pending = list(self.pending.values()), {}
-            await self.send_json({"type": "deltas", "seq": self.last_seq, "pods": pods})
+            pods, self.pending = ",".join(self.pending.values()), {}
+            # The pods' JSON texts, joined as they came: no per-client encoding of the timelines.
+            await self.send(
+                text_data=f'{{"type":"deltas","seq":{orjson.dumps(self.last_seq).decode()},"pods":[{pods}]}}'
+            )
 
 
 class NodeConsumer(GroupConsumer):
