@@ -274,7 +274,8 @@ def test_concurrent_workers_push_a_groups_deltas_in_sequence(settings: Any) -> N
 
     live.publish_timelines = counting_publish  # type: ignore[assignment]
     # Sends slowed at random, as a loaded network or Redis would: two publishers' messages could overtake
-    # each other between numbering and sending, unless a group's publish lock spans both.
+    # each other between numbering and sending, unless numbering and sending are one step: a group's
+    # publish lock on other layers, one Lua script on the Redis pub/sub layer (timelines/live.py).
     layer = get_channel_layer()
     original_send = layer.group_send
     rng = random.Random(7)
