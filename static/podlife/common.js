@@ -153,7 +153,13 @@ export function renderTimes(tz) {
 
 // Plotly options every chart shares: the mode bar shows on hover only, above the plot area (each layout
 // keeps a top margin for it), so it never covers the first lanes.
-export const PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: "hover" };
+// plotly.js 4 shows a "Share chart..." button by default that uploads the chart to Plotly's cloud
+// (plotlyServerURL): podlife's charts never offer it (clusters are air-gapped, and pod data must not leave);
+// an empty server URL makes its handler refuse even if a figure turned the button back on.
+// templates/export/incident.js sets the same for the offline HTML export.
+export const PLOT_CONFIG = {
+  responsive: true, displaylogo: false, displayModeBar: "hover", showSendToCloud: false, plotlyServerURL: "",
+};
 
 export function isoUTC(us) {
   return display(us, "utc").replace(" ", "T") + "Z";

@@ -79,6 +79,8 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
             summary = page.locator("#summary td").all_text_contents()
             injected = page.locator("img").count()
             rows = page.locator("#findings tr").count()
+            modebar = page.locator("#gantt .modebar-btn").count()
+            cloud = page.locator('#gantt .modebar-btn[data-title^="Share chart"]').count()
         finally:
             browser.close()
     assert attempted == []
@@ -91,6 +93,7 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
     assert f"shop/{HOSTILE}" in summary
     assert injected == 0
     assert rows == len(data["findings"]) + 1  # header row
+    assert modebar > 0 and cloud == 0  # no button sends the incident to Plotly's cloud
 
 
 def test_html_bundle_inlines_plotly_and_escapes_the_data_block(html_file):

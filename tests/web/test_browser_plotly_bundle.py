@@ -35,14 +35,21 @@ def test_node_page_draws_with_the_partial_bundle_only(
     live_server_asgi: Any, viewer: Any, browser_page: Any
 ) -> None:
     """GIVEN a node with a few pods WHEN its page opens THEN the Gantt draws (SVG) with the partial bundle
-    and the full bundle is never requested."""
+    and the full bundle is never requested; nothing is asked of another host, and the mode bar offers no
+    button that sends the chart to Plotly's cloud (the bundle's default: clusters are air-gapped, and the
+    data must not leave)."""
     page = browser_page
     login(page, live_server_asgi.url, "viewer")
     seen = plotly_requests(page)
+    hosts: set[str] = set()
+    page.on("request", lambda r: hosts.add(r.url.split("/")[2]))
     page.goto(f"{live_server_asgi.url}/c/lab/nodes/node-a/")
     wait_for_js(page, DRAWN.format(n=0))
     assert page.get_attribute("#gantt", "data-renderer") == "svg"
     assert seen == ["plotly-basic.min.js"]
+    assert hosts == {live_server_asgi.url.split("/")[2]}, hosts
+    assert page.locator("#gantt .modebar-btn").count() > 0  # the mode bar is there...
+    assert page.locator('#gantt .modebar-btn[data-title^="Share chart"]').count() == 0  # ...without it
     assert page.evaluate("Plotly.version") and not page.evaluate("!!window.Plotly.__podlifeFull")
     assert page.errors == []
 
