@@ -46,7 +46,7 @@ from timelines.lifecycle.timeline import (
     PodTimeline,
     format_time,
 )
-from timelines.lifecycle.worker import WorkerLane, worker_lane
+from timelines.lifecycle.worker import WorkerLane, terminal_time, worker_lane
 
 CONDITION_ORDER = (
     "PodScheduled",
@@ -228,20 +228,6 @@ def _api_lane(facts: PodFacts) -> list[Interval]:
     return out
 
 
-def _terminal_time(inc: Incarnation, snap: PodSnapshot) -> datetime:
-    """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``."""
-    finishes = []
-    for c in snap.containers:
-        if c.kind != "regular":
-            continue
-        if c.state != "terminated" or c.finished_at is None:
-            return snap.at
-        finishes.append(c.finished_at)
-    if finishes and max(finishes) <= snap.at:
-        return max(finishes)
-    return snap.at
-
-
 def _api_incarnation(inc: Incarnation) -> list[Interval]:
     # Milestones: the earliest time any snapshot proves each state was reached.
     milestones: dict[str, tuple[datetime, dict[str, Any], list[str]]] = {}
@@ -293,7 +279,7 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
             reach(ApiState.TERMINATING, snap.deletion_requested_at, snap, attrs)
         if snap.terminal and state in (ApiState.SUCCEEDED, ApiState.FAILED):
             attrs = {"reason": snap.reason, "message": snap.message}
-            reach(state, _terminal_time(inc, snap), snap, attrs)
+            reach(state, terminal_time(snap), snap, attrs)
         if snap.deleted:
             reach(ApiState.DELETED, snap.at, snap)
 

@@ -674,8 +674,9 @@ class TerminationRequest:
     key: str
 
 
-def _terminal_time(inc: Incarnation, snap: PodSnapshot) -> datetime:
-    """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``."""
+def terminal_time(snap: PodSnapshot) -> datetime:
+    """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``
+    (the API lane and the worker lane inferred from the API end there alike)."""
     finishes = []
     for c in snap.containers:
         if c.kind != "regular":
@@ -703,7 +704,7 @@ def termination_request(inc: Incarnation) -> TerminationRequest | None:
             found.append((target.last_transition or snap.at, 1, TerminationCause.REMOVED, snap.key))
         if snap.terminal and not snap.deleted:
             cause = TerminationCause.EVICTED if snap.reason == "Evicted" else TerminationCause.TERMINAL_PHASE
-            found.append((_terminal_time(inc, snap), 2, cause, snap.key))
+            found.append((terminal_time(snap), 2, cause, snap.key))
     if not found:
         return None
     at, _, cause, key = min(found)
