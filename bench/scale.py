@@ -46,7 +46,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _listing import list_memory
+from _collector import list_memory, sim_hook, start_sim
 from _setup import ROOT, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
@@ -69,28 +69,6 @@ from timelines.signals import observations_stored  # noqa: E402
 FLEET_NODES, FLEET_PODS_PER_NODE, FLEET_CHURN = 5_000, 30, 20.0
 DAY_S = 86_400
 MiB = 2**20
-
-
-def start_sim(nodes: int, per_node: int, churn: float, kubeconfig: Path) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(nodes),
-        "--pods-per-node", str(per_node), "--churn", str(churn), "--speed", "1",
-        "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1", "--history-limit", "2000000",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "ready" not in line:
-        proc.kill()
-        raise SystemExit(f"the demo cluster did not start: {line!r}")
-    return proc
-
-
-def sim_hook(cluster: str, name: str) -> None:
-    client = config.api_client(cluster)
-    response = client.call_api(f"/_sim/{name}", "POST", auth_settings=["BearerToken"], _preload_content=False)
-    response.read()
-    response.release_conn()
 
 
 def step(cluster: str, resource: str, control: StepControl) -> tuple[float, object]:

@@ -27,15 +27,13 @@ import argparse
 import dataclasses
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from _listing import list_memory
-from _setup import ROOT, raw_copy_seconds, setup_django
+from _collector import list_memory, sim_hook, start_sim
+from _setup import raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
@@ -52,32 +50,6 @@ from timelines.derivation import observation_from_row  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
-
-
-def start_sim(args: argparse.Namespace, kubeconfig: Path) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(args.nodes),
-        "--pods-per-node", str(args.pods_per_node), "--churn", str(args.churn), "--speed", "1",
-        "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1",
-        # Keep the whole run's history, as etcd between two compactions (5 min by default) would: the
-        # benchmark measures a watch replaying its backlog, not a relist after a too-old version.
-        "--history-limit", "2000000",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "ready" not in line:
-        proc.kill()
-        raise SystemExit(f"the demo cluster did not start: {line!r}")
-    return proc
-
-
-def sim_hook(cluster: str, name: str) -> None:
-    """POST a demo-cluster fault hook (``/_sim/NAME``) through the collector's own client."""
-    client = config.api_client(cluster)
-    response = client.call_api(f"/_sim/{name}", "POST", auth_settings=["BearerToken"], _preload_content=False)
-    response.read()  # to the end: a connection goes back to the pool only after its whole answer
-    response.release_conn()
 
 
 def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int]]:
@@ -148,7 +120,7 @@ def main() -> None:
     tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
     kubeconfig = tmp / "kubeconfig"
-    sim = start_sim(args, kubeconfig)
+    sim = start_sim(args.nodes, args.pods_per_node, args.churn, kubeconfig)
     runs = max(1, args.runs)
     # One name per throughput run, one for the memory run, one to warm up with.
     names = [f"bench-{uuid.uuid4().hex[:8]}" for _ in range(runs + 2)]
