@@ -4,6 +4,8 @@ in CI (PODLIFE_CI=1) a skip fails unless tests/ci_skips.py allows its reason."""
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
@@ -42,3 +44,13 @@ def _no_shared_reads_across_tests() -> None:
     from timelines.web.shared_reads import timeline_reads
 
     timeline_reads.clear()
+
+
+@pytest.fixture
+def outcomes() -> Iterator[Counter[str]]:
+    """Where each example of a property test went (which assert it reached): the test tallies and checks
+    it; printed at the end (``pytest -s``)."""
+    counter: Counter[str] = Counter()
+    yield counter
+    total = sum(counter.values())
+    print(", ".join(f"{n}/{total} {what}" for what, n in counter.most_common()))

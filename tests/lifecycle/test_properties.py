@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -163,14 +161,6 @@ DRAWN = "reached: worker lane and other lanes drawn"
 PARTLY = "reached: only some lanes drawn"
 NOTHING = "vacuous: nothing drawn"
 MIN_DRAWN = 0.6
-
-
-@pytest.fixture
-def outcomes() -> Iterator[Counter[str]]:
-    counter: Counter[str] = Counter()
-    yield counter
-    total = sum(counter.values())
-    print(", ".join(f"{n}/{total} {what}" for what, n in counter.most_common()))
 
 
 def _tally(outcomes: Counter[str], tl: PodTimeline) -> None:

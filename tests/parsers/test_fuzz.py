@@ -5,11 +5,9 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -76,15 +74,6 @@ kubelet_line = st.builds(
 READ = "reached: observations to check"
 NOTHING = "nothing read: only the line count to check"
 MIN_READ = 0.5
-
-
-@pytest.fixture
-def outcomes() -> Iterator[Counter[str]]:
-    """Where each example of a property went; printed, and checked by the test."""
-    counter: Counter[str] = Counter()
-    yield counter
-    total = sum(counter.values())
-    print(", ".join(f"{n}/{total} {what}" for what, n in counter.most_common()))
 
 
 def _tally(outcomes: Counter[str], observations: list) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -339,15 +338,6 @@ COMPARED = "typed path taken: the same observation as the generic path"
 INVALID = "no name, uid or resourceVersion, or not a Pod: left to the generic path"
 MISTYPED = "a value of another type: left to the generic path"
 MIN_COMPARED = 0.5  # most examples compare the two paths (0.61-0.76 of them in 15 runs of 400)
-
-
-@pytest.fixture
-def outcomes() -> Iterator[Counter[str]]:
-    """Which assert each example of a property test ended in; printed, and checked by the test."""
-    counter: Counter[str] = Counter()
-    yield counter
-    total = sum(counter.values())
-    print(", ".join(f"{n}/{total} {what}" for what, n in counter.most_common()))
 
 
 def _tally(outcomes: Counter[str], outcome: str) -> None:
