@@ -8,6 +8,7 @@ the worker reaches it over loopback through the kubeconfig given in PODLIFE_KUBE
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -95,6 +96,7 @@ class Worker:
         log_dir: Path,
         queues: list[str] | None = None,
         pool: str = "solo",
+        start_timeout: float = 30.0,
     ) -> None:
         self.log_path = log_dir / f"{name}.log"
         self.log = self.log_path.open("wb")
@@ -122,13 +124,23 @@ class Worker:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: SIGKILL takes everything it started
         )
-        wait_for(f"worker {name} to start", lambda: b"ready." in self.log_path.read_bytes(), timeout=30)
+        wait_for(
+            f"worker {name} to start", lambda: b"ready." in self.log_path.read_bytes(), timeout=start_timeout
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         self.log.close()
+
+    def stop(self) -> None:
+        """A warm shutdown (SIGTERM), or a kill when it takes more than 20 s."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+        self.kill()
 
 
 @pytest.mark.django_db(transaction=True)

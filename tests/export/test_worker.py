@@ -1,6 +1,6 @@
 """An export job started through the view runs on a real Celery worker (Redis broker, PostgreSQL).
 
-The worker is a subprocess, as in tests/collector/test_celery_chain.py: it writes to the database this
+The worker is a subprocess (tests/collector/test_celery_chain.py's ``Worker``): it writes to the database this
 test reads (``transaction=True``, the test database's name in its DATABASE_URL) and to the same export
 folder, and takes tasks from this deployment's queue (PODLIFE_DEPLOYMENT names it).
 """
@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +21,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from podlife_site.celery import app as celery_app
+from tests.collector.test_celery_chain import Worker, wait_for
 from tests.export.conftest import SINCE, UNTIL
 from tests.export.helpers import export_json, normalized_pods, observation_rows
 from timelines.export import Scope, jobs
@@ -39,16 +37,6 @@ pytestmark = [
 ]
 
 
-def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 @pytest.fixture
 def worker(settings: Any, tmp_path: Path) -> Iterator[Callable[[], Path]]:
     """Starts (when called) a Celery worker on this run's Redis and test database; its log's path."""
@@ -61,48 +49,15 @@ def worker(settings: Any, tmp_path: Path) -> Iterator[Callable[[], Path]]:
         "REDIS_URL": settings.REDIS_URL,
         "PODLIFE_EXPORT_DIR": str(settings.PODLIFE_EXPORT_DIR),
     }
-    log_path = tmp_path / "worker.log"
-    procs: list[subprocess.Popen[bytes]] = []
+    workers: list[Worker] = []
 
     def start() -> Path:
-        log = log_path.open("wb")
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "podlife_site",
-                    "worker",
-                    "--pool=solo",
-                    "-l",
-                    "info",
-                    "-n",
-                    f"export-{os.getpid()}@%h",
-                    "--without-mingle",
-                    "--without-gossip",
-                    "--without-heartbeat",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        )
-        wait_for("the worker to start", lambda: b"ready." in log_path.read_bytes(), timeout=60)
-        return log_path
+        workers.append(Worker(env, f"export-{os.getpid()}", tmp_path, start_timeout=60))
+        return workers[-1].log_path
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+    for w in workers:
+        w.stop()
     connection.close()
 
 
@@ -124,7 +79,7 @@ def test_export_job_runs_on_a_celery_worker_with_progress_and_a_download(client,
 
     log = worker()
     status = wait_for("the job to finish", lambda: (s := client.get(job["status_url"]).json())["state"]
-                      in ("done", "failed") and s)  # fmt: skip
+                      in ("done", "failed") and s, timeout=60)  # fmt: skip
     assert status["state"] == "done", status["error"]
     progress = status["progress"]
     assert progress["done"] == progress["total"] > 0 and progress["stage"], progress
