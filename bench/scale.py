@@ -69,6 +69,8 @@ from timelines.signals import observations_stored  # noqa: E402
 FLEET_NODES, FLEET_PODS_PER_NODE, FLEET_CHURN = 5_000, 30, 20.0
 DAY_S = 86_400
 MiB = 2**20
+# The Redis the fleet run's collectors queue into (its own queues, which no deployed worker consumes).
+FLEET_REDIS = "PODLIFE_BENCH_REDIS_URL"
 
 
 def step(cluster: str, resource: str, control: StepControl) -> tuple[float, object]:
@@ -303,12 +305,10 @@ def collect_process(kubeconfig: Path, name: str, seconds: float) -> subprocess.P
     env = {
         **os.environ,
         "DATABASE_URL": db,
-        "REDIS_URL": os.environ.get("PODLIFE_BENCH_REDIS_URL", ""),
+        "REDIS_URL": os.environ[FLEET_REDIS],
         # Queues of their own (``<deployment>-bench.derive``), which no deployed worker consumes.
         "PODLIFE_DEPLOYMENT": f"{settings.PODLIFE_DEPLOYMENT}-bench",
     }
-    if not env["REDIS_URL"]:
-        raise SystemExit("the fleet run needs PODLIFE_BENCH_REDIS_URL (a Redis its collectors queue into)")
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -350,7 +350,7 @@ def fleet(nodes: int, per_node: int, clusters: int, churn: float) -> tuple[float
             sim.wait(10)
         import redis
 
-        broker = redis.Redis.from_url(os.environ["PODLIFE_BENCH_REDIS_URL"])
+        broker = redis.Redis.from_url(os.environ[FLEET_REDIS])
         broker.delete(f"{settings.PODLIFE_DEPLOYMENT}-bench", f"{settings.PODLIFE_DEPLOYMENT}-bench.derive")
 
 
@@ -370,6 +370,10 @@ def main() -> None:
     parser.add_argument("--span-only", action="store_true", help="only the day/week partition comparison")
     parser.add_argument("--span-rows", type=int, default=20_000, help="rows in each of the 31 day partitions")
     args = parser.parse_args()
+    if args.fleet and not args.span_only and not os.environ.get(FLEET_REDIS):
+        # Refused before the sizes run (minutes at 5,000 nodes), not after them.
+        parser.error(f"the fleet run (--fleet {args.fleet}) needs {FLEET_REDIS}, a Redis its collectors "
+                     f"queue into; set it, or pass --fleet 0 to skip the fleet run")  # fmt: skip
     if connection.vendor != "postgresql" or not partitions.is_partitioned():
         raise SystemExit(
             "bench/scale.py measures PostgreSQL partitions: set DATABASE_URL to a postgres:// URL"
