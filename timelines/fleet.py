@@ -198,10 +198,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _micros_sql(column: str) -> str:
     """SQL for a time column as integer microseconds since the epoch (no datetime built per row: a
-    10,000-pod day is 30,000 intervals). SQLite stores ``YYYY-MM-DD HH:MM:SS[.ffffff]`` in UTC."""
+    10,000-pod day is 30,000 intervals). SQLite stores ``YYYY-MM-DD HH:MM:SS[.ffffff]`` in UTC.
+    PostgreSQL: ``date_part`` is a double (``EXTRACT`` a numeric, about twice as slow over 30,000 rows),
+    exact to the microsecond: epoch microseconds stay below 2**53 until the year 2255, and the double's
+    error (about a quarter of a microsecond at most) is rounded away."""
     col = connection.ops.quote_name(column)
     if connection.vendor == "postgresql":
-        return f"CAST(EXTRACT(EPOCH FROM {col}) * 1000000 AS BIGINT)"
+        return f"CAST(ROUND(date_part('epoch', {col}) * 1000000) AS BIGINT)"
     return (
         f"CASE WHEN {col} IS NULL THEN NULL ELSE CAST(strftime('%%s', {col}) AS INTEGER) * 1000000 "
         f"+ CAST(substr({col} || '.000000', 21, 6) AS INTEGER) END"

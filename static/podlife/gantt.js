@@ -2,7 +2,8 @@
 // in their own colours; each source drawn its own way (cfg.provenance: observed solid, inferred from kubelet
 // lines cross-hatched, inferred from the API hatched and translucent); an unknown bound said in the hover;
 // markers as symbols, findings as red bands.
-// SVG bars up to `webgl_threshold` segments, WebGL lines (scattergl) past it.
+// SVG bars up to `webgl_threshold` segments, WebGL lines (scattergl) past it; bands of pods (cfg.fill_bars,
+// lod.js) as filled polygons, one SVG path a trace.
 import { axisValue, display, duration, plotlyText, toMicros } from "./common.js";
 
 // A podlife.timeline/v2 document (REST or live delta) → a row of the compact window shape.
@@ -72,6 +73,8 @@ export function buildFigure(rows, cfg, opts) {
   let segments = 0;
   for (const r of rows) segments += r.intervals.length;
   const gl = segments > cfg.webgl_threshold;
+  const fills = !gl && !!cfg.fill_bars;
+  const pxUs = opts.viewUs ? opts.viewUs / Math.max(opts.plotPx || 1000, 200) : 0;
   const groups = new Map();
   const markerPts = { event: [], warning: [], kubelet: [] };
   const findingBands = [];
@@ -151,6 +154,19 @@ export function buildFigure(rows, cfg, opts) {
       }
       traces.push({ type: "scattergl", mode: "lines", name: "finding", x, y, hoverinfo: "skip",
         line: { color: "rgba(196,60,57,0.35)", width: Math.max(3, lineWidth(rows.length) + 4) } });
+    } else if (fills) {
+      const bySeverity = new Map();
+      for (const b of findingBands) {
+        if (!bySeverity.has(b.severity)) bySeverity.set(b.severity, []);
+        bySeverity.get(b.severity).push(b);
+      }
+      let first = true;
+      for (const [severity, bands] of bySeverity) {
+        traces.push(polygons(bands, 0.95, tz, minMs * 1000, {
+          name: "finding", legendgroup: "finding", showlegend: first, fillcolor: band(cfg, severity, 0.3),
+        }));
+        first = false;
+      }
     } else {
       traces.push({
         type: "bar", orientation: "h", name: "finding", y: findingBands.map((b) => b.y),
@@ -181,6 +197,16 @@ export function buildFigure(rows, cfg, opts) {
         opacity: st.opacity,
         line: { color: colour(cfg, g.state), width: lineWidth(rows.length), dash: st.dash },
       });
+    } else if (fills) {
+      const bars = g.y.map((y, i) => ({ y, s0: g.base[i], e0: g.x[i], text: g.text[i], custom: g.custom[i] }));
+      const id = plotlyText(name);
+      traces.push(
+        polygons(bars, 0.6, tz, minMs * 1000, {
+          name: id, legendgroup: id, opacity: st.opacity, fillcolor: colour(cfg, g.state),
+          fillpattern: st.pattern ? { shape: st.pattern, fgcolor: "#ffffff", fgopacity: 0.9, size: 6, solidity: 0.35 } : undefined,
+        }),
+        hoverLayer(bars, tz, minMs * 1000, pxUs * HOVER_STEP_PX, { name: id, legendgroup: id }),
+      );
     } else {
       traces.push({
         type: "bar", orientation: "h", name: plotlyText(name), y: g.y,
@@ -265,6 +291,42 @@ export function buildFigure(rows, cfg, opts) {
   };
   if (opts.x0 && opts.x1) layout.xaxis.range = [axisValue(opts.x0, tz), axisValue(opts.x1, tz)];
   return { data: traces, layout, gl };
+}
+
+// Bars {y, s0, e0 (µs)} as one scatter trace of filled rectangles separated by nulls: Plotly draws the
+// whole trace as one SVG path, where it gives every bar of a bar trace its own group, path and styles (a
+// few thousand bars: most of a banded chart's draw). A rectangle is at least minUs wide, as a bar.
+function polygons(bars, width, tz, minUs, props) {
+  const x = [], y = [];
+  const h = width / 2;
+  for (const b of bars) {
+    const s = axisValue(b.s0, tz), e = axisValue(Math.max(b.e0, b.s0 + minUs), tz);
+    x.push(s, e, e, s, null);
+    y.push(b.y - h, b.y - h, b.y + h, b.y + h, null);
+  }
+  return { type: "scatter", mode: "none", fill: "toself", x, y, hoverinfo: "skip", ...props };
+}
+
+// Hover points along each polygon bar (its start, its end and every `stepUs` between, on its row), drawn
+// not at all (mode "none") but hovered as a bar is: anywhere on a bar is within Plotly's hover distance
+// (20 px) of one of its points.
+const HOVER_STEP_PX = 16;
+function hoverLayer(bars, tz, minUs, stepUs, props) {
+  const x = [], y = [], text = [], custom = [];
+  for (const b of bars) {
+    const e0 = Math.max(b.e0, b.s0 + minUs);
+    const n = stepUs > 0 ? Math.min(Math.ceil((e0 - b.s0) / stepUs), 500) : 1;
+    for (let i = 0; i <= n; i++) {
+      x.push(axisValue(b.s0 + ((e0 - b.s0) * i) / n, tz));
+      y.push(b.y);
+      text.push(b.text);
+      custom.push(b.custom);
+    }
+  }
+  return {
+    type: "scatter", mode: "none", x, y, hovertext: text, customdata: custom, hoveron: "points",
+    hovertemplate: "%{hovertext}<extra></extra>", showlegend: false, ...props,
+  };
 }
 
 // A finding's severity colour with some transparency (bands behind the bars).

@@ -19,10 +19,11 @@ export function lodURL(api, from, to, px) {
   return `${api}?${q}`;
 }
 
-// Bands are few (at most a few thousand bars): SVG bars, whose first draw costs far less than
-// starting WebGL (in software GL, most of a WebGL chart's first draw).
+// Bands are few (at most a few thousand bars): SVG, whose first draw costs far less than starting WebGL
+// (in software GL, most of a WebGL chart's first draw), each state's bars as one filled path with a
+// hover layer (gantt.js), not a group and path a bar.
 export function bandConfig(cfg) {
-  return { ...cfg, webgl_threshold: Infinity };
+  return { ...cfg, webgl_threshold: Infinity, fill_bars: true };
 }
 
 // Bands → the rows buildFigure draws (one row a band; its label says which pods).

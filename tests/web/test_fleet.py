@@ -16,6 +16,7 @@ from django.test import Client
 from tests.web.bulk import DAY0, make_pods
 from tests.web.conftest import grant
 from timelines import fleet, queries
+from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Finding, Interval, Node, Pod
 
 pytestmark = pytest.mark.django_db
@@ -220,6 +221,9 @@ def test_level_of_detail_bands_add_up_to_the_full_data(
     fine = _window(c, resolution_us=1, max_bands=200)
     assert fine is not None and len(fine["bands"]) == 200
     assert sum(len(b["intervals"]) for b in fine["bands"]) == full.count()
+    # ... at its exact start and end, to the microsecond (times are read as integer µs by SQL).
+    drawn = sorted((iv[2], iv[3]) for b in fine["bands"] for iv in b["intervals"])
+    assert drawn == sorted((format_time(s), format_time(e)) for s, e in full.values_list("start", "end"))
     assert sum(len(b["intervals"]) for b in data["bands"]) < full.count()
 
 

@@ -23,10 +23,27 @@ pytestmark = [
 
 PODS = 10_000
 # Segments of the chart by trace name: a WebGL trace holds one segment as [start, end, null] in x, an SVG
-# bar trace one bar a segment.
+# bar trace one bar a segment, a filled trace (bands) one rectangle of four corners and a null a segment.
 SEGMENTS = """() => Object.fromEntries(document.getElementById("gantt").data
-    .filter((t) => t.name !== "finding" && ((t.type === "scattergl" && t.mode === "lines") || t.type === "bar"))
-    .map((t) => [t.name, t.type === "bar" ? t.y.length : t.x.length / 3]))"""
+    .filter((t) => t.name !== "finding" && ((t.type === "scattergl" && t.mode === "lines") || t.type === "bar"
+      || t.fill === "toself"))
+    .map((t) => [t.name, t.type === "bar" ? t.y.length : t.x.length / (t.fill === "toself" ? 5 : 3)]))"""
+# A point 40% into the widest rectangle of the first filled trace (not one of its hover points), in page
+# pixels, and the rectangle's width in pixels.
+WIDEST_BAR = """() => {
+  const gd = document.getElementById("gantt");
+  const t = gd.data.find((d) => d.fill === "toself" && d.name !== "finding");
+  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+  let best = null;
+  for (let i = 0; i + 4 < t.x.length; i += 5) {
+    const x0 = xa.d2p(t.x[i]), x1 = xa.d2p(t.x[i + 1]);
+    if (!best || x1 - x0 > best.w) best = { w: x1 - x0, x: x0 + 0.4 * (x1 - x0), y: (t.y[i] + t.y[i + 2]) / 2 };
+  }
+  return { w: best.w, x: box.left + xa._offset + best.x, y: box.top + ya._offset + ya.d2p(best.y), name: t.name };
+}"""
+# Hide the findings' ✕ (as its legend entry does): a band's hover is then the only one near a bar.
+HIDE_FINDING_MARKS = """() => Plotly.restyle("gantt", { visible: false },
+    [document.getElementById("gantt").data.findIndex((d) => d.name === "finding start")])"""
 
 
 def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
@@ -56,6 +73,20 @@ def test_ten_thousand_pod_namespace_day_draws_every_row_with_a_level_of_detail(
     assert set(day) <= {"setup", "setup (inferred)", "terminating", "terminating (inferred)", "cleanup",
                         "cleanup (inferred)"}, day  # fmt: skip
     assert sum(day.values()) < PODS, day  # folded: fewer segments than pods
+    # Each state's bars are one filled path (gantt.js, fill_bars), hovered anywhere along a bar as a bar is.
+    paths = page.evaluate(
+        """[...document.querySelectorAll('#gantt .scatterlayer .js-fill, #gantt .barlayer .point')]
+            .filter((e) => e.tagName !== 'path' || e.getAttribute('d')).map((e) => e.getAttribute('class'))"""
+    )
+    assert 0 < len(paths) <= len(day) + 3, paths  # + a finding fill a severity
+    assert {c.split()[0] for c in paths} == {"js-fill"}, paths
+    page.evaluate(HIDE_FINDING_MARKS)
+    bar = page.evaluate(WIDEST_BAR)
+    assert bar["w"] > 40, bar  # wider than Plotly's hover distance on both sides of a point
+    page.mouse.move(bar["x"], bar["y"])
+    wait_for_js(page, "!!document.querySelector('#gantt .hoverlayer .hovertext')")
+    hover = page.text_content("#gantt .hoverlayer .hovertext") or ""
+    assert hover.startswith("pods ") and f"worker: {bar['name']}" in hover, (bar, hover)
     page.screenshot(path=str(SHOTS / "namespace-10000.png"))
 
     page.goto(f"{base}/c/scale/ns/big/?x0=2024-06-07T12:00:00Z&x1=2024-06-07T12:10:00Z")
