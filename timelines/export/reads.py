@@ -71,7 +71,8 @@ def json_text(field: str) -> Any:
 class _IdsText(Func):
     """An evidence column (a JSON array of observation ids) as the ids' text joined by commas (``3,9,10``;
     empty for none), made by the database: ``ids`` splits it into the strings a document cites, with no
-    JSON parsing per row. SQLite keeps the array as its JSON text; PostgreSQL's jsonb prints as it."""
+    JSON parsing per row. The array's JSON text (SQLite's column, PostgreSQL's jsonb printed) has only its
+    brackets and spaces to drop."""
 
     template = "replace(replace(replace(%(expressions)s, '[', ''), ']', ''), ' ', '')"
     output_field = TextField()
