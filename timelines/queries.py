@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
 
+from timelines import serialize
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
@@ -101,16 +102,12 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
 
-    def lane_order(name: str) -> tuple[int, str]:
-        rank = {"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3)
-        return (rank, name)
-
     return PodTimeline(
         uid=pod.uid,
         namespace=pod.namespace or None,
         name=pod.name or None,
         node=pod.node or None,
-        lanes={k: tuple(lanes[k]) for k in sorted(lanes, key=lane_order)},
+        lanes={k: tuple(lanes[k]) for k in sorted(lanes, key=serialize.lane_order)},
         markers=markers,
         findings=findings,
         static=pod.static,

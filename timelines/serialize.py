@@ -4,9 +4,11 @@
 ``PodTimeline.from_json`` reads through them too) declare ``podlife.timeline/v2`` (docs/timeline-schema.md): the stable keys are
 required, the others have defaults, keys it does not know are ignored (the schema's stability rule), and
 every time is checked to be ISO 8601 with an offset. ``decode_timeline`` is how an imported bundle's pod
-timelines are read: a malformed one is refused with the path of the field that is wrong. The producers
-(``PodTimeline.to_json`` for the API, the pages, the CLI and the live push; ``export/reads.py`` for bundles)
-are held to it by tests (``tests/export/test_one_shape.py``).
+timelines are read: a malformed one is refused with the path of the field that is wrong. The export builds
+each bundle pod as a ``TimelineDoc`` (``timeline_doc``, from the rows its bulk reads fetch), and every other
+bundle item as one of ``BUNDLE_SECTIONS``, which the import reads back; ``PodTimeline.to_json`` (the API,
+the pages, the CLI and the live push) is held to the same Structs by tests
+(``tests/export/test_one_shape.py``, ``tests/export/test_export.py``).
 
 The REST API (``timelines/web/api/views.py``) and the incident bundle (``timelines/export/reads.py``) used to
 shape the same objects twice, with different key orders, different time spellings (orjson's datetime, which
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
@@ -38,8 +40,9 @@ from timelines.lifecycle.schema import (
     check_times,
     decode_timeline,
 )
+from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import format_time
-from timelines.models import Finding, Observation, Pod, PodDisruptionBudget, Workload
+from timelines.models import Finding, Node, Observation, Pod, PodDisruptionBudget, Workload
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -56,7 +59,7 @@ def owner(kind: str, name: str, uid: str) -> Owner | None:
 
 
 def pod_doc(pod: Pod) -> PodDoc:
-    """A pod row's identity, as ``PodTimeline.to_json`` writes ``pod`` (the bundle's bulk reads use it)."""
+    """A pod row's identity, as ``PodTimeline.to_json`` writes ``pod``."""
     return PodDoc(
         uid=pod.uid,
         namespace=pod.namespace or None,
@@ -74,10 +77,31 @@ def pod_doc(pod: Pod) -> PodDoc:
     )
 
 
-def pod_identity(pod: Pod) -> dict[str, Any]:
-    """``pod_doc`` as a dict, for the bundle's bulk reads (its fields are plain values: a shallow copy is
-    the whole conversion, about half the cost of ``to_builtins`` per pod)."""
-    return msgspec.structs.asdict(pod_doc(pod))
+def lane_order(name: str) -> tuple[int, str]:
+    """Where lane ``name`` goes in a timeline's ``lanes``: ``worker``, ``api``, the containers, then every
+    other lane (the conditions), each group by name (``queries.pod_timeline`` and the bundle's pods)."""
+    return ({"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3), name)
+
+
+def timeline_doc(
+    cluster: str,
+    pod: Pod,
+    lanes: Mapping[str, list[IntervalDoc]],
+    markers: list[MarkerDoc],
+    findings: list[FindingDoc],
+) -> TimelineDoc:
+    """A pod row and its stored intervals, markers and findings as ``podlife.timeline/v2``: the document
+    ``PodTimeline.to_json`` writes for the same rows (``worker`` and ``api`` always there, lanes in
+    ``lane_order``). The bundle's bulk reads (``export/reads.py``) build every pod through it."""
+    every: dict[str, list[IntervalDoc]] = {"worker": [], "api": [], **lanes}
+    return TimelineDoc(
+        schema=cast(Literal["podlife.timeline/v2"], TIMELINE_SCHEMA),
+        cluster=cluster,
+        pod=pod_doc(pod),
+        lanes={name: every[name] for name in sorted(every, key=lane_order)},
+        markers=markers,
+        findings=findings,
+    )
 
 
 # --- workloads and PDBs ------------------------------------------------------------------------------------
@@ -154,7 +178,7 @@ class PdbDoc(msgspec.Struct):
 class PdbBundleDoc(PdbDoc):
     """A bundle's PDB: its own lanes in the window, status samples, the bundle's pods it covers."""
 
-    lanes: dict[str, list[dict[str, Any]]]
+    lanes: dict[str, list[IntervalDoc]]
     samples: list[PdbSample]
     covered_pods: list[str]
     evidence_outside_bundle: int
@@ -218,7 +242,7 @@ def pdb_doc(p: PodDisruptionBudget) -> PdbDoc:
 def pdb_bundle_doc(
     p: PodDisruptionBudget,
     *,
-    lanes: dict[str, list[dict[str, Any]]],
+    lanes: dict[str, list[IntervalDoc]],
     samples: Sequence[Mapping[str, Any]],
     covered_pods: Sequence[str],
     evidence_outside_bundle: int,
@@ -245,12 +269,15 @@ def blocked_period(row: Mapping[str, Any]) -> BlockedPeriod:
     return BlockedPeriod(start=_time(row["start"]), end=format_time(row["end"]), reason=row["reason"])
 
 
+Subject = Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["pod", "pdb", "node"]})]
+
+
 class FindingRowDoc(msgspec.Struct):
     """A stored finding as ``/api/v1/findings`` lists it (evidence: observation ids)."""
 
     id: int
     cluster: str
-    subject: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["pod", "pdb", "node"]})]
+    subject: Subject
     subject_name: str
     pod_uid: str | None
     namespace: str
@@ -387,11 +414,49 @@ class NodeBundleDoc(msgspec.Struct):
         check_times(self, (), ("created_at", "deleted_at"))
 
 
+def node_bundle_doc(
+    node: Node, *, lanes: dict[str, list[IntervalDoc]], evidence_outside_bundle: int
+) -> NodeBundleDoc:
+    return NodeBundleDoc(
+        name=node.name,
+        uid=node.uid or None,
+        labels=node.labels or {},
+        ready=node.ready,
+        unschedulable=node.unschedulable,
+        created_at=format_time(node.created_at),
+        deleted_at=format_time(node.deleted_at),
+        lanes=lanes,
+        evidence_outside_bundle=evidence_outside_bundle,
+    )
+
+
+class FindingBundleDoc(msgspec.Struct):
+    """A bundle's ``findings`` item: a stored finding of one of its pods or PDBs (evidence: observation ids
+    of the bundle, as strings, as in its pods' timelines; no database id, no cluster)."""
+
+    subject: Subject
+    subject_name: str
+    pod_uid: str | None
+    namespace: str | None
+    node: str | None
+    kind: str
+    severity: SeverityName
+    message: str
+    start: Time
+    end: Time | None
+    attrs: dict[str, Any]
+    evidence: list[str]
+
+    def __post_init__(self) -> None:
+        check_times(self, ("start",), ("end",))
+
+
 BUNDLE_SECTIONS: dict[str, type[msgspec.Struct]] = {
     "pods": TimelineDoc,
     "nodes": NodeBundleDoc,
     "pdbs": PdbBundleDoc,
     "workloads": WorkloadBundleDoc,
+    "findings": FindingBundleDoc,
 }
 
 

@@ -223,6 +223,14 @@ def _bad_sample_time(data: dict) -> None:
     data["pdbs"][0]["samples"][1]["at"] = "soon"
 
 
+def _bad_pdb_interval(data: dict) -> None:
+    next(iter(data["pdbs"][0]["lanes"].values()))[0]["source"] = "guessed"
+
+
+def _bad_finding_end(data: dict) -> None:
+    data["findings"][0]["end"] = "later"
+
+
 MALFORMED = {
     "nameless_node": (
         _nameless_node,
@@ -231,6 +239,14 @@ MALFORMED = {
     "bad_sample_time": (
         _bad_sample_time,
         r"pdbs\[0\] \(.+\) is not a bundle's pdbs item: at: time 'soon' is not ISO 8601.* - at `\$.samples\[1\]`",
+    ),
+    "bad_pdb_interval": (
+        _bad_pdb_interval,
+        r"pdbs\[0\] \(.+\) is not a bundle's pdbs item: source is 'guessed'; .* - at `\$.lanes\[...\]\[0\]`",
+    ),
+    "bad_finding_end": (
+        _bad_finding_end,
+        r"findings\[0\] is not a bundle's findings item: end: time 'later' is not ISO 8601; expected e\.g\. [\dT:.+-]+$",
     ),
     "bad_time": (
         _break_start,
@@ -256,8 +272,9 @@ MALFORMED = {
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_timeline_with_good_digests_is_refused_naming_the_field(bundle, tmp_path, case):
     """GIVEN a bundle whose pod timeline breaks podlife.timeline/v2 (a time that is not one, a missing
-    stable key, a value outside its set) and whose digests were recomputed to match WHEN it is imported
-    THEN it is refused before anything is written, naming the pod and the field's path."""
+    stable key, a value outside its set), or whose node, PDB (its samples, its lane's intervals) or finding
+    does not fit its Struct, and whose digests were recomputed to match WHEN it is imported
+    THEN it is refused before anything is written, naming the item and the field's path."""
     break_it, reason = MALFORMED[case]
     data = orjson.loads(bundle)
     break_it(data)

@@ -43,9 +43,11 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
 import orjson
 from django.utils import timezone
 
+from timelines import serialize
 from timelines.export import reads
 from timelines.export.scope import Resolved
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
@@ -259,14 +261,25 @@ def collect_observations(
     return spooled
 
 
-def derived_sections(resolved: Resolved, side_ids: set[int], counter: _Counter) -> Iterator[tuple[str, Any]]:
-    """``(section, item)`` in document order; what the JSON, CSV and HTML writers all draw from."""
+def derived_sections(
+    resolved: Resolved, side_ids: set[int], counter: _Counter
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(section, item)`` in document order; what the JSON, CSV and HTML writers all draw from. Each item
+    is a Struct of ``timelines/serialize.py`` (``serialize.BUNDLE_SECTIONS``: the import reads them back
+    through the same ones) as the plain dict orjson writes."""
+    for section, doc in _derived_docs(resolved, side_ids, counter):
+        yield section, serialize.to_builtins(doc)
+
+
+def _derived_docs(
+    resolved: Resolved, side_ids: set[int], counter: _Counter
+) -> Iterator[tuple[str, msgspec.Struct]]:
     cluster, since, until = resolved.cluster, resolved.since, resolved.until
     for _pod, timeline in reads.pod_timelines(cluster, resolved.pods):
         yield "pods", timeline
         counter.add("pods")
     for node in resolved.nodes:
-        yield "nodes", reads.node_json(cluster, node, since, until, side_ids)
+        yield "nodes", reads.node_doc(cluster, node, since, until, side_ids)
     uids_by_ns: dict[str, list[Any]] = {}
     for p in resolved.pods:
         uids_by_ns.setdefault(p.namespace, []).append(p)
@@ -278,9 +291,9 @@ def derived_sections(resolved: Resolved, side_ids: set[int], counter: _Counter) 
             for p in uids_by_ns.get(pdb.namespace, [])
             if selector_matches(pdb.selector or {}, p.labels or {})
         ]
-        yield "pdbs", reads.pdb_json(cluster, pdb, since, until, side_ids, covered)
+        yield "pdbs", reads.pdb_doc(cluster, pdb, since, until, side_ids, covered)
     for w in resolved.workloads:
-        yield "workloads", reads.workload_json(w, since, until)
+        yield "workloads", reads.workload_doc(w, since, until)
     for f in reads.findings(
         cluster, resolved.pod_uids, [p.uid for p in resolved.pdbs], since, until, side_ids
     ):

@@ -271,7 +271,10 @@ def compare_pods(
     }
     expected = {tl["pod"]["uid"]: _normalized(tl, bundle_key_of) for tl in bundle_pods}
     pods = list(Pod.objects.filter(cluster=cluster).order_by("namespace", "name", "uid"))
-    got = {pod.uid: _normalized(tl, key_of) for pod, tl in reads.pod_timelines(cluster, pods)}
+    got = {
+        pod.uid: _normalized(serialize.to_builtins(tl), key_of)
+        for pod, tl in reads.pod_timelines(cluster, pods)
+    }
     differences = []
     for uid in sorted(set(expected) | set(got)):
         a, b = expected.get(uid), got.get(uid)

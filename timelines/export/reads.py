@@ -1,14 +1,16 @@
 """Bulk reads for export: a chunk of pods at a time, one query per table per chunk, rows as tuples.
 
 ``timelines/queries.py`` reads one pod at a time (three queries each); a 10,000-pod export needs the same
-answer in a few dozen queries. ``pod_timelines`` gives exactly ``queries.pod_timeline(...).to_json()``
-(tests/export/test_export.py holds them equal; tests/export/test_one_shape.py holds both to
-``serialize.TimelineDoc``) so a bundle's pods are real ``podlife.timeline/v2`` documents. Node, PDB and
-workload items are ``serialize``'s Structs; status samples and node / PDB lanes are ``queries.py``'s reads.
+answer in a few dozen queries. The reads here only fetch rows: every item they give is one of the Structs
+of ``timelines/serialize.py`` (``TimelineDoc`` for a pod, built by ``serialize.timeline_doc`` from
+``IntervalDoc`` / ``MarkerDoc`` / ``FindingDoc``; ``NodeBundleDoc``, ``PdbBundleDoc``,
+``WorkloadBundleDoc``, ``FindingBundleDoc``), so field names, order, time spelling, lane order and evidence
+ids have one declaration (tests/export/test_export.py holds a pod's to ``queries.pod_timeline(...)
+.to_json()``, the API's). Status samples and node / PDB lanes are ``queries.py``'s reads.
 
 On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
-as text from ``queries.time_text_sql`` (``to_char``) and JSON columns as text for orjson: no ORM row
-machinery, no datetime round trip.
+as text from ``queries.time_text_sql`` (``to_char``), evidence as the ids' text (``ids_text``) and the
+other JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from django.db.models.functions import Cast
 from timelines import queries, serialize
 from timelines.derivation import NODE_KINDS
 from timelines.lifecycle.observation import FIELDS, Kind
-from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
-from timelines.lifecycle.timeline import format_time
 from timelines.models import (
     Cluster,
     Finding,
@@ -38,6 +38,7 @@ from timelines.models import (
     PodDisruptionBudget,
     Workload,
 )
+from timelines.serialize import FindingBundleDoc, FindingDoc, IntervalDoc, MarkerDoc, TimelineDoc
 
 CHUNK = 500  # pods per query: under SQLite's bound-parameter limit, a few MB of rows at most
 
@@ -46,22 +47,42 @@ CONTRACT_FIELDS = FIELDS
 
 
 class _IsoUtc(Func):
-    """A timestamp as the text ``format_time`` writes (UTC, microseconds, ``+00:00``), made by PostgreSQL:
-    parsing a quarter of a million timestamps into datetimes only to print them again is most of an
-    export's time otherwise."""
+    """A timestamp as the text ``format_time`` writes (UTC, microseconds, ``+00:00``), made by the database
+    (``queries.time_text_sql``): parsing a quarter of a million timestamps into datetimes only to print
+    them again is most of an export's time otherwise."""
 
     template = queries.time_text_sql("%(expressions)s", "postgresql")
     output_field = TextField()
 
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template=queries.time_text_sql("%(expressions)s", "sqlite"))
+
 
 def iso(field: str) -> Any:
-    """``field`` as ISO text on PostgreSQL; elsewhere the datetime itself (``text`` formats it)."""
-    return _IsoUtc(field) if connection.vendor == "postgresql" else F(field)
+    """``field`` as ISO text (NULL stays None)."""
+    return _IsoUtc(F(field))
 
 
 def json_text(field: str) -> Any:
     """A JSON column as text, to parse with orjson (faster than the JSONField's own decoding)."""
     return Cast(field, TextField())
+
+
+class _IdsText(Func):
+    """An evidence column (a JSON array of observation ids) as the ids' text joined by commas (``3,9,10``;
+    empty for none), made by the database: ``ids`` splits it into the strings a document cites, with no
+    JSON parsing per row. The array's JSON text (SQLite's column, PostgreSQL's jsonb printed) has only its
+    brackets and spaces to drop."""
+
+    template = "replace(replace(replace(%(expressions)s, '[', ''), ']', ''), ' ', '')"
+    output_field = TextField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template="translate((%(expressions)s)::text, '[] ', '')")
+
+
+def ids_text(field: str) -> Any:
+    return _IdsText(F(field))
 
 
 def _postgres() -> bool:
@@ -106,9 +127,14 @@ def _pg_iso(column: str) -> str:
     return queries.time_text_sql(f"t.{connection.ops.quote_name(column)}")
 
 
-def text(value: Any) -> str | None:
-    """What ``iso`` gave, as ISO text."""
-    return value if value is None or isinstance(value, str) else format_time(value)
+def _pg_ids(column: str) -> str:
+    """``ids_text`` of ``t.column`` in hand-written PostgreSQL."""
+    return f"translate(t.{connection.ops.quote_name(column)}::text, '[] ', '')"
+
+
+def ids(value: str | None) -> list[str]:
+    """Evidence ids from ``ids_text``'s text."""
+    return value.split(",") if value else []
 
 
 def loads(value: Any) -> Any:
@@ -120,83 +146,66 @@ def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
-def _lane_order(name: str) -> tuple[int, str]:
-    # The same order as queries.pod_timeline.
-    rank = {"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3)
-    return (rank, name)
-
-
-def _ev(ids: Iterable[int]) -> list[str]:
-    return list(map(str, ids))
-
-
 def _attrs(value: Any) -> dict[str, Any]:
-    """A JSON object column (text or value) as a dict of its own."""
-    return dict(loads(value) or {})
+    """A JSON object column (text, or the value the ORM decoded for this row) as a dict."""
+    return loads(value) or {}
 
 
-def _evidence(value: Any) -> list[str]:
-    """An evidence column (text or value): observation ids as strings."""
-    return list(map(str, loads(value) or ()))
+def interval_doc(
+    state: str, start: str, end: str | None, source: str, attrs: Any, evidence: list[str]
+) -> IntervalDoc:
+    """An interval row; times as ``iso`` text, ``attrs`` as a value or text."""
+    return IntervalDoc(
+        state=state,
+        start=start,
+        end=end,
+        source=source,
+        attrs=_attrs(attrs),
+        evidence=evidence,
+    )
 
 
-def interval_json(state: str, start: Any, end: Any, source: str, attrs: Any, evidence: Any) -> dict[str, Any]:
-    """An interval in timeline/v2 shape; times as datetimes or ``iso`` text, JSON as values or text."""
-    return {
-        "state": state,
-        "start": text(start),
-        "end": text(end),
-        "source": source,
-        "attrs": _attrs(attrs),
-        "evidence": _evidence(evidence),
-    }
-
-
-def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, dict[str, Any]]]:
-    """``(pod, timeline/v2 dict)`` for each of ``pods``, in order, reading ``CHUNK`` pods per query."""
+def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, TimelineDoc]]:
+    """``(pod, its podlife.timeline/v2 document)`` for each of ``pods``, in order, reading ``CHUNK`` pods
+    per query."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
-        lanes: dict[str, dict[str, list[dict[str, Any]]]] = {u: {"worker": [], "api": []} for u in uids}
+        lanes: dict[str, dict[str, list[IntervalDoc]]] = {u: {} for u in uids}
         for uid, lane, state, start, end, source, attrs, evidence in _interval_rows(cluster, uids):
-            lanes[uid].setdefault(lane, []).append(interval_json(state, start, end, source, attrs, evidence))
-        markers: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
+            lanes[uid].setdefault(lane, []).append(
+                interval_doc(state, start, end, source, attrs, ids(evidence))
+            )
+        markers: dict[str, list[MarkerDoc]] = {u: [] for u in uids}
         for uid, at, kind, reason, message, attrs, evidence in _marker_rows(cluster, uids):
             markers[uid].append(
-                {
-                    "at": text(at),
-                    "kind": kind,
-                    "reason": reason,
-                    "message": message,
-                    "attrs": _attrs(attrs),
-                    "evidence": _evidence(evidence),
-                }
+                MarkerDoc(
+                    at=at,
+                    kind=kind,
+                    reason=reason,
+                    message=message,
+                    attrs=_attrs(attrs),
+                    evidence=ids(evidence),
+                )
             )
-        findings: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
+        findings: dict[str, list[FindingDoc]] = {u: [] for u in uids}
         for uid, kind, severity, message, start, end, attrs, evidence in _finding_rows(cluster, uids):
             findings[uid].append(
-                {
-                    "kind": kind,
-                    "severity": severity,
-                    "message": message,
-                    "start": text(start),
-                    "end": text(end),
-                    "evidence": _evidence(evidence),
-                    "attrs": _attrs(attrs),
-                }
+                FindingDoc(
+                    kind=kind,
+                    severity=severity,
+                    message=message,
+                    start=start,
+                    end=end,
+                    evidence=ids(evidence),
+                    attrs=_attrs(attrs),
+                )
             )
         for pod in chunk:
-            pod_lanes = lanes[pod.uid]
             yield (
                 pod,
-                {
-                    "schema": TIMELINE_SCHEMA,
-                    "cluster": cluster.name,
-                    "pod": serialize.pod_identity(pod),
-                    "lanes": {k: pod_lanes[k] for k in sorted(pod_lanes, key=_lane_order)},
-                    "markers": markers[pod.uid],
-                    "findings": findings[pod.uid],
-                    "problems": [],
-                },
+                serialize.timeline_doc(
+                    cluster.name, pod, lanes[pod.uid], markers[pod.uid], findings[pod.uid]
+                ),
             )
 
 
@@ -207,14 +216,21 @@ def _interval_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...
             cluster,
             uids,
             f"t.pod_uid, t.lane, t.state, {_pg_iso('start')}, {_pg_iso('end')}, t.source, t.attrs::text, "
-            "t.evidence::text",
+            f"{_pg_ids('evidence')}",
             ("lane", "start", "id"),
         )
     return (
         Interval.objects.filter(cluster=cluster, pod_uid__in=uids)
         .order_by("pod_uid", "lane", "start", "id")
         .values_list(
-            "pod_uid", "lane", "state", "start", "end", "source", json_text("attrs"), json_text("evidence")
+            "pod_uid",
+            "lane",
+            "state",
+            iso("start"),
+            iso("end"),
+            "source",
+            json_text("attrs"),
+            ids_text("evidence"),
         )
     )
 
@@ -225,13 +241,15 @@ def _marker_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]
             Marker,
             cluster,
             uids,
-            f"t.pod_uid, {_pg_iso('at')}, t.kind, t.reason, t.message, t.attrs::text, t.evidence::text",
+            f"t.pod_uid, {_pg_iso('at')}, t.kind, t.reason, t.message, t.attrs::text, {_pg_ids('evidence')}",
             ("at", "id"),
         )
     return (
         Marker.objects.filter(cluster=cluster, pod_uid__in=uids)
         .order_by("pod_uid", "at", "id")
-        .values_list("pod_uid", "at", "kind", "reason", "message", json_text("attrs"), json_text("evidence"))
+        .values_list(
+            "pod_uid", iso("at"), "kind", "reason", "message", json_text("attrs"), ids_text("evidence")
+        )
     )
 
 
@@ -242,7 +260,7 @@ def _finding_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]
             cluster,
             uids,
             f"t.pod_uid, t.kind, t.severity, t.message, {_pg_iso('start')}, {_pg_iso('end')}, t.attrs::text, "
-            "t.evidence::text",
+            f"{_pg_ids('evidence')}",
             ("start", "kind", "id"),
         )
     return (
@@ -253,10 +271,10 @@ def _finding_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]
             "kind",
             "severity",
             "message",
-            "start",
-            "end",
+            iso("start"),
+            iso("end"),
             json_text("attrs"),
-            json_text("evidence"),
+            ids_text("evidence"),
         )
     )
 
@@ -283,8 +301,8 @@ def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
         "id": oid,
         "kind": kind,
         "source": source,
-        "observed_at": text(observed),
-        "received_at": text(received),
+        "observed_at": observed,
+        "received_at": received,
         "dedupe_key": key,
         "pod_uid": pod_uid or None,
         "node": node or None,
@@ -431,64 +449,52 @@ def _kept(evidence: Iterable[int], included: set[int], dropped: list[int]) -> li
     return out
 
 
-def node_json(
-    cluster: Cluster, node: Node, since: datetime, until: datetime, included: set[int]
-) -> dict[str, Any]:
-    """A node's own lanes (``node:*``) overlapping the window; evidence cut to what the bundle carries."""
-    lanes: dict[str, list[dict[str, Any]]] = {}
+def _side_lanes(
+    cluster: Cluster, since: datetime, until: datetime, included: set[int], **subject: str
+) -> tuple[dict[str, list[IntervalDoc]], int]:
+    """A node's or PDB's own lanes overlapping the window, evidence cut to what the bundle carries; and
+    how many ids were cut."""
+    lanes: dict[str, list[IntervalDoc]] = {}
     dropped: list[int] = []
     for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
-        cluster.id, node=node.name, since=since, until=until
-    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
-        lanes.setdefault(lane, []).append(
-            interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
-        )
-    return {
-        "name": node.name,
-        "uid": node.uid or None,
-        "labels": node.labels or {},
-        "ready": node.ready,
-        "unschedulable": node.unschedulable,
-        "created_at": format_time(node.created_at),
-        "deleted_at": format_time(node.deleted_at),
-        "lanes": lanes,
-        "evidence_outside_bundle": len(set(dropped)),
-    }
+        cluster.id, since=since, until=until, **subject
+    ).values_list("lane", "state", iso("start"), iso("end"), "source", "attrs", "evidence"):
+        kept = list(map(str, _kept(evidence, included, dropped)))
+        lanes.setdefault(lane, []).append(interval_doc(state, start, end, source, attrs, kept))
+    return lanes, len(set(dropped))
 
 
-def pdb_json(
+def node_doc(
+    cluster: Cluster, node: Node, since: datetime, until: datetime, included: set[int]
+) -> serialize.NodeBundleDoc:
+    """A node in the bundle: its own lanes (``node:*``) overlapping the window."""
+    lanes, dropped = _side_lanes(cluster, since, until, included, node=node.name)
+    return serialize.node_bundle_doc(node, lanes=lanes, evidence_outside_bundle=dropped)
+
+
+def pdb_doc(
     cluster: Cluster,
     pdb: PodDisruptionBudget,
     since: datetime,
     until: datetime,
     included: set[int],
     covered: Sequence[str],
-) -> dict[str, Any]:
-    """A PDB in the bundle (``serialize.PdbBundleDoc``): its lanes overlapping the window, evidence cut to
-    what the bundle carries; its status samples in the window and the one before."""
-    lanes: dict[str, list[dict[str, Any]]] = {}
-    dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
-        cluster.id, pdb_uid=pdb.uid, since=since, until=until
-    ).values_list("lane", "state", "start", "end", "source", "attrs", "evidence"):
-        lanes.setdefault(lane, []).append(
-            interval_json(state, start, end, source, attrs, _kept(evidence, included, dropped))
-        )
-    doc = serialize.pdb_bundle_doc(
+) -> serialize.PdbBundleDoc:
+    """A PDB in the bundle: its lanes overlapping the window; its status samples in the window and the one
+    before."""
+    lanes, dropped = _side_lanes(cluster, since, until, included, pdb_uid=pdb.uid)
+    return serialize.pdb_bundle_doc(
         pdb,
         lanes=lanes,
         samples=queries.pdb_samples(pdb, since, until),
         covered_pods=covered,
-        evidence_outside_bundle=len(set(dropped)),
+        evidence_outside_bundle=dropped,
     )
-    return serialize.to_builtins(doc)
 
 
-def workload_json(workload: Workload, since: datetime, until: datetime) -> dict[str, Any]:
-    """A workload in the bundle (``serialize.WorkloadBundleDoc``): its samples in the window and the one
-    before."""
-    doc = serialize.workload_bundle_doc(workload, queries.workload_samples(workload, since, until))
-    return serialize.to_builtins(doc)
+def workload_doc(workload: Workload, since: datetime, until: datetime) -> serialize.WorkloadBundleDoc:
+    """A workload in the bundle: its samples in the window and the one before."""
+    return serialize.workload_bundle_doc(workload, queries.workload_samples(workload, since, until))
 
 
 def findings(
@@ -498,7 +504,7 @@ def findings(
     since: datetime,
     until: datetime,
     included_side: set[int],
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[FindingBundleDoc]:
     """Every finding of the pods (all subjects: a PDB finding names the pod it blocks), then the PDBs'
     findings about no pod in particular that overlap the window. A PDB finding about a pod outside the
     scope is left out: the bundle does not carry that pod."""
@@ -513,13 +519,13 @@ def findings(
         "kind",
         "severity",
         "message",
-        "start",
-        "end",
+        iso("start"),
+        iso("end"),
         "attrs",
-        "evidence",
+        ids_text("evidence"),
     )
 
-    def item(row: tuple[Any, ...], *, cut: bool) -> dict[str, Any]:
+    def item(row: tuple[Any, ...], *, cut: bool) -> FindingBundleDoc:
         (
             fid,
             subject,
@@ -535,23 +541,23 @@ def findings(
             attrs,
             evidence,
         ) = row
-        evidence = loads(evidence) or []
+        cited = ids(evidence)
         if cut:
-            evidence = [i for i in evidence if i in included_side]
-        return {
-            "subject": subject,
-            "subject_name": subject_name,
-            "pod_uid": pod_uid,
-            "namespace": ns or None,
-            "node": node or None,
-            "kind": kind,
-            "severity": severity,
-            "message": message,
-            "start": text(start),
-            "end": text(end),
-            "attrs": _attrs(attrs),
-            "evidence": _ev(evidence),
-        }
+            cited = [i for i in cited if int(i) in included_side]
+        return FindingBundleDoc(
+            subject=subject,
+            subject_name=subject_name,
+            pod_uid=pod_uid,
+            namespace=ns or None,
+            node=node or None,
+            kind=kind,
+            severity=severity,
+            message=message,
+            start=start,
+            end=end,
+            attrs=_attrs(attrs),
+            evidence=cited,
+        )
 
     for chunk in chunks(pod_uids):
         if _postgres():
@@ -561,7 +567,7 @@ def findings(
                 cluster,
                 chunk,
                 "t.id, t.subject, t.subject_name, t.pod_uid, t.namespace, t.node, t.kind, t.severity, "
-                f"t.message, {_pg_iso('start')}, {_pg_iso('end')}, t.attrs::text, t.evidence::text",
+                f"t.message, {_pg_iso('start')}, {_pg_iso('end')}, t.attrs::text, {_pg_ids('evidence')}",
                 ("start", "kind", "id"),
                 by_uid=True,
             )

@@ -99,18 +99,6 @@ def plotly_text(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=False)
 
 
-def lane_order(lanes: Iterable[str]) -> list[str]:
-    """worker, api, containers, conditions, then the rest (pdb:*, node:*), each group sorted."""
-
-    def key(lane: str) -> tuple[int, str]:
-        for rank, prefix in enumerate(("worker", "api", "container:", "condition:")):
-            if lane == prefix or (prefix.endswith(":") and lane.startswith(prefix)):
-                return rank, lane
-        return 9, lane
-
-    return sorted(lanes, key=key)
-
-
 def _times(rows: list[Mapping[str, Any]]) -> list[str | None]:
     return [format_time(r["at"]) for r in rows]
 

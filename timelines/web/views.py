@@ -266,7 +266,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         }
         for f in timeline["findings"]
     ]
-    lanes = figures.lane_order(timeline["lanes"])
+    lanes = list(timeline["lanes"])  # in the document's lane order (serialize.lane_order)
     page = {
         "kind": "pod",
         "cluster": c.name,

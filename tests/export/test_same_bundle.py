@@ -1,0 +1,69 @@
+"""A bundle's bytes are what the podlife of ``data/node-a.*.golden`` wrote for the same observations.
+
+The golden file was written by the export as it was before its items were built through the Structs of
+``timelines/serialize.py`` (then dicts shaped by hand in ``timelines/export/reads.py``): every derived
+item (pods, nodes, PDBs, workloads, findings) as its compact JSON in document order, and the observations'
+digest. Evidence ids (database ids, different in every test database) are written as the dedupe keys they
+stand for; nothing else is changed, so a renamed or reordered key, another time spelling or lane order, or
+another order of items fails here. One file per database: PostgreSQL's jsonb keeps an object's keys in its
+own order (shorter keys first), SQLite in the order they were written, and ``attrs`` are written as stored.
+
+When a change to the derivation rightly changes what is derived, write the file again and review its diff:
+``PODLIFE_WRITE_GOLDEN=1 pytest tests/export/test_same_bundle.py`` (with ``DATABASE_URL`` set, and again
+with it empty for SQLite).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.db import connection
+
+from tests.export.helpers import export_json
+from timelines.export import Scope
+from timelines.export.bundle import SECTIONS
+from timelines.models import Cluster
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
+
+DATA = Path(__file__).parent / "data"
+
+
+def _keyed(value: Any, key_of: dict[str, str]) -> Any:
+    """``value`` with every ``evidence`` list's ids replaced by their dedupe keys, in place of order."""
+    if isinstance(value, dict):
+        return {
+            k: [key_of[i] for i in v] if k == "evidence" and isinstance(v, list) else _keyed(v, key_of)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_keyed(v, key_of) for v in value]
+    return value
+
+
+def bundle_lines(raw: bytes) -> list[str]:
+    """The digest and every derived item of a JSON bundle, one line each, ids keyed (see above)."""
+    bundle = orjson.loads(raw)
+    key_of = {str(o["id"]): o["dedupe_key"] for o in bundle["observations"]}
+    lines = [f"observations_sha256\t{bundle['metadata']['digest']['observations_sha256']}"]
+    for section in SECTIONS:
+        lines += [f"{section}\t{orjson.dumps(_keyed(item, key_of)).decode()}" for item in bundle[section]]
+    return lines
+
+
+def test_the_bundle_is_the_one_written_before_for_the_same_observations(source_cluster: Cluster) -> None:
+    """GIVEN the export tests' source cluster WHEN node-a's day is exported as JSON
+    THEN its derived sections and its observation digest are exactly those of the golden file."""
+    lines = bundle_lines(export_json(source_cluster, Scope.one("node", "node-a")))
+    assert len(lines) > 20 and {line.split("\t")[0] for line in lines} >= {*SECTIONS, "observations_sha256"}
+    golden = DATA / f"node-a.{connection.vendor}.golden"
+    if os.environ.get("PODLIFE_WRITE_GOLDEN"):
+        golden.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = golden.read_text(encoding="utf-8").splitlines()
+    diff = list(difflib.unified_diff(expected, lines, "golden", "now", lineterm="", n=0))
+    assert not diff, "\n".join(diff[:40])
