@@ -6,10 +6,11 @@ A uvicorn process serves podlife as deployed (the pool and the request limit at 
 scratch copy of the configured PostgreSQL database, with the Redis channel layer. The demo cluster
 (``mixed`` scenario, real time) is collected and derived in this process all along, and two derive workers
 store and push a new pod on the watched node every 0.1 s each (tests/loadgen.py says exactly what runs and
-what is counted). Two runs against the same server:
+what is counted). Three runs against the same server:
 
 1. baseline: one page, no API client, 5 s: the delivery lag of a quiet server;
-2. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
+2. REST alone: no page, ``--rest`` API clients, ``--seconds``: what the API answers without the live path;
+3. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
    after each round tells a plateau from a leak).
 
 Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its ratio to the baseline's, every
@@ -153,6 +154,18 @@ def main() -> None:
             base, proc.pid, CLUSTER, NODE, ws_clients=1, rest_clients=0, seconds=5.0, **common
         ).run()
         print(base_run.report())
+        print(f"REST alone: no page, {args.rest} API clients")
+        rest_run = Load(
+            base,
+            proc.pid,
+            CLUSTER,
+            NODE,
+            ws_clients=0,
+            rest_clients=args.rest,
+            seconds=args.seconds,
+            **common,
+        ).run()
+        print(rest_run.report())
         rounds = []
         for n in range(1, args.rounds + 1):
             print(f"load, round {n}: {args.ws} pages, {args.rest} API clients")
@@ -177,6 +190,8 @@ def main() -> None:
           f" (goal ≤ 2000 ms): {'met' if p99 <= 2000 else 'NOT met'}")  # fmt: skip
     print(f"HTTP: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {full.refetches} (goal 0);"
           f" undelivered: {full.missing}")  # fmt: skip
+    print(f"REST p50 / p99 with {args.ws} pages: {pct(full.rest_ms, 50):.0f} / {pct(full.rest_ms, 99):.0f} ms;"
+          f" without: {pct(rest_run.rest_ms, 50):.0f} / {pct(rest_run.rest_ms, 99):.0f} ms")  # fmt: skip
     print(f"PostgreSQL connections held by the server at most: {most}")
     change = (rounds[-1].rss_after / base_run.rss_before - 1) * 100
     after = ", ".join(f"{r.rss_after:.0f}" for r in rounds)
