@@ -90,7 +90,14 @@ class GroupHub:
 
     async def _read(self) -> None:
         while True:
-            message = await self.layer.receive(self.channel)
+            try:
+                message = await self.layer.receive(self.channel)
+            except Exception:  # the layer's Redis away for a moment: what was lost, the pages refetch
+                log.warning("reading the live group %s failed", self.group, exc_info=True)
+                self.gap = f"the live messages of {self.group} were interrupted"
+                self._schedule()
+                await asyncio.sleep(1.0)
+                continue
             try:
                 self.take(message)
             except Exception:  # one odd message must not end the group's live view
