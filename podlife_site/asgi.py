@@ -30,8 +30,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from podlife_site.body_limits import BodyLimits  # noqa: E402
 from podlife_site.overload import ConcurrencyLimit  # noqa: E402
+from podlife_site.websocket_deflate import install as install_shared_deflate  # noqa: E402
 from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
 from timelines.web.routing import websocket_urlpatterns  # noqa: E402
+
+install_shared_deflate()  # uvicorn compresses a frame sent to many sockets once, not once per socket
 
 application = ProtocolTypeRouter(
     {
