@@ -17,7 +17,9 @@ Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its rat
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
-``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (as a browser would), to see its
+``--tracemalloc``: the server runs under tracemalloc and, after the baseline and after each round, shows what
+its live Python allocations grew by, line by line, beside its resident memory (what Python holds vs. what
+the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (as a browser would), to see its
 cost on the server.
 """
 
@@ -28,9 +30,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import ROOT, setup_django
@@ -44,12 +48,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(database_url: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(database_url: str, traced: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "DEBUG": "0"}
     env.pop("PODLIFE_PROCESS", None)
+    server = ["-m", "uvicorn"]
+    if traced is not None:  # the same server under tracemalloc, snapshots on SIGUSR1
+        env["PODLIFE_TRACEMALLOC_DIR"] = str(traced)
+        server = [str(Path(__file__).resolve().parent / "_traced_server.py")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "podlife_site.asgi:application", "--host", "127.0.0.1",
+        [sys.executable, *server, "podlife_site.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning", "--lifespan", "off"],
         cwd=ROOT, env=env,
     )  # fmt: skip
@@ -64,10 +72,40 @@ def serve(database_url: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
+def snapshot(proc: subprocess.Popen[bytes], traced: Path, n: int) -> Any:
+    """Snapshot ``n`` of the traced server's live allocations."""
+    import signal
+    import tracemalloc
+
+    proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while not (traced / f"{n}.done").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the traced server wrote no snapshot")
+        time.sleep(0.2)
+    return tracemalloc.Snapshot.load(str(traced / f"{n}.snap"))
+
+
+def memory_report(before: Any, after: Any, rss_before: float, rss_after: float) -> str:
+    """What the server's live Python allocations grew by, where, against its resident memory."""
+    mib = 1024 * 1024
+    live0 = sum(s.size for s in before.statistics("filename")) / mib
+    live1 = sum(s.size for s in after.statistics("filename")) / mib
+    lines = [
+        f"  live Python allocations (tracemalloc): {live0:.1f} -> {live1:.1f} MiB ({live1 - live0:+.1f});"
+        f" resident: {rss_before:.0f} -> {rss_after:.0f} MiB ({rss_after - rss_before:+.0f}):"
+        f" {rss_after - rss_before - (live1 - live0):+.0f} MiB not held by live Python objects"
+    ]
+    for stat in after.compare_to(before, "lineno")[:12]:
+        frame = stat.traceback[0]
+        lines.append(
+            f"    {stat.size_diff / 1024:+9.0f} KiB {stat.count_diff:+7d} blocks  {frame.filename}:{frame.lineno}"
+        )
+    return "\n".join(lines)
+
+
 def demo_churn(stop: threading.Event) -> None:
     """The demo cluster, collected and derived in this process until ``stop`` (as `make demo` runs it)."""
-    import tempfile
-
     from django.db import connection
 
     from collectors.kube import config
@@ -97,6 +135,11 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2, help="load rounds: memory after each shows a plateau or a leak"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="serve under tracemalloc (slower: its lags are not comparable) and show what stays after load",
+    )
     args = parser.parse_args()
     if not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("bench/load.py needs DATABASE_URL (PostgreSQL) and REDIS_URL")
@@ -120,7 +163,8 @@ def main() -> None:
     token = create_token(user)
     ingest(CLUSTER, started_pod("bench-load-seed", "seed", node=NODE))
     # The server inherits this process's SECRET_KEY (bench/_setup.py), so the session cookie holds there.
-    proc, base = serve(f"{url}?application_name={app_name}")
+    traced = Path(tempfile.mkdtemp(prefix="podlife-load-")) if args.tracemalloc else None
+    proc, base = serve(f"{url}?application_name={app_name}", traced)
     stop_demo = threading.Event()
     demo = threading.Thread(target=demo_churn, args=(stop_demo,), daemon=True)
     demo.start()
@@ -154,6 +198,7 @@ def main() -> None:
             base, proc.pid, CLUSTER, NODE, ws_clients=1, rest_clients=0, seconds=5.0, **common
         ).run()
         print(base_run.report())
+        snapshots = [snapshot(proc, traced, 0)] if traced is not None else []
         print(f"REST alone: no page, {args.rest} API clients")
         rest_run = Load(
             base,
@@ -176,6 +221,9 @@ def main() -> None:
                 ).run()
             )  # fmt: skip
             print(rounds[-1].report())
+            if traced is not None:
+                snapshots.append(snapshot(proc, traced, n))
+                print(memory_report(snapshots[0], snapshots[-1], base_run.rss_after, rounds[-1].rss_after))
         full = rounds[0]
     finally:
         sampling.set()
