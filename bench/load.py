@@ -9,7 +9,8 @@ store and push a new pod on the watched node every 0.1 s each (tests/loadgen.py 
 what is counted). Three runs against the same server:
 
 1. baseline: one page, no API client, 5 s: the delivery lag of a quiet server;
-2. REST alone: no page, ``--rest`` API clients, ``--seconds``: what the API answers without the live path;
+2. REST alone (unless ``--rest 0``): no page, ``--rest`` API clients, ``--seconds``: what the API answers
+   without the live path;
 3. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
    after each round tells a plateau from a leak).
 
@@ -19,8 +20,8 @@ most PostgreSQL connections the server held (its pool bounds them), and the serv
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
 ``--tracemalloc``: the server runs under tracemalloc and, after the baseline and after each round, shows what
 its live Python allocations grew by, line by line, beside its resident memory (what Python holds vs. what
-the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (as a browser would), to see its
-cost on the server.
+the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (a browser does), to see its
+cost on the server. With ``--rest 0`` the server's CPU per pod delivered to a page is printed.
 """
 
 from __future__ import annotations
@@ -72,31 +73,36 @@ def serve(database_url: str, traced: Path | None = None) -> tuple[subprocess.Pop
             time.sleep(0.1)
 
 
-def snapshot(proc: subprocess.Popen[bytes], traced: Path, n: int) -> Any:
-    """Snapshot ``n`` of the traced server's live allocations."""
+def snapshot(proc: subprocess.Popen[bytes], traced: Path, n: int) -> tuple[Any, float]:
+    """Snapshot ``n`` of the traced server's live allocations, and the MiB tracemalloc itself used."""
     import signal
     import tracemalloc
 
     proc.send_signal(signal.SIGUSR1)
+    done = traced / f"{n}.done"
     deadline = time.monotonic() + 120
-    while not (traced / f"{n}.done").exists():
+    while not done.exists() or not done.read_text():
         if time.monotonic() > deadline:
             raise RuntimeError("the traced server wrote no snapshot")
         time.sleep(0.2)
-    return tracemalloc.Snapshot.load(str(traced / f"{n}.snap"))
+    return tracemalloc.Snapshot.load(str(traced / f"{n}.snap")), int(done.read_text()) / 2**20
 
 
-def memory_report(before: Any, after: Any, rss_before: float, rss_after: float) -> str:
-    """What the server's live Python allocations grew by, where, against its resident memory."""
-    mib = 1024 * 1024
-    live0 = sum(s.size for s in before.statistics("filename")) / mib
-    live1 = sum(s.size for s in after.statistics("filename")) / mib
+def memory_report(
+    before: tuple[Any, float], after: tuple[Any, float], rss_before: float, rss_after: float
+) -> str:
+    """What the server's live Python allocations grew by, where, against its resident memory (less what
+    tracemalloc itself took)."""
+    (snap0, own0), (snap1, own1) = before, after
+    live0 = sum(s.size for s in snap0.statistics("filename")) / 2**20
+    live1 = sum(s.size for s in snap1.statistics("filename")) / 2**20
+    rest = rss_after - rss_before - (live1 - live0) - (own1 - own0)
     lines = [
         f"  live Python allocations (tracemalloc): {live0:.1f} -> {live1:.1f} MiB ({live1 - live0:+.1f});"
-        f" resident: {rss_before:.0f} -> {rss_after:.0f} MiB ({rss_after - rss_before:+.0f}):"
-        f" {rss_after - rss_before - (live1 - live0):+.0f} MiB not held by live Python objects"
+        f" resident: {rss_before:.0f} -> {rss_after:.0f} MiB ({rss_after - rss_before:+.0f}), of which"
+        f" tracemalloc's own {own1 - own0:+.0f}: {rest:+.0f} MiB held by no live Python object"
     ]
-    for stat in after.compare_to(before, "lineno")[:12]:
+    for stat in snap1.compare_to(snap0, "lineno")[:12]:
         frame = stat.traceback[0]
         lines.append(
             f"    {stat.size_diff / 1024:+9.0f} KiB {stat.count_diff:+7d} blocks  {frame.filename}:{frame.lineno}"
@@ -199,18 +205,14 @@ def main() -> None:
         ).run()
         print(base_run.report())
         snapshots = [snapshot(proc, traced, 0)] if traced is not None else []
-        print(f"REST alone: no page, {args.rest} API clients")
-        rest_run = Load(
-            base,
-            proc.pid,
-            CLUSTER,
-            NODE,
-            ws_clients=0,
-            rest_clients=args.rest,
-            seconds=args.seconds,
-            **common,
-        ).run()
-        print(rest_run.report())
+        rest_run = None
+        if args.rest:
+            print(f"REST alone: no page, {args.rest} API clients")
+            rest_run = Load(
+                base, proc.pid, CLUSTER, NODE, ws_clients=0, rest_clients=args.rest, seconds=args.seconds,
+                **common,
+            ).run()  # fmt: skip
+            print(rest_run.report())
         rounds = []
         for n in range(1, args.rounds + 1):
             print(f"load, round {n}: {args.ws} pages, {args.rest} API clients")
@@ -238,8 +240,12 @@ def main() -> None:
           f" (goal ≤ 2000 ms): {'met' if p99 <= 2000 else 'NOT met'}")  # fmt: skip
     print(f"HTTP: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {full.refetches} (goal 0);"
           f" undelivered: {full.missing}")  # fmt: skip
-    print(f"REST p50 / p99 with {args.ws} pages: {pct(full.rest_ms, 50):.0f} / {pct(full.rest_ms, 99):.0f} ms;"
-          f" without: {pct(rest_run.rest_ms, 50):.0f} / {pct(rest_run.rest_ms, 99):.0f} ms")  # fmt: skip
+    if rest_run is not None:
+        print(f"REST p50 / p99 with {args.ws} pages: {pct(full.rest_ms, 50):.0f} / {pct(full.rest_ms, 99):.0f} ms;"
+              f" without: {pct(rest_run.rest_ms, 50):.0f} / {pct(rest_run.rest_ms, 99):.0f} ms")  # fmt: skip
+    else:  # the server's CPU went to the pages alone
+        per = [r.server_cpu_s / max(len(r.lags_ms), 1) * 1000 for r in rounds]
+        print("server CPU per pod delivered to a page: " + ", ".join(f"{p:.3f} ms" for p in per))
     print(f"PostgreSQL connections held by the server at most: {most}")
     change = (rounds[-1].rss_after / base_run.rss_before - 1) * 100
     after = ", ".join(f"{r.rss_after:.0f}" for r in rounds)

@@ -71,6 +71,7 @@ class LoadResult:
     pods: int = 0  # pods published during the run
     connected: int = 0
     lags_ms: list[float] = field(default_factory=list)
+    push_ms: list[float] = field(default_factory=list)  # event -> pushed: each pod's store, derive, push
     refetches: int = 0
     missing: int = 0  # (client, pod) pairs never delivered
     ws_errors: list[str] = field(default_factory=list)
@@ -96,6 +97,8 @@ class LoadResult:
                 f"  delta delivery: n={len(lag)} p50 {pct(lag, 50):.0f} ms  p95 {pct(lag, 95):.0f} ms"
                 f"  p99 {pct(lag, 99):.0f} ms  max {max(lag, default=float('nan')):.0f} ms;"
                 f" undelivered {self.missing}; refetch frames {self.refetches}",
+                f"  of which before the server: event -> pushed (store, derive, push) p50"
+                f" {pct(self.push_ms, 50):.0f} ms p99 {pct(self.push_ms, 99):.0f} ms",
                 f"  REST: {sum(self.rest_statuses.values())} requests {dict(self.rest_statuses)}"
                 f" p50 {pct(rest, 50):.0f} ms p99 {pct(rest, 99):.0f} ms; refetches {dict(self.refetch_statuses)}",
                 f"  server RSS: {self.rss_before:.0f} MiB before, {self.rss_peak:.0f} MiB peak,"
@@ -153,6 +156,8 @@ class Load:
                 # The name carries the event time: the pages (another process) read their lag from it.
                 name = f"load-{worker}-{i}-t{int(started * 1e6)}"
                 ingest(self.cluster, started_pod(uid, name, node=self.node))
+                with self._lock:
+                    self.result.push_ms.append((time.time() - started) * 1000)
                 self.stop_publishing.wait(max(0.0, self.publish_every_s - (time.time() - started)))
         finally:
             connection.close()
