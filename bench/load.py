@@ -18,10 +18,10 @@ Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its rat
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
-``--tracemalloc``: the server runs under tracemalloc and, after the baseline and after each round, shows what
-its live Python allocations grew by, line by line, beside its resident memory (what Python holds vs. what
-the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (a browser does), to see its
-cost on the server. With ``--rest 0`` the server's CPU per pod delivered to a page is printed.
+``--tracemalloc``: the server runs under tracemalloc and, after each round, shows what its live Python
+allocations grew by since the baseline, line by line, beside its resident memory (what Python holds vs.
+what the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (a
+browser does), to see its cost on the server. With ``--rest 0`` the server's CPU per pod delivered to a page is printed.
 """
 
 from __future__ import annotations

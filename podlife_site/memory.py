@@ -7,8 +7,10 @@ allocated: each request runs in a worker thread) rather than return it, plus wha
 library allocated outside Python. ``IdleTrim`` wraps the ASGI application: when the last request or
 websocket of the process ends and nothing starts for ``IDLE_S``, it runs a full garbage collection (a
 closed socket's objects sit in reference cycles until one; tracemalloc still saw the 200 pages' protocol
-objects 3 s after they left) and then ``malloc_trim(0)``, which hands the free pages of every heap back. Busy, it never runs (each new request or socket pushes it back);
-on a C library without ``malloc_trim`` (musl) it does nothing.
+objects 3 s after they left) and then ``malloc_trim(0)``, which hands the free pages of every heap back.
+Busy, it never runs (each new request or socket pushes it back); on a C library without ``malloc_trim``
+(musl) it does nothing. What it cannot return: the database pool's connections (kept by design) and
+heaps too fragmented to have whole free pages (docs/performance.md "Load").
 """
 
 from __future__ import annotations

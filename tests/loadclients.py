@@ -3,8 +3,8 @@
 
 They run apart from the process that stores and derives (spawned children, without Django), so the
 pages' clock is not held up by the publishers' work on the same interpreter lock, and the publishers are
-not held up by 50 API clients' threads: what the lag measures is the server's delivery. Each pushed pod's name ends in ``-t<microseconds since the epoch>`` of its event, so
-the lag is read from the frame alone.
+not held up by 50 API clients' threads. Each pushed pod's name ends in ``-t<microseconds since the
+epoch>`` of its event, so the lag is read from the frame alone.
 """
 
 from __future__ import annotations
