@@ -6,18 +6,22 @@ A uvicorn process serves podlife as deployed (the pool and the request limit at 
 scratch copy of the configured PostgreSQL database, with the Redis channel layer. The demo cluster
 (``mixed`` scenario, real time) is collected and derived in this process all along, and two derive workers
 store and push a new pod on the watched node every 0.1 s each (tests/loadgen.py says exactly what runs and
-what is counted). Two runs against the same server:
+what is counted). Three runs against the same server:
 
 1. baseline: one page, no API client, 5 s: the delivery lag of a quiet server;
-2. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
+2. REST alone (unless ``--rest 0``): no page, ``--rest`` API clients, ``--seconds``: what the API answers
+   without the live path;
+3. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
    after each round tells a plateau from a leak).
 
 Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its ratio to the baseline's, every
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
-``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (as a browser would), to see its
-cost on the server.
+``--tracemalloc``: the server runs under tracemalloc and, after each round, shows what its live Python
+allocations grew by since the baseline, line by line, beside its resident memory (what Python holds vs.
+what the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (a
+browser does), to see its cost on the server. With ``--rest 0`` the server's CPU per pod delivered to a page is printed.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import ROOT, setup_django
@@ -43,12 +49,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(database_url: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(database_url: str, traced: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "DEBUG": "0"}
     env.pop("PODLIFE_PROCESS", None)
+    server = ["-m", "uvicorn"]
+    if traced is not None:  # the same server under tracemalloc, snapshots on SIGUSR1
+        env["PODLIFE_TRACEMALLOC_DIR"] = str(traced)
+        server = [str(Path(__file__).resolve().parent / "_traced_server.py")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "podlife_site.asgi:application", "--host", "127.0.0.1",
+        [sys.executable, *server, "podlife_site.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning", "--lifespan", "off"],
         cwd=ROOT, env=env,
     )  # fmt: skip
@@ -63,10 +73,45 @@ def serve(database_url: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
+def snapshot(proc: subprocess.Popen[bytes], traced: Path, n: int) -> tuple[Any, float]:
+    """Snapshot ``n`` of the traced server's live allocations, and the MiB tracemalloc itself used."""
+    import signal
+    import tracemalloc
+
+    proc.send_signal(signal.SIGUSR1)
+    done = traced / f"{n}.done"
+    deadline = time.monotonic() + 120
+    while not done.exists() or not done.read_text():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the traced server wrote no snapshot")
+        time.sleep(0.2)
+    return tracemalloc.Snapshot.load(str(traced / f"{n}.snap")), int(done.read_text()) / 2**20
+
+
+def memory_report(
+    before: tuple[Any, float], after: tuple[Any, float], rss_before: float, rss_after: float
+) -> str:
+    """What the server's live Python allocations grew by, where, against its resident memory (less what
+    tracemalloc itself took)."""
+    (snap0, own0), (snap1, own1) = before, after
+    live0 = sum(s.size for s in snap0.statistics("filename")) / 2**20
+    live1 = sum(s.size for s in snap1.statistics("filename")) / 2**20
+    rest = rss_after - rss_before - (live1 - live0) - (own1 - own0)
+    lines = [
+        f"  live Python allocations (tracemalloc): {live0:.1f} -> {live1:.1f} MiB ({live1 - live0:+.1f});"
+        f" resident: {rss_before:.0f} -> {rss_after:.0f} MiB ({rss_after - rss_before:+.0f}), of which"
+        f" tracemalloc's own {own1 - own0:+.0f}: {rest:+.0f} MiB held by no live Python object"
+    ]
+    for stat in snap1.compare_to(snap0, "lineno")[:12]:
+        frame = stat.traceback[0]
+        lines.append(
+            f"    {stat.size_diff / 1024:+9.0f} KiB {stat.count_diff:+7d} blocks  {frame.filename}:{frame.lineno}"
+        )
+    return "\n".join(lines)
+
+
 def demo_churn(stop: threading.Event) -> None:
     """The demo cluster, collected and derived in this process until ``stop`` (as `make demo` runs it)."""
-    import tempfile
-
     from django.db import connection
 
     from collectors.kube import config
@@ -96,6 +141,11 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2, help="load rounds: memory after each shows a plateau or a leak"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="serve under tracemalloc (slower: its lags are not comparable) and show what stays after load",
+    )
     args = parser.parse_args()
     if not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("bench/load.py needs DATABASE_URL (PostgreSQL) and REDIS_URL")
@@ -119,7 +169,8 @@ def main() -> None:
     token = create_token(user)
     ingest(CLUSTER, started_pod("bench-load-seed", "seed", node=NODE))
     # The server inherits this process's SECRET_KEY (bench/_setup.py), so the session cookie holds there.
-    proc, base = serve(f"{url}?application_name={app_name}")
+    traced = Path(tempfile.mkdtemp(prefix="podlife-load-")) if args.tracemalloc else None
+    proc, base = serve(f"{url}?application_name={app_name}", traced)
     stop_demo = threading.Event()
     demo = threading.Thread(target=demo_churn, args=(stop_demo,), daemon=True)
     demo.start()
@@ -153,6 +204,15 @@ def main() -> None:
             base, proc.pid, CLUSTER, NODE, ws_clients=1, rest_clients=0, seconds=5.0, **common
         ).run()
         print(base_run.report())
+        snapshots = [snapshot(proc, traced, 0)] if traced is not None else []
+        rest_run = None
+        if args.rest:
+            print(f"REST alone: no page, {args.rest} API clients")
+            rest_run = Load(
+                base, proc.pid, CLUSTER, NODE, ws_clients=0, rest_clients=args.rest, seconds=args.seconds,
+                **common,
+            ).run()  # fmt: skip
+            print(rest_run.report())
         rounds = []
         for n in range(1, args.rounds + 1):
             print(f"load, round {n}: {args.ws} pages, {args.rest} API clients")
@@ -163,6 +223,9 @@ def main() -> None:
                 ).run()
             )  # fmt: skip
             print(rounds[-1].report())
+            if traced is not None:
+                snapshots.append(snapshot(proc, traced, n))
+                print(memory_report(snapshots[0], snapshots[-1], base_run.rss_after, rounds[-1].rss_after))
         full = rounds[0]
     finally:
         sampling.set()
@@ -177,6 +240,12 @@ def main() -> None:
           f" (goal ≤ 2000 ms): {'met' if p99 <= 2000 else 'NOT met'}")  # fmt: skip
     print(f"HTTP: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {full.refetches} (goal 0);"
           f" undelivered: {full.missing}")  # fmt: skip
+    if rest_run is not None:
+        print(f"REST p50 / p99 with {args.ws} pages: {pct(full.rest_ms, 50):.0f} / {pct(full.rest_ms, 99):.0f} ms;"
+              f" without: {pct(rest_run.rest_ms, 50):.0f} / {pct(rest_run.rest_ms, 99):.0f} ms")  # fmt: skip
+    else:  # the server's CPU went to the pages alone
+        per = [r.server_cpu_s / max(len(r.lags_ms), 1) * 1000 for r in rounds]
+        print("server CPU per pod delivered to a page: " + ", ".join(f"{p:.3f} ms" for p in per))
     print(f"PostgreSQL connections held by the server at most: {most}")
     change = (rounds[-1].rss_after / base_run.rss_before - 1) * 100
     after = ", ".join(f"{r.rss_after:.0f}" for r in rounds)

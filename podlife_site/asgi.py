@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-HTTP requests pass the concurrency limit first (podlife_site/overload.py: 503 with Retry-After when the
+Outermost, ``IdleTrim`` returns the C allocator's free memory once nothing has run for a moment
+(podlife_site/memory.py). HTTP requests pass the concurrency limit first (podlife_site/overload.py: 503 with Retry-After when the
 process is full), then the body limits (podlife_site/body_limits.py: an oversized or unauthenticated
 upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
 podlife_site/websocket_origin.py) and the session auth before a consumer sees them; each consumer then
@@ -29,14 +30,21 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from podlife_site.body_limits import BodyLimits  # noqa: E402
+from podlife_site.memory import IdleTrim  # noqa: E402
 from podlife_site.overload import ConcurrencyLimit  # noqa: E402
+from podlife_site.websocket_deflate import install as install_shared_deflate  # noqa: E402
 from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
 from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        # The limit first: a request turned away costs no credential check, thread or connection.
-        "http": ConcurrencyLimit(BodyLimits(django_asgi_app)),
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+install_shared_deflate()  # uvicorn compresses a frame sent to many sockets once, not once per socket
+
+# Idle, the process hands its allocator's free memory back (podlife_site/memory.py).
+application = IdleTrim(
+    ProtocolTypeRouter(
+        {
+            # The limit first: a request turned away costs no credential check, thread or connection.
+            "http": ConcurrencyLimit(BodyLimits(django_asgi_app)),
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

@@ -46,6 +46,15 @@ def _no_shared_reads_across_tests() -> None:
     timeline_reads.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_live_sharing_across_tests() -> None:
+    """A web process's live sockets share one hub per group and one health poll per cluster
+    (timelines/web/fanout.py), kept per event loop; no test starts with another test's."""
+    from timelines.web import fanout
+
+    fanout.clear()
+
+
 @pytest.fixture
 def outcomes() -> Iterator[Counter[str]]:
     """Where each example of a property test went (which assert it reached): the test tallies and checks

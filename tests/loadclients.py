@@ -1,15 +1,18 @@
-"""The websocket side of tests/loadgen.py, in a process of its own: live pages on one node.
+"""The client side of tests/loadgen.py, each in a process of its own: live pages on one node
+(``pages_main``), and API clients (``rest_main``).
 
-It runs apart from the process that stores and derives (a spawned child, without Django), so the pages'
-clock is not held up by the publishers' work on the same interpreter lock: what it measures is the
-server's delivery. Each pushed pod's name ends in ``-t<microseconds since the epoch>`` of its event, so
-the lag is read from the frame alone.
+They run apart from the process that stores and derives (spawned children, without Django), so the
+pages' clock is not held up by the publishers' work on the same interpreter lock, and the publishers are
+not held up by 50 API clients' threads. Each pushed pod's name ends in ``-t<microseconds since the
+epoch>`` of its event, so the lag is read from the frame alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -123,4 +126,36 @@ def pages_main(conn: Connection, args: dict[str, Any]) -> None:
     pages = Pages(args["base_url"], args["cluster"], args["node"], args["cookie"], args["n"])
     result = asyncio.run(pages.run(conn, args["settle_s"]))
     conn.send(result)
+    conn.close()
+
+
+def rest_main(conn: Connection, args: dict[str, Any]) -> None:
+    """Child process entry: ``args["n"]`` API clients loop over ``args["paths"]`` with the API token until
+    told to stop; send back the statuses and each request's milliseconds."""
+    statuses: Counter[int] = Counter()
+    times_ms: list[float] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def client(n: int) -> None:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {args['token']}"
+        for i in itertools.count(n):
+            if stop.is_set():
+                return
+            began = time.monotonic()
+            answer = session.get(args["paths"][i % len(args["paths"])], timeout=60)
+            with lock:
+                statuses[answer.status_code] += 1
+                times_ms.append((time.monotonic() - began) * 1000)
+            if answer.status_code == 503:  # as a well-behaved client: wait as told
+                stop.wait(float(answer.headers.get("Retry-After", "1")))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(args["n"])]
+    for t in threads:
+        t.start()
+    conn.recv()  # "stop"
+    stop.set()
+    for t in threads:
+        t.join()
+    conn.send((statuses, times_ms))
     conn.close()

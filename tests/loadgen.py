@@ -13,7 +13,8 @@ What runs, all over loopback:
   frame GET the node timeline over REST as the page does. A pod's delivery lag is the time from its event
   to the frame that carries it to that client;
 * **REST clients** looping over the API a dashboard user hits (the node's timeline, a pod's timeline,
-  clusters, findings) with an API token.
+  clusters, findings) with an API token, in a process of their own too (tests/loadclients.py), so their
+  threads do not slow the publishers down and inflate the lag.
 
 Counted: every HTTP status (no 500 is allowed), refetch frames (a false gap would make one), pods that
 never reached a client, the delivery lag, and the server's resident memory before, at its peak and after
@@ -29,14 +30,13 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import requests
 from django.db import connection
 
 from tests.flow import ingest
-from tests.loadclients import PagesResult, pages_main
+from tests.loadclients import PagesResult, pages_main, rest_main
 from tests.web.factories import started_pod
 
 
@@ -71,6 +71,7 @@ class LoadResult:
     pods: int = 0  # pods published during the run
     connected: int = 0
     lags_ms: list[float] = field(default_factory=list)
+    push_ms: list[float] = field(default_factory=list)  # event -> pushed: each pod's store, derive, push
     refetches: int = 0
     missing: int = 0  # (client, pod) pairs never delivered
     ws_errors: list[str] = field(default_factory=list)
@@ -96,6 +97,8 @@ class LoadResult:
                 f"  delta delivery: n={len(lag)} p50 {pct(lag, 50):.0f} ms  p95 {pct(lag, 95):.0f} ms"
                 f"  p99 {pct(lag, 99):.0f} ms  max {max(lag, default=float('nan')):.0f} ms;"
                 f" undelivered {self.missing}; refetch frames {self.refetches}",
+                f"  of which before the server: event -> pushed (store, derive, push) p50"
+                f" {pct(self.push_ms, 50):.0f} ms p99 {pct(self.push_ms, 99):.0f} ms",
                 f"  REST: {sum(self.rest_statuses.values())} requests {dict(self.rest_statuses)}"
                 f" p50 {pct(rest, 50):.0f} ms p99 {pct(rest, 99):.0f} ms; refetches {dict(self.refetch_statuses)}",
                 f"  server RSS: {self.rss_before:.0f} MiB before, {self.rss_peak:.0f} MiB peak,"
@@ -137,7 +140,6 @@ class Load:
         self.published: dict[str, float] = {}  # uid -> event time (time.time())
         self.seed_uid = seed_uid  # REST clients read its timeline (a pod just stored may still be deriving)
         self.stop_publishing = threading.Event()
-        self.stop_rest = threading.Event()
         self._lock = threading.Lock()
         self.node_api = f"{base_url}/api/v1/clusters/{cluster}/nodes/{node}/timeline?lanes=worker"
 
@@ -154,41 +156,23 @@ class Load:
                 # The name carries the event time: the pages (another process) read their lag from it.
                 name = f"load-{worker}-{i}-t{int(started * 1e6)}"
                 ingest(self.cluster, started_pod(uid, name, node=self.node))
+                with self._lock:
+                    self.result.push_ms.append((time.time() - started) * 1000)
                 self.stop_publishing.wait(max(0.0, self.publish_every_s - (time.time() - started)))
         finally:
             connection.close()
-
-    # --- REST --------------------------------------------------------------------------------------------
-    def _rest(self, n: int) -> None:
-        session = requests.Session()
-        session.headers["Authorization"] = f"Bearer {self.token}"
-        paths: list[Callable[[], str]] = [
-            lambda: self.node_api,
-            lambda: f"{self.base_url}/api/v1/clusters",
-            lambda: f"{self.base_url}/api/v1/findings",
-            lambda: f"{self.base_url}/api/v1/clusters/{self.cluster}/pods/{self.seed_uid}/timeline",
-        ]
-        for i in itertools.count(n):
-            if self.stop_rest.is_set():
-                return
-            began = time.monotonic()
-            answer = session.get(paths[i % len(paths)](), timeout=60)
-            with self._lock:
-                self.result.rest_statuses[answer.status_code] += 1
-                self.result.rest_ms.append((time.monotonic() - began) * 1000)
-            if answer.status_code == 503:  # as a well-behaved client: wait as told
-                self.stop_rest.wait(float(answer.headers.get("Retry-After", "1")))
 
     # --- the run ------------------------------------------------------------------------------------------
     def run(self) -> LoadResult:
         # Warm: every route the run uses has been served once (imports, URL resolvers, templates), so the
         # memory before is the server's steady state, not its first request's.
-        for path in (
+        api = [
             self.node_api,
             f"{self.base_url}/api/v1/clusters",
             f"{self.base_url}/api/v1/findings",
             f"{self.base_url}/api/v1/clusters/{self.cluster}/pods/{self.seed_uid}/timeline",
-        ):
+        ]
+        for path in api:
             requests.get(path, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
         self.result.rss_before = self.result.rss_peak = rss_mib(self.server_pid)
         sampling = threading.Event()
@@ -212,19 +196,23 @@ class Load:
         }
         pages = spawn.Process(target=pages_main, args=(theirs, args), name="load-pages")
         pages.start()
+        rest_ours, rest_theirs = spawn.Pipe()
+        rest_args = {"n": self.result.rest_clients, "paths": api, "token": self.token}
+        rest = spawn.Process(target=rest_main, args=(rest_theirs, rest_args), name="load-rest")
         try:
             if not ours.poll(300) or ours.recv() != "ready":
                 raise RuntimeError("the pages did not connect within 5 minutes")
             cpu0, wall0 = cpu_s(self.server_pid), time.monotonic()
+            if self.result.rest_clients:
+                rest.start()
             threads = [threading.Thread(target=self._publish, args=(w,)) for w in range(self.publishers)]
-            threads += [
-                threading.Thread(target=self._rest, args=(n,)) for n in range(self.result.rest_clients)
-            ]
             for t in threads:
                 t.start()
             time.sleep(self.result.seconds)
             self.stop_publishing.set()
-            self.stop_rest.set()
+            if self.result.rest_clients:
+                rest_ours.send("stop")
+                self.result.rest_statuses, self.result.rest_ms = rest_ours.recv()
             for t in threads:
                 t.join()
             ours.send(set(self.published))
@@ -234,6 +222,10 @@ class Load:
             self.result.server_cpu_s = cpu_s(self.server_pid) - cpu0
             self.result.wall_s = time.monotonic() - wall0
         finally:
+            if rest.pid is not None:
+                rest.join(30)
+                if rest.is_alive():
+                    rest.kill()
             pages.join(30)
             if pages.is_alive():
                 pages.kill()

@@ -25,10 +25,10 @@ def test_badge_names_stale_streams_and_goes_live_when_they_catch_up(
     """GIVEN lab's pods watch fresh and its daemonsets watch 10 minutes behind WHEN a viewer opens node-a
     THEN the badge reads "stale: daemonsets (10 min behind)", not "live"; WHEN the daemonsets watch ends a
     step THEN the badge turns "live" without a reload."""
-    from timelines.web import consumers
+    from timelines.web import fanout
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
-    monkeypatch.setattr(consumers, "HEALTH_POLL_S", 0.2)
+    monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.2)
     now = timezone.now()
     CollectorState.objects.create(cluster=lab["lab"], resource="pods", last_event_at=now)
     CollectorState.objects.create(

@@ -435,10 +435,10 @@ def test_stale_streams_are_named_on_hello_and_when_they_change(
     from django.utils import timezone
 
     from timelines.models import CollectorState
-    from timelines.web import consumers
+    from timelines.web import fanout
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
-    monkeypatch.setattr(consumers, "HEALTH_POLL_S", 0.1)
+    monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.1)
     now = timezone.now()
     cluster = lab["lab"]
     CollectorState.objects.create(
@@ -477,3 +477,64 @@ def test_stale_streams_are_named_on_hello_and_when_they_change(
         await ws.disconnect()
 
     async_to_sync(run)()
+
+
+def test_pages_of_one_group_share_one_reader_and_one_frame(admin_user: Any, viewer: Any) -> None:
+    """GIVEN three pages of one node (two of a reader of everything, one of a viewer of default only)
+    WHEN a delta of two namespaces arrives THEN the channel layer holds ONE subscriber for the group (the
+    process's hub, not one per page), the two unrestricted pages get the very same frame text and the
+    viewer its filtered one; WHEN the last page leaves THEN the group has no subscriber left."""
+    pods = [
+        ("u-a", "default", orjson.dumps(timeline("u-a")).decode()),
+        ("u-s", "secret", orjson.dumps(timeline("u-s", "secret")).decode()),
+    ]
+
+    async def run() -> None:
+        layer = get_channel_layer()
+        pages = [await connect(admin_user), await connect(admin_user), await connect(viewer)]
+        for page in pages:
+            await page.receive_json_from()
+        assert len(layer.groups[GROUP]) == 1
+        await layer.group_send(GROUP, dict(live.delta_message(GROUP, 3, pods)))
+        texts = [await page.receive_from(timeout=2) for page in pages]
+        assert texts[0] == texts[1] == f'{{"type":"deltas","seq":3,"pods":[{pods[0][2]},{pods[1][2]}]}}'
+        assert texts[2] == f'{{"type":"deltas","seq":3,"pods":[{pods[0][2]}]}}'
+        for page in pages:
+            await page.disconnect()
+        assert GROUP not in layer.groups
+
+    async_to_sync(run)()
+
+
+def test_pages_of_one_cluster_share_one_health_poll(admin_user: Any, lab: Any, monkeypatch: Any) -> None:
+    """GIVEN three pages of cluster lab and a health poll every 0.05 s WHEN they stay 0.5 s THEN the
+    cluster's collector health was read about ten times (one poll for all), not thirty; after the pages
+    leave it is read no more."""
+    from timelines.web import consumers, fanout
+
+    monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.05)
+    reads: list[str] = []
+    original = consumers._collector_frame
+
+    async def counted(cluster: str) -> dict[str, Any]:
+        reads.append(cluster)
+        return await original(cluster)
+
+    monkeypatch.setattr(consumers, "_collector_frame", counted)
+
+    async def run() -> tuple[int, int]:
+        pages = [await connect(admin_user) for _ in range(3)]
+        for page in pages:
+            await page.receive_json_from()
+        hellos = len(reads)
+        await asyncio.sleep(0.5)
+        polls = len(reads) - hellos
+        for page in pages:
+            await page.disconnect()
+        left = len(reads)
+        await asyncio.sleep(0.2)
+        return polls, len(reads) - left
+
+    polls, after = async_to_sync(run)()
+    assert 3 <= polls <= 12, polls
+    assert after == 0

@@ -1,0 +1,44 @@
+"""The web process hands its allocator's free memory back once idle (podlife_site/memory.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from podlife_site import memory
+
+
+def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(monkeypatch: Any) -> None:
+    """GIVEN IdleTrim around an application WHEN a socket stays open while requests come and go THEN
+    nothing is trimmed; WHEN the socket closes and IDLE_S passes THEN the free memory is trimmed once;
+    WHEN a request starts before IDLE_S THEN the trim waits for it."""
+    monkeypatch.setattr(memory, "IDLE_S", 0.05)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if "until" in scope:  # a websocket: open until told
+            await scope["until"].wait()
+
+    async def run() -> list[int]:
+        trim = memory.IdleTrim(app)
+        seen = []
+        closed = asyncio.Event()
+        socket = asyncio.create_task(trim({"type": "websocket", "until": closed}, None, None))
+        await asyncio.sleep(0)
+        for _ in range(3):
+            await trim({"type": "http"}, None, None)
+            await asyncio.sleep(0.1)
+        seen.append(trim.trims)  # the socket kept it busy
+        closed.set()
+        await socket
+        await asyncio.sleep(0.02)
+        await trim({"type": "http"}, None, None)  # before IDLE_S: pushes the trim back
+        await asyncio.sleep(0.02)
+        seen.append(trim.trims)
+        await asyncio.sleep(0.1)
+        seen.append(trim.trims)
+        await asyncio.sleep(0.1)
+        seen.append(trim.trims)
+        return seen
+
+    assert memory.trim()  # glibc, as in the image
+    assert asyncio.run(run()) == [0, 0, 1, 1]
