@@ -9,7 +9,8 @@ time, with the frozen one's equality and hash, and a frozen dataclass to the typ
 assigns to a field of one does not pass ``mypy``. (A cache set on first use, through
 ``object.__setattr__`` as on a frozen value, stays possible.)
 
-The timeline's own values (``timeline.py``) and ``Observation`` stay frozen: they leave the core.
+The timeline's intervals, markers and findings are records too (a pod has tens of them, and settling a
+lane copies them); ``Observation``, the contract every collector builds, and ``PodTimeline`` stay frozen.
 """
 
 from __future__ import annotations

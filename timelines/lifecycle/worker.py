@@ -110,7 +110,7 @@ class Mark:
         return self.grade != API
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     state: int
     first: datetime
@@ -898,7 +898,7 @@ class _Bound:
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Piece:
     """An interval-to-be: a state (or an unknown stretch) between two bounds."""
 
@@ -922,7 +922,7 @@ UNKNOWN_STATE = -1
 _FIRST_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _StateEvidence:
     """What one cycle's evidence says about one worker state."""
 
