@@ -135,6 +135,8 @@ class PodSnapshot:
     # ``status_reset``, worked out on first use (it is asked several times per snapshot by lanes and
     # findings); not part of the snapshot's value.
     _status_reset: bool | None = field(default=None, init=False, repr=False, compare=False)
+    # ``snapshot_api_state``, the same way (the lanes and findings ask it about 30 times a pod).
+    _api_state: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, or None."""
@@ -694,6 +696,14 @@ def all_containers_started_at(inc: Incarnation) -> datetime | None:
 
 def snapshot_api_state(snap: PodSnapshot) -> str:
     """The api-lane state a single snapshot shows on its own."""
+    state = snap._api_state
+    if state is None:
+        state = _api_state(snap)
+        object.__setattr__(snap, "_api_state", state)  # a cache on a read-only value
+    return state
+
+
+def _api_state(snap: PodSnapshot) -> str:
     if snap.deleted:
         return ApiState.DELETED
     if snap.phase == "Succeeded":
