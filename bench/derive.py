@@ -263,6 +263,7 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
     ).start()
     lags: list[float] = []
     stop = threading.Event()
+    listeners: list[threading.Thread] = []
     cookie = _cookie()
 
     def listen(node: str) -> None:
@@ -289,7 +290,7 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
         while time.monotonic() < deadline and dirty.pending():
             time.sleep(0.5)
         lags.clear()
-        listeners = [
+        listeners += [
             threading.Thread(target=listen, args=(f"scale-node-{n:05d}",), daemon=True) for n in range(10)
         ]
         for t in listeners:
@@ -297,6 +298,8 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
         time.sleep(seconds)
     finally:
         stop.set()
+        for t in listeners:  # each leaves its recv within a second: none is cut off when the server stops
+            t.join(timeout=5)
         collector.stop()
     print(f"\n2. lag, scale scenario at {churn:g} pods/s churn, {seconds:g} s, websocket clients on 10 nodes")
     if not lags:
