@@ -1,5 +1,6 @@
-"""``record``: the decorator of the lifecycle core's internal per-pod records (the facts read from
-observations, the worker lane's marks and bounds). Pure: the standard library only.
+"""``record``: the decorator of the lifecycle core's per-pod records (the facts read from observations,
+the worker lane's marks and bounds, the timeline's intervals, markers and findings). Pure: the standard
+library only.
 
 They are made by the thousand in every derive batch: a snapshot, each container status, run and
 condition of it, every piece of evidence the worker lane weighs. A frozen dataclass sets each field

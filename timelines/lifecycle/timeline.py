@@ -1,9 +1,10 @@
 """The derived picture of one pod: lanes of intervals, markers and findings, and its stable JSON shape.
 
-Everything here is immutable and pure. ``Interval``, ``Marker`` and ``Finding`` are ``record``s (frozen to the
-type checker, plain slots dataclasses at run time: the derive stage makes tens a pod, see ``record.py``). ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2``
-(documented in ``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported
-timeline round-trips exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
+Everything here is immutable and pure (``Interval``, ``Marker`` and ``Finding`` are ``record``s: frozen to
+the type checker, plain slots dataclasses at run time, since the derive stage makes tens a pod; see
+``record.py``). ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2`` (documented in
+``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported timeline round-trips
+exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
 """
 
 from __future__ import annotations
