@@ -6,7 +6,8 @@
    them dirty; then the derive stage (``derivation.drain``) derives them all, in one worker process and
    then, marked again, in two at once (forked after set-up, started together). The baseline is the raw
    I/O of the same work: reading the same pods' observations (one query per 200 pods, payload as text)
-   and COPYing as many derived rows as the derive stage wrote into a scratch copy of the interval table.
+   and COPYing as many derived rows as the derive stage wrote into a scratch copy of the interval table
+   (the same binary COPY as the derive stage's, ``store.copy_rows``; their JSON encoded outside the clock).
    Ratios: one worker / baseline (goal >= 0.3) and two workers / one (goal >= 1.6 where the machine has
    the cores; it reports how many it has).
 2. Lag, with REDIS_URL set: the demo cluster's ``scale`` scenario churns ``--churn`` pods a second; the
@@ -134,10 +135,13 @@ def best_of(repeat: int, workers: int, cluster: Cluster) -> tuple[int, float, fl
 def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
     """Seconds to read the pods' observations (as the derive stage reads them) and COPY as many derived
     rows as it wrote (the same rows, read back outside the clock) into a scratch table."""
-    interval_fields = [f for f in Interval._meta.concrete_fields if not f.primary_key]
-    columns = ", ".join(f'"{f.column}"' for f in interval_fields)
-    rows = list(Interval.objects.filter(cluster=cluster).values_list(*[f.attname for f in interval_fields]))
-    rows = [tuple(store._json_text(v) if isinstance(v, dict | list) else v for v in r) for r in rows]
+    fields = [f.attname for f in Interval._meta.concrete_fields if not f.primary_key]
+    rows = list(Interval.objects.filter(cluster=cluster).values_list(*fields))
+    # JSON encoded outside the clock (jsonb's binary input form, as ``store.copy_rows`` takes it).
+    rows = [
+        tuple(store._JSONB_V1 + store._json_bytes(v) if isinstance(v, dict | list) else v for v in r)
+        for r in rows
+    ]
     extra = Marker.objects.filter(cluster=cluster).count() + Finding.objects.filter(cluster=cluster).count()
     rows += rows[:extra]  # markers and findings, written as many interval-sized rows
     with connection.cursor() as cursor:
@@ -156,9 +160,7 @@ def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
                 )
                 cursor.fetchall()
                 chunk = rows[n * per_chunk : (n + 1) * per_chunk]
-                with cursor.cursor.copy(f"COPY bench_interval_raw ({columns}) FROM STDIN") as copy:
-                    for row in chunk:
-                        copy.write_row(row)
+                store.copy_rows(cursor.cursor, "bench_interval_raw", Interval, fields, chunk)
         return time.perf_counter() - t0
     finally:
         with connection.cursor() as cursor:
@@ -261,6 +263,7 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
     ).start()
     lags: list[float] = []
     stop = threading.Event()
+    listeners: list[threading.Thread] = []
     cookie = _cookie()
 
     def listen(node: str) -> None:
@@ -287,7 +290,7 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
         while time.monotonic() < deadline and dirty.pending():
             time.sleep(0.5)
         lags.clear()
-        listeners = [
+        listeners += [
             threading.Thread(target=listen, args=(f"scale-node-{n:05d}",), daemon=True) for n in range(10)
         ]
         for t in listeners:
@@ -295,6 +298,8 @@ def _measure_lag(kubeconfig: Path, port: int, seconds: float, churn: float) -> N
         time.sleep(seconds)
     finally:
         stop.set()
+        for t in listeners:  # each leaves its recv within a second: none is cut off when the server stops
+            t.join(timeout=5)
         collector.stop()
     print(f"\n2. lag, scale scenario at {churn:g} pods/s churn, {seconds:g} s, websocket clients on 10 nodes")
     if not lags:

@@ -51,7 +51,7 @@ from timelines import dirty, live, store
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import Kind, Observation, stored_observation
 from timelines.lifecycle.resolve import (
     CONTEXT_LOOKBACK,
     CONTEXT_MARGIN,
@@ -113,7 +113,7 @@ def _facts(rows: Any) -> Iterable[Fact]:
     ).values_list(*_FACT_COLUMNS, "payload_text"):
         yield (
             oid,
-            Observation(
+            stored_observation(
                 kind, source, at, key, uid, node or None, ns or None, name or None, orjson.loads(payload)
             ),
         )
@@ -136,7 +136,7 @@ def _pg_facts(sql: str, params: Sequence[Any]) -> Iterable[Fact]:
         for oid, kind, source, at, key, uid, node, ns, name, payload in cursor:
             yield (
                 oid,
-                Observation(
+                stored_observation(
                     kind, source, at, key, uid, node or None, ns or None, name or None, orjson.loads(payload)
                 ),
             )

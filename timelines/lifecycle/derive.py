@@ -192,7 +192,7 @@ def _chain(
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class _Point:
     at: datetime
     state: str
@@ -343,7 +343,7 @@ def _container_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
     }
 
 
-@dataclass
+@dataclass(slots=True)
 class _RunInfo:
     started_at: datetime | None
     finished_at: datetime | None = None

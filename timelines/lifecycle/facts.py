@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from timelines.lifecycle.audit_evidence import AuditRecord, Life, records_for
 from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.record import record
 from timelines.lifecycle.timeline import ApiState, parse_time
 
 POD_KINDS = frozenset({Kind.POD, Kind.POD_DELETED})
@@ -53,7 +54,7 @@ def status_was_reset(
     return static and created is not None and start_time - created > STATIC_START_SLACK
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Condition:
     """One pod condition as a snapshot reported it."""
 
@@ -64,7 +65,7 @@ class Condition:
     last_transition: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Run:
     """One run of a container (identified by its ``started_at``), from ``state`` or ``last_state``."""
 
@@ -75,7 +76,7 @@ class Run:
     signal: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContainerStatus:
     """One container status as a snapshot reported it."""
 
@@ -106,7 +107,7 @@ class ContainerStatus:
         return self._current[0]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodSnapshot:
     """One ``pod`` / ``pod_deleted`` observation, read."""
 
@@ -134,6 +135,8 @@ class PodSnapshot:
     # ``status_reset``, worked out on first use (it is asked several times per snapshot by lanes and
     # findings); not part of the snapshot's value.
     _status_reset: bool | None = field(default=None, init=False, repr=False, compare=False)
+    # ``snapshot_api_state``, the same way (the lanes and findings ask it about 30 times a pod).
+    _api_state: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, or None."""
@@ -176,7 +179,7 @@ class PodSnapshot:
         return self._status_reset
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Incarnation:
     """The snapshots of one API object lifetime under this UID (a static pod may reuse its UID)."""
 
@@ -198,7 +201,7 @@ class Incarnation:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkerEvent:
     """A pod-worker transition (a ``worker`` observation) or one end of a ``span``."""
 
@@ -215,7 +218,7 @@ class WorkerEvent:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KubeletProcess:
     """One kubelet process on one node as a log showed it (a ``kubelet_process`` observation)."""
 
@@ -231,7 +234,7 @@ class KubeletProcess:
     restart: bool = False  # known to be a restart (a pod status it rewrote from scratch says so)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EventRecord:
     """A ``event`` observation, read."""
 
@@ -245,7 +248,7 @@ class EventRecord:
     payload: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KubeletMarkerRecord:
     """A ``kubelet_marker`` observation, read."""
 
@@ -262,7 +265,7 @@ class KubeletMarkerRecord:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodFacts:
     """All facts about one pod UID, deduplicated and ordered."""
 
@@ -519,80 +522,89 @@ class _Reader:
         return good
 
     def snapshot(self, obs: Observation) -> PodSnapshot:
+        # The hottest reader of the derive stage (a pod's every snapshot, each container status and
+        # condition of it): local names and positional constructors, the values read in the same order
+        # as ever (so the same problems come out in the same order).
         p = obs.payload
+        time, int_, problem = self.time, self.int, self.problem
         conditions = []
         for c in self.items(obs, p, "conditions"):
-            ctype = _str(c.get("type"))
+            get = c.get
+            ctype = _str(get("type"))
             if not ctype:
-                self.problem(obs, "a condition has no type")
+                problem(obs, "a condition has no type")
                 continue
             conditions.append(
                 Condition(
-                    type=ctype,
-                    status=_str(c.get("status")) or "Unknown",
-                    reason=_str(c.get("reason")),
-                    message=_str(c.get("message")),
-                    last_transition=self.time(obs, c, "last_transition"),
+                    ctype,
+                    _str(get("status")) or "Unknown",
+                    _str(get("reason")),
+                    _str(get("message")),
+                    time(obs, c, "last_transition"),
                 )
             )
         containers = []
         for c in self.items(obs, p, "containers"):
-            cname = _str(c.get("name"))
+            get = c.get
+            cname = _str(get("name"))
             if not cname:
-                self.problem(obs, "a container status has no name")
+                problem(obs, "a container status has no name")
                 continue
-            last = self.mapping(obs, c, "last_state")
+            last = get("last_state")
+            if last is not None and not isinstance(last, Mapping):
+                last = self.mapping(obs, c, "last_state")  # names the problem
             last_run = None
             if last is not None and last.get("state") == "terminated":
                 last_run = Run(
-                    started_at=self.time(obs, last, "started_at"),
-                    finished_at=self.time(obs, last, "finished_at"),
-                    reason=_str(last.get("reason")),
-                    exit_code=self.int(obs, last, "exit_code"),
-                    signal=self.int(obs, last, "signal"),
+                    time(obs, last, "started_at"),
+                    time(obs, last, "finished_at"),
+                    _str(last.get("reason")),
+                    int_(obs, last, "exit_code"),
+                    int_(obs, last, "signal"),
                 )
-            state = _str(c.get("state"))
+            state = _str(get("state"))
             if state not in (None, "waiting", "running", "terminated"):
-                self.problem(obs, f"container {cname} state {state!r} is not waiting|running|terminated")
+                problem(obs, f"container {cname} state {state!r} is not waiting|running|terminated")
                 state = None
             containers.append(
                 ContainerStatus(
-                    name=cname,
-                    kind=_str(c.get("kind")) or "regular",
-                    state=state,
-                    reason=_str(c.get("reason")),
-                    message=_str(c.get("message")),
-                    exit_code=self.int(obs, c, "exit_code"),
-                    signal=self.int(obs, c, "signal"),
-                    started_at=self.time(obs, c, "started_at"),
-                    finished_at=self.time(obs, c, "finished_at"),
-                    restart_count=self.int(obs, c, "restart_count") or 0,
-                    last=last_run,
+                    cname,
+                    _str(get("kind")) or "regular",
+                    state,
+                    _str(get("reason")),
+                    _str(get("message")),
+                    int_(obs, c, "exit_code"),
+                    int_(obs, c, "signal"),
+                    time(obs, c, "started_at"),
+                    time(obs, c, "finished_at"),
+                    int_(obs, c, "restart_count") or 0,
+                    last_run,
                 )
             )
+        get = p.get
         owner = self.mapping(obs, p, "owner")
         return PodSnapshot(
-            key=obs.dedupe_key,
-            at=_utc(obs.observed_at),
-            deleted=obs.kind == Kind.POD_DELETED,
-            resource_version=self.int(obs, p, "resource_version"),
-            uid=_str(p.get("uid")) or obs.pod_uid,
-            namespace=_str(p.get("namespace")) or obs.namespace,
-            name=_str(p.get("name")) or obs.name,
-            node=_str(p.get("node")) or obs.node,
-            created=self.time(obs, p, "created"),
-            deletion_timestamp=self.time(obs, p, "deletion_timestamp"),
-            deletion_grace_seconds=self.int(obs, p, "deletion_grace_seconds"),
-            grace_seconds=self.int(obs, p, "grace_seconds"),
-            static=bool(p.get("static", False)),
-            owner=dict(owner) if owner is not None else None,
-            phase=_str(p.get("phase")),
-            reason=_str(p.get("reason")),
-            message=_str(p.get("message")),
-            start_time=self.time(obs, p, "start_time"),
-            conditions=tuple(conditions),
-            containers=tuple(containers),
-            finalizers=tuple(str(f) for f in p.get("finalizers") or () if isinstance(f, str)),
+            obs.dedupe_key,
+            _utc(obs.observed_at),
+            obs.kind == Kind.POD_DELETED,
+            int_(obs, p, "resource_version"),
+            _str(get("uid")) or obs.pod_uid,
+            _str(get("namespace")) or obs.namespace,
+            _str(get("name")) or obs.name,
+            _str(get("node")) or obs.node,
+            time(obs, p, "created"),
+            time(obs, p, "deletion_timestamp"),
+            int_(obs, p, "deletion_grace_seconds"),
+            int_(obs, p, "grace_seconds"),
+            bool(get("static", False)),
+            dict(owner) if owner is not None else None,
+            _str(get("phase")),
+            _str(get("reason")),
+            _str(get("message")),
+            time(obs, p, "start_time"),
+            tuple(conditions),
+            tuple(containers),
+            tuple(str(f) for f in get("finalizers") or () if isinstance(f, str)),
         )
 
     def process(self, obs: Observation) -> KubeletProcess | None:
@@ -684,6 +696,14 @@ def all_containers_started_at(inc: Incarnation) -> datetime | None:
 
 def snapshot_api_state(snap: PodSnapshot) -> str:
     """The api-lane state a single snapshot shows on its own."""
+    state = snap._api_state
+    if state is None:
+        state = _api_state(snap)
+        object.__setattr__(snap, "_api_state", state)  # a cache on a read-only value
+    return state
+
+
+def _api_state(snap: PodSnapshot) -> str:
     if snap.deleted:
         return ApiState.DELETED
     if snap.phase == "Succeeded":

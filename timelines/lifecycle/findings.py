@@ -22,6 +22,7 @@ from timelines.lifecycle.facts import (
     first_run_start,
 )
 from timelines.lifecycle.observation import Observation, TerminationCause, Transition
+from timelines.lifecycle.record import record
 from timelines.lifecycle.timeline import (
     CONTAINER_LANE_PREFIX,
     WORKER_LANE,
@@ -131,7 +132,7 @@ def detect_facts_findings(
     return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Context:
     timeline: PodTimeline
     facts: PodFacts

@@ -215,6 +215,38 @@ class EncodedObservation(_Fact):
 AnyObservation = Observation | EncodedObservation  # what the store takes and ingest passes on
 
 
+_new = object.__new__
+_SETTERS = tuple(getattr(Observation, f.name).__set__ for f in fields(Observation))
+
+
+def stored_observation(
+    kind: str,
+    source: str,
+    observed_at: datetime,
+    dedupe_key: str,
+    pod_uid: str | None,
+    node: str | None,
+    namespace: str | None,
+    name: str | None,
+    payload: dict[str, Any],
+) -> Observation:
+    """An ``Observation`` read back from the store, made without checking it again: the store checked it
+    when it stored it (``InvalidObservation`` is refused there), and the derive stage reads every
+    observation of every dirty pod (0.6 us a row instead of 2.1 us)."""
+    obs = _new(Observation)
+    kind_, source_, at_, key_, uid_, node_, ns_, name_, payload_ = _SETTERS
+    kind_(obs, kind)
+    source_(obs, source)
+    at_(obs, observed_at)
+    key_(obs, dedupe_key)
+    uid_(obs, pod_uid)
+    node_(obs, node)
+    ns_(obs, namespace)
+    name_(obs, name)
+    payload_(obs, payload)
+    return obs
+
+
 # The contract's fields, in order: what the store keeps in columns and what an incident bundle's digest covers.
 FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Observation))
 

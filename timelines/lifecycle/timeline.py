@@ -1,8 +1,10 @@
 """The derived picture of one pod: lanes of intervals, markers and findings, and its stable JSON shape.
 
-Everything here is immutable and pure. ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2``
-(documented in ``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported
-timeline round-trips exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
+Everything here is immutable and pure (``Interval``, ``Marker`` and ``Finding`` are ``record``s: frozen to
+the type checker, plain slots dataclasses at run time, since the derive stage makes tens a pod; see
+``record.py``). ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2`` (documented in
+``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported timeline round-trips
+exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from timelines.lifecycle.record import record
 
 SCHEMA = "podlife.timeline/v2"
 SCHEMA_V1 = "podlife.timeline/v1"  # read (and upgraded) by ``from_json``; never written
@@ -104,7 +108,7 @@ def parse_time(text: object) -> datetime | None:
     return value.astimezone(UTC)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interval:
     """One bar in a lane: ``state`` from ``start`` to ``end`` (None while it is still open).
 
@@ -151,7 +155,7 @@ class Interval:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Marker:
     """A point in time worth showing: an API Event (``kind="event"``), a notable kubelet line
     (``"kubelet"``) or an audited request (``"audit"``: a delete, a create, an eviction granted or refused,
@@ -176,7 +180,7 @@ class Marker:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     """A lifecycle anomaly: ``kind`` (rule name), a severity, one human sentence, a time span, evidence."""
 

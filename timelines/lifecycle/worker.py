@@ -44,6 +44,7 @@ from timelines.lifecycle.facts import (
     snapshot_api_state,
 )
 from timelines.lifecycle.observation import TerminationCause, Transition
+from timelines.lifecycle.record import record
 from timelines.lifecycle.timeline import (
     WORKER_LANE,
     ApiState,
@@ -89,7 +90,7 @@ _BEGIN_RANK = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mark:
     """One piece of evidence about the worker's state."""
 
@@ -109,7 +110,7 @@ class Mark:
         return self.grade != API
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     state: int
     first: datetime
@@ -122,7 +123,7 @@ class _Segment:
         return self.begin.at if self.begin is not None else self.first
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunningCandidate:
     """When the pod's containers had all started, by one source."""
 
@@ -132,7 +133,7 @@ class RunningCandidate:
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkerLane:
     """The lane and what findings need from it."""
 
@@ -665,7 +666,7 @@ def api_marks(inc: Incarnation, facts: PodFacts) -> list[Mark]:
 # ------------------------------------------------------------------------------------------ API reading
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TerminationRequest:
     """When and why the API shows termination was requested (the three doors)."""
 
@@ -889,7 +890,7 @@ def _segments(marks: Sequence[Mark]) -> tuple[list[_Segment], list[Mark]]:
     return segments, late
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Bound:
     at: datetime
     known: bool
@@ -897,7 +898,7 @@ class _Bound:
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Piece:
     """An interval-to-be: a state (or an unknown stretch) between two bounds."""
 
@@ -921,7 +922,7 @@ UNKNOWN_STATE = -1
 _FIRST_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _StateEvidence:
     """What one cycle's evidence says about one worker state."""
 
