@@ -14,7 +14,7 @@ what is counted). Three runs against the same server:
 3. load: ``--ws`` pages on that node, ``--rest`` API clients, ``--seconds``; ``--rounds`` times (memory
    after each round tells a plateau from a leak).
 
-Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages) and its ratio to the baseline's, every
+Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages, the worst round's) and its ratio to the baseline's, every
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -226,20 +227,25 @@ def main() -> None:
             if traced is not None:
                 snapshots.append(snapshot(proc, traced, n))
                 print(memory_report(snapshots[0], snapshots[-1], base_run.rss_after, rounds[-1].rss_after))
-        full = rounds[0]
     finally:
         sampling.set()
         stop_demo.set()
         demo.join(30)
         proc.terminate()
         proc.wait(10)
+    # The verdict is the worst round's, and every round's errors count: a later round that slows down or
+    # fails is what a leak or a pile-up looks like.
+    full = max(rounds, key=lambda r: pct(r.lags_ms, 99))
     p99, base_p99 = pct(full.lags_ms, 99), pct(base_run.lags_ms, 99)
-    statuses = full.statuses()
+    statuses = sum((r.statuses() for r in rounds), Counter[int]())
+    refetches, missing = sum(r.refetches for r in rounds), sum(r.missing for r in rounds)
     print()
-    print(f"delta p99 {p99:.0f} ms at {args.ws} pages = {p99 / base_p99:.1f} x the quiet server's {base_p99:.0f} ms"
+    print(f"delta p99 {p99:.0f} ms at {args.ws} pages (the worst of {len(rounds)} round(s): "
+          + ", ".join(f"{pct(r.lags_ms, 99):.0f}" for r in rounds)
+          + f" ms) = {p99 / base_p99:.1f} x the quiet server's {base_p99:.0f} ms"
           f" (goal ≤ 2000 ms): {'met' if p99 <= 2000 else 'NOT met'}")  # fmt: skip
-    print(f"HTTP: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {full.refetches} (goal 0);"
-          f" undelivered: {full.missing}")  # fmt: skip
+    print(f"HTTP, every round: {dict(statuses)}; 500s: {statuses[500]} (goal 0); refetch frames: {refetches}"
+          f" (goal 0); undelivered: {missing}")  # fmt: skip
     if rest_run is not None:
         print(f"REST p50 / p99 with {args.ws} pages: {pct(full.rest_ms, 50):.0f} / {pct(full.rest_ms, 99):.0f} ms;"
               f" without: {pct(rest_run.rest_ms, 50):.0f} / {pct(rest_run.rest_ms, 99):.0f} ms")  # fmt: skip

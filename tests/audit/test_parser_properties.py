@@ -153,7 +153,7 @@ def test_the_envelope_does_not_change_what_an_event_says() -> None:
     reached: Counter[str] = Counter()
 
     @settings(
-        max_examples=150,
+        max_examples=300,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
@@ -169,6 +169,8 @@ def test_the_envelope_does_not_change_what_an_event_says() -> None:
             reached["snapshots"] += 1
 
     run()
+    # At 150 examples the snapshots reached ranged 8-38 over 13 runs: 300 keep the floor out of reach of
+    # an ordinary run and within reach of a generator that stopped making snapshots.
     assert reached["compared"] >= 50, reached
     assert reached["snapshots"] >= 15, reached
 

@@ -160,7 +160,9 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 DRAWN = "reached: worker lane and other lanes drawn"
 PARTLY = "reached: only some lanes drawn"
 NOTHING = "vacuous: nothing drawn"
-MIN_DRAWN = 0.6
+# Measured spread of the drawn share over 150 examples: 0.68-0.86 run alone, down to 0.51 in a whole-file
+# run (hypothesis's generation varies run to run); 0.4 still fails a generator that stopped drawing.
+MIN_DRAWN = 0.4
 
 
 def _tally(outcomes: Counter[str], tl: PodTimeline) -> None:
