@@ -155,10 +155,13 @@ export function renderTimes(tz) {
 // keeps a top margin for it), so it never covers the first lanes.
 // plotly.js 4 shows a "Share chart..." button by default that uploads the chart to Plotly's cloud
 // (plotlyServerURL): podlife's charts never offer it (clusters are air-gapped, and pod data must not leave);
-// an empty server URL makes its handler refuse even if a figure turned the button back on.
+// an empty server URL makes its handler refuse even if a figure turned the button back on. The bundles'
+// other foreign default, topojsonURL (maps for geo traces, fetched from Plotly's CDN), points at our own
+// origin: podlife draws no geo trace, and no chart may ever ask another host for anything.
 // templates/export/incident.js sets the same for the offline HTML export.
 export const PLOT_CONFIG = {
   responsive: true, displaylogo: false, displayModeBar: "hover", showSendToCloud: false, plotlyServerURL: "",
+  topojsonURL: "./",
 };
 
 export function isoUTC(us) {

@@ -157,7 +157,7 @@
   if (rows.length) {
     // No "Share chart..." button (plotly.js 4's default uploads to Plotly's cloud): as the pages'
     // PLOT_CONFIG (static/podlife/common.js); an export is opened anywhere, air-gapped included.
-    Plotly.newPlot("gantt", list, layout, { displaylogo: false, responsive: true, showSendToCloud: false, plotlyServerURL: "" });
+    Plotly.newPlot("gantt", list, layout, { displaylogo: false, responsive: true, showSendToCloud: false, plotlyServerURL: "", topojsonURL: "./" });
   } else {
     document.getElementById("gantt").appendChild(el("p", "No pod of this scope was alive in the window."));
   }

@@ -50,6 +50,10 @@ def test_node_page_draws_with_the_partial_bundle_only(
     assert hosts == {live_server_asgi.url.split("/")[2]}, hosts
     assert page.locator("#gantt .modebar-btn").count() > 0  # the mode bar is there...
     assert page.locator('#gantt .modebar-btn[data-title^="Share chart"]').count() == 0  # ...without it
+    # Neither of the bundle's foreign defaults (the cloud upload, the CDN's geo maps) is left in the chart.
+    context = page.evaluate("(({plotlyServerURL, topojsonURL}) => ({plotlyServerURL, topojsonURL}))"
+                            "(document.getElementById('gantt')._context)")  # fmt: skip
+    assert context == {"plotlyServerURL": "", "topojsonURL": "./"}, context
     assert page.evaluate("Plotly.version") and not page.evaluate("!!window.Plotly.__podlifeFull")
     assert page.errors == []
 
