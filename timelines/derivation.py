@@ -352,6 +352,8 @@ class Derived:
         """Mark the PDBs of ``namespaces`` (None: every namespace) dirty, where there are any, once this
         batch's rows are written (a PDB row this batch creates counts)."""
         wanted = None if namespaces is None else set(namespaces)
+        if wanted is not None and not wanted:
+            return
 
         def mark() -> None:
             rows = PodDisruptionBudget.objects.filter(cluster=cluster)
@@ -399,10 +401,17 @@ def derive_pods(
         batch.append(store.DerivedPod(timeline, {o.dedupe_key: i for i, o in rows}, labels))
     if not batch:
         return
-    out.writes.append(lambda: store.replace_pod_timelines(cluster, batch))
-    out.pushed.setdefault(cluster.name, []).extend(d.timeline for d in batch)
+
+    def write() -> None:
+        # Only the pods whose stored timeline changed are pushed, and only their namespaces' PDBs (which
+        # read the pods' rows and DisruptionTarget intervals) are derived again.
+        changed = store.replace_pod_timelines(cluster, batch)
+        timelines = [d.timeline for d in batch if d.timeline.uid in changed]
+        out.pushed.setdefault(cluster.name, []).extend(timelines)
+        out.mark_pdbs(cluster, {t.namespace for t in timelines if t.namespace})
+
+    out.writes.append(write)
     out.count(dirty.POD, len(batch))
-    out.mark_pdbs(cluster, {d.timeline.namespace for d in batch if d.timeline.namespace})
     if rivals and read.contested:
         out.mark(cluster, dirty.RIVALS, sorted(dirty.ref(ns, name) for ns, name in read.contested))
 

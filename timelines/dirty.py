@@ -262,18 +262,15 @@ def claim(
     else:
         chosen = f"id IN ({pick})"
     params.append(limit)
+    # What was claimed comes back from the UPDATE itself: a second read by ``claimed_by`` (no index) would
+    # scan the whole backlog on every claim.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET claimed_by = %s, claimed_until = %s, claimed_generation = generation "
-            f"WHERE {chosen}",
+            f"WHERE {chosen} RETURNING id, cluster_id, kind, key, t_min, t_max, claimed_generation",
             [token, now + ttl, *params],
         )
-        cursor.execute(
-            f"SELECT id, cluster_id, kind, key, t_min, t_max, claimed_generation FROM {table} "
-            "WHERE claimed_by = %s ORDER BY id",
-            [token],
-        )
-        rows = cursor.fetchall()
+        rows = sorted(cursor.fetchall())
     return [
         Claimed(id_, cluster, kind, key, _aware(lo), _aware(hi), generation)
         for id_, cluster, kind, key, lo, hi, generation in rows

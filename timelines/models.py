@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from timelines.lifecycle.observation import Kind
+
 # Cluster ids go into channel-group names (ASCII letters, digits, '-', '.'; at most 100 characters).
 cluster_name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
@@ -83,6 +85,11 @@ class Pod(models.Model):
         return f"{self.namespace}/{self.name} ({self.uid})"
 
 
+# Kinds of the UID-less observations the derive stage looks up for a pod (``derivation.UIDLESS_KINDS``, and
+# the audited requests about pods), in the order the partial indexes below name them.
+UIDLESS_INDEXED = sorted({Kind.AUDIT, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS, Kind.WORKER})
+
+
 class Observation(models.Model):
     """Append-only. Unique per cluster by ``dedupe_key``: a re-delivered fact is stored once."""
 
@@ -106,6 +113,19 @@ class Observation(models.Model):
         indexes = [
             models.Index(fields=["cluster", "pod_uid", "observed_at"], name="obs_by_pod_time"),
             models.Index(fields=["cluster", "kind", "observed_at"], name="obs_by_kind_time"),
+            # The derive stage's reads of UID-less lines a pod may own (``derivation.pod_observations``): by
+            # the name they give, and node-level ones by time. Partial, so only those rows are indexed: an
+            # index on all of a cluster's rows made each read scan every kubelet line of the cluster.
+            models.Index(
+                fields=["cluster", "namespace", "name"],
+                name="obs_uidless_by_name",
+                condition=models.Q(pod_uid__isnull=True, kind__in=UIDLESS_INDEXED),
+            ),
+            models.Index(
+                fields=["cluster", "observed_at"],
+                name="obs_nameless_by_time",
+                condition=models.Q(pod_uid__isnull=True, name="", kind__in=UIDLESS_INDEXED),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -121,6 +141,10 @@ class _Derived(models.Model):
     namespace = models.CharField(max_length=253, blank=True)
     attrs = models.JSONField(default=dict, blank=True)
     evidence = models.JSONField(default=list, blank=True, help_text="Observation ids behind this row.")
+    # A 64-bit hash of the row's other columns (``store.row_digest``): a pod's re-derivation deletes and
+    # inserts only the rows whose digest changed. Null (rows written before it existed, node and PDB
+    # lanes) never matches, so such a row is rewritten the next time its pod is derived.
+    digest = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         abstract = True

@@ -12,6 +12,7 @@ rejected with its key and the reason; the rest of its batch is stored.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -554,15 +555,29 @@ class DerivedPod:
     labels: Mapping[str, str]
 
 
-def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
-    """Replace the intervals, markers and findings of these pods, and their current-state rows, in one
-    transaction and a fixed number of queries however many pods there are."""
+def row_digest(row: tuple[Any, ...]) -> int:
+    """A stable 64-bit digest of a derived row's columns after ``cluster_id`` (the same in every process:
+    Python's own ``hash`` of text is salted per process). Key order inside JSON values does not count."""
+    data = orjson.dumps(row[1:], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
+    """Make the stored intervals, markers and findings of these pods, and their current-state rows, what
+    their new timelines say, in one transaction and a fixed number of queries however many pods there are.
+    Returns the UIDs of the pods whose stored rows changed (a pod re-derived to what is stored already is
+    left alone: nothing is pushed for it, and nothing downstream of it needs deriving again).
+
+    Only what changed is written: each row carries a digest of its columns (``row_digest``); a stored row
+    whose digest the new timeline has again stays, the others are deleted, and only the new timeline's
+    rows not stored yet are inserted. A pod that gets one new observation typically changes a few of its
+    rows, so its re-derivation costs writes for those, not for its whole history."""
     if not pods:
-        return
+        return set()
+    cid = cluster.pk
     intervals: list[tuple[Any, ...]] = []
     markers: list[tuple[Any, ...]] = []
     findings: list[tuple[Any, ...]] = []
-    cid = cluster.pk
     for item in pods:
         timeline = item.timeline
         uid = timeline.uid
@@ -605,72 +620,138 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> None:
             for f in timeline.findings
         ]
     uids = [item.timeline.uid for item in pods]
+    changed: set[str] = set()
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # One statement per table with the UIDs as one array, bound on the server: Django binds on the
-            # client, quoting each of the batch's UIDs into the text of each statement.
-            for table, extra in ((Interval, ""), (Marker, ""), (Finding, " AND subject = 'pod'")):
-                _pg_execute(
-                    f'DELETE FROM "{table._meta.db_table}" WHERE cluster_id = %s AND pod_uid = ANY(%s){extra}',
-                    [cid, uids],
-                )
-        else:
-            Interval.objects.filter(cluster=cluster, pod_uid__in=uids).delete()
-            Marker.objects.filter(cluster=cluster, pod_uid__in=uids).delete()
-            Finding.objects.filter(cluster=cluster, pod_uid__in=uids, subject="pod").delete()
-        insert_rows(Interval, INTERVAL_FIELDS, intervals)
-        insert_rows(Marker, MARKER_FIELDS, markers)
-        insert_rows(Finding, FINDING_FIELDS, findings)
-        _upsert_pods(cluster, pods)
+        stored = _stored_pod_rows(cid, uids)
+        for (model, fields, _), rows, kept in zip(
+            _POD_ROW_TABLES, (intervals, markers, findings), stored, strict=True
+        ):
+            fresh: list[tuple[Any, ...]] = []
+            for row in rows:
+                digest = row_digest(row)
+                ids = kept.get((row[1], digest))
+                if ids:
+                    ids.pop()
+                else:
+                    fresh.append((*row, digest))
+                    changed.add(row[1])
+            stale: list[int] = []
+            for (uid, _), ids in kept.items():
+                if ids:  # stored, and not in the new timeline
+                    stale += ids
+                    changed.add(uid)
+            _delete_ids(model, stale)
+            insert_rows(model, fields, fresh)
+        changed |= _upsert_pods(cluster, pods)
+    return changed
 
 
-def _upsert_pods(cluster: Cluster, pods: list[DerivedPod]) -> None:
-    """New and known pods' rows alike in one ``INSERT … ON CONFLICT DO UPDATE`` (``bulk_update``'s CASE per
-    field and row cost seconds per 200 pods). The derive stage's claim makes this the pods' only writer."""
+def _stored_pod_rows(cluster_id: int, uids: list[str]) -> list[dict[tuple[str, int | None], list[int]]]:
+    """For each table of ``_POD_ROW_TABLES``: the stored rows of these pods, as (pod UID, digest) -> ids."""
+    out: list[dict[tuple[str, int | None], list[int]]] = [{} for _ in _POD_ROW_TABLES]
+    rows: Iterable[tuple[int, int, str, int | None]]
+    if connection.vendor == "postgresql":
+        sql = " UNION ALL ".join(
+            f'SELECT {n}, id, pod_uid, digest FROM "{model._meta.db_table}" '
+            "WHERE cluster_id = %s AND pod_uid = ANY(%s)" + "".join(f' AND "{k}" = %s' for k in extra)
+            for n, (model, _, extra) in enumerate(_POD_ROW_TABLES)
+        )
+        params = [p for _, _, extra in _POD_ROW_TABLES for p in (cluster_id, uids, *extra.values())]
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, params, binary=True, prepare=False)
+            rows = cursor.fetchall()
+    else:
+        rows = [
+            (n, id_, uid, digest)
+            for n, (model, _, extra) in enumerate(_POD_ROW_TABLES)
+            for chunk in range(0, len(uids), _SQLITE_CHUNK)
+            for id_, uid, digest in model._default_manager.filter(
+                cluster_id=cluster_id, pod_uid__in=uids[chunk : chunk + _SQLITE_CHUNK], **extra
+            ).values_list("id", "pod_uid", "digest")
+        ]
+    for n, id_, uid, digest in rows:
+        out[n].setdefault((uid, digest), []).append(id_)
+    return out
+
+
+def _delete_ids(model: type[models.Model], ids: list[int]) -> None:
+    if not ids:
+        return
+    if connection.vendor == "postgresql":
+        _pg_execute(f'DELETE FROM "{model._meta.db_table}" WHERE id = ANY(%s)', [ids])
+        return
+    for i in range(0, len(ids), _SQLITE_CHUNK):
+        model._default_manager.filter(id__in=ids[i : i + _SQLITE_CHUNK]).delete()
+
+
+def _upsert_pods(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
+    """New and changed pods' rows in one ``INSERT … ON CONFLICT DO UPDATE`` (``bulk_update``'s CASE per
+    field and row cost seconds per 200 pods); a row equal to what is stored is not written again (an
+    update would rewrite all its indexes). Returns the UIDs of the rows inserted or changed. The derive
+    stage's claim makes this the pods' only writer."""
+    values = {item.timeline.uid: _pod_values(item) for item in pods}
     if connection.vendor != "postgresql":
-        rows: list[Pod] = []
-        for item in pods:
-            row = Pod(cluster=cluster, uid=item.timeline.uid)
-            _fill_pod_row(row, item.timeline, item.labels)
-            rows.append(row)
+        known = {
+            uid: tuple(rest)
+            for chunk in range(0, len(pods), _SQLITE_CHUNK)
+            for uid, *rest in Pod.objects.filter(
+                cluster=cluster, uid__in=list(values)[chunk : chunk + _SQLITE_CHUNK]
+            ).values_list("uid", *_POD_FIELDS)
+        }
+        changed = {uid for uid, row in values.items() if known.get(uid) != row}
         Pod.objects.bulk_create(
-            rows,
+            [
+                Pod(cluster=cluster, uid=uid, **dict(zip(_POD_FIELDS, values[uid], strict=True)))
+                for uid in changed
+            ],
             batch_size=500,
             update_conflicts=True,
             unique_fields=["cluster", "uid"],
             update_fields=_POD_FIELDS,
         )
-        return
-    # One statement of one array per column (unnest), rather than a parameter per value: the same rows,
-    # a fraction of the binding and planning.
-    columns: dict[str, list[Any]] = {f: [] for f in ("uid", *_POD_FIELDS)}
-    for item in pods:
-        t, owner = item.timeline, item.timeline.owner or {}
-        for f, v in (
-            ("uid", t.uid),
-            ("namespace", t.namespace or ""),
-            ("name", t.name or ""),
-            ("node", t.node or ""),
-            ("owner_kind", owner.get("kind") or ""),
-            ("owner_name", owner.get("name") or ""),
-            ("owner_uid", owner.get("uid") or ""),
-            ("static", t.static),
-            ("labels", _json_text(dict(item.labels))),
-            ("phase", t.phase or ""),
-            ("created_at", t.created_at),
-            ("deleted_at", t.deleted_at),
-            ("first_seen", t.first_observed),
-            ("last_seen", t.last_observed),
-        ):
-            columns[f].append(v)
-    names = ", ".join(f'"{f}"' for f in columns)
-    arrays = ", ".join(f"%s::{_POD_ARRAY_TYPES.get(f, 'text[]')}" for f in columns)
+        return changed
+    # One statement whose rows travel as one JSON document (``jsonb_to_recordset``): a parameter per value,
+    # or an array per column, costs more to bind than the statement takes to run (psycopg dumps each
+    # array element in Python; orjson writes the whole batch in microseconds).
+    fields = ("uid", *_POD_FIELDS)
+    document = _json_bytes([dict(zip(fields, (uid, *row), strict=True)) for uid, row in values.items()])
+    table = Pod._meta.db_table
+    names = ", ".join(f'"{f}"' for f in fields)
+    record = ", ".join(f'"{f}" {_POD_RECORD_TYPES.get(f, "text")}' for f in fields)
     updates = ", ".join(f'"{f}" = EXCLUDED."{f}"' for f in _POD_FIELDS)
-    _pg_execute(
-        f'INSERT INTO "{Pod._meta.db_table}" ("cluster_id", {names}) '
-        f"SELECT %s, * FROM unnest({arrays}) "
-        f'ON CONFLICT ("cluster_id", "uid") DO UPDATE SET {updates}',
-        [cluster.pk, *columns.values()],
+    mine = ", ".join(f'"{table}"."{f}"' for f in _POD_FIELDS)
+    theirs = ", ".join(f'EXCLUDED."{f}"' for f in _POD_FIELDS)
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(
+            f'INSERT INTO "{table}" ("cluster_id", {names}) '
+            f"SELECT %s, {names} FROM jsonb_to_recordset(%s::text::jsonb) AS r({record}) "
+            f'ON CONFLICT ("cluster_id", "uid") DO UPDATE SET {updates} '
+            f"WHERE ({mine}) IS DISTINCT FROM ({theirs}) RETURNING uid",
+            [cluster.pk, document.decode()],
+            prepare=False,
+        )
+        return {uid for (uid,) in cursor.fetchall()}
+
+
+def _pod_values(item: DerivedPod) -> tuple[Any, ...]:
+    """A pod row's ``_POD_FIELDS`` from its timeline."""
+    t, owner = item.timeline, item.timeline.owner or {}
+    return (
+        t.namespace or "",
+        t.name or "",
+        t.node or "",
+        owner.get("kind") or "",
+        owner.get("name") or "",
+        owner.get("uid") or "",
+        t.static,
+        dict(item.labels),
+        t.phase or "",
+        t.created_at,
+        t.deleted_at,
+        t.first_observed,
+        t.last_observed,
     )
 
 
@@ -684,13 +765,13 @@ def _pg_execute(sql: str, params: Sequence[Any]) -> None:
         cursor.execute(sql, params, prepare=False)
 
 
-_POD_ARRAY_TYPES = {
-    "static": "boolean[]",
-    "labels": "text[]::jsonb[]",
-    "created_at": "timestamptz[]",
-    "deleted_at": "timestamptz[]",
-    "first_seen": "timestamptz[]",
-    "last_seen": "timestamptz[]",
+_POD_RECORD_TYPES = {  # the columns of ``_upsert_pods``' JSON rows that are not text
+    "static": "boolean",
+    "labels": "jsonb",
+    "created_at": "timestamptz",
+    "deleted_at": "timestamptz",
+    "first_seen": "timestamptz",
+    "last_seen": "timestamptz",
 }
 
 
@@ -709,23 +790,6 @@ _POD_FIELDS = [
     "first_seen",
     "last_seen",
 ]
-
-
-def _fill_pod_row(row: Pod, timeline: PodTimeline, labels: Mapping[str, str]) -> None:
-    owner = timeline.owner or {}
-    row.namespace = timeline.namespace or ""
-    row.name = timeline.name or ""
-    row.node = timeline.node or ""
-    row.owner_kind = owner.get("kind") or ""
-    row.owner_name = owner.get("name") or ""
-    row.owner_uid = owner.get("uid") or ""
-    row.static = timeline.static
-    row.labels = dict(labels)
-    row.phase = timeline.phase or ""
-    row.created_at = timeline.created_at
-    row.deleted_at = timeline.deleted_at
-    row.first_seen = timeline.first_observed
-    row.last_seen = timeline.last_observed
 
 
 _NODE_FIELDS = ["uid", "labels", "unschedulable", "ready", "created_at", "last_seen", "deleted_at"]
@@ -845,6 +909,14 @@ FINDING_FIELDS = (
     "cluster_id", "pod_uid", "node", "namespace", "attrs", "evidence",
     "subject", "subject_name", "kind", "severity", "message", "start", "end",
 )  # fmt: skip
+
+# The tables a pod's derived rows live in, as ``replace_pod_timelines`` diffs them: model, fields, and
+# what else picks a pod's own rows (a PDB's or a node's findings are not a pod's).
+_POD_ROW_TABLES: tuple[tuple[type[models.Model], tuple[str, ...], dict[str, str]], ...] = (
+    (Interval, (*INTERVAL_FIELDS, "digest"), {}),
+    (Marker, (*MARKER_FIELDS, "digest"), {}),
+    (Finding, (*FINDING_FIELDS, "digest"), {"subject": "pod"}),
+)
 
 
 def _finding_row(
