@@ -67,6 +67,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/watch.py
 	$(PY) bench/derive.py
 	$(PY) bench/export.py
+	$(PY) bench/window_peak.py
 	$(PY) bench/audit.py
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/firstdraw.py && $(PY) bench/firstdraw.py --page node; else echo "bench/firstdraw.py skipped: /usr/bin/chromium is absent"; fi
 	@if [ -x /usr/bin/chromium ]; then $(PY) bench/axis_values.py; else echo "bench/axis_values.py skipped: /usr/bin/chromium is absent"; fi

@@ -63,39 +63,22 @@ def pending_since(last_seen: datetime | None, kubelet_until: datetime | None) ->
     return kubelet_until if last_seen - kubelet_until > slack else None
 
 
-def _freshness(last_seen: datetime | None, until: datetime | None) -> dict[str, Any]:
-    pending = pending_since(last_seen, until)
+def freshness_of(last_seen: datetime | None, kubelet_until: datetime | None) -> dict[str, Any]:
+    """A pod's ``freshness`` as the pages and the API send it: ``{kubelet_until, pending_since}`` (either
+    null), from its ``last_seen`` and the newest kubelet evidence of its node (``kubelet_evidence_until``).
+    ``queries.window_json`` adds it to every pod of a window, and ``kubelet_until`` per node beside them."""
+    pending = pending_since(last_seen, kubelet_until)
     return {
-        "kubelet_until": format_time(until) if until else None,
+        "kubelet_until": format_time(kubelet_until) if kubelet_until else None,
         "pending_since": format_time(pending) if pending else None,
     }
-
-
-def annotate_window(
-    cluster: Cluster, data: dict[str, Any], *, start: datetime, namespaces: set[str] | None = None
-) -> dict[str, Any]:
-    """Add ``freshness`` ({kubelet_until, pending_since}) to every pod row of a ``window_timelines`` answer,
-    and ``kubelet_until`` per node; returns ``data``. ``namespaces``: as in ``kubelet_evidence_until``."""
-    pods = data["pods"]
-    nodes = (p.get("node", "") for p in pods)
-    until = kubelet_evidence_until(cluster, nodes, since=start - LOOKBACK, namespaces=namespaces)
-    last_seen: dict[str, datetime | None] = {}
-    uids = [p["uid"] for p in pods]
-    for i in range(0, len(uids), 900):  # SQLite caps bound parameters
-        last_seen.update(
-            Pod.objects.filter(cluster=cluster, uid__in=uids[i : i + 900]).values_list("uid", "last_seen")
-        )
-    for p in pods:
-        p["freshness"] = _freshness(last_seen.get(p["uid"]), until.get(p.get("node", "")))
-    data["kubelet_until"] = {node: format_time(at) for node, at in until.items()}
-    return data
 
 
 def pod_freshness(cluster: Cluster, pod: Pod, *, namespaces: set[str] | None = None) -> dict[str, Any]:
     """``{kubelet_until, pending_since}`` of one pod (its page). ``namespaces``: as in
     ``kubelet_evidence_until``."""
     if not pod.node:
-        return _freshness(None, None)
+        return freshness_of(None, None)
     since = (pod.created_at or pod.last_seen or datetime.now().astimezone()) - LOOKBACK
     until = kubelet_evidence_until(cluster, [pod.node], since=since, namespaces=namespaces).get(pod.node)
-    return _freshness(pod.last_seen, until)
+    return freshness_of(pod.last_seen, until)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import io
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -12,11 +15,18 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
 
-from timelines import serialize
+from timelines import freshness, serialize
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
 from timelines.lifecycle.timeline import Interval as IntervalT
-from timelines.lifecycle.timeline import IntervalSource, MarkerKind, PodTimeline, Severity
+from timelines.lifecycle.timeline import (
+    IntervalSource,
+    MarkerKind,
+    PodTimeline,
+    Severity,
+    format_time,
+    parse_time,
+)
 from timelines.lifecycle.timeline import Marker as MarkerT
 from timelines.models import (
     Cluster,
@@ -289,7 +299,42 @@ def _ids(text: Any) -> Any:
     return text if text is not None else []
 
 
-def window_timelines(
+WINDOW_FETCH = 1000  # rows per fetch of a window read (one round trip each from a server-side cursor)
+
+
+def _pods_rows(cursor: Any) -> Iterator[tuple[Any, list[tuple[Any, ...]]]]:
+    """The rows of ``cursor`` (ordered by their first column, a pod's UID) pod by pod, fetched a batch at a
+    time: only one pod's rows and one batch are Python objects at once."""
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        while batch := cursor.fetchmany(WINDOW_FETCH):
+            yield from batch
+
+    for uid, group in groupby(rows(), key=itemgetter(0)):
+        yield uid, list(group)
+
+
+def _streaming_cursor() -> Any:
+    """A cursor whose rows reach Python a batch at a time: a server-side cursor on PostgreSQL (unless
+    ``DISABLE_SERVER_SIDE_CURSORS``, as Django's ``QuerySet.iterator``), SQLite's own stepping cursor."""
+    if connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        return connection.cursor()
+    return connection.chunked_cursor()
+
+
+def _kept(encoded: bytes) -> bytes:
+    """``encoded`` (an ``orjson.dumps`` result) copied to its own size, to be kept while others are made:
+    orjson (3.13) hands back its whole working buffer, at least 4 KiB, however short the JSON in it."""
+    return bytes(memoryview(encoded))
+
+
+def _json_object_head(value: dict[str, Any]) -> bytes:
+    """The JSON of a non-empty object without its closing ``}``, for more members to follow (a copy of
+    its own size, as ``_kept``)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)[:-1]
+
+
+def window_json(
     cluster: Cluster,
     *,
     start: datetime,
@@ -300,19 +345,26 @@ def window_timelines(
     pod_uids: list[str] | None = None,
     lanes: Iterable[str] | None = ("worker",),
     scope: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Every readable pod in a scope with something in ``[start, end)``: the chosen lanes (None = all),
-    markers and findings, in schema ``podlife.window/v1`` (compact rows; docs/api.md).
+    node_lanes: bool = True,
+) -> bytes:
+    """Every readable pod in a scope with something in ``[start, end)``, as the JSON of schema
+    ``podlife.window/v1`` (compact rows; docs/api.md): the chosen lanes (None = all), markers, findings and
+    each pod's ``freshness`` (timelines/freshness.py), and the node's own lanes unless ``node_lanes`` is
+    False (a reader without the whole cluster: ``{}``).
 
-    Built for speed (a 10,000-pod namespace day): one query per table, no ORM converters, evidence ids kept
-    as raw JSON (``orjson.Fragment``). Serialize the result with orjson; ``orjson.loads(orjson.dumps(x))``
-    gives plain data.
+    Built for speed (a 10,000-pod namespace day) and for a small peak (issue #18 d6: the node page's API
+    clients read it many at a time, and what a read holds at its peak stays with the allocator): one query
+    per table, no ORM converters, evidence ids kept as raw JSON (``orjson.Fragment``); rows come a batch at a
+    time from a server-side cursor and each pod's rows are encoded as soon as they are complete, so what
+    is held while it builds is about the answer's own bytes, never every pod's rows as Python objects.
+    ``orjson.loads`` gives plain data.
     """
 
     # Hand-written SQL (portable: PostgreSQL and SQLite): building these through the ORM costs more than
     # running them on a node page, and the endpoint's budget is twice the raw query time.
     q = connection.ops.quote_name
     t0, t1 = connection.ops.adapt_datetimefield_value(start), connection.ops.adapt_datetimefield_value(end)
+    dumps = orjson.dumps
 
     def in_list(column: str, values: Iterable[str], params: list[Any]) -> str:
         values = list(values)
@@ -361,79 +413,117 @@ def window_timelines(
         f"CAST(evidence AS TEXT) FROM {q(Interval._meta.db_table)} WHERE cluster_id = %s AND {overlap}"
         f"{node_sql} AND (({pod_part}){node_part}) ORDER BY pod_uid, start, lane LIMIT %s"
     )
-    rows: dict[str, dict[str, Any]] = {}
+    # Each pod's parts as JSON text, by UID; a pod is in the answer when it has intervals or findings (in
+    # the order they were met) and a pod row. Markers count only for pods with intervals.
+    intervals: dict[str, bytes] = {}
+    markers: dict[str, bytes] = {}
+    findings: dict[str, bytes] = {}
     first_start: dict[str, str] = {}
-    node_lanes: dict[str, list[list[Any]]] = {}
-    with connection.cursor() as cursor:
+    node_rows: dict[str, list[list[Any]]] = {}
+    with _streaming_cursor() as cursor:
         cursor.execute(interval_sql, params)
-        for uid, lane, state, s, e, source, evidence in cursor.fetchall():
+        for uid, rows in _pods_rows(cursor):
             if uid is None:
-                node_lanes.setdefault(lane, []).append([state, s, e, source, _ids(evidence)])
+                for _, lane, state, s, e, source, evidence in rows:
+                    node_rows.setdefault(lane, []).append([state, s, e, source, _ids(evidence)])
                 continue
-            r = rows.get(uid)
-            if r is None:
-                r = rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
-                first_start[uid] = s
-            r["intervals"].append([lane, state, s, e, source, _ids(evidence)])
+            first_start[uid] = rows[0][3]
+            intervals[uid] = _kept(dumps([[*r[1:6], _ids(r[6])] for r in rows]))
 
-        params = [cluster.id, t0, t1]
+    params = [cluster.id, t0, t1]
+    with _streaming_cursor() as cursor:
         cursor.execute(
             f"SELECT pod_uid, {time_text_sql('at')}, kind, reason, message, CAST(evidence AS TEXT) "
             f"FROM {q(Marker._meta.db_table)} WHERE cluster_id = %s AND at >= %s AND at < %s "
-            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY at",
+            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY pod_uid, at, id",
             params,
         )
-        for uid, at, kind, reason, message, evidence in cursor.fetchall():
-            if uid in rows:
-                rows[uid]["markers"].append([at, kind, reason, message, _ids(evidence)])
+        for uid, rows in _pods_rows(cursor):
+            if uid in intervals:
+                markers[uid] = _kept(dumps([[*r[1:5], _ids(r[5])] for r in rows]))
 
-        params = [cluster.id, t1, t0]
+    params = [cluster.id, t1, t0]
+    with _streaming_cursor() as cursor:
         cursor.execute(
             f"SELECT pod_uid, kind, severity, message, {time_text_sql('start')}, {time_text_sql(q('end'))}, "
             f"CAST(evidence AS TEXT) FROM {q(Finding._meta.db_table)} WHERE cluster_id = %s AND {overlap} "
-            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY start",
+            f"AND pod_uid IS NOT NULL{scope_sql(params)} ORDER BY pod_uid, start, id",
             params,
         )
-        for uid, kind, severity, message, s, e, evidence in cursor.fetchall():
-            if uid not in rows:
-                rows[uid] = {"uid": uid, "intervals": [], "markers": [], "findings": []}
-                first_start[uid] = s
-            rows[uid]["findings"].append([kind, severity, message, s, e, _ids(evidence)])
+        for uid, rows in _pods_rows(cursor):
+            first_start.setdefault(uid, rows[0][4])
+            findings[uid] = _kept(dumps([[*r[1:6], _ids(r[6])] for r in rows]))
 
-        pods = []
-        uids = list(rows)
+    # Each pod as its JSON object but its last member (freshness, known once every pod's node is), with
+    # what it sorts by, its node and last_seen; its parts are dropped as it is made.
+    pods: list[tuple[tuple[str, str, str], bytes, str, datetime | None]] = []
+    uids = list(first_start)
+    empty = orjson.Fragment(b"[]")
+    with connection.cursor() as cursor:
         for i in range(0, len(uids), 900):  # SQLite caps bound parameters
             params = [cluster.id]
             cursor.execute(
                 f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, {time_text_sql('created_at')}, "
-                f"{time_text_sql('deleted_at')} FROM {q(Pod._meta.db_table)} WHERE cluster_id = %s "
-                f"AND {in_list('uid', uids[i : i + 900], params)}",
+                f"{time_text_sql('deleted_at')}, {time_text_sql('last_seen')} FROM {q(Pod._meta.db_table)} "
+                f"WHERE cluster_id = %s AND {in_list('uid', uids[i : i + 900], params)}",
                 params,
             )
-            for uid, ns, name, pnode, okind, oname, phase, created, deleted in cursor.fetchall():
-                r = rows[uid]
-                r.update(
-                    namespace=ns,
-                    name=name,
-                    node=pnode,
-                    owner_kind=okind,
-                    owner_name=oname,
-                    phase=phase,
-                    created_at=created,
-                    deleted_at=deleted,
+            for uid, ns, name, pnode, okind, oname, phase, created, deleted, last_seen in cursor.fetchall():
+                parts = (intervals.pop(uid, None), markers.pop(uid, None), findings.pop(uid, None))
+                body = _json_object_head(
+                    {
+                        "uid": uid,
+                        "intervals": empty if parts[0] is None else orjson.Fragment(parts[0]),
+                        "markers": empty if parts[1] is None else orjson.Fragment(parts[1]),
+                        "findings": empty if parts[2] is None else orjson.Fragment(parts[2]),
+                        "namespace": ns,
+                        "name": name,
+                        "node": pnode,
+                        "owner_kind": okind,
+                        "owner_name": oname,
+                        "phase": phase,
+                        "created_at": created,
+                        "deleted_at": deleted,
+                    }
                 )
-                pods.append(r)
-    pods.sort(key=lambda r: (first_start[r["uid"]], r["namespace"], r["name"]))
-    return {
-        "schema": WINDOW_SCHEMA,
-        "cluster": cluster.name,
-        "scope": scope or {},
-        "window": {"from": start, "to": end},
-        "lanes": None if lanes is None else list(lanes),
-        "pods": pods[:MAX_WINDOW_PODS],
-        "truncated": len(pods) > MAX_WINDOW_PODS,
-        "node_lanes": node_lanes,
+                pods.append(((first_start[uid], ns, name), body, pnode, parse_time(last_seen)))
+    del intervals, markers, findings, first_start
+    pods.sort(key=itemgetter(0))
+    truncated = len(pods) > MAX_WINDOW_PODS
+    del pods[MAX_WINDOW_PODS:]
+
+    until = freshness.kubelet_evidence_until(
+        cluster, (p[2] for p in pods), since=start - freshness.LOOKBACK, namespaces=namespaces
+    )
+    out = io.BytesIO()
+    out.write(
+        _json_object_head(
+            {
+                "schema": WINDOW_SCHEMA,
+                "cluster": cluster.name,
+                "scope": scope or {},
+                "window": {"from": start, "to": end},
+                "lanes": None if lanes is None else list(lanes),
+            }
+        )
+    )
+    out.write(b',"pods":[')
+    pods.reverse()  # written from the end of the list: each pod's bytes are dropped once written
+    for n in range(len(pods)):
+        _, body, pnode, last_seen = pods.pop()
+        out.write(b"," if n else b"")
+        out.write(body)
+        out.write(b',"freshness":')
+        out.write(dumps(freshness.freshness_of(last_seen, until.get(pnode))))
+        out.write(b"}")
+    out.write(b"],")
+    tail = {
+        "truncated": truncated,
+        "node_lanes": node_rows if node_lanes else {},
+        "kubelet_until": {n: format_time(at) for n, at in until.items()},
     }
+    out.write(orjson.dumps(tail, option=orjson.OPT_NON_STR_KEYS)[1:])
+    return out.getvalue()
 
 
 def workload_tree(cluster: Cluster, workload: Workload) -> list[Workload]:

@@ -62,11 +62,9 @@ def visible_node_summaries(
     return [row for row in summaries if row.get("pods")]
 
 
-def strip_node_lanes(access: Access, cluster: Cluster, window: dict[str, Any]) -> dict[str, Any]:
-    """A ``podlife.window/v1`` result without the node's own lanes unless the reader has the whole cluster."""
-    if not access.whole_cluster(cluster) and window.get("node_lanes"):
-        window["node_lanes"] = {}
-    return window
+def sees_node_lanes(access: Access, cluster: Cluster) -> bool:
+    """True when the reader may see a node's own lanes (``node:*``): a grant on the whole cluster."""
+    return access.whole_cluster(cluster)
 
 
 def visible_health(

@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import fleet, freshness, live, queries, serialize
+from timelines import fleet, live, queries, serialize
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, PodDisruptionBudget, Workload
 from timelines.web import shared_reads
@@ -29,7 +29,7 @@ from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 from timelines.web.visibility import (
     require_known_namespace,
     require_node,
-    strip_node_lanes,
+    sees_node_lanes,
     visible_counts,
     visible_health,
     visible_node_summaries,
@@ -335,18 +335,18 @@ def _window_response(
 
     def read() -> bytes:
         start, end = parse_window(request, extent)
-        data = queries.window_timelines(
+        # Each pod with its read-time freshness ("kubelet evidence pending since …"), the node's own lanes
+        # only for a reader of the whole cluster.
+        return queries.window_json(
             c,
             start=start,
             end=end,
             namespaces=namespaces,
             lanes=parse_lanes(request),
             scope=scope,
+            node_lanes=sees_node_lanes(access, c),
             **kw,
         )
-        # Read-time: "kubelet evidence pending since …"
-        freshness.annotate_window(c, data, start=start, namespaces=namespaces)
-        return orjson.dumps(strip_node_lanes(access, c, data), option=orjson.OPT_NON_STR_KEYS)
 
     group = {"node": "node", "namespace": "ns"}.get(scope["kind"])
     ttl = float(settings.PODLIFE_SHARED_READ_S)
