@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 from django.db import connection, connections
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from collectors.kube import state
@@ -346,6 +347,9 @@ class _Stepper:
         result = self.result
         result.action = "list"
         restarts = 0
+        # Nothing stored of this kind before the list (a first list): nothing can have vanished, and the
+        # reconcile's read of every snapshot stored, just now, is skipped.
+        known = self.spec.reconcile and _snapshots(self.cluster, self.spec).exists()
         while True:
             seen: set[str] = set()
             try:
@@ -359,7 +363,7 @@ class _Stepper:
                 if restarts >= MAX_LIST_RESTARTS:
                     raise
         self.drain()  # every page is stored before reconciling against the store and saving the version
-        if self.spec.reconcile:
+        if known:
             self._reconcile(seen)
             self.drain()
         state.record_relist(self.cluster, self.spec.name)
@@ -778,15 +782,21 @@ def _observed_identity(spec: ResourceSpec, obs: AnyObservation) -> str:
     return str(obs.payload.get("uid") or "")
 
 
+def _snapshots(cluster: Cluster, spec: ResourceSpec) -> QuerySet[ObservationRow]:
+    """The stored snapshots and deletions of ``spec``'s kind in ``cluster``."""
+    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
+    if spec.live_kind == Kind.WORKLOAD:
+        rows = rows.filter(payload__kind=spec.kind)
+    return rows
+
+
 def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dict[str, str]]]:
     """(identity, fields) of every object of ``spec``'s kind whose newest stored snapshot is not a deletion.
 
     Read from the observations, the source of truth, and not from the derive stage's current-state rows,
     which may not have caught up with what this collector stored a moment ago.
     """
-    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
-    if spec.live_kind == Kind.WORKLOAD:
-        rows = rows.filter(payload__kind=spec.kind)
+    rows = _snapshots(cluster, spec)
     fields = ("kind", "pod_uid", "namespace", "name", "payload__uid")
     newest: dict[str, tuple[str, dict[str, str]]] = {}
     for kind, pod_uid, namespace, name, uid in (

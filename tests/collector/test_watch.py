@@ -343,3 +343,26 @@ def test_progress_is_written_once_per_interval_and_whole_when_the_step_ends(sim,
     assert 1 <= len(writes) < len(batches)
     assert state("pods").resource_version == result.resource_version == str(sim.store.rv)
     assert state("pods").events_total == before + result.events
+
+
+def test_a_first_list_reads_no_snapshots_back_and_a_relist_does(sim, monkeypatch):
+    """GIVEN nothing stored of a kind WHEN it is listed THEN the reconcile does not read back every
+    snapshot just stored (nothing can have vanished; it doubled a first list's time and memory); a later
+    relist, over stored snapshots, reconciles (the test above checks what it finds)."""
+    from collectors.kube import watch
+
+    reads: list[str] = []
+    alive = watch._alive_in_store
+
+    def counted(cluster, spec):
+        reads.append(spec.name)
+        return alive(cluster, spec)
+
+    monkeypatch.setattr(watch, "_alive_in_store", counted)
+    assert sim.step("pods").ok
+    assert reads == []
+    sim.spawn(1)
+    sim.server.cluster.compact()
+    result = sim.step("pods")
+    assert result.ok and result.expired and result.action == "list"
+    assert reads == ["pods"]
