@@ -57,6 +57,7 @@ from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noq
 from timelines.signals import observations_stored  # noqa: E402
 
 CLUSTER = "bench-derive"
+DERIVED = (Interval, Marker, Finding)  # the tables a pod's derivation writes rows to
 
 
 def life(i: int) -> list[Observation]:
@@ -139,9 +140,6 @@ def derive_with(workers: int, prepare: Callable[[], None]) -> Run:
     assert not DirtyKey.objects.exists()
     rows = sum(m.objects.filter(id__gt=i).count() for m, i in zip(DERIVED, before, strict=True))
     return Run(sum(r[0] for r in results), elapsed, sum(r[2] for r in results), rows)
-
-
-DERIVED = (Interval, Marker, Finding)
 
 
 def _derived_ids() -> list[int]:
