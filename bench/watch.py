@@ -1,7 +1,7 @@
 """Collector benchmark: the demo cluster's ``scale`` scenario -> collector -> database, against baselines
 measured in the same run.
 
-    python bench/watch.py [--nodes 100] [--pods-per-node 100] [--backlog 10] [--churn 200] [--runs 3]
+    python bench/watch.py [--nodes 100] [--pods-per-node 100] [--backlog 10] [--churn 200] [--runs 3] [--no-memory]
 
 1. Throughput. The collector lists every pod and node (``run_step``), then the demo cluster churns pods
    for ``--backlog`` seconds while nobody watches; one watch step from the stored resourceVersion then
@@ -60,6 +60,7 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
         started = time.perf_counter()
         result = run_step(cluster, resource, control=control)
         busy += time.perf_counter() - started
+        counts[f"{resource} list ms"] = round((time.perf_counter() - started) * 1000)
         assert result.ok, result.error
         counts[f"{resource} listed"] = result.listed
     time.sleep(backlog)  # churn builds a history nobody has read yet
@@ -72,6 +73,8 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
         assert result.ok, result.error
         # A watch step lasts its timeoutSeconds; count only the time until its last object was stored.
         busy += result.busy_seconds
+        counts.setdefault("replay ms", 0)
+        counts["replay ms"] += round(result.busy_seconds * 1000)
         counts["backlog events"] += result.events
         if result.events == 0:
             break
@@ -116,6 +119,9 @@ def main() -> None:
     )
     parser.add_argument("--backlog", type=float, default=10.0, help="seconds of churn nobody watches")
     parser.add_argument("--runs", type=int, default=3, help="throughput runs; the median ratio counts")
+    parser.add_argument(
+        "--no-memory", dest="memory", action="store_false", help="skip the memory part (throughput only)"
+    )
     args = parser.parse_args()
     tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
@@ -153,16 +159,18 @@ def main() -> None:
                 f"  raw {what} of the same rows: {baseline:.2f} s = {raw:10,.0f} obs/s\n"
                 f"  ratio: {ours / raw:.2f}"
             )
-        peak, slim, pods = list_memory(names[-2], control)
+        peak, slim, pods = list_memory(names[-2], control) if args.memory else (0, 0, 0)
     finally:
         sim.terminate()
         sim.wait(10)
         Cluster.objects.filter(name__in=names).delete()
-    per10k = 10_000 / max(1, pods)
     print(
         f"ratio collector / raw {what}: {statistics.median(ratios):.2f}, the median of {runs} run(s) "
         f"({min(ratios):.2f}-{max(ratios):.2f})  (goal on PostgreSQL: >= 0.5)"
     )
+    if not args.memory:
+        return
+    per10k = 10_000 / max(1, pods)
     print(f"collector peak while listing {pods} pods: {peak * per10k / 2**20:8.1f} MiB per 10k pods")
     print(f"slim tuples of the same pods:           {slim * per10k / 2**20:8.1f} MiB per 10k pods")
     print(f"ratio collector / slim tuples: {peak / max(1, slim):.2f}  (goal: <= 3)")

@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
+import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -110,33 +111,52 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
 
 
 def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:
-    """The distinct keys of ``observations``, each with the time span of the observations that marked it."""
+    """The distinct keys of ``observations``. A ``nodepods`` key carries the time span of the observations
+    that marked it (the pods alive then are the ones to derive); the others carry none, which spares the
+    store two timestamps to format and the database two to parse per pod."""
+    plain: dict[tuple[str, str], None] = {}
     spans: dict[tuple[str, str], tuple[datetime, datetime]] = {}
     for obs in observations:
-        at = obs.observed_at
         for key in keys_of(obs):
+            if key[0] != NODEPODS:
+                plain[key] = None
+                continue
+            at = obs.observed_at
             span = spans.get(key)
             if span is None:
                 spans[key] = (at, at)
             elif at < span[0] or at > span[1]:
                 spans[key] = (min(at, span[0]), max(at, span[1]))
-    return [(kind, key, lo, hi) for (kind, key), (lo, hi) in spans.items()]
-
-
-def _json_keys(keys: Iterable[MarkedKey]) -> list[list[Any]]:
-    return [
-        [kind, key, lo.isoformat() if lo else None, hi.isoformat() if hi else None]
-        for kind, key, lo, hi in keys
+    return [(kind, key, None, None) for kind, key in plain] + [
+        (kind, key, lo, hi) for (kind, key), (lo, hi) in spans.items()
     ]
+
+
+def _json_keys(keys: Iterable[MarkedKey]) -> bytes:
+    return orjson.dumps(
+        [
+            [kind, key, lo.isoformat() if lo else None, hi.isoformat() if hi else None]
+            for kind, key, lo, hi in keys
+        ]
+    )
+
+
+_INSERT_BATCH = f"INSERT INTO {DirtyBatch._meta.db_table} (cluster_id, keys, created_at) VALUES (%s, %s, %s)"
 
 
 def append_batch(cluster_id: int, keys: Iterable[MarkedKey], *, now: datetime | None = None) -> None:
     """Record ``keys`` as dirty (a ``DirtyBatch`` row). Call it inside the transaction that stores what
-    made them dirty, so they commit (or roll back) together."""
+    made them dirty, so they commit (or roll back) together.
+
+    One plain INSERT of the keys as orjson text, which the database parses into its JSON column. Through
+    the ORM (the JSONField's standard-library ``json``) and with two ISO times a pod key, marking cost the
+    store about 12 µs of CPU a stored pod snapshot; this way about 1.6 µs (docs/performance.md, Watch)."""
     payload = _json_keys(keys)
-    if not payload:
+    if payload == b"[]":
         return
-    DirtyBatch.objects.create(cluster_id=cluster_id, keys=payload, created_at=now or timezone.now())
+    created = connection.ops.adapt_datetimefield_value(now or timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_BATCH, [cluster_id, payload.decode(), created])
 
 
 def _parse(value: str | None) -> datetime | None:

@@ -496,9 +496,16 @@ class _Stepper:
                 if self._cancelled():
                     break
                 holding = pending_events or pending_rv != saved_rv
-                wait = max(0.0, tunables.batch_seconds - (time.monotonic() - last_flush))
+                if holding:
+                    timeout = min(max(0.0, tunables.batch_seconds - (time.monotonic() - last_flush)), QUIET_S)
+                elif self._in_flight:
+                    # Batches are being stored: come back soon to count them (and their progress) once
+                    # stored, rather than when the next line or bookmark arrives, up to a second later.
+                    timeout = QUIET_S
+                else:
+                    timeout = 0.5
                 try:
-                    lines = reader.get(timeout=min(wait, QUIET_S) if holding else 0.5)
+                    lines = reader.get(timeout=timeout)
                 except Exception:
                     # The connection broke: keep what arrived before it, then report the error.
                     self._flush(pending, pending_events, pending_rv)
@@ -507,6 +514,8 @@ class _Stepper:
                     break
                 self._settle()  # count the batches stored meanwhile (their progress)
                 quiet = lines is None  # the stream paused: a burst ended, so what is held goes now
+                if quiet and not holding and not self._in_flight:
+                    self._write_progress()  # a burst is stored whole: its version is saved now
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
                     with _gc_paused():

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from collectors.kube import watch as watch_module
 from collectors.kube.watch import StepResult
 from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
@@ -313,6 +314,37 @@ def test_a_burst_is_stored_when_the_stream_pauses_not_at_the_batch_deadline(sim)
         assert not done.is_set(), "stored only when the step ended"
     finally:
         step.join(10)
+    assert results and results[0].ok and results[0].events >= 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_open(sim, monkeypatch):
+    """GIVEN a listed cluster and a watch that would write its progress only every 30 s (PROGRESS_S)
+    WHEN three pods appear and the stream then goes quiet
+    THEN once their batches are stored, the step counts them and saves the version they reached before
+    the watch request ends: it does not wait for the next line, bookmark or the step's end (the count
+    came up to a second late, and with it the benchmark's clock and the version a restart resumes from)."""
+    monkeypatch.setattr(watch_module, "PROGRESS_S", 30.0)
+    patient = replace(FAST, watch_timeout_s=6)
+    assert sim.step("pods", tunables=patient).ok  # the list
+    listed = state("pods")
+    done = threading.Event()
+    results: list[StepResult] = []
+    step = threading.Thread(target=lambda: (results.append(sim.step("pods", tunables=patient)), done.set()))
+    step.start()
+    try:
+        time.sleep(0.3)  # the watch request is open
+        sim.spawn(3)
+        reached = str(sim.store.rv)
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and state("pods").resource_version != reached:
+            time.sleep(0.05)
+        saved = state("pods")
+        assert not done.is_set(), "the version was saved only when the step ended"
+        assert saved.resource_version == reached
+        assert saved.events_total >= listed.events_total + 3
+    finally:
+        step.join(15)
     assert results and results[0].ok and results[0].events >= 3
 
 
