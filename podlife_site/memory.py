@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
@@ -51,10 +52,12 @@ def trim() -> bool:
 
 class IdleTrim:
     """ASGI middleware (outermost, podlife_site/asgi.py): ``trim()`` once the process has had no request
-    and no websocket for ``IDLE_S``."""
+    and no websocket for ``IDLE_S``, after calling each of ``releases``: what drops what only a busy
+    process needs (a cache of the last frames sent, which would otherwise stay until the next load)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, releases: Iterable[Callable[[], object]] = ()) -> None:
         self.app = app
+        self.releases = tuple(releases)
         self.active = 0
         self.trims = 0  # counted for the tests
         self._timer: asyncio.TimerHandle | None = None
@@ -77,6 +80,11 @@ class IdleTrim:
     def _idle(self) -> None:
         self._timer = None
         if self.active == 0:
+            for release in self.releases:
+                try:
+                    release()
+                except Exception:  # a release that fails must not stop the trim (nor the server)
+                    log.exception("releasing %r when idle failed", release)
             gc.collect()  # the sockets just closed sit in reference cycles until a full collection
             trim()
             self.trims += 1
