@@ -5,12 +5,15 @@ it after the clients left, yet its live Python objects grew by only 4–7 MiB (`
 --tracemalloc``): the rest was free memory that glibc's malloc keeps in its heaps (one per thread that
 allocated: each request runs in a worker thread) rather than return it, plus what PostgreSQL's client
 library allocated outside Python. ``IdleTrim`` wraps the ASGI application: when the last request or
-websocket of the process ends and nothing starts for ``IDLE_S``, it runs a full garbage collection (a
-closed socket's objects sit in reference cycles until one; tracemalloc still saw the 200 pages' protocol
-objects 3 s after they left) and then ``malloc_trim(0)``, which hands the free pages of every heap back.
-Busy, it never runs (each new request or socket pushes it back); on a C library without ``malloc_trim``
-(musl) it does nothing. What it cannot return: the database pool's connections (kept by design) and
-heaps too fragmented to have whole free pages (docs/performance.md "Load").
+websocket of the process ends and nothing starts for ``IDLE_S``, it calls its ``releases`` (caches that
+only a busy process needs: podlife_site/asgi.py passes the compressed frames kept for the next socket),
+runs a full garbage collection (a closed socket's objects sit in reference cycles until one; tracemalloc
+still saw the 200 pages' protocol objects 3 s after they left) and then ``malloc_trim(0)``, which hands
+the free pages of every heap back. Busy, it never runs (each new request or socket pushes it back); on a
+C library without ``malloc_trim`` (musl) it does nothing. What it cannot return: the database pool's
+connections (kept by design), heaps too fragmented to have whole free pages, and pymalloc's arenas (1 MiB
+each, returned only when wholly empty) that one object made at the load's peak still holds
+(docs/performance.md "Load").
 """
 
 from __future__ import annotations
