@@ -5,12 +5,15 @@ it after the clients left, yet its live Python objects grew by only 4–7 MiB (`
 --tracemalloc``): the rest was free memory that glibc's malloc keeps in its heaps (one per thread that
 allocated: each request runs in a worker thread) rather than return it, plus what PostgreSQL's client
 library allocated outside Python. ``IdleTrim`` wraps the ASGI application: when the last request or
-websocket of the process ends and nothing starts for ``IDLE_S``, it runs a full garbage collection (a
-closed socket's objects sit in reference cycles until one; tracemalloc still saw the 200 pages' protocol
-objects 3 s after they left) and then ``malloc_trim(0)``, which hands the free pages of every heap back.
-Busy, it never runs (each new request or socket pushes it back); on a C library without ``malloc_trim``
-(musl) it does nothing. What it cannot return: the database pool's connections (kept by design) and
-heaps too fragmented to have whole free pages (docs/performance.md "Load").
+websocket of the process ends and nothing starts for ``IDLE_S``, it calls its ``releases`` (caches that
+only a busy process needs: podlife_site/asgi.py passes the compressed frames kept for the next socket),
+runs a full garbage collection (a closed socket's objects sit in reference cycles until one; tracemalloc
+still saw the 200 pages' protocol objects 3 s after they left) and then ``malloc_trim(0)``, which hands
+the free pages of every heap back. Busy, it never runs (each new request or socket pushes it back); on a
+C library without ``malloc_trim`` (musl) it does nothing. What it cannot return: the database pool's
+connections (kept by design), heaps too fragmented to have whole free pages, and pymalloc's arenas (1 MiB
+each, returned only when wholly empty) that one object made at the load's peak still holds
+(docs/performance.md "Load").
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
@@ -51,10 +55,12 @@ def trim() -> bool:
 
 class IdleTrim:
     """ASGI middleware (outermost, podlife_site/asgi.py): ``trim()`` once the process has had no request
-    and no websocket for ``IDLE_S``."""
+    and no websocket for ``IDLE_S``, after calling each of ``releases``: what drops what only a busy
+    process needs (a cache of the last frames sent, which would otherwise stay until the next load)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, releases: Iterable[Callable[[], object]] = ()) -> None:
         self.app = app
+        self.releases = tuple(releases)
         self.active = 0
         self.trims = 0  # counted for the tests
         self._timer: asyncio.TimerHandle | None = None
@@ -77,6 +83,11 @@ class IdleTrim:
     def _idle(self) -> None:
         self._timer = None
         if self.active == 0:
+            for release in self.releases:
+                try:
+                    release()
+                except Exception:  # a release that fails must not stop the trim (nor the server)
+                    log.exception("releasing %r when idle failed", release)
             gc.collect()  # the sockets just closed sit in reference cycles until a full collection
             trim()
             self.trims += 1

@@ -87,6 +87,14 @@ class SharedDeflateFactory(ServerPerMessageDeflateFactory):
         )
 
 
+def forget_recent() -> None:
+    """Drop the kept compressed messages (podlife_site/memory.py calls it when the process goes idle):
+    kept past the load that sent them, they and their keys would hold memory until the next frames push
+    them out (docs/performance.md "Load")."""
+    with _recent_lock:
+        _recent.clear()
+
+
 def install() -> None:
     """Make uvicorn's websocket protocol (the default, sans-I/O one; the legacy one too when it is loaded)
     offer ``SharedDeflateFactory``. They look the factory up when a socket connects, so this holds from

@@ -42,3 +42,27 @@ def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(mo
 
     assert memory.trim()  # glibc, as in the image
     assert asyncio.run(run()) == [0, 0, 1, 1]
+
+
+def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(monkeypatch: Any) -> None:
+    """GIVEN IdleTrim with two releases, the first of which raises WHEN a request ends and IDLE_S passes
+    THEN both ran once, before the trim, and the trim happened."""
+    monkeypatch.setattr(memory, "IDLE_S", 0.05)
+    calls: list[str] = []
+
+    def broken() -> None:
+        calls.append("broken")
+        raise RuntimeError("release failed")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    async def run() -> int:
+        trim = memory.IdleTrim(app, releases=[broken, lambda: calls.append("kept frames")])
+        await trim({"type": "http"}, None, None)
+        assert calls == []  # not while a request runs, nor right after it
+        await asyncio.sleep(0.2)
+        return trim.trims
+
+    assert asyncio.run(run()) == 1
+    assert calls == ["broken", "kept frames"]

@@ -299,6 +299,7 @@ def _ids(text: Any) -> Any:
     return text if text is not None else []
 
 
+IN_BATCH = 900  # values in one IN list at most (SQLite caps bound parameters)
 WINDOW_FETCH = 1000  # rows per fetch of a window read (one round trip each from a server-side cursor)
 
 
@@ -314,12 +315,26 @@ def _pods_rows(cursor: Any) -> Iterator[tuple[Any, list[tuple[Any, ...]]]]:
         yield uid, list(group)
 
 
+WINDOW_CURSOR = "podlife_window_read"  # the server-side cursor of every window read (one open at a time)
+
+
 def _streaming_cursor() -> Any:
     """A cursor whose rows reach Python a batch at a time: a server-side cursor on PostgreSQL (unless
-    ``DISABLE_SERVER_SIDE_CURSORS``, as Django's ``QuerySet.iterator``), SQLite's own stepping cursor."""
-    if connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+    ``DISABLE_SERVER_SIDE_CURSORS``, as Django's ``QuerySet.iterator``), SQLite's own stepping cursor.
+
+    The server-side cursor always has the same name. Django's ``chunked_cursor()`` names each one after
+    its thread and a counter, and psycopg caches the parsed form of each distinct statement it runs (128
+    of them, least recently used): with the name in each ``DECLARE``, every read put three new statements
+    in that cache and pushed three out, and each web request runs on a thread of its own. What stayed in
+    the cache after a load were objects made at its peak, scattered over pymalloc's arenas, each keeping a
+    mostly empty arena from being given back (docs/performance.md "Load"). A read opens its cursors one
+    after the other, each closed (``with``) before the next, so one name per connection is enough."""
+    if connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS") or connection.vendor != "postgresql":
         return connection.cursor()
-    return connection.chunked_cursor()
+    # What chunked_cursor() returns (its body is this call with its own name; Django has no public way
+    # to name one): Django's cursor wrapper over the backend's server-side cursor (client-side binding,
+    # WITH HOLD in autocommit).
+    return cast(Any, connection)._cursor(name=WINDOW_CURSOR)
 
 
 def _kept(encoded: bytes) -> bytes:
@@ -367,7 +382,13 @@ def window_json(
     dumps = orjson.dumps
 
     def in_list(column: str, values: Iterable[str], params: list[Any]) -> str:
+        # Padded (with its last value: the same rows) to a power of two, at most IN_BATCH: a query's text
+        # then comes in a few shapes, not one per count of pods, and psycopg's cache of parsed statements
+        # keeps those few instead of churning through a new one per read as a node grows (what such a
+        # cache holds past a load keeps pymalloc's arenas: docs/performance.md "Load").
         values = list(values)
+        if values and len(values) < IN_BATCH:
+            values.extend(values[-1:] * (min(IN_BATCH, 1 << (len(values) - 1).bit_length()) - len(values)))
         params.extend(values)
         return f"{column} IN ({', '.join(['%s'] * len(values))})" if values else "1 = 0"
 
@@ -460,12 +481,12 @@ def window_json(
     uids = list(first_start)
     empty = orjson.Fragment(b"[]")
     with connection.cursor() as cursor:
-        for i in range(0, len(uids), 900):  # SQLite caps bound parameters
+        for i in range(0, len(uids), IN_BATCH):
             params = [cluster.id]
             cursor.execute(
                 f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, {time_text_sql('created_at')}, "
                 f"{time_text_sql('deleted_at')}, {time_text_sql('last_seen')} FROM {q(Pod._meta.db_table)} "
-                f"WHERE cluster_id = %s AND {in_list('uid', uids[i : i + 900], params)}",
+                f"WHERE cluster_id = %s AND {in_list('uid', uids[i : i + IN_BATCH], params)}",
                 params,
             )
             for uid, ns, name, pnode, okind, oname, phase, created, deleted, last_seen in cursor.fetchall():

@@ -52,6 +52,23 @@ def test_a_frame_to_many_sockets_is_compressed_once_and_reads_back(monkeypatch: 
     assert compressed == [len(first.encode()), len(second.encode())]
 
 
+def test_the_kept_compressed_frames_are_dropped_when_asked() -> None:
+    """GIVEN a frame sent compressed (and kept for the next socket) WHEN the process goes idle
+    (``forget_recent``, podlife_site/memory.py) THEN nothing of it is kept, and the next send still
+    reads back."""
+    websocket_deflate._recent.clear()
+    (server, client) = _pair()
+    text = _frame(30)
+    server.send_text(text.encode())
+    client.receive_data(b"".join(server.data_to_send()))
+    assert len(websocket_deflate._recent) == 1
+    websocket_deflate.forget_recent()
+    assert len(websocket_deflate._recent) == 0
+    server.send_text(text.encode())
+    client.receive_data(b"".join(server.data_to_send()))
+    assert [f.data.decode() for f in client.events_received()] == [text, text]
+
+
 def test_small_frames_are_compressed_per_socket_and_read_back() -> None:
     server, client = _pair()
     for text in ('{"type":"pong","seq":1}', '{"type":"pong","seq":2}'):

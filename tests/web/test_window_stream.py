@@ -295,3 +295,29 @@ def test_streamed_window_outside_a_transaction_is_the_previous_answer(
     }
     assert connection.get_autocommit()
     assert queries.window_json(cluster, **kw) == previous_answer(cluster, **kw)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
+    """PostgreSQL: the server-side cursors of every read have one name (``queries.WINDOW_CURSOR``), so a
+    second read of the same view runs the very statements of the first, and psycopg's cache of parsed
+    statements (128, least recently used) gains nothing. Django's ``chunked_cursor()`` named each cursor
+    after its thread and a counter: every read put three new ``DECLARE`` texts in that cache, which kept
+    them past the load that made them (docs/performance.md "Load")."""
+    if connection.vendor != "postgresql":
+        pytest.skip("server-side cursors are PostgreSQL's")
+    from psycopg import _queries  # the statement cache itself: what the behaviour is about
+
+    cluster = Cluster.objects.create(name="busy-named")
+    make_node_pods(cluster, pods=30, node="node-busy")
+    kw = {
+        **WHOLE_DAY,
+        "node": "node-busy",
+        "namespaces": None,
+        "lanes": None,
+        "scope": {"kind": "node", "name": "n"},
+    }
+    first = queries.window_json(cluster, **kw)
+    misses = _queries._query2pg_client.cache_info().misses
+    assert queries.window_json(cluster, **kw) == first
+    assert _queries._query2pg_client.cache_info().misses == misses

@@ -15,8 +15,12 @@ namespace filter and node-lane visibility, so a result is shared only among read
 it, and the query parameters as sent (a view without an end follows "now"; for these few seconds it
 follows the leader's "now").
 
-Per process and in memory: each web process reads once per herd. ``stats`` counts reads and shared
-answers (tests, bench/load.py).
+Per process and in memory: each web process reads once per herd. A kept result is dropped when its
+``PODLIFE_SHARED_READ_S`` are up, by a reaper thread (one per process, started with the first kept
+result), not when the next request happens to come: a node's answer is megabytes, and after a load the
+last few were kept until the next request (8.3 MB of a web process's memory after bench/load.py, found
+with heaptrack; docs/performance.md "Load"). ``stats`` counts reads and shared answers (tests,
+bench/load.py).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class _Flight:
     value: bytes = b""
     error: BaseException | None = None
     finished: float | None = None  # monotonic time the read ended
+    expires: float | None = None  # monotonic time after which the result is no longer handed out
 
 
 @dataclass
@@ -50,13 +55,15 @@ class SharedReads:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._due = threading.Condition(self._lock)  # the reaper waits on it for the next expiry
+        self._reaper: threading.Thread | None = None
         self._flights: dict[Hashable, _Flight] = {}
         self.stats = Stats()
 
     def get(self, key: Hashable, ttl_s: float, read: Callable[[], bytes]) -> bytes:
         now = time.monotonic()
         with self._lock:
-            self._forget(now, ttl_s)
+            self._forget(now)
             flight = self._flights.get(key)
             lead = flight is None
             if flight is None:
@@ -81,6 +88,9 @@ class SharedReads:
             with self._lock:
                 if flight.error is not None or len(self._flights) > MAX_KEPT or ttl_s <= 0:
                     self._flights.pop(key, None)
+                else:
+                    flight.expires = flight.finished + ttl_s
+                    self._keep_reaping()
 
     def _read(self, read: Callable[[], bytes]) -> bytes:
         value = read()
@@ -88,10 +98,27 @@ class SharedReads:
             self.stats.reads += 1
         return value
 
-    def _forget(self, now: float, ttl_s: float) -> None:
-        stale = [k for k, f in self._flights.items() if f.finished is not None and now - f.finished > ttl_s]
+    def _forget(self, now: float) -> None:
+        stale = [k for k, f in self._flights.items() if f.expires is not None and now >= f.expires]
         for k in stale:
             del self._flights[k]
+
+    def _keep_reaping(self) -> None:
+        """(Under the lock.) A result was kept: the reaper drops it when it expires."""
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, name="shared-reads-reaper", daemon=True)
+            self._reaper.start()
+        self._due.notify()
+
+    def _reap(self) -> None:
+        """The reaper: drops each kept result as it expires, then sleeps until the next one is due (or, with
+        none kept, until one is)."""
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                self._forget(now)
+                due = min((f.expires for f in self._flights.values() if f.expires is not None), default=None)
+                self._due.wait(None if due is None else due - now)
 
     def clear(self) -> None:
         with self._lock:
