@@ -636,6 +636,7 @@ def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | No
     try:
         out = _derive(claimed, now)
         with transaction.atomic():
+            dirty.relaxed_commit()  # rebuildable rows, settled with their keys: see its docstring
             for write in out.writes:
                 write()
             for follow in out.after_writes:
