@@ -121,7 +121,12 @@ def derive_from_facts(facts: PodFacts, lane: WorkerLane | None = None) -> PodTim
 
 
 def _replace_findings(timeline: PodTimeline, findings: tuple[Finding, ...]) -> PodTimeline:
-    return replace(timeline, findings=findings)
+    # Positionally, as ``dataclasses.replace`` would but without its look-up of every field by name.
+    t = timeline
+    return PodTimeline(
+        t.uid, t.namespace, t.name, t.node, t.lanes, t.markers, findings, t.static, t.owner, t.created_at,
+        t.deleted_at, t.phase, t.first_observed, t.last_observed, t.problems,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- identity

@@ -38,6 +38,7 @@ STATIC_UID = re.compile(r"^[0-9a-f]{32}$")
 # A mirror pod is created by its kubelet while it starts the static pod: a startTime much later than the
 # mirror's creation was written by a later kubelet process.
 STATIC_START_SLACK = timedelta(minutes=10)
+_START_SLACK = timedelta(seconds=1)  # a container start this much before startTime is a reset
 
 
 def status_was_reset(
@@ -49,7 +50,8 @@ def status_was_reset(
     long after its creation."""
     if start_time is None:
         return False
-    if any(at < start_time - timedelta(seconds=1) for at in container_starts):
+    before = start_time - _START_SLACK
+    if any(at < before for at in container_starts):
         return True
     return static and created is not None and start_time - created > STATIC_START_SLACK
 
@@ -137,6 +139,8 @@ class PodSnapshot:
     _status_reset: bool | None = field(default=None, init=False, repr=False, compare=False)
     # ``snapshot_api_state``, the same way (the lanes and findings ask it about 30 times a pod).
     _api_state: str | None = field(default=None, init=False, repr=False, compare=False)
+    # ``deletion_requested_at``, the same way (asked about ten times a pod).
+    _requested: tuple[datetime | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, or None."""
@@ -148,9 +152,14 @@ class PodSnapshot:
     @property
     def deletion_requested_at(self) -> datetime | None:
         """When the DELETE was requested: deletionTimestamp minus deletionGracePeriodSeconds."""
-        if self.deletion_timestamp is None:
-            return None
-        return self.deletion_timestamp - timedelta(seconds=self.deletion_grace_seconds or 0)
+        cached = self._requested
+        if cached is None:
+            at = self.deletion_timestamp
+            if at is not None:
+                at -= timedelta(seconds=self.deletion_grace_seconds or 0)
+            cached = (at,)
+            object.__setattr__(self, "_requested", cached)  # a cache on a frozen value
+        return cached[0]
 
     @property
     def terminal(self) -> bool:
@@ -284,6 +293,7 @@ class PodFacts:
     audits: tuple[AuditRecord, ...] = field(default=())
 
     _snapshots: tuple[PodSnapshot, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _latest: tuple[datetime | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def snapshots(self) -> tuple[PodSnapshot, ...]:
@@ -297,7 +307,11 @@ class PodFacts:
     @property
     def latest_observed(self) -> datetime | None:
         """The newest ``observed_at`` of the pod's own observations (the default ``now``)."""
-        return max((o.observed_at for o in self.observations if o.pod_uid), default=None)
+        if self._latest is None:
+            latest = max((o.observed_at for o in self.observations if o.pod_uid), default=None)
+            object.__setattr__(self, "_latest", (latest,))  # a cache on a frozen value
+            return latest
+        return self._latest[0]
 
 
 def canonical_observations(observations: Iterable[Observation]) -> tuple[Observation, ...]:

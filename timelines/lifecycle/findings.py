@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,8 @@ from timelines.lifecycle.worker import (
     process_starts,
     worker_lane,
 )
+
+_ZERO, _ONE_SECOND = timedelta(0), timedelta(seconds=1)  # made once, not per comparison
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +149,14 @@ class _Context:
             return f"{t.namespace}/{t.name}"
         return t.name or f"UID {t.uid}"
 
+    _worker: dict[str, list[Interval]] = field(default_factory=dict, repr=False, compare=False)
+
     def worker(self, state: str) -> list[Interval]:
-        return [iv for iv in self.timeline.lane(WORKER_LANE) if iv.state == state]
+        """The worker lane's intervals in ``state`` (made once per state: most rules ask; read-only)."""
+        found = self._worker.get(state)
+        if found is None:
+            found = self._worker[state] = [iv for iv in self.timeline.lane(WORKER_LANE) if iv.state == state]
+        return found
 
     def incarnation_at(self, at: datetime) -> Incarnation | None:
         chosen = None
@@ -345,7 +353,7 @@ def _late_pleg_starts(ctx: _Context) -> list[tuple[datetime, str, int]]:
     for at, key, cycle in ctx.lane.late_starts:
         node, pid = pids.get(key, (None, None))
         began = starts.get((node, pid)) if pid is not None else None
-        if began is not None and timedelta(0) <= at - began <= RELIST_WINDOW:
+        if began is not None and _ZERO <= at - began <= RELIST_WINDOW:
             continue
         out.append((at, key, cycle))
     return out
@@ -1086,17 +1094,13 @@ def evicted(ctx: _Context) -> list[Finding]:
         if detail:
             break
     # The reclaim that led to it: the eviction manager's last "attempting to reclaim" before the kill.
-    reclaim = [
-        m
-        for m in facts.node_markers
-        if m.reason == "EvictionReclaim" and m.at <= start + timedelta(seconds=1)
-    ]
+    reclaim = [m for m in facts.node_markers if m.reason == "EvictionReclaim" and m.at <= start + _ONE_SECOND]
     resource = detail.get("resource") or (
         str(reclaim[-1].payload.get("resource")) if reclaim and reclaim[-1].payload.get("resource") else None
     )
     rank_of = None
     for m in ranks:
-        if m.at <= start + timedelta(seconds=1):
+        if m.at <= start + _ONE_SECOND:
             rank_of = m
     parts = []
     if resource:

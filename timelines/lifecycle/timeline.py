@@ -82,6 +82,8 @@ def format_time(value: datetime | None) -> str | None:
     """
     if value is None:
         return None
+    if value.tzinfo is UTC:  # the common case: times the core made, already in UTC
+        return value.isoformat(timespec="microseconds")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"time {value!r} is naive; expected a timezone-aware datetime")
     return value.astimezone(UTC).isoformat(timespec="microseconds")

@@ -77,6 +77,7 @@ FIRST_WORK_WINDOW = timedelta(seconds=1)
 RESTART_KILL_WINDOW = timedelta(seconds=5)
 # An API container start time (second precision) and the PLEG event of the same start.
 PLEG_MATCH = timedelta(seconds=2)
+_ZERO, _ONE_SECOND, _ONE_MINUTE = timedelta(0), timedelta(seconds=1), timedelta(minutes=1)  # made once
 
 
 # Among begins of one transition with the same grade, the worker's own record of it dates it best.
@@ -303,7 +304,7 @@ def _restart_kills(markers: Sequence[KubeletMarkerRecord]) -> set[str]:
             continue
         container = m.payload.get("container")
         if any(
-            r.payload.get("container") == container and timedelta(0) <= m.at - r.at <= RESTART_KILL_WINDOW
+            r.payload.get("container") == container and _ZERO <= m.at - r.at <= RESTART_KILL_WINDOW
             for r in reasons
         ):
             out.add(m.key)
@@ -355,7 +356,7 @@ def process_starts(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None
             assert p.pid is not None
             if p.first_at <= firsts.get(p.pid, p.first_at):
                 firsts[p.pid] = p.first_at
-                first_ends[p.pid] = p.first_at + min(p.last_at - p.first_at, timedelta(minutes=1))
+                first_ends[p.pid] = p.first_at + min(p.last_at - p.first_at, _ONE_MINUTE)
             lasts[p.pid] = max(lasts.get(p.pid, p.last_at), p.last_at)
             if p.started_at is not None:
                 out[(node, p.pid)] = min(out.get((node, p.pid), p.started_at), p.started_at)
@@ -402,7 +403,7 @@ def first_lines(processes: Iterable[KubeletProcess]) -> dict[tuple[str | None, i
     out: dict[tuple[str | None, int | None], datetime] = {}
     for p in processes:
         key = (p.node, p.pid)
-        by = p.first_at + min(p.last_at - p.first_at, timedelta(minutes=1))
+        by = p.first_at + min(p.last_at - p.first_at, _ONE_MINUTE)
         out[key] = min(out.get(key, by), by)
     return out
 
@@ -423,8 +424,8 @@ def _may_be_relist(
     at all (hand-built observations), a first sync is taken for what it says."""
     if mark.pid is not None and (node, mark.pid) in starts:
         start = starts[(node, mark.pid)]
-        return timedelta(0) <= mark.at - start <= RELIST_WINDOW, start
-    near = [at for at in lines.get(node, ()) if timedelta(0) <= mark.at - at <= RELIST_WINDOW]
+        return _ZERO <= mark.at - start <= RELIST_WINDOW, start
+    near = [at for at in lines.get(node, ()) if _ZERO <= mark.at - at <= RELIST_WINDOW]
     if near and (mark.pid is None or (node, mark.pid) not in firsts):
         return True, max(near)
     first = firsts.get((node, mark.pid))
@@ -444,9 +445,7 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
     # startTime is set by the kubelet that first synced the pod (RFC 3339 seconds, so up to 1 s early):
     # one a restarted kubelet did not rewrite says when the pod was first acknowledged on its node.
     acknowledged = [
-        s.start_time + timedelta(seconds=1)
-        for s in facts.snapshots
-        if s.start_time is not None and not s.status_reset
+        s.start_time + _ONE_SECOND for s in facts.snapshots if s.start_time is not None and not s.status_reset
     ]
     restart_kills = _restart_kills(facts.kubelet_markers)
     # Finalizers keep a deleted object after the kubelet's final delete: its REMOVE comes when they are
@@ -509,9 +508,9 @@ def _not_admitted(facts: PodFacts, marks: list[Mark]) -> list[Mark]:
     out = []
     for m in marks:
         if m.name == Transition.SYNCLOOP_ADD and m.begins:
-            if any(timedelta(0) <= d - m.at <= SAME_TRANSITION for d in denied):
+            if any(_ZERO <= d - m.at <= SAME_TRANSITION for d in denied):
                 continue
-            if v4 and not any(timedelta(0) <= f.at - m.at <= SAME_TRANSITION for f in firsts):
+            if v4 and not any(_ZERO <= f.at - m.at <= SAME_TRANSITION for f in firsts):
                 continue
         if m.name in (Transition.SYNCLOOP_DELETE, Transition.SYNCLOOP_REMOVE) and any(
             d <= m.at for d in denied
@@ -520,11 +519,7 @@ def _not_admitted(facts: PodFacts, marks: list[Mark]) -> list[Mark]:
             # gives it one first seen terminated, ≤1.26 marks it finished at once).
             continue
         if m.name in (Transition.SYNCLOOP_DELETE, Transition.SYNCLOOP_ADD) and m.begins:
-            later = [
-                first_states.get(f.key, SYNC)
-                for f in firsts
-                if timedelta(0) <= f.at - m.at <= SAME_TRANSITION
-            ]
+            later = [first_states.get(f.key, SYNC) for f in firsts if _ZERO <= f.at - m.at <= SAME_TRANSITION]
             if any(state > m.state for state in later):
                 continue
         out.append(m)
@@ -602,7 +597,7 @@ def _eviction_ranked(facts: PodFacts, marks: Sequence[Mark]) -> list[Mark]:
         if m.reason != "EvictionRanked":
             continue
         if any(
-            k.name in ("KillingContainer", "Evicting") and timedelta(0) <= k.at - m.at <= SAME_TRANSITION
+            k.name in ("KillingContainer", "Evicting") and _ZERO <= k.at - m.at <= SAME_TRANSITION
             for k in marks
         ):
             out.append(
@@ -1155,7 +1150,7 @@ def running_candidates(facts: PodFacts) -> list[RunningCandidate]:
         started = all_containers_started_at(inc)
         if started is None:
             continue
-        near = [e for e in pleg if timedelta(0) <= e.at - started <= PLEG_MATCH]
+        near = [e for e in pleg if _ZERO <= e.at - started <= PLEG_MATCH]
         if near:
             out.append(RunningCandidate(max(e.at for e in near), KUBELET, "container_started", near[-1].key))
         key = next((s.key for s in inc.snapshots if s.at >= started), inc.snapshots[-1].key)
