@@ -298,14 +298,13 @@ def test_streamed_window_outside_a_transaction_is_the_previous_answer(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
     """PostgreSQL: the server-side cursors of every read have one name (``queries.WINDOW_CURSOR``), so a
     second read of the same view runs the very statements of the first, and psycopg's cache of parsed
     statements (128, least recently used) gains nothing. Django's ``chunked_cursor()`` named each cursor
     after its thread and a counter: every read put three new ``DECLARE`` texts in that cache, which kept
     them past the load that made them (docs/performance.md "Load")."""
-    if connection.vendor != "postgresql":
-        pytest.skip("server-side cursors are PostgreSQL's")
     from psycopg import _queries  # the statement cache itself: what the behaviour is about
 
     cluster = Cluster.objects.create(name="busy-named")
