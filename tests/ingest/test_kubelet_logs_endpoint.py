@@ -222,19 +222,23 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
     pod = PodSpans.at(time.time_ns() - 10_000_000_000)
     assert ingest.exporter().export(recorded_spans(pod.emit)) == SpanExportResult.SUCCESS
     us = 1_000
-    lines = [
-        klog(to_dt(pod.sync[0] + 30 * us), "SyncPod enter", pod),
-        klog(to_dt(pod.sync[1] - 30 * us), "SyncPod exit", pod, " isTerminal=false"),
-        klog(to_dt(pod.terminating[0] + 30 * us), "SyncTerminatingPod enter", pod),
-        klog(to_dt(pod.terminating[1] - 30 * us), "SyncTerminatingPod exit", pod),
-        klog(to_dt(pod.terminated[0] + 30 * us), "SyncTerminatedPod enter", pod),
-        klog(to_dt(pod.terminated[1] - 30 * us), "SyncTerminatedPod exit", pod),
+    logged = [
+        (to_dt(pod.sync[0] + 30 * us), "SyncPod enter", ""),
+        (to_dt(pod.sync[1] - 30 * us), "SyncPod exit", " isTerminal=false"),
+        (to_dt(pod.terminating[0] + 30 * us), "SyncTerminatingPod enter", ""),
+        (to_dt(pod.terminating[1] - 30 * us), "SyncTerminatingPod exit", ""),
+        (to_dt(pod.terminated[0] + 30 * us), "SyncTerminatedPod enter", ""),
+        (to_dt(pod.terminated[1] - 30 * us), "SyncTerminatedPod exit", ""),
     ]
+    lines = [klog(at, message, pod, extra) for at, message, extra in logged]
     year = to_dt(pod.sync[0]).year
     answer = ingest.post(
         f"{LOGS}?cluster={CLUSTER}&node=node-a&year={year}", "\n".join(lines).encode(), "text/plain"
     )
-    assert answer.json()["stored"] == 7  # six lines, and the kubelet process (pid 2981) they show
+    # Six lines, and the kubelet process (pid 2981) they show: one observation per UTC minute it logged
+    # in, so two when the pod's few seconds straddle a minute (the test runs at any time of day).
+    minutes = {at.replace(second=0, microsecond=0) for at, _message, _extra in logged}
+    assert answer.json()["stored"] == 6 + len(minutes)
 
     lane = worker_lane(pod.uid)
     # Neither spans nor V4 lines say when the containers had all started: the sync is setup or running.
