@@ -24,9 +24,7 @@ that runs podlife's pages (Django runs every synchronous view of an ASGI process
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import gc
 import logging
 import queue
 import threading
@@ -43,6 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from collectors.ingest_http import BodyError, max_decoded_bytes, read_body
 from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers.audit import AuditParser
+from podlife_site.memory import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation
 from timelines.models import Cluster
@@ -51,24 +50,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY: Final = 5_000  # observations per store batch: bounded memory for multi-GB logs
 MAX_REPORTED: Final = 10
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while an input is parsed (as the watch does while it decodes).
-
-    Parsing allocates many small dicts that stay alive until their batch is stored, and the generational
-    passes kept re-scanning them; none of them form cycles, so reference counting frees them all the same.
-    Whoever found the collector enabled re-enables it, so it can only end up enabled early, never stay off.
-    """
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class AuditIngest:

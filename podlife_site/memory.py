@@ -1,4 +1,6 @@
-"""Give the C allocator's free memory back to the system when the web process goes idle.
+"""Memory habits shared by the processes: give the C allocator's free memory back when the web process
+goes idle (``IdleTrim``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
+the watch, audit ingest and the derive stage).
 
 Under load (bench/load.py: 200 live pages and 50 API clients) the web process grew by 30–50 MiB and kept
 it after the clients left, yet its live Python objects grew by only 4–7 MiB (``bench/load.py
@@ -19,17 +21,41 @@ each, returned only when wholly empty) that one object made at the load's peak s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import gc
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
+if TYPE_CHECKING:  # the collectors import gc_paused: no Channels at run time
+    from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 IDLE_S = 2.0  # quiet this long after the last request or socket ended: trim
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection for one burst of short-lived allocation; one pass may run after it.
+
+    A watch page or segment being decoded and normalized, an audit input being parsed, a derive batch
+    being read, folded and written: each allocates tens of thousands of small dicts, lists and records
+    that all stay alive until the burst is stored, so the generational passes kept re-scanning them, and
+    every few bursts a full pass walked the whole heap (a fifth of a relist's time, a seventh of a derive
+    batch's). Reference counting frees them all the same (a burst makes few cycles, and those go at the
+    next pass). Not counted across threads on purpose: whoever found the collector enabled re-enables
+    it, so a concurrent burst can only see it enabled earlier than it wanted, and it never stays off.
+    """
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _malloc_trim() -> Any:

@@ -66,3 +66,30 @@ def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(mo
 
     assert asyncio.run(run()) == 1
     assert calls == ["broken", "kept frames"]
+
+
+def test_gc_paused_restores_what_it_found_even_when_the_burst_raises() -> None:
+    """GIVEN the cyclic GC enabled WHEN a burst runs under gc_paused THEN it is off inside and on after,
+    also when the burst raises; GIVEN it disabled (a nested or concurrent burst) THEN it stays off after."""
+    import gc
+
+    assert gc.isenabled()
+    with memory.gc_paused():
+        assert not gc.isenabled()
+        with memory.gc_paused():  # the inner burst found it off: it leaves it off
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    try:
+        with memory.gc_paused():
+            raise ValueError("a burst that fails")
+    except ValueError:
+        pass
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with memory.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -28,15 +28,13 @@ PDB derivation that follows reads committed rows.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +47,7 @@ from django.db.models import Max, Min, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from podlife_site.memory import gc_paused
 from timelines import dirty, live, store
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -599,29 +598,8 @@ def run_batch(
 
     ``now`` (live clusters: the wall clock) is the time findings about open intervals are judged at.
     """
-    with _gc_paused():
+    with gc_paused():
         return _run_batch(limit=limit, cluster=cluster, now=now)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during one batch (as the collector's watch pauses it while it decodes).
-
-    A batch reads, derives and writes tens of thousands of small objects (observations and their
-    payloads, the core's records, the rows) that all stay alive until the batch is written, so the
-    generational passes kept re-scanning them, and every few batches a full pass walked the whole heap
-    (a worker's Django, Celery and client modules too): about a seventh of a batch's time. They run once
-    after it instead; what is garbage then (a batch's few reference cycles among them) goes at that pass.
-    Whoever found the collector enabled re-enables it, so it can only end up enabled early, never stay off.
-    """
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | None) -> BatchResult | None:

@@ -24,13 +24,12 @@ Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.wat
 from __future__ import annotations
 
 import collections
-import contextlib
 import gc
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -47,6 +46,7 @@ from collectors.kube.resources import ResourceSpec, resource_spec
 from collectors.kube.stream import END, LineReader, close_response
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
+from podlife_site.memory import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster
@@ -132,26 +132,6 @@ def forget_caches() -> None:
     with _cache_lock:
         _events_api.clear()
         _fingerprints.clear()
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a page or a segment of watch lines is decoded and normalized.
-
-    Decoding and normalizing allocate tens of thousands of small dicts and lists that all stay alive
-    until their batch is stored, so the collector's generational passes kept re-scanning them (a fifth
-    of a relist's time, in full collections of the whole heap). Paused for one burst, they run once
-    after it. Not reference-counted across threads on purpose: whoever found it enabled re-enables it,
-    so it can only ever end up enabled earlier than a concurrent burst wanted, never stay disabled.
-    """
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 _settled = False
@@ -398,7 +378,7 @@ class _Stepper:
                 finally:
                     self._record_notes()
                 first = False
-                with _gc_paused():
+                with gc_paused():
                     observations, count, token, rv = self._read_page(data, seen, prefetch)
                     del data  # the raw page is not needed once normalized
                     self.result.listed += count
@@ -518,7 +498,7 @@ class _Stepper:
                     self._write_progress()  # a burst is stored whole: its version is saved now
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
-                    with _gc_paused():
+                    with gc_paused():
                         for line in lines:  # type: ignore[union-attr]
                             wire = decode_pod_event(line) if wire_pods else None
                             if wire is not None:
