@@ -81,3 +81,20 @@ def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU seconds (user + system) all PostgreSQL server processes of this machine have used so far, those
+    that ended too (a closed connection's backend: the server's main process counts its reaped children);
+    0.0 where /proc cannot tell (another OS, a database on another host). Another client's queries count
+    too: on a shared machine the figure is an upper bound of the benchmark's own."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        total += sum(int(f) for f in fields[11:15])  # utime, stime and those of reaped children
+    return total / tick

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 from _collector import list_memory, sim_hook, start_sim
-from _setup import raw_copy_seconds, setup_django
+from _setup import postgres_cpu_seconds, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
@@ -52,9 +52,31 @@ from timelines.models import Observation as ObservationRow  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
 
 
-def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int]]:
-    """List pods and nodes, let a backlog build, replay it; returns (observations stored, seconds, counts)."""
+@dataclasses.dataclass
+class Cpu:
+    """CPU seconds spent by this process (every thread) and by the machine's PostgreSQL processes."""
+
+    own: float = 0.0
+    database: float = 0.0
+
+    @classmethod
+    def now(cls) -> Cpu:
+        return cls(time.process_time(), postgres_cpu_seconds())
+
+    def since(self, start: Cpu) -> Cpu:
+        return Cpu(self.own - start.own, self.database - start.database)
+
+    def per(self, n: int) -> str:
+        """Microseconds an item, both sides and their sum."""
+        own, db = self.own / n * 1e6, self.database / n * 1e6
+        return f"{own:5.1f} µs here + {db:5.1f} µs in PostgreSQL = {own + db:5.1f} µs"
+
+
+def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int], Cpu]:
+    """List pods and nodes, let a backlog build, replay it; returns (observations stored, seconds, counts,
+    CPU spent: the list and the replay, with the idle backlog wait between them)."""
     counts: dict[str, int] = {}
+    cpu = Cpu.now()
     busy = 0.0
     for resource in ("nodes", "pods"):
         started = time.perf_counter()
@@ -78,8 +100,9 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
         counts["backlog events"] += result.events
         if result.events == 0:
             break
+    spent = Cpu.now().since(cpu)
     stored = ObservationRow.objects.filter(cluster__name=cluster).count()
-    return stored, busy, counts
+    return stored, busy, counts, spent
 
 
 def checkpoint() -> None:
@@ -95,9 +118,9 @@ def checkpoint() -> None:
         print(f"(no CHECKPOINT between runs: {exc})")
 
 
-def copy_baseline(cluster: str, batch: int) -> float:
+def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
     """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
-    batches of the collector's size (median of three runs)."""
+    batches of the collector's size (median of three runs), and the CPU of one run (a third of three)."""
     found = Cluster.objects.get(name=cluster)
     received = timezone.now()
     rows = [
@@ -105,7 +128,10 @@ def copy_baseline(cluster: str, batch: int) -> float:
         for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000)
     ]
     # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
-    return statistics.median(raw_copy_seconds(rows, batch) for _ in range(3))
+    cpu = Cpu.now()
+    seconds = [raw_copy_seconds(rows, batch) for _ in range(3)]
+    spent = Cpu.now().since(cpu)
+    return statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)
 
 
 def main() -> None:
@@ -138,7 +164,8 @@ def main() -> None:
         # threads: the collector's own cost is what this measures, the derive stage is bench/derive.py's.
         observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
     print(f"database: {connection.vendor}; derive stage {'queued' if settings.REDIS_URL else 'not run'}")
-    ratios = []
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []  # raw CPU / the collector's: less moved by other processes than the wall
     try:
         # A long-running collector has imported its modules and opened its connections long ago: list
         # the nodes of another cluster name once, outside the clock, so the runs measure throughput,
@@ -147,17 +174,20 @@ def main() -> None:
         control = StepControl(tunables=tunables)
         for run in range(runs):
             checkpoint()
-            stored, busy, counts = collect(names[run], control, args.backlog)
+            stored, busy, counts, cpu = collect(names[run], control, args.backlog)
             checkpoint()
-            baseline = copy_baseline(names[run], tunables.batch_size)
+            baseline, raw_cpu = copy_baseline(names[run], tunables.batch_size)
             sim_hook(names[run], "resume")
             ours, raw = stored / busy, stored / baseline
             ratios.append(ours / raw)
+            cpu_ratios.append((raw_cpu.own + raw_cpu.database) / (cpu.own + cpu.database))
             print(
                 f"run {run + 1}: {counts}\n"
                 f"  collector end to end: {stored} observations in {busy:.2f} s = {ours:10,.0f} obs/s\n"
                 f"  raw {what} of the same rows: {baseline:.2f} s = {raw:10,.0f} obs/s\n"
-                f"  ratio: {ours / raw:.2f}"
+                f"  ratio: {ours / raw:.2f}\n"
+                f"  CPU an observation: collector {cpu.per(stored)}; raw {what} {raw_cpu.per(stored)}"
+                f" (ratio {cpu_ratios[-1]:.2f})"
             )
         peak, slim, pods = list_memory(names[-2], control) if args.memory else (0, 0, 0)
     finally:
@@ -166,7 +196,9 @@ def main() -> None:
         Cluster.objects.filter(name__in=names).delete()
     print(
         f"ratio collector / raw {what}: {statistics.median(ratios):.2f}, the median of {runs} run(s) "
-        f"({min(ratios):.2f}-{max(ratios):.2f})  (goal on PostgreSQL: >= 0.5)"
+        f"({min(ratios):.2f}-{max(ratios):.2f})  (goal on PostgreSQL: >= 0.5)\n"
+        f"by CPU (the collector's and PostgreSQL's, an observation): {statistics.median(cpu_ratios):.2f} "
+        f"({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f})"
     )
     if not args.memory:
         return
