@@ -51,6 +51,8 @@ def _own_partitions():
     with connection.cursor() as cursor:
         for name in names() - before:
             cursor.execute(f'DROP TABLE "{name}"')
+    partitions.forget_layout()  # what this process read of them is gone with them
+    store._probe_all.clear()
 
 
 def partition_of(key: str) -> str:
@@ -208,3 +210,97 @@ def test_migration_converts_a_populated_table_in_place():
     assert (result.stored, result.duplicates) == (1, 1)
     assert ObservationRow.objects.get(dedupe_key="pod:uid-a:9999").id > max_id
     assert partition_of("pod:uid-a:9999") == partitions.partition_name(partitions.span_start(now + DAY, DAY))
+
+
+def test_a_fact_its_own_partition_holds_fails_one_copy_then_the_batches_probe_every_partition():
+    """GIVEN a pod snapshot stored on a day (its partition is not probed by the next batches' look-up)
+    WHEN the same snapshot is re-delivered later that day (a relist of stored pods)
+    THEN the partition's unique index fails the COPY, the batch is looked up across every partition and
+    stored once; the cluster's next batches probe every partition until one finds nothing stored."""
+    partitions.create_partition(D1, D1 + DAY)
+    assert store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=9))]).stored == 1
+    cluster_id = Cluster.objects.get(name="c1").pk
+    assert cluster_id not in store._probe_all
+
+    again = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=10))])
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert cluster_id in store._probe_all  # the relist's next batches find their stored keys first
+
+    mixed = [pod_snapshot(D1 + timedelta(hours=11)), pod_snapshot(D1 + timedelta(hours=11), rv="42")]
+    assert store.save_observations("c1", mixed).stored == 1
+    assert cluster_id in store._probe_all  # it still met a stored key
+    fresh = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=12), rv="43")])
+    assert fresh.stored == 1
+    assert cluster_id not in store._probe_all  # nothing stored met: back to the cheaper look-up
+
+
+def _stale_layout(*parts: partitions.Partition) -> None:
+    """What a long-running process may still believe after another one dropped or re-made partitions."""
+    import time
+
+    partitions._layouts[connection.alias] = (time.monotonic(), list(parts))
+
+
+def test_a_partition_remade_with_other_bounds_since_it_was_read_is_not_trusted():
+    """GIVEN a process that read a week partition from Monday D1, which was since dropped and re-made as
+    days (so a row of Wednesday now lives in Wednesday's partition, outside what the process believes)
+    WHEN a fact stored on Wednesday is re-delivered on Monday
+    THEN the look-up sees the partition's bounds changed, probes every partition and stores nothing."""
+    for day in (0, 2):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    assert store.save_observations("c1", [pod_snapshot(D1 + 2 * DAY + timedelta(hours=1))]).stored == 1
+    week = partitions.Partition(
+        partitions.partition_name(D1),  # the same name the day partition has
+        D1,
+        D1 + 7 * DAY,
+        bound="FOR VALUES FROM ('2025-03-10 00:00:00+00') TO ('2025-03-17 00:00:00+00')",
+    )
+    _stale_layout(week)
+    again = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=3))])
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    # The process read the catalogue again: the day partition it now knows is probed around.
+    assert partitions.range_holding(D1, D1) == next(p for p in partitions.partitions() if p.lower == D1)
+
+
+def test_a_partition_dropped_since_it_was_read_is_not_trusted():
+    """GIVEN a process that still knows a day partition another process dropped (its rows then wait in the
+    default partition) WHEN a fact the default partition holds is re-delivered for that day
+    THEN it is stored once."""
+    partitions.create_partition(D1 + DAY, D1 + 2 * DAY)
+    known = next(p for p in partitions.partitions() if p.lower == D1 + DAY)
+    store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=5))])  # before it: the default one
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP TABLE "{known.name}"')
+    _stale_layout(known)
+    again = store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=1))])
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert partition_of("pod:uid-a:41") == partitions.DEFAULT
+
+
+def test_keys_with_quotes_backslashes_braces_and_commas_are_found_on_another_day():
+    """GIVEN facts whose dedupe keys hold what an array literal must escape (a hostile name's `"`, `\\`,
+    `{`, `}`, `,` and spaces) stored on one day WHEN they are re-delivered the next day THEN each is found
+    by the cross-partition look-up and none is stored twice."""
+    for day in range(2):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    odd = ['a"b', "c\\d", "{e,f}", "g h", "NULL", "", '\\"}']
+
+    def facts(at: datetime) -> list[Observation]:
+        return [
+            Observation(
+                kind=Kind.POD,
+                source=Source.API,
+                observed_at=at,
+                dedupe_key=f"pod:uid-{i}:{text}",
+                pod_uid=f"uid-{i}",
+                namespace="default",
+                name=f"web-{i}",
+            )
+            for i, text in enumerate(odd)
+        ]
+
+    assert store.save_observations("c1", facts(D1 + timedelta(hours=1))).stored == len(odd)
+    again = store.save_observations("c1", facts(D1 + DAY + timedelta(hours=1)))
+    assert (again.stored, again.duplicates) == (0, len(odd))

@@ -29,6 +29,8 @@ partition (and the legacy one), the live rows older than the cutoff are deleted 
 from __future__ import annotations
 
 import re
+import threading
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -54,6 +56,13 @@ class Partition:
     lower: datetime | None  # None: MINVALUE (the legacy table)
     upper: datetime | None  # None: MAXVALUE
     default: bool = False
+    bound: str = ""  # as the catalogue prints it (``pg_get_expr``): what ``store`` checks is still attached
+
+    def holds(self, at: datetime) -> bool:
+        """True when a row observed at ``at`` belongs in this range (never for the default partition)."""
+        if self.default:
+            return False
+        return (self.lower is None or self.lower <= at) and (self.upper is None or at < self.upper)
 
 
 def configured_span() -> timedelta:
@@ -137,14 +146,48 @@ def partitions() -> list[Partition]:
     found: list[Partition] = []
     for name, bound in rows:
         if bound == "DEFAULT":
-            found.append(Partition(name, None, None, default=True))
+            found.append(Partition(name, None, None, default=True, bound=bound))
             continue
         match = _BOUND.match(bound)
         if match is None:
             raise RuntimeError(f"partition {name} has a bound podlife does not expect: {bound}")
-        found.append(Partition(name, _parse_bound(match["lo"]), _parse_bound(match["hi"])))
+        found.append(Partition(name, _parse_bound(match["lo"]), _parse_bound(match["hi"]), bound=bound))
     low = datetime.min.replace(tzinfo=UTC)
     return sorted(found, key=lambda p: (p.default, p.lower or low))
+
+
+# The range partitions as this process last read them, per database alias: (monotonic time read, list).
+# Only a hint for the store's key look-up (``timelines/store.py``), which checks in the same statement that
+# the partition it relies on is still attached with these bounds, and reads the catalogue again if not.
+_layouts: dict[str, tuple[float, list[Partition]]] = {}
+_layouts_lock = threading.Lock()
+LAYOUT_REREAD_S = 30.0  # a time no cached range holds: read the catalogue again at most this often
+
+
+def range_holding(low: datetime, high: datetime) -> Partition | None:
+    """The range partition (as last read) that holds both ``low`` and ``high``, hence every time between;
+    None when none does (the times go to the default partition, or span two ranges) or the table is not
+    partitioned. A miss reads the catalogue again when the last read is older than ``LAYOUT_REREAD_S``."""
+    if connection.vendor != "postgresql":
+        return None
+    alias = connection.alias
+    for attempt in range(2):
+        read_at, layout = _layouts.get(alias, (None, []))
+        for part in layout:
+            if part.holds(low):
+                return part if part.holds(high) else None
+        if attempt or (read_at is not None and time.monotonic() - read_at < LAYOUT_REREAD_S):
+            return None
+        with _layouts_lock:
+            _layouts[alias] = (time.monotonic(), partitions() if is_partitioned() else [])
+    return None
+
+
+def forget_layout() -> None:
+    """Read the partitions from the catalogue at the next ``range_holding`` (this process made or dropped
+    one, or found the one it relied on gone)."""
+    with _layouts_lock:
+        _layouts.pop(connection.alias, None)
 
 
 def _gaps(start: datetime, end: datetime, existing: Sequence[Partition]) -> list[tuple[datetime, datetime]]:
@@ -189,6 +232,8 @@ def create_partition(start: datetime, end: datetime) -> list[str]:
         names = []
         for lo, hi in _gaps(start, end, existing):
             names.append(_create(cursor, lo, hi, has_default=any(p.default for p in existing)))
+    if names:
+        forget_layout()
     return names
 
 
@@ -267,6 +312,8 @@ def drop_expired(cutoff: datetime, kept_clusters: Iterable[int]) -> Dropped:
             )
             result.rows += cursor.rowcount
     result.rows -= result.kept
+    if result.partitions:
+        forget_layout()
     return result
 
 

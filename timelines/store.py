@@ -16,7 +16,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -317,9 +317,53 @@ def _reason(exc: Exception) -> str:
 # key (0.5 s a batch at 5,000 rows, growing with them). Only the key index can answer ``dedupe_key = k``.
 _LOOKUP = (
     "SELECT k FROM unnest(%(keys)s::varchar[]) AS k, LATERAL (SELECT 1 FROM timelines_observation o "
-    "WHERE o.dedupe_key = k AND o.cluster_id + 0 = %(cluster)s::bigint LIMIT 1) AS hit"
+    "WHERE o.dedupe_key = k AND o.cluster_id + 0 = %(cluster)s::bigint{outside} LIMIT 1) AS hit"
+)
+_LOOKUP_ALL = _LOOKUP.format(outside="")
+# The same, for a batch whose rows all belong in one range partition: that partition is left out (its
+# own unique index fails the COPY on a key it holds), and a last row, NULL, says when the partition is
+# no longer attached with the bounds the process knew (then the full look-up runs instead). Read after
+# the statement has locked the parent, so no detach or drop can follow until the transaction ends.
+_LOOKUP_OUTSIDE = (
+    _LOOKUP.format(outside=" AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s)")
+    + " UNION ALL SELECT NULL WHERE NOT EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = "
+    "i.inhrelid WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid = to_regclass(%(name)s) "
+    "AND pg_get_expr(c.relpartbound, c.oid) = %(bound)s)"
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
+# Clusters whose last batch met a stored key in its own partition: their batches probe every partition
+# until one finds no stored key (a relist of stored pods, a replay after a crash), so that only the first
+# such batch pays a failed COPY.
+_probe_all: set[int] = set()
+_MIN = datetime.min.replace(tzinfo=UTC)
+_MAX = datetime.max.replace(tzinfo=UTC)
+
+
+def _stored_keys(
+    raw: psycopg.Cursor[Any], cluster_id: int, keys: list[str], target: partitions.Partition | None
+) -> set[str] | None:
+    """The keys of ``keys`` some partition holds, leaving out ``target`` (a ``partitions.Partition`` whose
+    range holds every row of the batch, or None: probe them all). None: ``target`` is no longer attached
+    as it was read (the caller forgets the layout and asks again without it)."""
+    array = text_array(keys)  # one string: psycopg would dump the list key by key (a µs each)
+    if target is None:
+        raw.execute(_LOOKUP_ALL, {"keys": array, "cluster": cluster_id})
+        return {found for (found,) in raw.fetchall()}
+    raw.execute(
+        _LOOKUP_OUTSIDE,
+        {
+            "keys": array,
+            "cluster": cluster_id,
+            "lower": target.lower or _MIN,
+            "upper": target.upper or _MAX,
+            "name": target.name,
+            "bound": target.bound,
+        },
+    )
+    found = {key for (key,) in raw.fetchall()}
+    if None in found:
+        return None
+    return found
 
 
 def _insert_postgres(
@@ -330,37 +374,53 @@ def _insert_postgres(
 
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
     keeps a unique key only within one partition, while a fact can come again on another day (a relist
-    re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first
-    across every partition (one query; each partition's unique (cluster, dedupe key) index answers), and
-    only the rows not found are COPYed straight into the table: each row is written and indexed once, and
-    a batch of nothing new (a relist of stored pods) writes nothing at all. The look-up is a
-    check-then-insert without a lock (an advisory lock per (cluster, kind) serialised a chain's two writer
-    threads and halved the collector's rate): two writers storing the same fact at once land in the same
-    partition when its time comes from the fact (log lines, spans, events, audit), where the partition's
-    unique index fails the second COPY, which then goes through a staging table and ``INSERT … ON CONFLICT
-    DO NOTHING``; facts timed by their delivery (API snapshots) have one writer per (cluster, resource),
-    the lease's. The dirty keys are one small row more in the
-    same transaction (``dirty.append_batch``).
+    re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first in
+    the other partitions (one query; each partition's unique (dedupe key, cluster) index answers), and
+    only the rows not found are COPYed straight into the table: each row is written and indexed once.
+    The partition the rows go to is not probed: its own unique index fails the COPY on a key it already
+    holds, and the batch is then looked up across every partition (and so are the cluster's next batches,
+    until one finds nothing stored: a relist of stored pods writes nothing at all). Probing the partition
+    of now for each new key cost as much as a fifth of the database's work per row (bench/watch.py).
+    The look-up is a check-then-insert without a lock (an advisory lock per (cluster, kind) serialised a
+    chain's two writer threads and halved the collector's rate): two writers storing the same fact at
+    once land in the same partition when its time comes from the fact (log lines, spans, events, audit),
+    where the partition's unique index fails the second COPY, which then goes through a staging table and
+    ``INSERT … ON CONFLICT DO NOTHING``; facts timed by their delivery (API snapshots) have one writer per
+    (cluster, resource), the lease's. The dirty keys are one small row more in the same transaction
+    (``dirty.append_batch``).
     """
     nested = connection.in_atomic_block
+    times = [row[_OBSERVED_AT] for row in rows]
     if not nested:
-        partitions.cover(max(row[_OBSERVED_AT] for row in rows))
-    try:
-        # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a caller's
-        # transaction it is a savepoint, so that a failed COPY rolls back only itself.
-        with transaction.atomic(), connection.cursor() as cursor:
-            raw = cursor.cursor
-            raw.execute(_LOOKUP, {"keys": [row[_KEY_AT] for row in rows], "cluster": cluster_id})
-            stored = {found for (found,) in raw.fetchall()}
-            new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
-            if new:
-                copy_observation_rows(raw, "timelines_observation", new)
-            inserted = [(row[1], row[_KEY_AT]) for row in new]
-            if inserted:
-                _mark_dirty(cluster_id, inserted, facts)
-        return inserted
-    except psycopg_errors.UniqueViolation:
-        pass
+        partitions.cover(max(times))
+    keys = [row[_KEY_AT] for row in rows]
+    for probe_all in (cluster_id in _probe_all, True):
+        target = None if probe_all else partitions.range_holding(min(times), max(times))
+        try:
+            # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a
+            # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
+            with transaction.atomic(), connection.cursor() as cursor:
+                raw = cursor.cursor
+                stored = _stored_keys(raw, cluster_id, keys, target)
+                if stored is None:  # the partition was dropped or re-made since this process read it
+                    partitions.forget_layout()
+                    target, stored = None, _stored_keys(raw, cluster_id, keys, None)
+                if target is None and probe_all:
+                    if stored:
+                        _probe_all.add(cluster_id)
+                    else:
+                        _probe_all.discard(cluster_id)
+                new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
+                if new:
+                    copy_observation_rows(raw, "timelines_observation", new)
+                inserted = [(row[1], row[_KEY_AT]) for row in new]
+                if inserted:
+                    _mark_dirty(cluster_id, inserted, facts)
+            return inserted
+        except psycopg_errors.UniqueViolation:
+            if target is None:  # every partition was probed: a concurrent writer stored the same fact
+                break
+            _probe_all.add(cluster_id)  # its own partition held a key: look them all up from now on
     with transaction.atomic():
         inserted = _insert_postgres_staged(rows, nested=nested)
         if inserted:
