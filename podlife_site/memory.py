@@ -86,7 +86,7 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     later block up to that size (the next answers as they grow, their gzip copies, 256 KiB socket reads)
     came out of the heap of the thread that asked for it, so the heaps grew with the load's peak and kept
     what ``malloc_trim`` cannot hand back (pages with a live block in them). Setting the threshold turns
-    that raise off; the 200-page load of bench/load.py then peaks 15–25 MiB lower and ends 4–6 MiB lower
+    that raise off; the 200-page load of bench/load.py then peaks about 16 MiB lower and ends about 3 lower
     (docs/performance.md "Load")."""
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     if "mmap_threshold" in tunables or "MALLOC_MMAP_THRESHOLD_" in os.environ:
