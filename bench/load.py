@@ -18,7 +18,8 @@ Printed: delta delivery p50/p95/p99 (goal: p99 ≤ 2 s at 200 pages, the worst r
 HTTP status (goal: no 500), refetch frames (goal: none: no false gap), pods that never reached a page, the
 most PostgreSQL connections the server held (its pool bounds them), and the server's resident memory before,
 at the peak and 3 s after the clients left (goal: within 20 % of before), and the CPU share the server got.
-``--tracemalloc``: the server runs under tracemalloc and, after each round, shows what its live Python
+``--linger S``: S seconds after the last round the memory is printed once more (what settles by itself
+later, beside the verdict; the verdict stays the 3 s figure). ``--tracemalloc``: the server runs under tracemalloc and, after each round, shows what its live Python
 allocations grew by since the baseline, line by line, beside its resident memory (what Python holds vs.
 what the allocator keeps). ``PODLIFE_LOAD_NO_DEFLATE=1``: the pages do not offer permessage-deflate (a
 browser does), to see its cost on the server. With ``--rest 0`` the server's CPU per pod delivered to a page is printed.
@@ -143,6 +144,12 @@ def main() -> None:
         "--rounds", type=int, default=2, help="load rounds: memory after each shows a plateau or a leak"
     )
     parser.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        help="after the last round, wait this many seconds more and print the memory again (not the verdict)",
+    )
+    parser.add_argument(
         "--tracemalloc",
         action="store_true",
         help="serve under tracemalloc (slower: its lags are not comparable) and show what stays after load",
@@ -157,7 +164,7 @@ def main() -> None:
     from django.test import Client
 
     from tests.flow import ingest
-    from tests.loadgen import Load, pct
+    from tests.loadgen import Load, pct, rss_mib
     from tests.web.factories import started_pod
     from timelines.web.access import create_token
 
@@ -193,6 +200,7 @@ def main() -> None:
 
     sampler = threading.Thread(target=sample_connections, daemon=True)
     sampler.start()
+    lingered = None
     try:
         time.sleep(3.0)  # the demo's first list is stored
         common = {
@@ -227,6 +235,9 @@ def main() -> None:
             if traced is not None:
                 snapshots.append(snapshot(proc, traced, n))
                 print(memory_report(snapshots[0], snapshots[-1], base_run.rss_after, rounds[-1].rss_after))
+        if args.linger > 0 and rounds:
+            time.sleep(args.linger)
+            lingered = rss_mib(proc.pid)
     finally:
         sampling.set()
         stop_demo.set()
@@ -258,6 +269,9 @@ def main() -> None:
     print(f"server memory: {base_run.rss_before:.0f} MiB at start (warm), {max(r.rss_peak for r in rounds):.0f} MiB peak,"
           f" after each round's clients left: {after} MiB ({change:+.0f}% at the end, goal within 20%):"
           f" {'met' if abs(change) <= 20 else 'NOT met'}")  # fmt: skip
+    if lingered is not None:
+        print(f"server memory {args.linger:.0f} s after that (no verdict): {lingered:.0f} MiB"
+              f" ({(lingered / base_run.rss_before - 1) * 100:+.0f}%)")  # fmt: skip
     cpu = sum(r.server_cpu_s for r in rounds) / max(sum(r.wall_s for r in rounds), 1e-9)
     print(
         f"server CPU while loaded: {cpu:.0%} of one core (what this machine gave it; load average in `uptime`)"

@@ -102,7 +102,7 @@ _DB_FORM = "postgres://USER:PASSWORD@HOST:PORT/NAME, postgresql://…, or sqlite
 
 
 def database_from_url(
-    name: str, url: str, *, pool_max: int = 0, pool_timeout_s: float = 30.0
+    name: str, url: str, *, pool_max: int = 0, pool_min: int = 1, pool_timeout_s: float = 30.0
 ) -> dict[str, object]:
     """A Django DATABASES entry from a database URL (PostgreSQL or SQLite).
 
@@ -142,7 +142,11 @@ def database_from_url(
             # CONN_HEALTH_CHECKS: Django then gives the pool psycopg's connection check, so a connection the
             # server dropped while it idled in the pool (a restart, pg_terminate_backend) is replaced before
             # anyone gets it.
-            options["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": pool_timeout_s}
+            options["pool"] = {
+                "min_size": max(1, min(pool_min, pool_max)),
+                "max_size": pool_max,
+                "timeout": pool_timeout_s,
+            }
             entry.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=True)
         return entry
     if scheme == "sqlite":

@@ -1,5 +1,6 @@
 """Memory habits shared by the processes: give the C allocator's free memory back when the web process
-goes idle (``IdleTrim``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
+goes idle (``IdleTrim``), keep glibc from serving large blocks out of its thread heaps in the web process
+(``fix_mmap_threshold``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
 the watch, audit ingest and the derive stage).
 
 Under load (bench/load.py: 200 live pages and 50 API clients) the web process grew by 30–50 MiB and kept
@@ -26,6 +27,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,32 @@ def _malloc_trim() -> Any:
 
 
 _trim = _malloc_trim()
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter (malloc.h)
+MMAP_THRESHOLD = 128 * 1024  # glibc's own initial value, kept fixed
+
+
+def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Have glibc serve every allocation of ``threshold`` bytes or more with a mapping of its own, given
+    back to the system when freed, from now on; False where the C library cannot, or where the
+    environment already set it (``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=…``, ``MALLOC_MMAP_THRESHOLD_``).
+
+    By default glibc starts at 128 KiB and raises the threshold to the size of each mapped block that is
+    freed (up to 32 MiB, mallopt(3)): once the web process had freed one node answer of a few MB, every
+    later block up to that size (the next answers as they grow, their gzip copies, 256 KiB socket reads)
+    came out of the heap of the thread that asked for it, so the heaps grew with the load's peak and kept
+    what ``malloc_trim`` cannot hand back (pages with a live block in them). Setting the threshold turns
+    that raise off; the 200-page load of bench/load.py then peaks about 16 MiB lower and ends about 3 lower
+    (docs/performance.md "Load")."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if "mmap_threshold" in tunables or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
 
 
 def trim() -> bool:

@@ -104,12 +104,19 @@ PODLIFE_DB_POOL_MAX = env_int(
     "PODLIFE_DB_POOL_MAX", 10 if PODLIFE_PROCESS == "web" else 0, minimum=0, maximum=1000
 )
 PODLIFE_DB_POOL_TIMEOUT_S = env_float("PODLIFE_DB_POOL_TIMEOUT_S", 5.0, minimum=0.1)
+# Connections the pool keeps open, made when the process first uses the database: in the web server the
+# whole pool, so that none is made during a load's peak and kept after it (each pinned a mostly empty 1 MiB
+# pymalloc arena: docs/performance.md "Load"); the connections are within the budget above either way.
+PODLIFE_DB_POOL_MIN = env_int(
+    "PODLIFE_DB_POOL_MIN", PODLIFE_DB_POOL_MAX if PODLIFE_PROCESS == "web" else 1, minimum=1, maximum=1000
+)
 if DATABASE_URL:
     DATABASES = {
         "default": database_from_url(
             "DATABASE_URL",
             DATABASE_URL,
             pool_max=PODLIFE_DB_POOL_MAX,
+            pool_min=PODLIFE_DB_POOL_MIN,
             pool_timeout_s=PODLIFE_DB_POOL_TIMEOUT_S,
         )
     }

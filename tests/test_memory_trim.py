@@ -93,3 +93,49 @@ def test_gc_paused_restores_what_it_found_even_when_the_burst_raises() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_MAPPED_AFTER_A_LARGE_FREE = """
+import ctypes, sys
+from podlife_site import memory
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+fixed = memory.fix_mmap_threshold() if sys.argv[1] == "fix" else None
+big = bytearray(8 << 20)  # mapped (over 128 KiB); freeing it raises glibc's threshold unless fixed
+del big
+before = libc.mallinfo2().hblkhd
+held = [bytearray(1 << 20) for _ in range(4)]
+print(fixed, libc.mallinfo2().hblkhd - before >= 4 << 20)
+"""
+
+
+def _mapped_after_a_large_free(mode: str, **env: str) -> list[str]:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run(
+        [sys.executable, "-c", _MAPPED_AFTER_A_LARGE_FREE, mode],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_")}, **env},
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+
+
+def test_a_fixed_mmap_threshold_keeps_large_blocks_out_of_the_heaps_after_a_larger_one_was_freed() -> None:
+    """GIVEN glibc (as in the image) WHEN an 8 MiB block was freed and then four 1 MiB blocks are made
+    THEN by default they come from the heap (glibc raised its threshold to 8 MiB when the first was
+    freed), and with ``fix_mmap_threshold()`` each is a mapping of its own (given back when freed);
+    GIVEN the threshold set in the environment THEN the process leaves it as the operator set it."""
+    assert _mapped_after_a_large_free("default") == ["None", "False"]
+    assert _mapped_after_a_large_free("fix") == ["True", "True"]
+    assert _mapped_after_a_large_free("fix", GLIBC_TUNABLES="glibc.malloc.mmap_threshold=262144") == [
+        "False",
+        "True",
+    ]

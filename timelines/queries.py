@@ -381,16 +381,22 @@ def window_json(
     t0, t1 = connection.ops.adapt_datetimefield_value(start), connection.ops.adapt_datetimefield_value(end)
     dumps = orjson.dumps
 
+    postgres = connection.vendor == "postgresql"
+
     def in_list(column: str, values: Iterable[str], params: list[Any]) -> str:
-        # Padded (with its last value: the same rows) to a power of two, at most IN_BATCH: a query's text
-        # then comes in a few shapes, not one per count of pods, and psycopg's cache of parsed statements
-        # keeps those few instead of churning through a new one per read as a node grows (what such a
-        # cache holds past a load keeps pymalloc's arenas: docs/performance.md "Load").
+        # PostgreSQL: one array parameter, so each query has one text whatever the number of values.
+        # An IN list of N placeholders is a new statement per N: psycopg parses and caches each text
+        # (up to 50 parameters), and a statement first met at a load's peak stays in that cache after it,
+        # keeping a mostly empty pymalloc arena from being given back (docs/performance.md "Load").
+        # SQLite has no arrays: placeholders there (IN_BATCH at most: it caps bound parameters).
         values = list(values)
-        if values and len(values) < IN_BATCH:
-            values.extend(values[-1:] * (min(IN_BATCH, 1 << (len(values) - 1).bit_length()) - len(values)))
+        if not values:
+            return "1 = 0"
+        if postgres:
+            params.append(values)
+            return f"{column} = ANY(%s)"
         params.extend(values)
-        return f"{column} IN ({', '.join(['%s'] * len(values))})" if values else "1 = 0"
+        return f"{column} IN ({', '.join(['%s'] * len(values))})"
 
     def scope_sql(params: list[Any]) -> str:
         parts = []

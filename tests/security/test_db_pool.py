@@ -28,6 +28,10 @@ def test_the_pool_setting_turns_persistent_connections_off() -> None:
     assert database_from_url("DATABASE_URL", url)["CONN_MAX_AGE"] == 60
     pooled = database_from_url("DATABASE_URL", url, pool_max=5, pool_timeout_s=2.5)
     assert pooled["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 5, "timeout": 2.5}  # type: ignore[index]
+    whole = database_from_url("DATABASE_URL", url, pool_max=5, pool_min=5, pool_timeout_s=2.5)
+    assert whole["OPTIONS"]["pool"]["min_size"] == 5  # type: ignore[index]
+    capped = database_from_url("DATABASE_URL", url, pool_max=5, pool_min=50)
+    assert capped["OPTIONS"]["pool"]["min_size"] == 5  # type: ignore[index]
     # Django's own persistence off (the pool keeps connections); its health check becomes the pool's.
     assert pooled["CONN_MAX_AGE"] == 0 and pooled["CONN_HEALTH_CHECKS"] is True
 
@@ -89,3 +93,32 @@ def test_many_concurrent_requests_use_at_most_the_pools_connections(serve: Any, 
     statuses, unpooled_most = storm(serve, database, 0, token)
     assert statuses == [200] * CLIENTS
     print(f"connections held at most: pooled {pooled_most} (max {POOL}), unpooled {unpooled_most}")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_web_server_opens_its_whole_pool_when_it_first_uses_the_database(serve: Any, lab: Any) -> None:
+    """GIVEN a web server process with PODLIFE_DB_POOL_MAX=3 (PODLIFE_DB_POOL_MIN unset) WHEN one request
+    is answered, one at a time THEN the process soon holds all 3 connections, not only the one that
+    request used: they are made before any load, not at its peak (docs/performance.md "Load")."""
+    token = create_token(User.objects.create_superuser("root", "root@example.invalid", "pw"))
+    s = connection.settings_dict
+    name = "podlife-pool-test-whole"
+    url = f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}?application_name={name}"
+    server = serve(deployment_env(SECRET_KEY=strong_key(), DATABASE_URL=url, PODLIFE_DB_POOL_MAX=str(POOL)))
+    answer = requests.get(
+        f"{server.url}/api/v1/clusters", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    assert answer.status_code == 200
+    held = 0
+    with psycopg.connect(
+        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
+    ) as watcher:
+        deadline = time.monotonic() + 20
+        while held < POOL and time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+            ).fetchone()
+            held = row[0] if row else 0
+            time.sleep(0.1)
+    assert held == POOL

@@ -320,3 +320,24 @@ def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
     misses = _queries._query2pg_client.cache_info().misses
     assert queries.window_json(cluster, **kw) == first
     assert _queries._query2pg_client.cache_info().misses == misses
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_window_reads_of_any_number_of_pods_run_the_same_statements() -> None:
+    """PostgreSQL: GIVEN one read of a 3-pod node WHEN nodes of 6 and 40 pods are read THEN psycopg's
+    cache of parsed statements gains nothing: the pods' UIDs are one array parameter, so the query's text
+    does not change with their number. An ``IN`` list of N placeholders was a new statement per N (padded
+    to powers of two: still one per power), first met when a node grew, often at a load's peak, and kept
+    by that cache after it (docs/performance.md "Load")."""
+    from psycopg import _queries  # the statement cache itself: what the behaviour is about
+
+    cluster = Cluster.objects.create(name="busy-counts")
+    for pods in (3, 6, 40):  # each node also has a pod whose row names "node-other": two nodes each
+        make_node_pods(cluster, pods=pods, node=f"node-{pods}", seed=pods)
+    kw = {**WHOLE_DAY, "namespaces": None, "lanes": None, "scope": {"kind": "node", "name": "n"}}
+    queries.window_json(cluster, node="node-3", **kw)
+    misses = _queries._query2pg_client.cache_info().misses
+    for node in ("node-6", "node-40"):
+        assert orjson.loads(queries.window_json(cluster, node=node, **kw))["pods"]
+    assert _queries._query2pg_client.cache_info().misses == misses
