@@ -17,8 +17,9 @@ Indexes: the parent's (by pod and time, by kind and time, BRIN on time) exist on
 partition also gets its own unique (dedupe_key, cluster_id) index and an index on ``id`` (evidence links).
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
-for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up across all
-partitions before it COPYs.
+for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up in the other
+partitions before it COPYs (the one the rows go to fails the COPY itself on a key it holds), using the
+partition list this process last read (``range_holding``), checked in the same statement.
 
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an
