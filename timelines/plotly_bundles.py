@@ -8,6 +8,11 @@
 * **full** — ``plotly.min.js`` of the installed ``plotly`` package (every trace type). Pages fetch it only
   when a figure needs WebGL (``scattergl``, past ``figures.WEBGL_THRESHOLD`` segments), which no node page
   of up to 110 pods does.
+
+Both are served and inlined through ``code``, which points plotly.js's remote defaults at this site: the
+published code names CDN hosts for data that trace types podlife never draws would fetch (geo maps'
+topojson, map styles, icons and fonts). The vendored file is stored so rewritten (``make vendor-plotly``), and
+the pages' Content-Security-Policy refuses any other origin besides.
 """
 
 from __future__ import annotations
@@ -28,6 +33,33 @@ FULL_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.mi
 PARTIAL_TRACES = ("bar", "pie", "scatter")
 BUNDLES = {"partial": PARTIAL_PATH, "full": FULL_PATH}
 _VERSION = re.compile(rb"plotly\.js (?:\([^)]*\) )?v(\d+\.\d+\.\d+)")
+# Each remote default's prefix and the site-relative one it becomes (a fetch of it, which podlife's traces
+# never make, would ask this site and get a 404 instead of leaving an air-gapped network).
+_REMOTE_DEFAULTS = (
+    (b"https://cdn.plot.ly/un/", b"./"),  # layout.geo's topojsonURL
+    (b"https://basemaps.cartocdn.com/gl/", b"./basemaps/"),  # map traces' styles
+    (b"https://cdn.jsdelivr.net/npm/", b"./npm/"),  # map traces' icons
+    (b"https://tiles.basemaps.cartocdn.com/", b"./basemaps/"),  # map traces' fonts (a request rewrite)
+    (b"https://fonts.openmaptiles.org/", b"./fonts/"),  # … rewritten to these
+)
+CDN_URL = re.compile(rb"https?://[\w.-]*cdn[\w.-]*")  # what must not be left (tests/web/test_views.py)
+
+
+def localized(code: bytes) -> bytes:
+    """plotly.js code with its remote defaults pointed at this site."""
+    for remote, local in _REMOTE_DEFAULTS:
+        code = code.replace(remote, local)
+    return code
+
+
+def code(bundle: str) -> bytes:
+    """The code of the ``partial`` or ``full`` bundle, as pages and exports get it."""
+    return localized(BUNDLES[bundle].read_bytes())
+
+
+def localize_vendored() -> None:
+    """Rewrite the vendored file so (``make vendor-plotly``, after it copies the published one)."""
+    PARTIAL_PATH.write_bytes(localized(PARTIAL_PATH.read_bytes()))
 
 
 def version_of(path: Path) -> str:

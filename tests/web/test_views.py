@@ -281,6 +281,20 @@ def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner:
 
     assert banner in gzip.decompress(response.content)[:400]
     assert client.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+    from timelines.plotly_bundles import CDN_URL
+
+    # Air-gapped clusters: no CDN in the code a browser gets (plotly.js's remote defaults point here).
+    assert CDN_URL.findall(client.get(url).content) == []
+    assert b"fonts.openmaptiles.org" not in client.get(url).content
+
+
+def test_the_vendored_partial_bundle_names_no_cdn() -> None:
+    """The file in the repository is stored with its remote defaults rewritten (``make vendor-plotly``)."""
+    from timelines.plotly_bundles import CDN_URL, PARTIAL_PATH, localized
+
+    code = PARTIAL_PATH.read_bytes()
+    assert CDN_URL.findall(code) == []
+    assert localized(code) == code
 
 
 def test_partial_plotly_bundle_is_the_installed_plotly_js_version_and_a_quarter_of_its_size() -> None:

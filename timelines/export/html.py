@@ -25,6 +25,7 @@ import orjson
 from django.template.loader import get_template
 from django.utils import timezone
 
+from timelines import plotly_bundles
 from timelines.export.bundle import Progress, _Counter, _quiet, derived_sections, podlife_version
 from timelines.export.scope import Resolved
 from timelines.lifecycle.timeline import format_time
@@ -48,7 +49,7 @@ def _csp_hash(code: bytes) -> str:
 
 @cache
 def _plotly(mtime: float) -> tuple[bytes, str]:
-    code = PLOTLY_PATH.read_bytes()
+    code = plotly_bundles.code("partial")
     if b"</script" in code.lower():  # never true for plotly.min.js today; a script block must not hold it
         raise RuntimeError(f"{PLOTLY_PATH} contains '</script' and cannot be inlined")
     return code, _csp_hash(code)

@@ -425,7 +425,7 @@ _plotly_lock = threading.Lock()
 def _plotly_bytes(bundle: str, encoding: str) -> bytes:
     with _plotly_lock:
         if (bundle, "raw") not in _plotly_cache:
-            raw = plotly_bundles.BUNDLES[bundle].read_bytes()
+            raw = plotly_bundles.code(bundle)
             _plotly_cache[bundle, "raw"] = raw
             _plotly_cache[bundle, "gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
             _plotly_cache[bundle, "etag"] = hashlib.sha256(raw).hexdigest()[:32].encode()
