@@ -40,6 +40,7 @@ from timelines.models import (
     PodDisruptionBudget,
     Workload,
 )
+from timelines.store import text_array
 
 _M = TypeVar("_M", bound=Model)
 
@@ -388,13 +389,14 @@ def window_json(
         # An IN list of N placeholders is a new statement per N: psycopg parses and caches each text
         # (up to 50 parameters), and a statement first met at a load's peak stays in that cache after it,
         # keeping a mostly empty pymalloc arena from being given back (docs/performance.md "Load").
+        # The array goes as one literal (store.text_array: psycopg would dump a list value by value).
         # SQLite has no arrays: placeholders there (IN_BATCH at most: it caps bound parameters).
         values = list(values)
         if not values:
             return "1 = 0"
         if postgres:
-            params.append(values)
-            return f"{column} = ANY(%s)"
+            params.append(text_array(values))
+            return f"{column} = ANY(%s::text[])"
         params.extend(values)
         return f"{column} IN ({', '.join(['%s'] * len(values))})"
 
