@@ -48,6 +48,8 @@ DEFAULT = f"{PARENT}_default"
 # Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
 # partition midnight to midnight.
 _ANCHOR = datetime(1970, 1, 5, tzinfo=UTC)
+EARLIEST = datetime.min.replace(tzinfo=UTC)  # what MINVALUE and MAXVALUE bounds compare as
+LATEST = datetime.max.replace(tzinfo=UTC)
 _BOUND = re.compile(r"FOR VALUES FROM \((?P<lo>[^)]*)\) TO \((?P<hi>[^)]*)\)")
 
 
@@ -153,8 +155,7 @@ def partitions() -> list[Partition]:
         if match is None:
             raise RuntimeError(f"partition {name} has a bound podlife does not expect: {bound}")
         found.append(Partition(name, _parse_bound(match["lo"]), _parse_bound(match["hi"]), bound=bound))
-    low = datetime.min.replace(tzinfo=UTC)
-    return sorted(found, key=lambda p: (p.default, p.lower or low))
+    return sorted(found, key=lambda p: (p.default, p.lower or EARLIEST))
 
 
 # The range partitions as this process last read them, per database alias: (monotonic time read, list).
@@ -194,8 +195,7 @@ def forget_layout() -> None:
 def _gaps(start: datetime, end: datetime, existing: Sequence[Partition]) -> list[tuple[datetime, datetime]]:
     """The parts of ``[start, end)`` no existing range covers (the legacy partition's upper bound, day
     partitions inside a week after the span setting changed)."""
-    low, high = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
-    covered = sorted((p.lower or low, p.upper or high) for p in existing if not p.default)
+    covered = sorted((p.lower or EARLIEST, p.upper or LATEST) for p in existing if not p.default)
     gaps: list[tuple[datetime, datetime]] = []
     at = start
     for lo, hi in covered:

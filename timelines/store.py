@@ -16,7 +16,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -335,8 +335,6 @@ _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # until one finds no stored key (a relist of stored pods, a replay after a crash), so that only the first
 # such batch pays a failed COPY.
 _probe_all: set[int] = set()
-_MIN = datetime.min.replace(tzinfo=UTC)
-_MAX = datetime.max.replace(tzinfo=UTC)
 
 
 def _stored_keys(
@@ -354,8 +352,8 @@ def _stored_keys(
         {
             "keys": array,
             "cluster": cluster_id,
-            "lower": target.lower or _MIN,
-            "upper": target.upper or _MAX,
+            "lower": target.lower or partitions.EARLIEST,
+            "upper": target.upper or partitions.LATEST,
             "name": target.name,
             "bound": target.bound,
         },
