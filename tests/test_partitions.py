@@ -304,3 +304,29 @@ def test_keys_with_quotes_backslashes_braces_and_commas_are_found_on_another_day
     assert store.save_observations("c1", facts(D1 + timedelta(hours=1))).stored == len(odd)
     again = store.save_observations("c1", facts(D1 + DAY + timedelta(hours=1)))
     assert (again.stored, again.duplicates) == (0, len(odd))
+
+
+def test_a_copy_stored_on_a_later_day_or_in_the_default_partition_is_found_from_an_earlier_day():
+    """GIVEN a pod snapshot stored on a later day (a collector whose clock ran ahead) and an event stored in
+    the default partition (no partition held its day), in a cluster whose other rows all sit on the first
+    day WHEN both come again in one batch timed on the first day (with a new fact of a third kind) THEN the
+    look-up's span of the batch's kinds outside the first day reaches both: neither is stored twice."""
+    for day in range(3):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=1), rv="40")])
+
+    def event(at: datetime) -> Observation:
+        return Observation(
+            kind=Kind.EVENT, source=Source.API, observed_at=at, dedupe_key="event:e-1:7", pod_uid="uid-a"
+        )
+
+    assert store.save_observations("c1", [pod_snapshot(D1 + 2 * DAY)]).stored == 1
+    assert store.save_observations("c1", [event(D1 + 9 * DAY)]).stored == 1
+    assert partition_of("event:e-1:7") == partitions.DEFAULT
+    node = Observation(kind=Kind.NODE, source=Source.API, observed_at=D1, dedupe_key="node:n-1:3", node="n-1")
+    again = store.save_observations(
+        "c1", [pod_snapshot(D1 + timedelta(hours=2)), event(D1 + timedelta(hours=2)), node]
+    )
+    assert (again.stored, again.duplicates, again.stored_keys) == (1, 2, {"node:n-1:3"})
+    assert partition_of("pod:uid-a:41") == partitions.partition_name(D1 + 2 * DAY)
+    assert partition_of("event:e-1:7") == partitions.DEFAULT

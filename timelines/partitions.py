@@ -18,8 +18,9 @@ partition also gets its own unique (dedupe_key, cluster_id) index and an index o
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up in the other
-partitions before it COPYs (the one the rows go to fails the COPY itself on a key it holds), using the
-partition list this process last read (``range_holding``), checked in the same statement.
+partitions before it COPYs (only within the time span the cluster's rows of the batch's kinds have there;
+the one the rows go to fails the COPY itself on a key it holds), using the partition list this process
+last read (``range_holding``), checked in the same transaction.
 
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an

@@ -69,6 +69,7 @@ _COLUMNS = (
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _KEY_AT = _COLUMNS.index("dedupe_key")
+_KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
@@ -320,15 +321,28 @@ _LOOKUP = (
     "WHERE o.dedupe_key = k AND o.cluster_id + 0 = %(cluster)s::bigint{outside} LIMIT 1) AS hit"
 )
 _LOOKUP_ALL = _LOOKUP.format(outside="")
-# The same, for a batch whose rows all belong in one range partition: that partition is left out (its
-# own unique index fails the COPY on a key it holds), and a last row, NULL, says when the partition is
-# no longer attached with the bounds the process knew (then the full look-up runs instead). Read after
-# the statement has locked the parent, so no detach or drop can follow until the transaction ends.
-_LOOKUP_OUTSIDE = (
-    _LOOKUP.format(outside=" AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s)")
-    + " UNION ALL SELECT NULL WHERE NOT EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = "
-    "i.inhrelid WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid = to_regclass(%(name)s) "
-    "AND pg_get_expr(c.relpartbound, c.oid) = %(bound)s)"
+# For a batch whose rows all belong in one range partition (``target``), two steps. That partition is left
+# out: its own unique index fails the COPY on a key it holds. First, the time span the batch's kinds have
+# outside it for this cluster (per kind, the oldest and the newest row: one descent of each partition's
+# (cluster, kind, time) index, a few dozen a batch), and whether ``target`` is still attached with the
+# bounds the process knew (read after the statement has locked the parent, so no detach or drop can follow
+# until the transaction ends). Then, only when that span is not empty, the keys are probed in the
+# partitions that span reaches: the days ahead and the default partition are pruned unless they hold
+# something of the kinds, and a cluster whose rows all sit in the day being written (a new cluster, a new
+# day's first hours on a fresh install) sends no keys at all. A dedupe key names one fact and a fact has
+# one kind, so a stored copy of a key is a row of the same kind (the keys of API snapshots, the only facts
+# stored again on another day, start with their kind: ``pod:``, ``event:``, ``nodes:…:gone``).
+_SPAN_OUTSIDE = (
+    "SELECT min(s.lo), max(s.hi), EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+    "WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid = to_regclass(%(name)s) "
+    "AND pg_get_expr(c.relpartbound, c.oid) = %(bound)s) "
+    "FROM unnest(%(kinds)s::varchar[]) AS kd, LATERAL (SELECT min(o.observed_at) AS lo, max(o.observed_at) "
+    "AS hi FROM timelines_observation o WHERE o.cluster_id = %(cluster)s::bigint AND o.kind = kd "
+    "AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s)) AS s"
+)
+_LOOKUP_SPAN = _LOOKUP.format(
+    outside=" AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s) "
+    "AND o.observed_at >= %(first)s AND o.observed_at <= %(last)s"
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # Clusters whose last batch met a stored key in its own partition: their batches probe every partition
@@ -338,30 +352,33 @@ _probe_all: set[int] = set()
 
 
 def _stored_keys(
-    raw: psycopg.Cursor[Any], cluster_id: int, keys: list[str], target: partitions.Partition | None
+    raw: psycopg.Cursor[Any],
+    cluster_id: int,
+    rows: list[tuple[Any, ...]],
+    target: partitions.Partition | None,
 ) -> set[str] | None:
-    """The keys of ``keys`` some partition holds, leaving out ``target`` (a ``partitions.Partition`` whose
-    range holds every row of the batch, or None: probe them all). None: ``target`` is no longer attached
-    as it was read (the caller forgets the layout and asks again without it)."""
-    array = text_array(keys)  # one string: psycopg would dump the list key by key (a µs each)
+    """The dedupe keys of ``rows`` some partition holds, leaving out ``target`` (a ``partitions.Partition``
+    whose range holds every row of the batch, or None: probe them all). None: ``target`` is no longer
+    attached as it was read (the caller forgets the layout and asks again without it)."""
     if target is None:
-        raw.execute(_LOOKUP_ALL, {"keys": array, "cluster": cluster_id})
+        # One string: psycopg would dump the list key by key (a µs each).
+        raw.execute(_LOOKUP_ALL, {"keys": text_array([row[_KEY_AT] for row in rows]), "cluster": cluster_id})
         return {found for (found,) in raw.fetchall()}
-    raw.execute(
-        _LOOKUP_OUTSIDE,
-        {
-            "keys": array,
-            "cluster": cluster_id,
-            "lower": target.lower or partitions.EARLIEST,
-            "upper": target.upper or partitions.LATEST,
-            "name": target.name,
-            "bound": target.bound,
-        },
-    )
-    found = {key for (key,) in raw.fetchall()}
-    if None in found:
+    bounds = {
+        "cluster": cluster_id,
+        "lower": target.lower or partitions.EARLIEST,
+        "upper": target.upper or partitions.LATEST,
+    }
+    kinds = text_array(sorted({row[_KIND_AT] for row in rows}))
+    raw.execute(_SPAN_OUTSIDE, {**bounds, "kinds": kinds, "name": target.name, "bound": target.bound})
+    first, last, attached = raw.fetchone() or (None, None, False)
+    if not attached:
         return None
-    return found
+    if first is None:  # nothing of these kinds outside the batch's partition
+        return set()
+    keys = text_array([row[_KEY_AT] for row in rows])
+    raw.execute(_LOOKUP_SPAN, {**bounds, "keys": keys, "first": first, "last": last})
+    return {found for (found,) in raw.fetchall()}
 
 
 def _insert_postgres(
@@ -373,8 +390,9 @@ def _insert_postgres(
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
     keeps a unique key only within one partition, while a fact can come again on another day (a relist
     re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first in
-    the other partitions (one query; each partition's unique (dedupe key, cluster) index answers), and
-    only the rows not found are COPYed straight into the table: each row is written and indexed once.
+    the other partitions that hold rows of the batch's kinds for this cluster (``_SPAN_OUTSIDE``, then
+    ``_LOOKUP_SPAN``: each partition's unique (dedupe key, cluster) index answers), and only the rows not
+    found are COPYed straight into the table: each row is written and indexed once.
     The partition the rows go to is not probed: its own unique index fails the COPY on a key it already
     holds, and the batch is then looked up across every partition (and so are the cluster's next batches,
     until one finds nothing stored: a relist of stored pods writes nothing at all). Probing the partition
@@ -391,7 +409,6 @@ def _insert_postgres(
     times = [row[_OBSERVED_AT] for row in rows]
     if not nested:
         partitions.cover(max(times))
-    keys = [row[_KEY_AT] for row in rows]
     for probe_all in (cluster_id in _probe_all, True):
         target = None if probe_all else partitions.range_holding(min(times), max(times))
         try:
@@ -399,10 +416,10 @@ def _insert_postgres(
             # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
             with transaction.atomic(), connection.cursor() as cursor:
                 raw = cursor.cursor
-                stored = _stored_keys(raw, cluster_id, keys, target)
+                stored = _stored_keys(raw, cluster_id, rows, target)
                 if stored is None:  # the partition was dropped or re-made since this process read it
                     partitions.forget_layout()
-                    target, stored = None, _stored_keys(raw, cluster_id, keys, None)
+                    target, stored = None, _stored_keys(raw, cluster_id, rows, None)
                 if target is None and probe_all:
                     if stored:
                         _probe_all.add(cluster_id)
