@@ -310,39 +310,29 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-# The batch's keys that some partition holds: one probe of each partition's unique (dedupe_key,
-# cluster_id) index per key, whatever the statistics say. The cluster is compared as an expression
-# (``cluster_id + 0``) on purpose: as a plain equality, a partition whose statistics do not know the
-# cluster yet (a new cluster, a new day; analysed late or, without autovacuum, never) was planned through
-# an index that starts with cluster_id (by kind, by pod), filtering every row of the cluster for every
-# key (0.5 s a batch at 5,000 rows, growing with them). Only the key index can answer ``dedupe_key = k``.
+# The batch's keys that some partition holds (``podlife_stored_keys``, migration 0018: a PL/pgSQL function
+# keeps its statements' plans for the session, where planning a statement over the partitions cost about
+# 1 ms a batch). Each key is one probe of a partition's unique (dedupe_key, cluster_id) index, whatever
+# the statistics say. The cluster is compared as an expression (``cluster_id + 0``) on purpose: as a
+# plain equality, a partition whose statistics do not know the cluster yet (a new cluster, a new day;
+# analysed late or, without autovacuum, never) was planned through an index that starts with cluster_id
+# (by kind, by pod), filtering every row of the cluster for every key (0.5 s a batch at 5,000 rows,
+# growing with them). Only the key index can answer ``dedupe_key = k``.
+#
+# For a batch whose rows all belong in one range partition (``target``), that partition is left out: its
+# own unique index fails the COPY on a key it holds. The function first locks the parent (no detach or
+# drop can follow until the transaction ends) and returns one NULL row when ``target`` is no longer
+# attached with the bounds the process knew. Then it takes the time span the batch's kinds have outside
+# ``target`` for this cluster (per kind, the oldest and the newest row: one descent of each partition's
+# (cluster, kind, time) index) and probes the keys only in the partitions that span reaches: the days
+# ahead and the default partition are pruned unless they hold something of those kinds, and a cluster
+# whose rows all sit in the day being written (a new cluster, a fresh install's first day) costs no probe
+# at all. A dedupe key names one fact and a fact has one kind, so a stored copy of a key is a row of the
+# same kind (the keys of API snapshots, the only facts stored again on another day, start with their
+# kind: ``pod:``, ``event:``, ``nodes:…:gone``). Without ``target`` every partition is probed.
 _LOOKUP = (
-    "SELECT k FROM unnest(%(keys)s::varchar[]) AS k, LATERAL (SELECT 1 FROM timelines_observation o "
-    "WHERE o.dedupe_key = k AND o.cluster_id + 0 = %(cluster)s::bigint{outside} LIMIT 1) AS hit"
-)
-_LOOKUP_ALL = _LOOKUP.format(outside="")
-# For a batch whose rows all belong in one range partition (``target``), two steps. That partition is left
-# out: its own unique index fails the COPY on a key it holds. First, the time span the batch's kinds have
-# outside it for this cluster (per kind, the oldest and the newest row: one descent of each partition's
-# (cluster, kind, time) index, a few dozen a batch), and whether ``target`` is still attached with the
-# bounds the process knew (read after the statement has locked the parent, so no detach or drop can follow
-# until the transaction ends). Then, only when that span is not empty, the keys are probed in the
-# partitions that span reaches: the days ahead and the default partition are pruned unless they hold
-# something of the kinds, and a cluster whose rows all sit in the day being written (a new cluster, a new
-# day's first hours on a fresh install) sends no keys at all. A dedupe key names one fact and a fact has
-# one kind, so a stored copy of a key is a row of the same kind (the keys of API snapshots, the only facts
-# stored again on another day, start with their kind: ``pod:``, ``event:``, ``nodes:…:gone``).
-_SPAN_OUTSIDE = (
-    "SELECT min(s.lo), max(s.hi), EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-    "WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid = to_regclass(%(name)s) "
-    "AND pg_get_expr(c.relpartbound, c.oid) = %(bound)s) "
-    "FROM unnest(%(kinds)s::varchar[]) AS kd, LATERAL (SELECT min(o.observed_at) AS lo, max(o.observed_at) "
-    "AS hi FROM timelines_observation o WHERE o.cluster_id = %(cluster)s::bigint AND o.kind = kd "
-    "AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s)) AS s"
-)
-_LOOKUP_SPAN = _LOOKUP.format(
-    outside=" AND (o.observed_at < %(lower)s OR o.observed_at >= %(upper)s) "
-    "AND o.observed_at >= %(first)s AND o.observed_at <= %(last)s"
+    "SELECT k FROM podlife_stored_keys(%(cluster)s::bigint, %(keys)s::text, %(kinds)s::varchar[], "
+    "%(lower)s, %(upper)s, %(name)s, %(bound)s) AS k"
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # Clusters whose last batch met a stored key in its own partition: their batches probe every partition
@@ -360,25 +350,23 @@ def _stored_keys(
     """The dedupe keys of ``rows`` some partition holds, leaving out ``target`` (a ``partitions.Partition``
     whose range holds every row of the batch, or None: probe them all). None: ``target`` is no longer
     attached as it was read (the caller forgets the layout and asks again without it)."""
-    if target is None:
-        # One string: psycopg would dump the list key by key (a µs each).
-        raw.execute(_LOOKUP_ALL, {"keys": text_array([row[_KEY_AT] for row in rows]), "cluster": cluster_id})
-        return {found for (found,) in raw.fetchall()}
-    bounds = {
-        "cluster": cluster_id,
-        "lower": target.lower or partitions.EARLIEST,
-        "upper": target.upper or partitions.LATEST,
-    }
-    kinds = text_array(sorted({row[_KIND_AT] for row in rows}))
-    raw.execute(_SPAN_OUTSIDE, {**bounds, "kinds": kinds, "name": target.name, "bound": target.bound})
-    first, last, attached = raw.fetchone() or (None, None, False)
-    if not attached:
+    raw.execute(
+        _LOOKUP,
+        {
+            "cluster": cluster_id,
+            # One string each: psycopg would dump a list value by value (a µs a key).
+            "keys": text_array([row[_KEY_AT] for row in rows]),
+            "kinds": text_array(sorted({row[_KIND_AT] for row in rows})),
+            "lower": (target.lower or partitions.EARLIEST) if target else None,
+            "upper": (target.upper or partitions.LATEST) if target else None,
+            "name": target.name if target else None,
+            "bound": target.bound if target else None,
+        },
+    )
+    found = {key for (key,) in raw.fetchall()}
+    if None in found:
         return None
-    if first is None:  # nothing of these kinds outside the batch's partition
-        return set()
-    keys = text_array([row[_KEY_AT] for row in rows])
-    raw.execute(_LOOKUP_SPAN, {**bounds, "keys": keys, "first": first, "last": last})
-    return {found for (found,) in raw.fetchall()}
+    return found
 
 
 def _insert_postgres(
@@ -390,8 +378,8 @@ def _insert_postgres(
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
     keeps a unique key only within one partition, while a fact can come again on another day (a relist
     re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first in
-    the other partitions that hold rows of the batch's kinds for this cluster (``_SPAN_OUTSIDE``, then
-    ``_LOOKUP_SPAN``: each partition's unique (dedupe key, cluster) index answers), and only the rows not
+    the other partitions that hold rows of the batch's kinds for this cluster (``_LOOKUP``: one call of a
+    PL/pgSQL function; each partition's unique (dedupe key, cluster) index answers), and only the rows not
     found are COPYed straight into the table: each row is written and indexed once.
     The partition the rows go to is not probed: its own unique index fails the COPY on a key it already
     holds, and the batch is then looked up across every partition (and so are the cluster's next batches,
