@@ -330,3 +330,37 @@ def test_a_copy_stored_on_a_later_day_or_in_the_default_partition_is_found_from_
     assert (again.stored, again.duplicates, again.stored_keys) == (1, 2, {"node:n-1:3"})
     assert partition_of("pod:uid-a:41") == partitions.partition_name(D1 + 2 * DAY)
     assert partition_of("event:e-1:7") == partitions.DEFAULT
+
+
+@pytest.fixture
+def derive_stage_off():
+    """No derive stage on the store's signal: where tasks run eagerly it would fold (and delete) the dirty
+    batches at once."""
+    from timelines import derivation
+    from timelines.signals import observations_stored
+
+    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
+    yield
+    observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+
+
+def test_a_batch_marked_whole_with_its_look_up_keeps_only_its_new_rows_marks(derive_stage_off):
+    """GIVEN pod a's snapshot stored on the first day WHEN a batch on the next day holds it again beside pod
+    b's first snapshot (the store marks a batch whole with its look-up, before it knows what is stored)
+    THEN only b is marked dirty by that batch; and a batch of stored facts alone leaves no mark at all."""
+    from timelines.models import DirtyBatch
+
+    for day in range(2):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    assert store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=1))]).stored == 1
+    DirtyBatch.objects.all().delete()
+    b = Observation(
+        kind=Kind.POD, source=Source.API, observed_at=D1 + DAY, dedupe_key="pod:uid-b:7", pod_uid="uid-b"
+    )
+    again = store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=1)), b])
+    assert (again.stored, again.duplicates) == (1, 1)
+    assert [row.keys for row in DirtyBatch.objects.all()] == [[["pod", "uid-b", None, None]]]
+    DirtyBatch.objects.all().delete()
+    store._probe_all.clear()  # a batch expected new, not a relist: marked with its look-up
+    assert store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=2))]).stored == 0
+    assert not DirtyBatch.objects.exists()

@@ -346,27 +346,35 @@ def _stored_keys(
     cluster_id: int,
     rows: list[tuple[Any, ...]],
     target: partitions.Partition | None,
-) -> set[str] | None:
+    marks: list[Any] | None = None,
+) -> tuple[set[str] | None, int | None]:
     """The dedupe keys of ``rows`` some partition holds, leaving out ``target`` (a ``partitions.Partition``
-    whose range holds every row of the batch, or None: probe them all). None: ``target`` is no longer
-    attached as it was read (the caller forgets the layout and asks again without it)."""
-    raw.execute(
-        _LOOKUP,
-        {
-            "cluster": cluster_id,
-            # One string each: psycopg would dump a list value by value (a µs a key).
-            "keys": text_array([row[_KEY_AT] for row in rows]),
-            "kinds": text_array(sorted({row[_KIND_AT] for row in rows})),
-            "lower": (target.lower or partitions.EARLIEST) if target else None,
-            "upper": (target.upper or partitions.LATEST) if target else None,
-            "name": target.name if target else None,
-            "bound": target.bound if target else None,
-        },
-    )
-    found = {key for (key,) in raw.fetchall()}
-    if None in found:
-        return None
-    return found
+    whose range holds every row of the batch, or None: probe them all), and the id of the ``DirtyBatch``
+    row inserted with ``marks`` (``dirty.batch_params``; None: none). None for the keys: ``target`` is no
+    longer attached as it was read (the caller forgets the layout and asks again without it).
+
+    Both statements go in one round trip with the transaction's BEGIN (psycopg's pipeline mode, which
+    takes server-side parameters): a batch of new facts then costs the store three exchanges with the
+    server besides this one (the COPY's two and the COMMIT), where look-up, marks and BEGIN took three."""
+    params = {
+        "cluster": cluster_id,
+        # One string each: psycopg would dump a list value by value (a µs a key).
+        "keys": text_array([row[_KEY_AT] for row in rows]),
+        "kinds": text_array(sorted({row[_KIND_AT] for row in rows})),
+        "lower": (target.lower or partitions.EARLIEST) if target else None,
+        "upper": (target.upper or partitions.LATEST) if target else None,
+        "name": target.name if target else None,
+        "bound": target.bound if target else None,
+    }
+    pg = raw.connection
+    look, mark = psycopg.Cursor(pg), psycopg.Cursor(pg)
+    with pg.pipeline():
+        look.execute(_LOOKUP, params)
+        if marks is not None:
+            mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
+    found = {key for (key,) in look.fetchall()}
+    batch = mark.fetchone() if marks is not None else None
+    return (None if None in found else found), (batch[0] if batch else None)
 
 
 def _insert_postgres(
@@ -404,10 +412,15 @@ def _insert_postgres(
             # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
             with transaction.atomic(), connection.cursor() as cursor:
                 raw = cursor.cursor
-                stored = _stored_keys(raw, cluster_id, rows, target)
+                # A batch expected to be new (not a relist of stored facts) is marked dirty whole, with the
+                # look-up; the marks are corrected below in the rare case some rows were stored already.
+                marks = (
+                    None if probe_all else dirty.batch_params(cluster_id, dirty.marked_keys(facts.values()))
+                )
+                stored, batch = _stored_keys(raw, cluster_id, rows, target, marks)
                 if stored is None:  # the partition was dropped or re-made since this process read it
                     partitions.forget_layout()
-                    target, stored = None, _stored_keys(raw, cluster_id, rows, None)
+                    target, (stored, _none) = None, _stored_keys(raw, cluster_id, rows, None)
                 if target is None and probe_all:
                     if stored:
                         _probe_all.add(cluster_id)
@@ -417,8 +430,11 @@ def _insert_postgres(
                 if new:
                     copy_observation_rows(raw, "timelines_observation", new)
                 inserted = [(row[1], row[_KEY_AT]) for row in new]
-                if inserted:
-                    _mark_dirty(cluster_id, inserted, facts)
+                if batch is None:
+                    if inserted:
+                        _mark_dirty(cluster_id, inserted, facts)
+                elif stored:  # the marks named rows stored before: only the new rows' stay
+                    dirty.replace_batch(batch, dirty.marked_keys(facts[key] for _uid, key in inserted))
             return inserted
         except psycopg_errors.UniqueViolation:
             if target is None:  # every partition was probed: a concurrent writer stored the same fact
