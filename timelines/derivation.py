@@ -194,7 +194,15 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
             "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
             "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
             "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
-            [cluster.pk, list(UIDLESS_KINDS), min(los), max(his), nodes, los, his],
+            [
+                cluster.pk,
+                list(UIDLESS_KINDS),
+                min(los),
+                max(his),
+                store.text_array(nodes),
+                store.time_array(los),
+                store.time_array(his),
+            ],  # fmt: skip
         )
     by_node = Q(
         *[
