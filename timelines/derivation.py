@@ -244,23 +244,30 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     """
     wanted = sorted(set(uids))
     own: dict[str, list[Fact]] = {uid: [] for uid in wanted}
+    # One pass over the rows: each pod's facts, the names they carry (per pod, for the audited requests
+    # below) and each node's span.
+    names_of: dict[str, set[tuple[str | None, str | None]]] = {uid: set() for uid in wanted}
+    spans: dict[str, tuple[datetime, datetime]] = {}
     for fact in _own_facts(cluster, wanted):
-        own[fact[1].pod_uid or ""].append(fact)
-    names = {(o.namespace, o.name) for facts in own.values() for _, o in facts if o.namespace and o.name}
-    times: dict[str, list[datetime]] = {}
-    for facts in own.values():
-        for _, o in facts:
-            if o.node:
-                times.setdefault(o.node, []).append(o.observed_at)
-    spans = {node: (min(at), max(at)) for node, at in times.items()}
+        o = fact[1]
+        uid = o.pod_uid or ""
+        own[uid].append(fact)
+        if o.namespace and o.name:
+            names_of[uid].add((o.namespace, o.name))
+        node = o.node
+        if node:
+            at = o.observed_at
+            span = spans.get(node)
+            if span is None:
+                spans[node] = (at, at)
+            elif at < span[0] or at > span[1]:
+                spans[node] = (min(span[0], at), max(span[1], at))
+    names = {name for pod_names in names_of.values() for name in pod_names}
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):
         candidates[fact[1].dedupe_key] = fact
     # Audited requests about these names: the lifecycle core joins them to an incarnation by UID / time.
     requests: dict[str, list[Fact]] = {}
-    names_of: dict[str, set[tuple[str | None, str | None]]] = {
-        uid: {(o.namespace, o.name) for _, o in facts if o.namespace and o.name} for uid, facts in own.items()
-    }
     for fact in _named_facts(cluster, names, kinds=(Kind.AUDIT,), pod_requests=True):
         for uid, pod_names in names_of.items():
             if (fact[1].namespace, fact[1].name) in pod_names:

@@ -616,8 +616,13 @@ class DerivedPod:
 def row_digest(row: tuple[Any, ...]) -> int:
     """A stable 64-bit digest of a derived row's columns after ``cluster_id`` (the same in every process:
     Python's own ``hash`` of text is salted per process). Key order inside JSON values does not count."""
-    data = orjson.dumps(row[1:], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+    data = _dumps(row[1:], option=_DIGEST_OPTIONS)
+    return _from_bytes(_blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+# ``row_digest`` runs once per derived row (eleven a pod): its names bound once.
+_dumps, _blake2b, _from_bytes = orjson.dumps, hashlib.blake2b, int.from_bytes
+_DIGEST_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
