@@ -246,14 +246,15 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     own: dict[str, list[Fact]] = {uid: [] for uid in wanted}
     # One pass over the rows: each pod's facts, the names they carry (per pod, for the audited requests
     # below) and each node's span.
-    names_of: dict[str, set[tuple[str | None, str | None]]] = {uid: set() for uid in wanted}
+    names_of: dict[str, set[tuple[str, str]]] = {uid: set() for uid in wanted}
     spans: dict[str, tuple[datetime, datetime]] = {}
     for fact in _own_facts(cluster, wanted):
         o = fact[1]
         uid = o.pod_uid or ""
         own[uid].append(fact)
-        if o.namespace and o.name:
-            names_of[uid].add((o.namespace, o.name))
+        ns, name = o.namespace, o.name
+        if ns and name:
+            names_of[uid].add((ns, name))
         node = o.node
         if node:
             at = o.observed_at
