@@ -194,7 +194,15 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
             "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
             "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
             "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
-            [cluster.pk, list(UIDLESS_KINDS), min(los), max(his), nodes, los, his],
+            [
+                cluster.pk,
+                list(UIDLESS_KINDS),
+                min(los),
+                max(his),
+                store.text_array(nodes),
+                store.time_array(los),
+                store.time_array(his),
+            ],  # fmt: skip
         )
     by_node = Q(
         *[
@@ -236,23 +244,31 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
     """
     wanted = sorted(set(uids))
     own: dict[str, list[Fact]] = {uid: [] for uid in wanted}
+    # One pass over the rows: each pod's facts, the names they carry (per pod, for the audited requests
+    # below) and each node's span.
+    names_of: dict[str, set[tuple[str, str]]] = {uid: set() for uid in wanted}
+    spans: dict[str, tuple[datetime, datetime]] = {}
     for fact in _own_facts(cluster, wanted):
-        own[fact[1].pod_uid or ""].append(fact)
-    names = {(o.namespace, o.name) for facts in own.values() for _, o in facts if o.namespace and o.name}
-    times: dict[str, list[datetime]] = {}
-    for facts in own.values():
-        for _, o in facts:
-            if o.node:
-                times.setdefault(o.node, []).append(o.observed_at)
-    spans = {node: (min(at), max(at)) for node, at in times.items()}
+        o = fact[1]
+        uid = o.pod_uid or ""
+        own[uid].append(fact)
+        ns, name = o.namespace, o.name
+        if ns and name:
+            names_of[uid].add((ns, name))
+        node = o.node
+        if node:
+            at = o.observed_at
+            span = spans.get(node)
+            if span is None:
+                spans[node] = (at, at)
+            elif at < span[0] or at > span[1]:
+                spans[node] = (min(span[0], at), max(span[1], at))
+    names = {name for pod_names in names_of.values() for name in pod_names}
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):
         candidates[fact[1].dedupe_key] = fact
     # Audited requests about these names: the lifecycle core joins them to an incarnation by UID / time.
     requests: dict[str, list[Fact]] = {}
-    names_of: dict[str, set[tuple[str | None, str | None]]] = {
-        uid: {(o.namespace, o.name) for _, o in facts if o.namespace and o.name} for uid, facts in own.items()
-    }
     for fact in _named_facts(cluster, names, kinds=(Kind.AUDIT,), pod_requests=True):
         for uid, pod_names in names_of.items():
             if (fact[1].namespace, fact[1].name) in pod_names:

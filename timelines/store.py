@@ -637,8 +637,13 @@ class DerivedPod:
 def row_digest(row: tuple[Any, ...]) -> int:
     """A stable 64-bit digest of a derived row's columns after ``cluster_id`` (the same in every process:
     Python's own ``hash`` of text is salted per process). Key order inside JSON values does not count."""
-    data = orjson.dumps(row[1:], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+    data = _dumps(row[1:], option=_DIGEST_OPTIONS)
+    return _from_bytes(_blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+# ``row_digest`` runs once per derived row (eleven a pod): its names bound once.
+_dumps, _blake2b, _from_bytes = orjson.dumps, hashlib.blake2b, int.from_bytes
+_DIGEST_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
@@ -759,7 +764,7 @@ def _delete_ids(model: type[models.Model], ids: list[int]) -> None:
     if not ids:
         return
     if connection.vendor == "postgresql":
-        _pg_execute(f'DELETE FROM "{model._meta.db_table}" WHERE id = ANY(%s)', [ids])
+        _pg_execute(f'DELETE FROM "{model._meta.db_table}" WHERE id = ANY(%s::bigint[])', [int_array(ids)])
         return
     for i in range(0, len(ids), _SQLITE_CHUNK):
         model._default_manager.filter(id__in=ids[i : i + _SQLITE_CHUNK]).delete()
@@ -842,6 +847,18 @@ def text_array(values: Iterable[str]) -> str:
     decide its quoting): about 1 µs an element, and the derive stage binds arrays of 200 UIDs or names
     in every read. One string is made here in a single pass and parsed by the server."""
     return "{" + ",".join(['"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]) + "}"
+
+
+def int_array(values: Iterable[int]) -> str:
+    """A PostgreSQL array literal of integers, for a ``%s::bigint[]`` parameter (as ``text_array``: one
+    string, where psycopg would dump a list of ids element by element in Python)."""
+    return "{" + ",".join(map(str, map(int, values))) + "}"
+
+
+def time_array(values: Iterable[datetime]) -> str:
+    """A PostgreSQL array literal of aware times, for a ``%s::timestamptz[]`` parameter (ISO 8601 with
+    the offset and microseconds: the same instants psycopg would bind, in one string)."""
+    return "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' for v in values]) + "}"
 
 
 def _pg_execute(sql: str, params: Sequence[Any]) -> None:

@@ -249,6 +249,7 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
         elif snapshot_api_state(snap) == state:
             have[2].append(snap.key)
 
+    deletion: tuple[datetime | None, str | None] = (None, None)  # the last deletion time, formatted
     for snap in inc.snapshots:
         state = snapshot_api_state(snap)
         # A status a restarted kubelet rewrote tells the phase from then (its startTime) on, not before.
@@ -277,8 +278,10 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
             if starts or snap.phase == "Running":
                 reach(ApiState.RUNNING, min(starts) if starts else snap.at, snap)
         if snap.deletion_timestamp is not None:
+            if snap.deletion_timestamp is not deletion[0]:  # the snapshots share one parsed time
+                deletion = (snap.deletion_timestamp, format_time(snap.deletion_timestamp))
             attrs = {
-                "deletion_timestamp": format_time(snap.deletion_timestamp),
+                "deletion_timestamp": deletion[1],
                 "grace_seconds": snap.deletion_grace_seconds,
             }
             reach(ApiState.TERMINATING, snap.deletion_requested_at, snap, attrs)

@@ -195,6 +195,10 @@ class Incarnation:
     index: int
     created: datetime | None
     snapshots: tuple[PodSnapshot, ...]
+    # ``first_run_start`` per container kinds, made once (the lanes and findings ask it four times a pod).
+    _first_runs: dict[tuple[str, ...], dict[str, datetime]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def first_at(self) -> datetime:
@@ -329,7 +333,7 @@ def canonical_observations(observations: Iterable[Observation]) -> tuple[Observa
             _canonical_json(best.payload),
         ):
             chosen[obs.dedupe_key] = obs
-    return tuple(sorted(chosen.values(), key=lambda o: o.sort_key))
+    return tuple(sorted(chosen.values(), key=lambda o: (o.observed_at, o.kind, o.dedupe_key)))  # sort_key
 
 
 def _canonical_json(payload: Mapping[str, Any]) -> str:
@@ -516,8 +520,8 @@ class _Reader:
 
     def mapping(self, obs: Observation, data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
         value = data.get(key)
-        if value is None:
-            return None
+        if value is None or type(value) is dict:  # the common cases first (a decoded JSON object)
+            return value
         if isinstance(value, Mapping):
             return value
         self.problem(obs, f"{key} is not an object")
@@ -565,7 +569,7 @@ class _Reader:
                 problem(obs, "a container status has no name")
                 continue
             last = get("last_state")
-            if last is not None and not isinstance(last, Mapping):
+            if last is not None and type(last) is not dict and not isinstance(last, Mapping):
                 last = self.mapping(obs, c, "last_state")  # names the problem
             last_run = None
             if last is not None and last.get("state") == "terminated":
@@ -683,7 +687,19 @@ class _Reader:
 
 
 def first_run_start(inc: Incarnation, kinds: tuple[str, ...] = ("regular",)) -> dict[str, datetime]:
-    """Per container name (of the given kinds), the earliest start time any snapshot reports."""
+    """Per container name (of the given kinds), the earliest start time any snapshot reports (made once
+    per incarnation and kinds: read it, never change it)."""
+    cache = inc._first_runs
+    if cache is None:
+        cache = {}
+        object.__setattr__(inc, "_first_runs", cache)  # a cache on a read-only value
+    starts = cache.get(kinds)
+    if starts is None:
+        starts = cache[kinds] = _first_run_start(inc, kinds)
+    return starts
+
+
+def _first_run_start(inc: Incarnation, kinds: tuple[str, ...]) -> dict[str, datetime]:
     starts: dict[str, datetime] = {}
     for snap in inc.snapshots:
         for c in snap.containers:
