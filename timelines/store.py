@@ -367,13 +367,13 @@ def _stored_keys(
         "bound": target.bound if target else None,
     }
     pg = raw.connection
-    look, mark = psycopg.Cursor(pg), psycopg.Cursor(pg)
-    with pg.pipeline():
-        look.execute(_LOOKUP, params)
-        if marks is not None:
-            mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
-    found = {key for (key,) in look.fetchall()}
-    batch = mark.fetchone() if marks is not None else None
+    with psycopg.Cursor(pg) as look, psycopg.Cursor(pg) as mark:
+        with pg.pipeline():
+            look.execute(_LOOKUP, params)
+            if marks is not None:
+                mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
+        found = {key for (key,) in look.fetchall()}
+        batch = mark.fetchone() if marks is not None else None
     return (None if None in found else found), (batch[0] if batch else None)
 
 
@@ -420,7 +420,8 @@ def _insert_postgres(
                 stored, batch = _stored_keys(raw, cluster_id, rows, target, marks)
                 if stored is None:  # the partition was dropped or re-made since this process read it
                     partitions.forget_layout()
-                    target, (stored, _none) = None, _stored_keys(raw, cluster_id, rows, None)
+                    target = None
+                    stored, _unmarked = _stored_keys(raw, cluster_id, rows, None)
                 if target is None and probe_all:
                     if stored:
                         _probe_all.add(cluster_id)
