@@ -344,11 +344,17 @@ def derive_stage_off():
     observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
 
 
-def test_a_batch_marked_whole_with_its_look_up_keeps_only_its_new_rows_marks(derive_stage_off):
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipeline", "libpq-without-pipeline"])
+def test_a_batch_marked_whole_with_its_look_up_keeps_only_its_new_rows_marks(
+    derive_stage_off, monkeypatch, pipeline
+):
     """GIVEN pod a's snapshot stored on the first day WHEN a batch on the next day holds it again beside pod
     b's first snapshot (the store marks a batch whole with its look-up, before it knows what is stored)
-    THEN only b is marked dirty by that batch; and a batch of stored facts alone leaves no mark at all."""
+    THEN only b is marked dirty by that batch; and a batch of stored facts alone leaves no mark at all.
+    The same where libpq has no pipeline mode (the two statements then go one after the other)."""
     from timelines.models import DirtyBatch
+
+    monkeypatch.setattr(store, "_PIPELINE", pipeline)
 
     for day in range(2):
         partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)

@@ -11,6 +11,7 @@ rejected with its key and the reason; the rest of its batch is stored.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -339,6 +340,7 @@ _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # until one finds no stored key (a relist of stored pods, a replay after a crash), so that only the first
 # such batch pays a failed COPY.
 _probe_all: set[int] = set()
+_PIPELINE = psycopg.Pipeline.is_supported()
 
 
 def _stored_keys(
@@ -368,7 +370,8 @@ def _stored_keys(
     }
     pg = raw.connection
     with psycopg.Cursor(pg) as look, psycopg.Cursor(pg) as mark:
-        with pg.pipeline():
+        # A libpq older than 14 has no pipeline mode: the two statements then go one after the other.
+        with pg.pipeline() if _PIPELINE else contextlib.nullcontext():
             look.execute(_LOOKUP, params)
             if marks is not None:
                 mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
