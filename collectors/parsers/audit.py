@@ -1125,8 +1125,8 @@ class AuditParser:
         name = _str(ref.get("name")) or _str(_map(_map(response).get("metadata")).get("name"))
         kind = OBJECT_KINDS[resource]
 
-        snapshots = (
-            []
+        snapshots, shown = (
+            ([], [])
             if dry_run or not succeeded
             else self._snapshots(verb, kind, subresource, request, response, at)
         )
@@ -1190,7 +1190,7 @@ class AuditParser:
             "node_change": None,
             "status_write": None,
             "binding_node": binding_node,
-            "snapshots": [s.dedupe_key for s in snapshots],
+            "snapshots": shown,
         }
         if verb in ("delete", "deletecollection"):
             payload["delete"] = _delete_options(request, query, level, succeeded)
@@ -1223,11 +1223,13 @@ class AuditParser:
 
     def _snapshots(
         self, verb: str, kind: str, subresource: str, request: Any, response: Any, at: datetime
-    ) -> list[Observation]:
+    ) -> tuple[list[Observation], list[str]]:
         """The object snapshots a successful write shows: its response body (RequestResponse level), else the
-        whole object an ``update`` sent with its resourceVersion (the server took exactly that state)."""
+        whole object an ``update`` sent with its resourceVersion (the server took exactly that state); and
+        the dedupe keys of all of them, also of a Node state left out as a heartbeat (equal to the one the
+        parser kept before): what an event shows does not depend on what was read before it."""
         if subresource not in ("", "status", "ephemeralcontainers", "resize"):
-            return []  # eviction and binding answer with a Status
+            return [], []  # eviction and binding answer with a Status
         bodies: list[tuple[Mapping[str, Any], str, str | None]] = []  # (object, watch type, replaced version)
         if isinstance(response, Mapping) and response.get("kind") == kind:
             if verb == "create":
@@ -1252,15 +1254,12 @@ class AuditParser:
         ):
             bodies.append((_strip_version(request), "MODIFIED", replaced))
         out: list[Observation] = []
+        shown: list[str] = []
         for body, watch, replaced in bodies:
             if kind == "Pod":
                 obs = pod_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
             elif kind == "Node":
                 obs = node_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
-                fingerprint = str(obs.payload.get("fingerprint"))
-                if watch != "DELETED" and self._node_fingerprints.get(obs.payload["name"]) == fingerprint:
-                    continue  # a heartbeat: nothing podlife keeps changed
-                self._node_fingerprints[obs.payload["name"]] = fingerprint
             else:
                 obs = pdb_observation(body, watch_type=watch, observed_at=at, source=Source.AUDIT)
             if replaced is not None:
@@ -1269,8 +1268,14 @@ class AuditParser:
                 # the event, and a state that comes back later is not mistaken for the earlier one.
                 version = replaced if len(replaced) <= 64 else digest_key(replaced)
                 obs = replace(obs, dedupe_key=f"{obs.kind}:{obs.payload['uid']}:after:{version}")
+            shown.append(obs.dedupe_key)
+            if kind == "Node":
+                fingerprint = str(obs.payload.get("fingerprint"))
+                if watch != "DELETED" and self._node_fingerprints.get(obs.payload["name"]) == fingerprint:
+                    continue  # a heartbeat: nothing podlife keeps changed
+                self._node_fingerprints[obs.payload["name"]] = fingerprint
             out.append(obs)
-        return out
+        return out, shown
 
     def _reject(self, reason: str, where: str) -> None:
         self.rejected[reason] += 1

@@ -227,6 +227,28 @@ FRAGMENTS = [
 ]
 
 
+def test_an_event_lists_the_node_state_it_shows_whatever_was_read_before_it() -> None:
+    """GIVEN a node update and a copy of it that differs only in its annotations (same auditID and stage:
+    hypothesis found it) WHEN they are read in either order THEN each audit observation lists the node
+    state the event shows: the second's equal state is not stored again, yet it is still named."""
+    update = next(
+        e
+        for e in SEEDS
+        if e.get("auditID", "").endswith("000000000022") and e.get("stage") == "ResponseComplete"
+    )
+    twin = {**update, "annotations": None}
+
+    def shown(events: list[dict[str, Any]]) -> set[tuple[str | None, tuple[str, ...]]]:
+        return {
+            (str((o.payload.get("authorization") or {}).get("decision")), tuple(o.payload["snapshots"]))
+            for o in parse_audit(envelope(events, "jsonl")).observations
+            if o.kind == Kind.AUDIT
+        }
+
+    assert shown([update, twin]) == shown([twin, update])
+    assert all(snapshots for _decision, snapshots in shown([update, twin]))
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=30)), max_size=10).map("".join),
