@@ -9,6 +9,8 @@ does every five.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import Counter
 
@@ -42,7 +44,6 @@ def history(uid: str, name: str) -> list[Observation]:
 
 @pytest.fixture
 def derive_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    import os
     from urllib.parse import urlsplit, urlunsplit
 
     from django.conf import settings
@@ -80,14 +81,22 @@ def test_two_workers_and_a_sigkill_lose_nothing_and_double_nothing(derive_env, t
         derive_dirty_task.apply_async()
         victim = workers[0]
         mark = f":{victim.proc.pid}:"
-        wait_for(
-            "the first worker to hold claimed keys",
-            lambda: DirtyKey.objects.filter(claimed_by__contains=mark).exists(),
-            timeout=60,
-        )
+        # Frozen first (SIGSTOP), so that what it holds cannot change between the look and the kill: a
+        # worker seen holding claims can finish its batch before a SIGKILL lands, between two batches.
+        held: set[int] = set()
+        for _attempt in range(50):
+            wait_for(
+                "the first worker to hold claimed keys",
+                lambda: DirtyKey.objects.filter(claimed_by__contains=mark).exists(),
+                timeout=60,
+            )
+            os.kill(victim.proc.pid, signal.SIGSTOP)
+            held = set(DirtyKey.objects.filter(claimed_by__contains=mark).values_list("id", flat=True))
+            if held:
+                break
+            os.kill(victim.proc.pid, signal.SIGCONT)  # stopped between two batches: look again
         victim.kill()
-        held = set(DirtyKey.objects.filter(claimed_by__contains=mark).values_list("id", flat=True))
-        assert held, "the worker was killed between two batches; its claims are what this test is about"
+        assert held, "the worker was never stopped while it held claimed keys: what this test is about"
         # The survivor goes on, but not with the dead worker's keys while their claim lives.
         time.sleep(1.0)
         assert set(
