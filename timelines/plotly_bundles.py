@@ -10,9 +10,10 @@
   of up to 110 pods does.
 
 Both are served and inlined through ``code``, which points plotly.js's remote defaults at this site: the
-published code names CDN hosts for data that trace types podlife never draws would fetch (geo maps'
-topojson, map styles, icons and fonts). The vendored file is stored so rewritten (``make vendor-plotly``), and
-the pages' Content-Security-Policy refuses any other origin besides.
+published code names remote hosts for data that trace types podlife never draws would fetch (geo maps'
+topojson, map styles and tiles, icons and fonts). Every absolute URL a string literal starts with is made
+site-relative (``REMOTE_URL``), so no host needs naming here and none is missed. The vendored file is stored
+so rewritten (``make vendor-plotly``), and the pages' Content-Security-Policy refuses any other origin besides.
 """
 
 from __future__ import annotations
@@ -33,23 +34,20 @@ FULL_PATH = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.mi
 PARTIAL_TRACES = ("bar", "pie", "scatter")
 BUNDLES = {"partial": PARTIAL_PATH, "full": FULL_PATH}
 _VERSION = re.compile(rb"plotly\.js (?:\([^)]*\) )?v(\d+\.\d+\.\d+)")
-# Each remote default's prefix and the site-relative one it becomes (a fetch of it, which podlife's traces
-# never make, would ask this site and get a 404 instead of leaving an air-gapped network).
-_REMOTE_DEFAULTS = (
-    (b"https://cdn.plot.ly/un/", b"./"),  # layout.geo's topojsonURL
-    (b"https://basemaps.cartocdn.com/gl/", b"./basemaps/"),  # map traces' styles
-    (b"https://cdn.jsdelivr.net/npm/", b"./npm/"),  # map traces' icons
-    (b"https://tiles.basemaps.cartocdn.com/", b"./basemaps/"),  # map traces' fonts (a request rewrite)
-    (b"https://fonts.openmaptiles.org/", b"./fonts/"),  # … rewritten to these
-)
-CDN_URL = re.compile(rb"https?://[\w.-]*cdn[\w.-]*")  # what must not be left (tests/web/test_views.py)
+# The scheme and host of an absolute URL that starts one of plotly.js's string literals: the remote defaults
+# its geo and map traces would fetch (topojson, map styles, tiles, icons, fonts), which podlife never draws,
+# and the links of its attributions and buttons. Each becomes ``.``, site-relative: a fetch of it would ask
+# this site and get a 404 instead of leaving an air-gapped network. XML namespace names (``www.w3.org``)
+# are identifiers, never fetched, and stay; URLs inside prose and license comments are not literals.
+REMOTE_URL = re.compile(rb"""(?<=["'`])https?://(?!www\.w3\.org/)[A-Za-z0-9.-]+(?=[/"'`])""")
+CDN_URL = re.compile(
+    rb"https?://[\w.-]*cdn[\w.-]*"
+)  # what must not be left anywhere (tests/web/test_views.py)
 
 
 def localized(code: bytes) -> bytes:
     """plotly.js code with its remote defaults pointed at this site."""
-    for remote, local in _REMOTE_DEFAULTS:
-        code = code.replace(remote, local)
-    return code
+    return REMOTE_URL.sub(b".", code)
 
 
 def code(bundle: str) -> bytes:

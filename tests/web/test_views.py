@@ -281,19 +281,29 @@ def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner:
 
     assert banner in gzip.decompress(response.content)[:400]
     assert client.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
-    from timelines.plotly_bundles import CDN_URL
+    from timelines.plotly_bundles import BUNDLES, CDN_URL, REMOTE_URL
 
-    # Air-gapped clusters: no CDN in the code a browser gets (plotly.js's remote defaults point here).
-    assert CDN_URL.findall(client.get(url).content) == []
-    assert b"fonts.openmaptiles.org" not in client.get(url).content
+    # Air-gapped clusters: no CDN in the code a browser gets (plotly.js's remote defaults point here), no
+    # remote URL a literal starts with, and no host the published code names only in such literals (the
+    # fetched defaults; prose and license comments name others) is left anywhere.
+    served = client.get(url).content
+    assert CDN_URL.findall(served) == []
+    assert REMOTE_URL.findall(served) == []
+    published = BUNDLES["partial" if "basic" in url else "full"].read_bytes()
+    hosts = {m.split(b"//", 1)[1] for m in REMOTE_URL.findall(published)}
+    only_in_literals = [h for h in hosts if h not in REMOTE_URL.sub(b".", published)]
+    assert [host for host in only_in_literals if host in served] == []
+    if "basic" not in url:  # the full bundle as published: its map traces' defaults are among them
+        assert len(only_in_literals) >= 5
 
 
 def test_the_vendored_partial_bundle_names_no_cdn() -> None:
     """The file in the repository is stored with its remote defaults rewritten (``make vendor-plotly``)."""
-    from timelines.plotly_bundles import CDN_URL, PARTIAL_PATH, localized
+    from timelines.plotly_bundles import CDN_URL, PARTIAL_PATH, REMOTE_URL, localized
 
     code = PARTIAL_PATH.read_bytes()
     assert CDN_URL.findall(code) == []
+    assert REMOTE_URL.findall(code) == []
     assert localized(code) == code
 
 
