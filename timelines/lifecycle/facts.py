@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from timelines.lifecycle.audit_evidence import AuditRecord, Life, records_for
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import SORT_KEY, Kind, Observation
 from timelines.lifecycle.record import record
 from timelines.lifecycle.timeline import ApiState, parse_time
 
@@ -333,7 +333,7 @@ def canonical_observations(observations: Iterable[Observation]) -> tuple[Observa
             _canonical_json(best.payload),
         ):
             chosen[obs.dedupe_key] = obs
-    return tuple(sorted(chosen.values(), key=lambda o: (o.observed_at, o.kind, o.dedupe_key)))  # sort_key
+    return tuple(sorted(chosen.values(), key=SORT_KEY))
 
 
 def _canonical_json(payload: Mapping[str, Any]) -> str:
