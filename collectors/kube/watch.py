@@ -598,13 +598,16 @@ class _Stepper:
         uncommitted rows, and SQLite takes one writer at a time.
         """
 
-        def save() -> store.SaveResult | None:
-            return store.save_observations(self.cluster, batch) if batch else None
+        def save() -> tuple[store.SaveResult | None, float]:
+            # With the time it was stored at (on the writer's thread): the step's thread counts it up to
+            # QUIET_S later, and ``busy_seconds`` ends when the last object was stored, not when it was seen.
+            saved = store.save_observations(self.cluster, batch) if batch else None
+            return saved, time.monotonic()
 
         if self._writers is None and connection.vendor == "postgresql" and not connection.in_atomic_block:
             self._writers = _Writers(f"store-{self.cluster.name}-{self.spec.name}", self.tunables.writers)
         if self._writers is None:
-            self._stored(save(), events, rv)
+            self._stored(*save(), events, rv)
             return
         self._in_flight.append((self._writers.submit(save), events, rv))
         self._settle(block=len(self._in_flight) > self.tunables.writers + 1)
@@ -614,14 +617,14 @@ class _Stepper:
         least the first); raises the error of one that failed (the batches after it do not count)."""
         while self._in_flight and (block or self._in_flight[0][0].done()):
             future, events, rv = self._in_flight[0]
-            saved = future.result()  # raises a failed batch's error
+            saved, at = future.result()  # raises a failed batch's error
             self._in_flight.popleft()
-            self._stored(saved, events, rv)
+            self._stored(saved, at, events, rv)
             block = False
 
-    def _stored(self, saved: store.SaveResult | None, events: int, rv: str | None) -> None:
+    def _stored(self, saved: store.SaveResult | None, at: float, events: int, rv: str | None) -> None:
         if saved is not None:
-            self._count(saved)
+            self._count(saved, at)
         self._progress(events, rv)
 
     def drain(self) -> None:
@@ -711,9 +714,10 @@ class _Stepper:
             self.fingerprints[name] = fingerprint
         return False
 
-    def _count(self, saved: store.SaveResult) -> None:
-        """Add what storing one batch did to the step's result (in batch order: ``_settle``)."""
-        self.result.busy_seconds = time.monotonic() - self.started
+    def _count(self, saved: store.SaveResult, at: float) -> None:
+        """Add what storing one batch did to the step's result (in batch order: ``_settle``); ``at``: when
+        it was stored (two writers may finish out of order)."""
+        self.result.busy_seconds = max(self.result.busy_seconds, at - self.started)
         result = self.result
         result.stored += saved.stored
         result.duplicates += saved.duplicates

@@ -348,6 +348,38 @@ def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_o
     assert results and results[0].ok and results[0].events >= 3
 
 
+def test_a_steps_busy_time_ends_when_its_last_batch_was_stored_not_when_it_was_counted(sim, monkeypatch):
+    """GIVEN a listed cluster and a burst of pods, and a step's thread that counts each stored batch half
+    a second late (as when it is parsing or waiting on the stream)
+    WHEN one watch step replays the burst
+    THEN its ``busy_seconds`` (bench/watch.py's clock) ends when the writers stored the last batch, not
+    when the step's thread got round to counting it."""
+    from timelines import store
+
+    assert sim.step("pods").ok  # the list
+    sim.spawn(6)
+    sim.advance(2)
+    done: list[float] = []
+    save_observations, stored = store.save_observations, watch_module._Stepper._stored
+
+    def timed_save(*args, **kwargs):
+        saved = save_observations(*args, **kwargs)
+        done.append(time.monotonic())
+        return saved
+
+    def late(self, *args, **kwargs):
+        time.sleep(0.5)
+        return stored(self, *args, **kwargs)
+
+    monkeypatch.setattr(store, "save_observations", timed_save)
+    monkeypatch.setattr(watch_module._Stepper, "_stored", late)
+    before = time.monotonic()
+    result = sim.step("pods", tunables=replace(FAST, batch_size=4))
+    assert result.ok and result.stored >= 6 and done
+    # Counted late, it would end at least 0.5 s after the last store.
+    assert result.busy_seconds <= max(done) - before + 0.25
+
+
 def test_progress_is_written_once_per_interval_and_whole_when_the_step_ends(sim, monkeypatch):
     """GIVEN a listed cluster and a watch that stores a burst in many small batches
     WHEN one step replays it
