@@ -600,7 +600,7 @@ class _Stepper:
 
         def save() -> tuple[store.SaveResult | None, float]:
             # With the time it was stored at (on the writer's thread): the step's thread counts it up to
-            # QUIET_S later, and ``busy_seconds`` ends when the last object was stored, not when it was seen.
+            # QUIET_S later, and ``busy_seconds`` ends when the last object was stored, not when it was counted.
             saved = store.save_observations(self.cluster, batch) if batch else None
             return saved, time.monotonic()
 
@@ -717,8 +717,8 @@ class _Stepper:
     def _count(self, saved: store.SaveResult, at: float) -> None:
         """Add what storing one batch did to the step's result (in batch order: ``_settle``); ``at``: when
         it was stored (two writers may finish out of order)."""
-        self.result.busy_seconds = max(self.result.busy_seconds, at - self.started)
         result = self.result
+        result.busy_seconds = max(result.busy_seconds, at - self.started)
         result.stored += saved.stored
         result.duplicates += saved.duplicates
         result.rejected += len(saved.rejected)
