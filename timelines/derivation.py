@@ -255,14 +255,8 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         ns, name = o.namespace, o.name
         if ns and name:
             names_of[uid].add((ns, name))
-        node = o.node
-        if node:
-            at = o.observed_at
-            span = spans.get(node)
-            if span is None:
-                spans[node] = (at, at)
-            elif at < span[0] or at > span[1]:
-                spans[node] = (min(span[0], at), max(span[1], at))
+        if o.node:
+            dirty.widen(spans, o.node, o.observed_at)
     names = {name for pod_names in names_of.values() for name in pod_names}
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):

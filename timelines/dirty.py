@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 import orjson
@@ -43,6 +43,8 @@ from django.utils import timezone
 
 from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.models import DirtyBatch, DirtyKey
+
+K = TypeVar("K")
 
 POD = "pod"
 NODE = "node"
@@ -111,6 +113,15 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
     return []
 
 
+def widen(spans: dict[K, tuple[datetime, datetime]], key: K, at: datetime) -> None:
+    """Widen ``spans[key]`` (earliest, latest) to take ``at`` in; a key not there yet spans ``at`` alone."""
+    span = spans.get(key)
+    if span is None:
+        spans[key] = (at, at)
+    elif at < span[0] or at > span[1]:
+        spans[key] = (min(at, span[0]), max(at, span[1]))
+
+
 def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:
     """The distinct keys of ``observations``. A ``nodepods`` key carries the time span of the observations
     that marked it (the pods alive then are the ones to derive); the others carry none, which spares the
@@ -122,12 +133,7 @@ def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:
             if key[0] != NODEPODS:
                 plain[key] = None
                 continue
-            at = obs.observed_at
-            span = spans.get(key)
-            if span is None:
-                spans[key] = (at, at)
-            elif at < span[0] or at > span[1]:
-                spans[key] = (min(at, span[0]), max(at, span[1]))
+            widen(spans, key, obs.observed_at)
     return [(kind, key, None, None) for kind, key in plain] + [
         (kind, key, lo, hi) for (kind, key), (lo, hi) in spans.items()
     ]
