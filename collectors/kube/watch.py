@@ -27,6 +27,7 @@ import collections
 import gc
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -152,6 +153,16 @@ def _settle_process() -> None:
         gc.freeze()
 
 
+# The longest a writer thread waits for the GIL once the database answered it (``sys.setswitchinterval``;
+# the interpreter's default is 5 ms). A writer gives the GIL up at each exchange with a server (a batch
+# has four with PostgreSQL: look-up with BEGIN and the marks, the COPY's start and end, COMMIT; then the
+# derive stage's wake-up in Redis) and gets it back only when the step's thread, busy decoding the
+# stream, is made to hand it over: up to 5 ms each time. A batch's store took 66-95 ms instead of the
+# 53-65 ms of 7f87b14's two-exchange autocommit COPY, and the step's thread waited on its writers for
+# two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %; docs/performance.md, Watch).
+WRITER_SWITCH_INTERVAL_S = 0.0005
+
+
 class _Writers:
     """Threads that store one step's batches while the step parses the next.
 
@@ -164,6 +175,9 @@ class _Writers:
     """
 
     def __init__(self, name: str, threads: int) -> None:
+        # For the process from now on: a collector process keeps storing while it parses.
+        if sys.getswitchinterval() > WRITER_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(WRITER_SWITCH_INTERVAL_S)
         # At most one batch waits besides those being stored: bounds the memory a step holds.
         self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue(1)
         self._threads = [
