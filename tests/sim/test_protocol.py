@@ -376,7 +376,11 @@ def test_kubectl_get_pods_all_namespaces_watch(tmp_path, kubectl: str) -> None:
             with sim.cluster.engine.lock:
                 sim.cluster.spawn_pod("rollout-node-2", namespace="demo", name="watched")
                 sim.cluster.advance(5)
-            while sum("watched" in ln for ln in lines) < 3 and time.monotonic() < deadline:
+            # Until the row that says Running came (kubectl prints each change as it reads it: stopping
+            # at the third row raced the rows after it).
+            while not any(ln.split()[1:2] == ["watched"] and "Running" in ln.split() for ln in lines):
+                if time.monotonic() > deadline:
+                    break
                 time.sleep(0.05)
         finally:
             proc.kill()
