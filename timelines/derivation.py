@@ -60,6 +60,7 @@ from timelines.lifecycle.resolve import (
     Anchor,
     anchors_of,
     resolve_pod_observations,
+    widen,
 )
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
@@ -256,7 +257,7 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
         if ns and name:
             names_of[uid].add((ns, name))
         if o.node:
-            dirty.widen(spans, o.node, o.observed_at)
+            widen(spans, o.node, o.observed_at)
     names = {name for pod_names in names_of.values() for name in pod_names}
     candidates: dict[str, Fact] = {}
     for fact in _named_facts(cluster, names):

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote, unquote
 
 import orjson
@@ -42,9 +42,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from timelines.lifecycle.observation import AnyObservation, Kind
+from timelines.lifecycle.resolve import widen
 from timelines.models import DirtyBatch, DirtyKey
-
-K = TypeVar("K")
 
 POD = "pod"
 NODE = "node"
@@ -111,15 +110,6 @@ def keys_of(obs: AnyObservation) -> list[tuple[str, str]]:
     if obs.node:
         return [(NODEPODS, obs.node)]
     return []
-
-
-def widen(spans: dict[K, tuple[datetime, datetime]], key: K, at: datetime) -> None:
-    """Widen ``spans[key]`` (earliest, latest) to take ``at`` in; a key not there yet spans ``at`` alone."""
-    span = spans.get(key)
-    if span is None:
-        spans[key] = (at, at)
-    elif at < span[0] or at > span[1]:
-        spans[key] = (min(at, span[0]), max(at, span[1]))
 
 
 def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:

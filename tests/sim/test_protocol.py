@@ -378,9 +378,10 @@ def test_kubectl_get_pods_all_namespaces_watch(tmp_path, kubectl: str) -> None:
                 sim.cluster.advance(5)
             # Until the row that says Running came (kubectl prints each change as it reads it: stopping
             # at the third row raced the rows after it).
-            while not any(ln.split()[1:2] == ["watched"] and "Running" in ln.split() for ln in lines):
-                if time.monotonic() > deadline:
-                    break
+            while (
+                not any(row[1:2] == ["watched"] and "Running" in row for row in map(str.split, lines))
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
         finally:
             proc.kill()

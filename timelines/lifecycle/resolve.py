@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from timelines.lifecycle.observation import Kind, Observation, Transition
 
@@ -67,6 +68,18 @@ def pod_names(observations: Iterable[Observation]) -> dict[str, set[tuple[str, s
     return names
 
 
+K = TypeVar("K")
+
+
+def widen(spans: dict[K, tuple[datetime, datetime]], key: K, at: datetime) -> None:
+    """Widen ``spans[key]`` (earliest, latest) to take ``at`` in; a key not there yet spans ``at`` alone."""
+    span = spans.get(key)
+    if span is None:
+        spans[key] = (at, at)
+    elif at < span[0] or at > span[1]:
+        spans[key] = (min(at, span[0]), max(at, span[1]))
+
+
 def anchors_of(observations: Iterable[Observation]) -> list[Anchor]:
     """Anchors (per UID, node, clock and name) of UID-bearing observations."""
     observations = list(observations)
@@ -81,10 +94,7 @@ def anchors_of(observations: Iterable[Observation]) -> list[Anchor]:
             kubelet = False
         else:
             continue
-        key = (obs.pod_uid, obs.node, kubelet)
-        have = spans.get(key)
-        at = obs.observed_at
-        spans[key] = (min(have[0], at), max(have[1], at)) if have else (at, at)
+        widen(spans, (obs.pod_uid, obs.node, kubelet), obs.observed_at)
     return [
         Anchor(u, n, first, last, k, ns, name)
         for (u, n, k), (first, last) in sorted(spans.items())
