@@ -42,6 +42,33 @@ def event_time(name: str) -> float | None:
     return int(stamp) / 1e6 if head and stamp.isdigit() else None
 
 
+async def open_page(base_url: str, cluster: str, node: str, cookie: str) -> tuple[Any, dict[str, Any]]:
+    """Open the node's live view as the page does; the socket and its first frame (``hello``)."""
+    from websockets.asyncio.client import connect
+
+    socket = await connect(
+        base_url.replace("http://", "ws://") + f"/ws/v1/nodes/{cluster}/{node}/",
+        origin=base_url,  # type: ignore[arg-type]
+        additional_headers={"Cookie": f"sessionid={cookie}"},
+        open_timeout=60,
+        max_size=None,
+        compression=None if NO_DEFLATE else "deflate",
+    )
+    return socket, orjson.loads(await asyncio.wait_for(socket.recv(), 60))
+
+
+def warm_page(base_url: str, cluster: str, node: str, cookie: str) -> None:
+    """One page opened, greeted and closed: the live route served once."""
+
+    async def visit() -> None:
+        socket, hello = await open_page(base_url, cluster, node, cookie)
+        await socket.close()
+        if hello.get("type") != "hello":
+            raise RuntimeError(f"the warm page was not greeted: {hello}")
+
+    asyncio.run(visit())
+
+
 class Pages:
     def __init__(self, base_url: str, cluster: str, node: str, cookie: str, n: int) -> None:
         self.base_url, self.cluster, self.node, self.cookie, self.n = base_url, cluster, node, cookie, n
@@ -55,21 +82,10 @@ class Pages:
         return requests.get(self.node_api, cookies={"sessionid": self.cookie}, timeout=60).status_code
 
     async def page(self, i: int, handshakes: asyncio.Semaphore, stop: asyncio.Event) -> None:
-        from websockets.asyncio.client import connect
-
-        url = self.base_url.replace("http://", "ws://") + f"/ws/v1/nodes/{self.cluster}/{self.node}/"
         loop = asyncio.get_running_loop()
         try:
             async with handshakes:
-                socket = await connect(
-                    url,
-                    origin=self.base_url,  # type: ignore[arg-type]
-                    additional_headers={"Cookie": f"sessionid={self.cookie}"},
-                    open_timeout=60,
-                    max_size=None,
-                    compression=None if NO_DEFLATE else "deflate",
-                )
-                hello = orjson.loads(await asyncio.wait_for(socket.recv(), 60))
+                socket, hello = await open_page(self.base_url, self.cluster, self.node, self.cookie)
             if hello.get("type") != "hello":
                 self.result.errors.append(f"page {i}: {hello}")
                 await socket.close()

@@ -36,7 +36,7 @@ import requests
 from django.db import connection
 
 from tests.flow import ingest
-from tests.loadclients import PagesResult, pages_main, rest_main
+from tests.loadclients import PagesResult, pages_main, rest_main, warm_page
 from tests.web.factories import started_pod
 
 
@@ -78,6 +78,7 @@ class LoadResult:
     rest_statuses: Counter[int] = field(default_factory=Counter)
     rest_ms: list[float] = field(default_factory=list)
     refetch_statuses: Counter[int] = field(default_factory=Counter)
+    rss_unpaged: float = 0.0  # after the warm API requests, before the warm page
     rss_before: float = 0.0
     rss_peak: float = 0.0
     rss_after: float = 0.0
@@ -164,8 +165,10 @@ class Load:
 
     # --- the run ------------------------------------------------------------------------------------------
     def run(self) -> LoadResult:
-        # Warm: every route the run uses has been served once (imports, URL resolvers, templates), so the
-        # memory before is the server's steady state, not its first request's.
+        # Warm: every route the run uses has been served once (imports, URL resolvers, templates, the live
+        # path's channel layer and its Redis connections), so the memory before is the server's steady
+        # state, not its first request's or first socket's; it is read as the memory after is, 3 s after
+        # the last client left.
         api = [
             self.node_api,
             f"{self.base_url}/api/v1/clusters",
@@ -174,6 +177,9 @@ class Load:
         ]
         for path in api:
             requests.get(path, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+        self.result.rss_unpaged = rss_mib(self.server_pid)
+        warm_page(self.base_url, self.cluster, self.node, self.session_cookie)
+        time.sleep(3.0)
         self.result.rss_before = self.result.rss_peak = rss_mib(self.server_pid)
         sampling = threading.Event()
 
