@@ -30,7 +30,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from podlife_site.body_limits import BodyLimits  # noqa: E402
-from podlife_site.memory import IdleTrim, fix_mmap_threshold  # noqa: E402
+from podlife_site.memory import IdleTrim, fix_mmap_threshold, one_arena  # noqa: E402
 from podlife_site.overload import ConcurrencyLimit  # noqa: E402
 from podlife_site.websocket_deflate import forget_recent as forget_recent_deflated  # noqa: E402
 from podlife_site.websocket_deflate import install as install_shared_deflate  # noqa: E402
@@ -39,6 +39,7 @@ from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
 install_shared_deflate()  # uvicorn compresses a frame sent to many sockets once, not once per socket
 fix_mmap_threshold()  # large blocks go back to the system when freed, not into a thread's heap (memory.py)
+one_arena()  # and the threads share one heap: none keeps its part of a peak (memory.py)
 
 # Idle, the process drops the frames it kept compressed and hands its allocator's free memory back
 # (podlife_site/memory.py).

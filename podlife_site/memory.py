@@ -1,6 +1,6 @@
 """Memory habits shared by the processes: give the C allocator's free memory back when the web process
 goes idle (``IdleTrim``), keep glibc from serving large blocks out of its thread heaps in the web process
-(``fix_mmap_threshold``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
+(``fix_mmap_threshold``) or out of a heap per thread (``one_arena``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
 the watch, audit ingest and the derive stage).
 
 Under load (bench/load.py: 200 live pages and 50 API clients) the web process grew by 30–50 MiB and kept
@@ -72,8 +72,23 @@ def _malloc_trim() -> Any:
 
 _trim = _malloc_trim()
 
-M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter (malloc.h)
+M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameters (malloc.h)
+M_ARENA_MAX = -8
 MMAP_THRESHOLD = 128 * 1024  # glibc's own initial value, kept fixed
+
+
+def _mallopt(param: int, value: int, *, tunable: str, variable: str) -> bool:
+    """glibc's ``mallopt(param, value)``; False where the C library has none, or where the environment
+    already chose (``GLIBC_TUNABLES=glibc.malloc.<tunable>=…`` or ``variable``): a deployment's own
+    setting wins."""
+    if tunable in os.environ.get("GLIBC_TUNABLES", "") or variable in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(param, value))
 
 
 def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
@@ -88,15 +103,19 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     what ``malloc_trim`` cannot hand back (pages with a live block in them). Setting the threshold turns
     that raise off; the 200-page load of bench/load.py then peaks about 16 MiB lower and ends about 3 lower
     (docs/performance.md "Load")."""
-    tunables = os.environ.get("GLIBC_TUNABLES", "")
-    if "mmap_threshold" in tunables or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+    return _mallopt(M_MMAP_THRESHOLD, threshold, tunable="mmap_threshold", variable="MALLOC_MMAP_THRESHOLD_")
+
+
+def one_arena() -> bool:
+    """Have every thread of the process allocate from glibc's one main heap from now on (no arena per
+    thread); False where the C library cannot, or where the environment already chose
+    (``GLIBC_TUNABLES=glibc.malloc.arena_max=…``, ``MALLOC_ARENA_MAX``).
+
+    In the web process the threads are the request threads and the listeners' pool; almost all they
+    allocate is Python's, under the interpreter lock, so one heap costs them no contention worth
+    measuring (bench/load.py: no delivery or API latency lost), while each thread's own heap kept the free
+    memory of its part of the peak (about 2–3 MiB after the 200-page load, docs/performance.md "Load")."""
+    return _mallopt(M_ARENA_MAX, 1, tunable="arena_max", variable="MALLOC_ARENA_MAX")
 
 
 def trim() -> bool:

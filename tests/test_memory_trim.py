@@ -139,3 +139,51 @@ def test_a_fixed_mmap_threshold_keeps_large_blocks_out_of_the_heaps_after_a_larg
         "False",
         "True",
     ]
+
+
+_ARENAS_AFTER_THREADS = """
+import ctypes, sys, threading
+from podlife_site import memory
+
+chosen = memory.one_arena() if sys.argv[1] == "one" else None
+together = threading.Barrier(4)
+held = []
+
+def allocate() -> None:
+    held.append(bytearray(64 << 10))  # from glibc's heap (over pymalloc's 512 bytes, under the threshold)
+    together.wait()  # all four threads alive at once: glibc gives each its own heap unless limited
+
+threads = [threading.Thread(target=allocate) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(chosen)
+ctypes.CDLL("libc.so.6").malloc_stats()  # "Arena N:" per heap, on stderr
+"""
+
+
+def _arenas_after_threads(mode: str, **env: str) -> tuple[str, int]:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-c", _ARENAS_AFTER_THREADS, mode],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "MALLOC_ARENA_MAX")}, **env},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip(), sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+def test_one_arena_keeps_every_thread_in_the_main_heap() -> None:
+    """GIVEN glibc WHEN four threads allocate at once THEN by default glibc made heaps of their own beside
+    the main one, and after ``one_arena()`` there is only the main heap; GIVEN the limit set in the
+    environment THEN the process leaves it as the operator set it."""
+    default, n_default = _arenas_after_threads("default")
+    assert (default, n_default > 1) == ("None", True)
+    assert _arenas_after_threads("one") == ("True", 1)
+    chosen, n = _arenas_after_threads("one", MALLOC_ARENA_MAX="2")
+    assert (chosen, n) == ("False", 2)
