@@ -88,7 +88,7 @@ def test_the_same_fact_two_days_apart_is_stored_once():
     from django.db import transaction
 
     with transaction.atomic():
-        inserted = store._insert_postgres_staged(rows, nested=False)
+        inserted = store._insert_postgres_staged(cluster.pk, rows, nested=False)
     assert inserted == [("uid-a", "pod:uid-a:42")]
     assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
 

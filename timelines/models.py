@@ -3,8 +3,10 @@ from them (``manage.py rederive`` rebuilds them). ``timelines/store.py`` is the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import models, router, transaction
 
 from timelines.lifecycle.observation import Kind
 
@@ -13,6 +15,25 @@ cluster_name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
     "A cluster name is 1-63 ASCII letters, digits, '-' or '.', starting with a letter or digit.",
 )
+
+
+def _lock_for_deletion(clusters: models.QuerySet[Any]) -> None:
+    """Lock the rows of ``clusters`` FOR UPDATE (inside the caller's transaction)."""
+    list(clusters.select_for_update().values_list("pk", flat=True))
+
+
+class ClusterQuerySet(models.QuerySet["Cluster"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete under FOR UPDATE of the clusters' rows, taken before anything of theirs is read: on
+        PostgreSQL their observations have no foreign key, and a writer storing some holds the cluster's
+        row FOR KEY SHARE instead (``timelines/store.py`` ``_LOCK_CLUSTER``), so the deletion waits for it
+        and then deletes its rows too, or it waits for the deletion and stores nothing."""
+        with transaction.atomic(using=self.db):
+            _lock_for_deletion(self.model._base_manager.using(self.db).filter(pk__in=self.values("pk")))
+            return super().delete()
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+    delete.queryset_only = True  # type: ignore[attr-defined]
 
 
 class Cluster(models.Model):
@@ -27,11 +48,20 @@ class Cluster(models.Model):
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ClusterQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def delete(self, using: str | None = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        """As ``ClusterQuerySet.delete``: the row locked FOR UPDATE first."""
+        using = using or router.db_for_write(Cluster, instance=self)
+        with transaction.atomic(using=using):
+            _lock_for_deletion(Cluster._base_manager.using(using).filter(pk=self.pk))
+            return super().delete(using=using, keep_parents=keep_parents)
 
 
 class Node(models.Model):
@@ -94,6 +124,8 @@ class Observation(models.Model):
     """Append-only. Unique per cluster by ``dedupe_key``: a re-delivered fact is stored once."""
 
     id = models.BigAutoField(primary_key=True)
+    # On PostgreSQL without a database constraint (migration 0019): the store locks the cluster's row
+    # instead, and a cluster is deleted only under FOR UPDATE of it (``ClusterQuerySet.delete``).
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="observations")
     pod_uid = models.CharField(max_length=64, null=True, blank=True)
     kind = models.CharField(max_length=32)

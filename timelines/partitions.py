@@ -297,8 +297,12 @@ def drop_expired(cutoff: datetime, kept_clusters: Iterable[int]) -> Dropped:
             result.rows += _row_count(cursor, part.name)
             cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {q}")
             if kept_ids:
+                # The kept clusters' rows under their row lock, as the store writes (store._LOCK_CLUSTER):
+                # a cluster deleted meanwhile keeps nothing.
                 cursor.execute(
-                    f"INSERT INTO {PARENT} SELECT * FROM {q} WHERE cluster_id = ANY(%s)", [kept_ids]
+                    f"INSERT INTO {PARENT} SELECT * FROM {q} WHERE cluster_id = ANY(ARRAY(SELECT id FROM "
+                    "timelines_cluster WHERE id = ANY(%s) FOR KEY SHARE))",
+                    [kept_ids],
                 )
                 result.kept += cursor.rowcount
             cursor.execute(f"DROP TABLE {q}")

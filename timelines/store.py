@@ -336,6 +336,24 @@ _LOOKUP = (
     "%(lower)s, %(upper)s, %(name)s, %(bound)s) AS k"
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
+# On PostgreSQL the observation table has no foreign key to its cluster (migration 0019): a deferred key
+# checked each row at COMMIT (one look-up and row lock of the cluster a row, about a sixth of the store's
+# database time). Each transaction that writes observations takes this one lock of the cluster row
+# instead; a cluster is deleted only under FOR UPDATE of its row (``models.ClusterQuerySet``), so either
+# the writer commits first and the deletion then finds and deletes its rows, or the deletion commits first
+# and the writer finds no row here and stores nothing: no observation outlives its cluster.
+_LOCK_CLUSTER = "SELECT id FROM timelines_cluster WHERE id = %s FOR KEY SHARE"
+
+
+def _cluster_held(cluster_id: int, row: tuple[Any, ...] | None) -> None:
+    """Raise what the foreign key raised when ``_LOCK_CLUSTER`` found no cluster (deleted meanwhile)."""
+    if row is None:
+        raise IntegrityError(
+            f"cluster {cluster_id} does not exist (deleted while its observations were being stored):"
+            " nothing of the batch was stored"
+        )
+
+
 # Clusters whose last batch met a stored key in its own partition: their batches probe every partition
 # until one finds no stored key (a relist of stored pods, a replay after a crash), so that only the first
 # such batch pays a failed COPY.
@@ -355,9 +373,10 @@ def _stored_keys(
     row inserted with ``marks`` (``dirty.batch_params``; None: none). None for the keys: ``target`` is no
     longer attached as it was read (the caller forgets the layout and asks again without it).
 
-    Both statements go in one round trip with the transaction's BEGIN (psycopg's pipeline mode, which
-    takes server-side parameters): a batch of new facts then costs the store three exchanges with the
-    server besides this one (the COPY's two and the COMMIT), where look-up, marks and BEGIN took three."""
+    The cluster's row lock (``_LOCK_CLUSTER``) goes first. The statements go in one round trip with the
+    transaction's BEGIN (psycopg's pipeline mode, which takes server-side parameters): a batch of new
+    facts then costs the store three exchanges with the server besides this one (the COPY's two and the
+    COMMIT), where look-up, marks and BEGIN took three."""
     params = {
         "cluster": cluster_id,
         # One string each: psycopg would dump a list value by value (a µs a key).
@@ -369,12 +388,14 @@ def _stored_keys(
         "bound": target.bound if target else None,
     }
     pg = raw.connection
-    with psycopg.Cursor(pg) as look, psycopg.Cursor(pg) as mark:
-        # A libpq older than 14 has no pipeline mode: the two statements then go one after the other.
+    with psycopg.Cursor(pg) as lock, psycopg.Cursor(pg) as look, psycopg.Cursor(pg) as mark:
+        # A libpq older than 14 has no pipeline mode: the statements then go one after the other.
         with pg.pipeline() if _PIPELINE else contextlib.nullcontext():
+            lock.execute(_LOCK_CLUSTER, [cluster_id])
             look.execute(_LOOKUP, params)
             if marks is not None:
                 mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
+        _cluster_held(cluster_id, lock.fetchone())
         found = {key for (key,) in look.fetchall()}
         batch = mark.fetchone() if marks is not None else None
     return (None if None in found else found), (batch[0] if batch else None)
@@ -402,7 +423,8 @@ def _insert_postgres(
     where the partition's unique index fails the second COPY, which then goes through a staging table and
     ``INSERT … ON CONFLICT DO NOTHING``; facts timed by their delivery (API snapshots) have one writer per
     (cluster, resource), the lease's. The dirty keys are one small row more in the same transaction
-    (``dirty.append_batch``).
+    (``dirty.append_batch``), and the cluster's row is locked once in it (``_LOCK_CLUSTER``: there is no
+    foreign key to check each row).
     """
     nested = connection.in_atomic_block
     times = [row[_OBSERVED_AT] for row in rows]
@@ -445,7 +467,7 @@ def _insert_postgres(
                 break
             _probe_all.add(cluster_id)  # its own partition held a key: look them all up from now on
     with transaction.atomic():
-        inserted = _insert_postgres_staged(rows, nested=nested)
+        inserted = _insert_postgres_staged(cluster_id, rows, nested=nested)
         if inserted:
             _mark_dirty(cluster_id, inserted, facts)
     return inserted
@@ -469,14 +491,18 @@ def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterabl
             copy.write_row(row)
 
 
-def _insert_postgres_staged(rows: list[tuple[Any, ...]], *, nested: bool) -> list[tuple[str | None, str]]:
+def _insert_postgres_staged(
+    cluster_id: int, rows: list[tuple[Any, ...]], *, nested: bool
+) -> list[tuple[str | None, str]]:
     """COPY into a temporary staging table, then one INSERT … SELECT of the keys no partition holds … ON
     CONFLICT DO NOTHING … RETURNING (inside the caller's ``atomic`` block; ``nested``: that block is inside
-    a transaction of its caller's)."""
+    a transaction of its caller's), with the cluster's row locked first (``_LOCK_CLUSTER``)."""
     # Only a caller's enclosing transaction needs the explicit TRUNCATE below: when the block is the
     # outermost one, its commit empties the staging table (ON COMMIT DELETE ROWS) more cheaply.
     with connection.cursor() as cursor:
         raw = cursor.cursor
+        raw.execute(_LOCK_CLUSTER, [cluster_id])
+        _cluster_held(cluster_id, raw.fetchone())
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
         copy_observation_rows(raw, _STAGE, rows)
         # No conflict target: each partition's own unique (cluster_id, dedupe_key) index is the arbiter.
