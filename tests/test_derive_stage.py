@@ -11,6 +11,7 @@ import asyncio
 import os
 import random
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -411,3 +412,60 @@ def test_candidate_reads_find_exactly_what_their_filters_say() -> None:
         ]
         assert len(mine) == (3 if u == a else 2)
     assert all(isinstance(i, int) and i > 0 for u in (a, b) for i, _ in read.by_uid[u])
+
+
+def test_the_waker_asks_off_the_storing_thread_and_loses_no_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN the waker (the store's commits ask for the derive stage through it) WHEN commits want it
+    while it is asking THEN the storing thread never asks itself, and a want that came during an ask is
+    asked for once more afterwards (coalesced: not once per want)."""
+    asked: list[str] = []
+    first_ask, go_on = threading.Event(), threading.Event()
+
+    def ask() -> None:
+        asked.append(threading.current_thread().name)
+        first_ask.set()
+        go_on.wait(5)
+
+    monkeypatch.setattr(derivation, "request", ask)
+    waker = derivation._Waker()
+    waker.want()
+    assert first_ask.wait(5)
+    for _ in range(10):  # ten commits during the first ask
+        waker.want()
+    go_on.set()
+    deadline = time.monotonic() + 5
+    while len(asked) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # no third ask comes
+    assert asked == ["derive-waker", "derive-waker"]
+    exiting = derivation._Waker()
+    exiting._wanted.set()  # wanted, and its thread has not asked yet
+    exiting.flush()  # at exit: asked for on the exiting thread
+    exiting.flush()  # once
+    assert asked == ["derive-waker", "derive-waker", threading.current_thread().name]
+
+
+@pytest.mark.django_db
+@pytest.mark.redis
+def test_a_store_queues_the_derive_stage_through_the_waker(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """GIVEN Celery with its broker (not eager) WHEN a batch is stored THEN one derive task is queued
+    shortly after the commit, from the waker's thread."""
+    import redis
+    from celery import current_app
+
+    assert not current_app.conf.task_always_eager
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    derive = f"{settings.PODLIFE_DEPLOYMENT}.derive"
+    client.delete(derive, derivation._pending_key())
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            store.save_observations("waker", pod_history(UID, "web-0", upto=1))
+        deadline = time.monotonic() + 5
+        while client.llen(derive) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.llen(derive) == 1
+        assert b"timelines.derive_dirty" in client.lindex(derive, 0)
+    finally:
+        client.delete(derive, derivation._pending_key())

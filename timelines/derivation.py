@@ -28,6 +28,7 @@ PDB derivation that follows reads committed rows.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -804,6 +805,59 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+class _Waker:
+    """Asks for the derive stage from a thread of its own, so that a store's commit does not wait for it.
+
+    The collector's writers commit a batch every few milliseconds during a burst; asking on their thread
+    (one Redis ``SET NX``, and a task queued when none is pending) took about a fifth of their time per
+    batch (py-spy, bench/watch.py: docs/performance.md "Watch"). Here a commit only sets a flag; the
+    thread clears it and then asks, so a commit made while it asks is asked for again: no wake-up is
+    lost, and a burst costs one ask per ask's round trip instead of one per batch. What is still wanted
+    when the process exits is asked for then (and the beat's periodic run derives it anyway)."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked child starts without the thread
+
+    def _reset(self) -> None:
+        self._wanted = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def want(self) -> None:
+        self._wanted.set()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="derive-waker", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            try:
+                request()
+            except Exception:  # the thread must outlive one failed ask (request() logs Redis's own)
+                log.exception("could not ask for the derive stage")
+
+    def flush(self) -> None:
+        if self._wanted.is_set():
+            self._wanted.clear()
+            request()
+
+
+_waker = _Waker()
+atexit.register(_waker.flush)
+
+
 def on_observations_stored(sender: Any, **kwargs: Any) -> None:
-    """``observations_stored`` receiver (connected in ``TimelinesConfig.ready``)."""
-    request()
+    """``observations_stored`` receiver (connected in ``TimelinesConfig.ready``): derive inline where
+    Celery tasks run eagerly (the embedded default: the caller sees its timelines when the store returns),
+    else ask from the waker's thread."""
+    from celery import current_app
+
+    if current_app.conf.task_always_eager:
+        request()
+    else:
+        _waker.want()
