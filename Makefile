@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly
+.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly core-ext clean-core-ext
 
 # A virtualenv with both requirement files; rebuilt when either changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -80,8 +80,20 @@ bench: $(VENV)/.installed
 screenshots: $(VENV)/.installed
 	PODLIFE_SCREENSHOTS=1 $(PY) -m pytest -q tests/web/test_browser_gantt.py -k screenshot
 
-clean:
+clean: clean-core-ext
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots
+
+## make core-ext: compile the lifecycle core's hot modules with mypyc, in place (tools/compile_core.py; needs a
+## C compiler and the Python headers): about 40 % less CPU in the core, the same timelines. Rebuilt when one of
+## their sources changes (a stale copy refuses to import); make clean-core-ext goes back to plain Python.
+CORE_EXT_SOURCES := $(addprefix timelines/lifecycle/,derive.py facts.py findings.py worker.py resolve.py audit_evidence.py cluster_objects.py)
+core-ext: timelines/lifecycle/_compiled.sha256
+
+timelines/lifecycle/_compiled.sha256: $(VENV)/.installed $(CORE_EXT_SOURCES) tools/compile_core.py
+	$(PY) tools/compile_core.py
+
+clean-core-ext:
+	rm -rf timelines/lifecycle/*.so timelines/lifecycle/_compiled.sha256 var/core-ext
 
 ## make vendor-plotly: refresh the partial plotly.js bundle (static/vendor/, docs/dashboard.md) from the npm
 ## registry at the plotly.js version of the installed plotly package (tests/web/test_views.py checks they match),

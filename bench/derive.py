@@ -53,6 +53,7 @@ from django.db.models import Max  # noqa: E402
 
 from tests.lifecycle.factories import ctr, pod  # noqa: E402
 from timelines import derivation, dirty, store  # noqa: E402
+from timelines.lifecycle import derive as derive_module  # noqa: E402
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition  # noqa: E402
 from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
@@ -293,6 +294,12 @@ def throughput(pods: int, repeat: int) -> None:
     print(
         f"1. throughput, {pods} pods ({len(uids) * 10} observations), {os.cpu_count()} cores, best of {repeat}"
     )
+    core = (
+        "compiled (make core-ext)"
+        if derive_module.__file__.endswith(".so")
+        else "plain Python (no make core-ext)"
+    )
+    print(f"  lifecycle core: {core}")
     print(f"  raw read + COPY:             {len(uids)} pods in {base_s:6.2f} s = {raw:8,.0f} pods/s"
           f"  (reads 10 observations, writes {rows_per_pod:.1f} rows a pod)")  # fmt: skip
     if connection.vendor != "postgresql":

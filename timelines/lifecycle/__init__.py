@@ -2,12 +2,14 @@
 
 Imports no Django, Celery, Channels or kubernetes client (a test guards this).
 
-Entry points: ``derive_pod_timeline(observations, thresholds=..., now=...) -> PodTimeline`` and
+Its hot modules may run compiled (``make core-ext``: mypyc, the same sources; ``_compiled`` checks the
+copies are current). Entry points: ``derive_pod_timeline(observations, thresholds=..., now=...) -> PodTimeline`` and
 ``PodTimeline.to_json(cluster)`` / ``PodTimeline.from_json(data)`` (schema in docs/timeline-schema.md).
 """
 
 from __future__ import annotations
 
+from timelines.lifecycle import _compiled  # noqa: F401  (first: refuses stale compiled modules)
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_findings
 from timelines.lifecycle.timeline import (
