@@ -1,7 +1,7 @@
 """Memory habits shared by the processes: give the C allocator's free memory back when the web process
 goes idle (``IdleTrim``), keep glibc from serving large blocks out of its thread heaps in the web process
-(``fix_mmap_threshold``) or out of a heap per thread (``one_arena``), and pause the cyclic GC for a burst of short-lived allocation (``gc_paused``:
-the watch, audit ingest and the derive stage).
+(``fix_mmap_threshold``) and its threads out of heaps of their own (``one_arena``), and pause the cyclic
+GC for a burst of short-lived allocation (``gc_paused``: the watch, audit ingest and the derive stage).
 
 Under load (bench/load.py: 200 live pages and 50 API clients) the web process grew by 30–50 MiB and kept
 it after the clients left, yet its live Python objects grew by only 4–7 MiB (``bench/load.py

@@ -809,11 +809,12 @@ class _Waker:
     """Asks for the derive stage from a thread of its own, so that a store's commit does not wait for it.
 
     The collector's writers commit a batch every few milliseconds during a burst; asking on their thread
-    (one Redis ``SET NX``, and a task queued when none is pending) took about a fifth of their time per
-    batch (py-spy, bench/watch.py: docs/performance.md "Watch"). Here a commit only sets a flag; the
-    thread clears it and then asks, so a commit made while it asks is asked for again: no wake-up is
-    lost, and a burst costs one ask per ask's round trip instead of one per batch. What is still wanted
-    when the process exits is asked for then (and the beat's periodic run derives it anyway)."""
+    (one Redis ``SET NX``, and a task queued when none is pending) made each batch wait on Redis, and the
+    first ask on the broker's imports (docs/performance.md "Watch", "The foreign key"). Here a commit only
+    sets a flag; the thread clears it and then asks, so a commit made while it asks is asked for again:
+    no wake-up is lost, and a burst costs one ask per ask's round trip instead of one per batch. What is
+    still wanted when the process exits is asked for then (and the beat's periodic run derives it
+    anyway)."""
 
     def __init__(self) -> None:
         self._reset()
