@@ -337,7 +337,7 @@ _LOOKUP = (
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # On PostgreSQL the observation table has no foreign key to its cluster (migration 0019): a deferred key
-# checked each row at COMMIT (one look-up and row lock of the cluster a row, about a sixth of the store's
+# checked each row at COMMIT (one look-up and row lock of the cluster a row, about an eighth of the store's
 # database time). Each transaction that writes observations takes this one lock of the cluster row
 # instead; a cluster is deleted only under FOR UPDATE of its row (``models.ClusterQuerySet``), so either
 # the writer commits first and the deletion then finds and deletes its rows, or the deletion commits first
