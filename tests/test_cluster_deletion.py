@@ -101,12 +101,18 @@ def test_the_foreign_key_is_gone_and_the_deletion_waits_for_a_writer_then_takes_
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.postgres
-def test_a_writer_waits_for_a_deletion_then_stores_nothing_and_says_why() -> None:
+@pytest.mark.parametrize("look_up_first", [False, True], ids=["checked-after-copy", "looked-up-first"])
+def test_a_writer_waits_for_a_deletion_then_stores_nothing_and_says_why(
+    look_up_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """GIVEN a deletion of the cluster (a queryset's ``delete()``, as the admin's bulk action) that has not
     committed WHEN a batch of that cluster is stored THEN the store waits for the deletion, stores nothing
-    and raises IntegrityError naming the cluster (what the foreign key raised)."""
+    and raises IntegrityError naming the cluster (what the foreign key raised). Both ways a batch goes: a
+    new one's check after its COPY locks the row, a relist's look-up before it."""
     cluster = store.cluster_for("doomed")
     store.save_observations(cluster, [pod(1)])
+    if look_up_first:
+        monkeypatch.setattr(store, "_probe_all", {cluster.pk})
     locked, release = threading.Event(), threading.Event()
     outcome: list[BaseException | str] = []
 

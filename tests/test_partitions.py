@@ -345,28 +345,47 @@ def derive_stage_off():
 
 
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipeline", "libpq-without-pipeline"])
-def test_a_batch_marked_whole_with_its_look_up_keeps_only_its_new_rows_marks(
+def test_a_batch_expected_new_is_copied_checked_and_marked_in_one_query_and_a_stale_one_only_for_its_new_rows(
     derive_stage_off, monkeypatch, pipeline
 ):
-    """GIVEN pod a's snapshot stored on the first day WHEN a batch on the next day holds it again beside pod
-    b's first snapshot (the store marks a batch whole with its look-up, before it knows what is stored)
-    THEN only b is marked dirty by that batch; and a batch of stored facts alone leaves no mark at all.
-    The same where libpq has no pipeline mode (the two statements then go one after the other)."""
+    """GIVEN a day partition WHEN a batch of new facts of that day is stored THEN nothing is looked up
+    before its COPY (the COPY, the check after it and the marks are one query) and its keys are marked.
+    GIVEN pod a's snapshot stored on the first day WHEN a batch on the next day holds it again beside pod
+    b's first snapshot THEN the check after the COPY rolls the query back, the batch is looked up first
+    and only b is stored and marked dirty; and a batch of stored facts alone leaves no mark at all. The
+    same where libpq has no pipeline mode (the look-up's two statements then go one after the other)."""
     from timelines.models import DirtyBatch
 
     monkeypatch.setattr(store, "_PIPELINE", pipeline)
+    look_ups: list[int] = []
+    stored_keys = store._stored_keys
+
+    def counted(raw, cluster_id, rows):
+        look_ups.append(len(rows))
+        return stored_keys(raw, cluster_id, rows)
+
+    monkeypatch.setattr(store, "_stored_keys", counted)
 
     for day in range(2):
         partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
-    assert store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=1))]).stored == 1
+    c = Observation(
+        kind=Kind.POD, source=Source.API, observed_at=D1, dedupe_key="pod:uid-c:3", pod_uid="uid-c"
+    )
+    assert store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=1)), c]).stored == 2
+    assert look_ups == []
+    (marked,) = DirtyBatch.objects.all()
+    assert sorted(marked.keys) == [["pod", "uid-a", None, None], ["pod", "uid-c", None, None]]
     DirtyBatch.objects.all().delete()
     b = Observation(
         kind=Kind.POD, source=Source.API, observed_at=D1 + DAY, dedupe_key="pod:uid-b:7", pod_uid="uid-b"
     )
     again = store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=1)), b])
     assert (again.stored, again.duplicates) == (1, 1)
+    assert look_ups == [2]
+    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
     assert [row.keys for row in DirtyBatch.objects.all()] == [[["pod", "uid-b", None, None]]]
     DirtyBatch.objects.all().delete()
-    store._probe_all.clear()  # a batch expected new, not a relist: marked with its look-up
+    store._probe_all.clear()  # a batch expected new, not a relist: its COPY goes first
     assert store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=2))]).stored == 0
+    assert look_ups == [2, 1]
     assert not DirtyBatch.objects.exists()

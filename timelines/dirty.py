@@ -138,15 +138,14 @@ def _json_keys(keys: Iterable[MarkedKey]) -> bytes:
     )
 
 
-_INSERT_BATCH = f"INSERT INTO {DirtyBatch._meta.db_table} (cluster_id, keys, created_at) VALUES (%s, %s, %s)"
-INSERT_BATCH_RETURNING = f"{_INSERT_BATCH} RETURNING id"
+INSERT_BATCH = f"INSERT INTO {DirtyBatch._meta.db_table} (cluster_id, keys, created_at) VALUES (%s, %s, %s)"
 
 
 def batch_params(
     cluster_id: int, keys: Iterable[MarkedKey], *, now: datetime | None = None
 ) -> list[Any] | None:
-    """The parameters of the INSERT that records ``keys`` as dirty (``_INSERT_BATCH``,
-    ``INSERT_BATCH_RETURNING``), or None when there is nothing to mark.
+    """The parameters of the INSERT that records ``keys`` as dirty (``INSERT_BATCH``), or None when there
+    is nothing to mark.
 
     One plain INSERT of the keys as orjson text, which the database parses into its JSON column. Through
     the ORM (the JSONField's standard-library ``json``) and with two ISO times a pod key, marking cost the
@@ -163,21 +162,7 @@ def append_batch(cluster_id: int, keys: Iterable[MarkedKey], *, now: datetime | 
     params = batch_params(cluster_id, keys, now=now)
     if params is not None:
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT_BATCH, params)
-
-
-def replace_batch(batch_id: int, keys: Iterable[MarkedKey]) -> None:
-    """Make the ``DirtyBatch`` row ``batch_id`` hold ``keys`` instead (deleted when there are none): the
-    store marked a batch's keys before it knew which of its rows were stored already."""
-    payload = _json_keys(keys)
-    with connection.cursor() as cursor:
-        if payload == b"[]":
-            cursor.execute(f"DELETE FROM {DirtyBatch._meta.db_table} WHERE id = %s", [batch_id])
-        else:
-            cursor.execute(
-                f"UPDATE {DirtyBatch._meta.db_table} SET keys = %s WHERE id = %s",
-                [payload.decode(), batch_id],
-            )
+            cursor.execute(INSERT_BATCH, params)
 
 
 def _parse(value: str | None) -> datetime | None:

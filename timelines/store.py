@@ -25,6 +25,10 @@ import psycopg
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
+from psycopg.abc import PQGen
+from psycopg.copy import LibpqWriter
+from psycopg.generators import fetch_many
+from psycopg.waiting import Wait
 
 from timelines import dirty, partitions
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
@@ -345,60 +349,116 @@ _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 _LOCK_CLUSTER = "SELECT id FROM timelines_cluster WHERE id = %s FOR KEY SHARE"
 
 
+def _cluster_gone(cluster_id: int) -> IntegrityError:
+    """What the foreign key raised when the cluster's row lock found no cluster (deleted meanwhile)."""
+    return IntegrityError(
+        f"cluster {cluster_id} does not exist (deleted while its observations were being stored):"
+        " nothing of the batch was stored"
+    )
+
+
 def _cluster_held(cluster_id: int, row: tuple[Any, ...] | None) -> None:
-    """Raise what the foreign key raised when ``_LOCK_CLUSTER`` found no cluster (deleted meanwhile)."""
+    """Raise ``_cluster_gone`` when ``_LOCK_CLUSTER`` found no cluster."""
     if row is None:
-        raise IntegrityError(
-            f"cluster {cluster_id} does not exist (deleted while its observations were being stored):"
-            " nothing of the batch was stored"
-        )
+        raise _cluster_gone(cluster_id)
 
 
-# Clusters whose last batch met a stored key in its own partition: their batches probe every partition
-# until one finds no stored key (a relist of stored pods, a replay after a crash), so that only the first
-# such batch pays a failed COPY.
+# Clusters whose last batch met a stored key: their batches are looked up across every partition before
+# their COPY until one finds no stored key (a relist of stored pods, a replay after a crash), so that only
+# the first such batch pays a failed COPY.
 _probe_all: set[int] = set()
 _PIPELINE = psycopg.Pipeline.is_supported()
 
 
-def _stored_keys(
-    raw: psycopg.Cursor[Any],
-    cluster_id: int,
-    rows: list[tuple[Any, ...]],
-    target: partitions.Partition | None,
-    marks: list[Any] | None = None,
-) -> tuple[set[str] | None, int | None]:
-    """The dedupe keys of ``rows`` some partition holds, leaving out ``target`` (a ``partitions.Partition``
-    whose range holds every row of the batch, or None: probe them all), and the id of the ``DirtyBatch``
-    row inserted with ``marks`` (``dirty.batch_params``; None: none). None for the keys: ``target`` is no
-    longer attached as it was read (the caller forgets the layout and asks again without it).
-
-    The cluster's row lock (``_LOCK_CLUSTER``) goes first. The statements go in one round trip with the
-    transaction's BEGIN (psycopg's pipeline mode, which takes server-side parameters): a batch of new
-    facts then costs the store three exchanges with the server besides this one (the COPY's two and the
-    COMMIT), where look-up, marks and BEGIN took three."""
+def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: list[tuple[Any, ...]]) -> set[str]:
+    """The dedupe keys of ``rows`` some partition holds, with the cluster's row locked first
+    (``_LOCK_CLUSTER``): both in one round trip with the transaction's BEGIN (psycopg's pipeline mode)."""
     params = {
         "cluster": cluster_id,
-        # One string each: psycopg would dump a list value by value (a µs a key).
+        # One string: psycopg would dump a list value by value (a µs a key).
         "keys": text_array([row[_KEY_AT] for row in rows]),
         "kinds": text_array(sorted({row[_KIND_AT] for row in rows})),
-        "lower": (target.lower or partitions.EARLIEST) if target else None,
-        "upper": (target.upper or partitions.LATEST) if target else None,
-        "name": target.name if target else None,
-        "bound": target.bound if target else None,
+        "lower": None,
+        "upper": None,
+        "name": None,
+        "bound": None,
     }
     pg = raw.connection
-    with psycopg.Cursor(pg) as lock, psycopg.Cursor(pg) as look, psycopg.Cursor(pg) as mark:
+    with psycopg.Cursor(pg) as lock, psycopg.Cursor(pg) as look:
         # A libpq older than 14 has no pipeline mode: the statements then go one after the other.
         with pg.pipeline() if _PIPELINE else contextlib.nullcontext():
             lock.execute(_LOCK_CLUSTER, [cluster_id])
             look.execute(_LOOKUP, params)
-            if marks is not None:
-                mark.execute(dirty.INSERT_BATCH_RETURNING, marks)
         _cluster_held(cluster_id, lock.fetchone())
-        found = {key for (key,) in look.fetchall()}
-        batch = mark.fetchone() if marks is not None else None
-    return (None if None in found else found), (batch[0] if batch else None)
+        return {key for (key,) in look.fetchall()}
+
+
+# A batch expected new, as one simple query: PostgreSQL runs its statements as one implicit transaction
+# (inside a caller's transaction, as part of it), so a failed check rolls the COPY back with it. The check
+# (migration 0020) locks the cluster's row and raises when the batch's partition is not what the process
+# read or when another partition holds one of its keys; the dirty keys follow.
+_COPY_NEW = (
+    f"COPY timelines_observation ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY); "
+    "SELECT podlife_batch_is_new(%s::bigint, %s::text, %s::varchar[], %s, %s, %s, %s)"
+)
+_COPY_NEW_MARKED = f"{_COPY_NEW}; {dirty.INSERT_BATCH}"
+
+
+class _StatementsAfterCopy(LibpqWriter):
+    """Ends a COPY that is the first statement of several in one simple query: psycopg's own writer takes
+    exactly one result after the data, this one every statement's, and raises the first error among them."""
+
+    def finish(self, exc: BaseException | None = None) -> None:
+        if exc is not None:  # the COPY is cancelled (psycopg's writer sends the error message)
+            super().finish(exc)
+            return
+        results = self.connection.wait(_end_copy(self._pgconn))
+        for result in results:
+            if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+                raise psycopg_errors.error_from_result(result, encoding=self._pgconn._encoding)
+        self.cursor._results = results[:1]
+
+
+def _end_copy(pgconn: psycopg.pq.abc.PGconn) -> PQGen[list[psycopg.pq.abc.PGresult]]:
+    """Send the end of the COPY data and collect the results of every statement of the query."""
+    while pgconn.put_copy_end(None) == 0:
+        while not (yield Wait.W):
+            continue
+    while True:
+        while not (yield Wait.W):
+            continue
+        if pgconn.flush() == 0:
+            break
+    results: list[psycopg.pq.abc.PGresult] = yield from fetch_many(pgconn)
+    return results
+
+
+def _copy_new_batch(
+    cluster_id: int, rows: list[tuple[Any, ...]], target: partitions.Partition, marks: list[Any] | None
+) -> None:
+    """COPY ``rows`` (every one in ``target``'s range), check them new (``podlife_batch_is_new``) and record
+    ``marks`` (``dirty.batch_params``) in one exchange after the data: two with the server in all, the
+    same as a plain autocommit COPY. Raises UniqueViolation when a partition holds one of their keys (its
+    own unique index fails the COPY, the check finds it in another) and ObjectNotInPrerequisiteState when
+    ``target`` is not attached as it was read; nothing is stored then."""
+    params: list[Any] = [
+        cluster_id,
+        text_array([row[_KEY_AT] for row in rows]),
+        text_array(sorted({row[_KIND_AT] for row in rows})),
+        target.lower or partitions.EARLIEST,
+        target.upper or partitions.LATEST,
+        target.name,
+        target.bound,
+    ]
+    statement = _COPY_NEW if marks is None else _COPY_NEW_MARKED
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        try:
+            copy_observation_rows(
+                raw, "", rows, statement=statement, params=params + (marks or []), writer=_StatementsAfterCopy
+            )
+        except psycopg_errors.ForeignKeyViolation as exc:
+            raise _cluster_gone(cluster_id) from exc
 
 
 def _insert_postgres(
@@ -409,14 +469,16 @@ def _insert_postgres(
 
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
     keeps a unique key only within one partition, while a fact can come again on another day (a relist
-    re-sends an unchanged pod with its old resourceVersion). So the batch's keys are looked up first in
-    the other partitions that hold rows of the batch's kinds for this cluster (``_LOOKUP``: one call of a
-    PL/pgSQL function; each partition's unique (dedupe key, cluster) index answers), and only the rows not
-    found are COPYed straight into the table: each row is written and indexed once.
-    The partition the rows go to is not probed: its own unique index fails the COPY on a key it already
-    holds, and the batch is then looked up across every partition (and so are the cluster's next batches,
-    until one finds nothing stored: a relist of stored pods writes nothing at all). Probing the partition
-    of now cost about 0.7 µs of the database's CPU a new key (docs/performance.md "Watch").
+    re-sends an unchanged pod with its old resourceVersion). A batch whose rows all belong in one range
+    partition is expected new: it is COPYed straight into the table, and checked after the COPY in the
+    same transaction (``_copy_new_batch``): the partition's own unique index fails the COPY on a key it
+    holds, and ``podlife_stored_keys`` looks the keys up in the other partitions that hold rows of the
+    batch's kinds for this cluster (one probe of each one's unique (dedupe key, cluster) index a key; a
+    cluster whose rows all sit in the day being written costs no probe at all). Each row is written and
+    indexed once, and the whole takes the two exchanges of an autocommit COPY. When either finds a stored
+    key, the batch is looked up across every partition first and only the rows not found are COPYed (and
+    so are the cluster's next batches, until one finds nothing stored: a relist of stored pods writes
+    nothing at all); so is a batch that spans two partitions or goes to the default one.
     The look-up is a check-then-insert without a lock (an advisory lock per (cluster, kind) serialised a
     chain's two writer threads and halved the collector's rate): two writers storing the same fact at
     once land in the same partition when its time comes from the fact (log lines, spans, events, audit),
@@ -430,42 +492,36 @@ def _insert_postgres(
     times = [row[_OBSERVED_AT] for row in rows]
     if not nested:
         partitions.cover(max(times))
-    for probe_all in (cluster_id in _probe_all, True):
-        target = None if probe_all else partitions.range_holding(min(times), max(times))
+    target = None if cluster_id in _probe_all else partitions.range_holding(min(times), max(times))
+    if target is not None:
+        marks = dirty.batch_params(cluster_id, dirty.marked_keys(facts.values()))
         try:
-            # Outermost, this block is the transaction (a failed COPY rolls it back whole); inside a
-            # caller's transaction it is a savepoint, so that a failed COPY rolls back only itself.
-            with transaction.atomic(), connection.cursor() as cursor:
-                raw = cursor.cursor
-                # A batch expected to be new (not a relist of stored facts) is marked dirty whole, with the
-                # look-up; the marks are corrected below in the rare case some rows were stored already.
-                marks = (
-                    None if probe_all else dirty.batch_params(cluster_id, dirty.marked_keys(facts.values()))
-                )
-                stored, batch = _stored_keys(raw, cluster_id, rows, target, marks)
-                if stored is None:  # the partition was dropped or re-made since this process read it
-                    partitions.forget_layout()
-                    target = None
-                    stored, _unmarked = _stored_keys(raw, cluster_id, rows, None)
-                if target is None and probe_all:
-                    if stored:
-                        _probe_all.add(cluster_id)
-                    else:
-                        _probe_all.discard(cluster_id)
-                new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
-                if new:
-                    copy_observation_rows(raw, "timelines_observation", new)
-                inserted = [(row[1], row[_KEY_AT]) for row in new]
-                if batch is None:
-                    if inserted:
-                        _mark_dirty(cluster_id, inserted, facts)
-                elif stored:  # the marks named rows stored before: only the new rows' stay
-                    dirty.replace_batch(batch, dirty.marked_keys(facts[key] for _uid, key in inserted))
-            return inserted
+            # Outermost, the query is its own transaction (autocommit); inside a caller's transaction a
+            # savepoint, so that a failed check rolls back only the batch.
+            with transaction.atomic() if nested else contextlib.nullcontext():
+                _copy_new_batch(cluster_id, rows, target, marks)
+            return [(row[1], row[_KEY_AT]) for row in rows]
         except psycopg_errors.UniqueViolation:
-            if target is None:  # every partition was probed: a concurrent writer stored the same fact
-                break
-            _probe_all.add(cluster_id)  # its own partition held a key: look them all up from now on
+            _probe_all.add(cluster_id)  # a partition held a key: look them all up first from now on
+        except psycopg_errors.ObjectNotInPrerequisiteState:
+            partitions.forget_layout()  # the partition was dropped or re-made since this process read it
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            raw = cursor.cursor
+            stored = _stored_keys(raw, cluster_id, rows)
+            if stored:
+                _probe_all.add(cluster_id)
+            else:
+                _probe_all.discard(cluster_id)
+            new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
+            if new:
+                copy_observation_rows(raw, "timelines_observation", new)
+            inserted = [(row[1], row[_KEY_AT]) for row in new]
+            if inserted:
+                _mark_dirty(cluster_id, inserted, facts)
+        return inserted
+    except psycopg_errors.UniqueViolation:
+        pass  # a concurrent writer stored the same fact between the look-up and the COPY
     with transaction.atomic():
         inserted = _insert_postgres_staged(cluster_id, rows, nested=nested)
         if inserted:
@@ -478,14 +534,24 @@ def _insert_postgres(
 _COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", *["varchar"] * 4, "bytea"]
 
 
-def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[tuple[Any, ...]]) -> None:
-    """COPY rows made by ``_row`` into ``table`` (with ``_COLUMNS``), in the binary format.
+def copy_observation_rows(
+    cursor: psycopg.Cursor[Any],
+    table: str,
+    rows: Iterable[tuple[Any, ...]],
+    *,
+    statement: str | None = None,
+    params: Sequence[Any] | None = None,
+    writer: type[LibpqWriter] | None = None,
+) -> None:
+    """COPY rows made by ``_row`` into ``table`` (with ``_COLUMNS``), in the binary format (or by
+    ``statement``, with ``params`` merged client-side and ``writer`` to end it: ``_copy_new_batch``).
 
     Binary spares both sides the text format's escaping of every payload and the server its parsing of
     every timestamp: about a third less work per row than text. ``bench/`` uses this for its raw-COPY
     baselines too, so they compare like with like.
     """
-    with cursor.copy(f"COPY {table} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)") as copy:
+    statement = statement or f"COPY {table} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"
+    with cursor.copy(statement, params, writer=writer(cursor) if writer else None) as copy:
         copy.set_types(_COPY_TYPES)
         for row in rows:
             copy.write_row(row)
