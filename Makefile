@@ -6,8 +6,8 @@ PORT ?= 8000
 
 .PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly core-ext clean-core-ext
 
-# A virtualenv with both requirement files; rebuilt when either changes.
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# A virtualenv with the requirement files (requirements-dev.txt includes the other two); rebuilt when one changes.
+$(VENV)/.installed: requirements.txt requirements-build.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@

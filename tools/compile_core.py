@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "timelines" / "lifecycle"
 MODULES = ("derive", "facts", "findings", "worker", "resolve", "audit_evidence", "cluster_objects")
 STAMP = CORE / "_compiled.sha256"  # one line a module: NAME SHA-256 of the source it was compiled from
+BUILD = ROOT / "var" / "core-ext"  # mypyc's C sources, the objects and the built copies: nothing imports them
 
 
 def source_digest(path: Path) -> str:
@@ -47,15 +48,15 @@ def main() -> None:
         ext_modules=mypycify(
             [str(p.relative_to(ROOT)) for p in sources],
             separate=True,
-            target_dir=str(ROOT / "var" / "core-ext"),
+            target_dir=str(BUILD),
         ),
         script_args=[
             "build_ext",
             "--inplace",
             "--build-temp",
-            str(ROOT / "var" / "core-ext" / "temp"),
+            str(BUILD / "temp"),
             "--build-lib",
-            str(ROOT / "var" / "core-ext" / "lib"),
+            str(BUILD / "lib"),
         ],
     )
     STAMP.write_text(stamp)

@@ -71,6 +71,138 @@ def test_final_stage_runs_as_a_non_root_user_without_build_tools(parsed):
     assert copies == ["--from=build /opt/venv /opt/venv", "--from=build /app /app"]
 
 
+def run_words(stage: list[dict]) -> list[list[str]]:
+    """Each command of a stage's RUN lines (split at ``&&``), as words."""
+    return [
+        shlex.split(part)
+        for i in stage
+        if i["instruction"] == "RUN"
+        for part in i["value"].split("&&")
+        if part.strip()
+    ]
+
+
+def pins(path: Path) -> dict[str, str]:
+    """NAME -> VERSION of a requirement file's ``NAME==VERSION`` lines, following its ``-r`` includes."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            for name, version in pins(path.parent / line[3:].strip()).items():
+                assert name not in out, f"{name} pinned twice ({path.name})"
+                out[name] = version
+        elif "==" in line:
+            name, version = line.split("==")
+            assert name.lower() not in out, f"{name} pinned twice ({path.name})"
+            out[name.lower()] = version
+    return out
+
+
+def in_build_context(name: str) -> bool:
+    """Whether .dockerignore lets the checkout's ``name`` into the build context (its last match decides)."""
+    included = True
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        pattern = line.removeprefix("!").rstrip("/")
+        if fnmatch.fnmatch(name, pattern) or name.startswith(f"{pattern}/"):
+            included = line.startswith("!")
+    return included
+
+
+def test_build_stage_compiles_the_core_with_a_compiler_before_the_bytecode(parsed):
+    """The image ships the mypyc-compiled core (docs/deploy.md): the build stage installs gcc, then runs
+    tools/compile_core.py with the build virtualenv's Python on the copied sources, before compileall."""
+    build = stages(parsed)[0]
+    order = [(i["instruction"], i["value"]) for i in build]
+    runs = [v for k, v in order if k == "RUN"]
+    apt = next(v for v in runs if "apt-get install" in v)
+    assert apt.index("apt-get update") < apt.index("apt-get install")
+    assert "--no-install-recommends gcc libc6-dev" in apt and "rm -rf /var/lib/apt/lists/*" in apt
+    commands = run_words(build)
+    (compile_argv,) = [w for w in commands if "tools/compile_core.py" in w]
+    assert compile_argv == ["/opt/build-venv/bin/python", "tools/compile_core.py"]
+    (compileall,) = [w for w in commands if "compileall" in w]
+    assert commands.index(compile_argv) < commands.index(compileall)
+    at = {value: n for n, value in enumerate(order)}
+    compiled = next(n for n, (k, v) in enumerate(order) if k == "RUN" and "compile_core.py" in v)
+    assert at[("RUN", apt)] < compiled and order[0][1] == "${PYTHON_IMAGE} AS build"
+    # What the script reads is in place first: the sources, mypy's config (its Django plugin), the script.
+    for copied in ("timelines /app/timelines", "pyproject.toml /app/pyproject.toml"):
+        assert at[("COPY", copied)] < compiled
+    assert at[("COPY", "tools/compile_core.py /app/tools/compile_core.py")] < compiled
+    assert (ROOT / "pyproject.toml").read_text().count("mypy_django_plugin") == 1
+    # mypy's Django plugin imports the settings: the build virtualenv sees the app's, after its own packages.
+    (pth,) = [w for w in commands if w[0] == "echo"]
+    assert pth == [
+        "echo",
+        "/opt/venv/lib/python3.11/site-packages",
+        ">",
+        "/opt/build-venv/lib/python3.11/site-packages/podlife-runtime.pth",
+    ]
+
+
+def test_build_stage_installs_the_build_pins_make_core_ext_uses(parsed):
+    """mypy, django-stubs and setuptools come from requirements-build.txt, the file requirements-dev.txt
+    includes (make typecheck and make core-ext): no version of them is written in the Containerfile."""
+    build = stages(parsed)[0]
+    copied = dict(i["value"].split() for i in build if i["instruction"] == "COPY")
+    installs = [w for w in run_words(build) if w[:2] == ["/opt/build-venv/bin/pip", "install"]]
+    assert installs == [
+        [
+            "/opt/build-venv/bin/pip",
+            "install",
+            "--no-cache-dir",
+            "--only-binary=:all:",
+            "-r",
+            copied["requirements-build.txt"],
+        ]
+    ]
+    build_pins = pins(ROOT / "requirements-build.txt")
+    assert set(build_pins) == {"mypy", "django-stubs", "django-stubs-ext", "setuptools"}
+    dev_pins = pins(ROOT / "requirements-dev.txt")  # raises if requirements-dev.txt pins one of them again
+    assert {name: dev_pins[name] for name in build_pins} == build_pins
+    assert "-r requirements-build.txt" in (ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert not re.search(r"(mypy|django-stubs|setuptools)[=<>~]", CONTAINERFILE.read_text())
+    # The mypy make typecheck runs here is the one the image compiles with.
+    from importlib.metadata import version
+
+    for name in ("mypy", "django-stubs", "django-stubs-ext"):
+        assert version(name) == build_pins[name], f"{name}: run make to reinstall .venv"
+    # And the Makefile reinstalls .venv when the build pins change.
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^\$\(VENV\)/\.installed:.*\brequirements-build\.txt\b", makefile, re.M)
+
+
+def test_build_stage_leaves_only_the_compiled_modules_in_app(parsed):
+    """The compile step removes what it needed and made besides the .so files and their stamp (mypyc's C
+    sources and objects under compile_core.BUILD, the script, mypy's config) in the same RUN, so /app,
+    which the final stage copies, holds none of it; a compiled copy from the checkout never gets in."""
+    spec = importlib.util.spec_from_file_location("podlife_compile_core", ROOT / "tools" / "compile_core.py")
+    assert spec and spec.loader
+    compile_core = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compile_core)
+    build = stages(parsed)[0]
+    run = next(i["value"] for i in build if i["instruction"] == "RUN" and "compile_core.py" in i["value"])
+    removed = next(shlex.split(p) for p in run.split("&&") if p.split()[:2] == ["rm", "-rf"])[2:]
+    made = {
+        compile_core.BUILD.relative_to(ROOT),
+        Path("tools"),
+        Path("pyproject.toml"),
+        Path(".mypy_cache"),
+    }
+    assert {Path(r).relative_to("/app") for r in removed} == made
+    assert compile_core.STAMP.parent == ROOT / "timelines" / "lifecycle"  # kept: beside the sources
+    for name in (
+        "timelines/lifecycle/derive.cpython-311-x86_64-linux-gnu.so",
+        "timelines/lifecycle/_compiled.sha256",
+    ):
+        assert not in_build_context(name), f"{name} is in the build context"
+    assert in_build_context("timelines/lifecycle/derive.py")
+    final = " ".join(i["value"] for i in stages(parsed)[-1])
+    assert "build-venv" not in final and "compile_core" not in final
+
+
 def test_every_copied_path_exists_and_is_in_the_build_context(parsed):
     allowed = [
         line[1:].rstrip("/")
