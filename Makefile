@@ -61,8 +61,10 @@ typecheck: $(VENV)/.installed
 ## parts PostgreSQL) and exits 1 when one of its goals is missed (last, so the others all print);
 ## bench/firstdraw.py and bench/axis_values.py Chromium, bench/load.py PostgreSQL and REDIS_URL;
 ## bench/scale.py (fleet scale, ~15 min) PostgreSQL, its fleet run Redis; bench/scale_pages.py PostgreSQL
-## (and Chromium for its first frame).
+## (and Chromium for its first frame). The lifecycle core is compiled first (make core-ext), as the image
+## ships it, where a C compiler is there; without one the benchmarks say they ran it as plain Python.
 bench: $(VENV)/.installed
+	@if command -v cc >/dev/null 2>&1; then $(MAKE) --no-print-directory core-ext; else echo "make bench: no C compiler (cc), the lifecycle core runs as plain Python"; fi
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
 	$(PY) bench/derive.py
