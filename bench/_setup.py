@@ -11,6 +11,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def derive_stage_elsewhere() -> str:
+    """Keep the derive stage out of a store benchmark's clock, as deployed: without a broker Celery tasks
+    run eagerly and the store's signal would derive inline, on the storing thread (the derive stage is
+    another worker's cost: bench/derive.py). With REDIS_URL each stored batch queues it, as deployed, and
+    nothing consumes the queue here. Returns what was done, for the report."""
+    from django.conf import settings
+
+    from timelines.signals import observations_stored
+
+    if settings.REDIS_URL:
+        return "derive stage queued"
+    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
+    return "derive stage not run"
+
+
 def setup_django(*, scratch_database: bool = False) -> None:
     """Set Django up. With ``scratch_database``, the run works in a new, migrated copy of the configured
     database (``test_<name>``, as the tests use) that is dropped at exit: what it measures then does not

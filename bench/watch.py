@@ -33,12 +33,11 @@ import uuid
 from pathlib import Path
 
 from _collector import list_memory, sim_hook, start_sim
-from _setup import postgres_cpu_seconds, raw_copy_seconds, setup_django
+from _setup import derive_stage_elsewhere, postgres_cpu_seconds, raw_copy_seconds, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
 
-from django.conf import settings  # noqa: E402
 from django.db import DatabaseError, connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -49,7 +48,6 @@ from timelines import store  # noqa: E402
 from timelines.derivation import observation_from_row  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
-from timelines.signals import observations_stored  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -159,11 +157,7 @@ def main() -> None:
     for name in names:
         config.register_cluster(ClusterSource(name, str(kubeconfig), "podlife-demo", False, False, False))
     what = "COPY" if connection.vendor == "postgresql" else "executemany INSERT"
-    if not settings.REDIS_URL:
-        # Tasks run eagerly without a broker, so the store's signal would derive inline, on the writer
-        # threads: the collector's own cost is what this measures, the derive stage is bench/derive.py's.
-        observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
-    print(f"database: {connection.vendor}; derive stage {'queued' if settings.REDIS_URL else 'not run'}")
+    print(f"database: {connection.vendor}; {derive_stage_elsewhere()}")
     ratios: list[float] = []
     cpu_ratios: list[float] = []  # raw CPU / the collector's: less moved by other processes than the wall
     try:

@@ -454,9 +454,7 @@ def _copy_new_batch(
     with connection.cursor() as cursor:
         raw = cursor.cursor
         try:
-            copy_observation_rows(
-                raw, "", rows, statement=statement, params=params + (marks or []), writer=_StatementsAfterCopy
-            )
+            _write_rows(raw.copy(statement, params + (marks or []), writer=_StatementsAfterCopy(raw)), rows)
         except psycopg_errors.ForeignKeyViolation as exc:
             raise _cluster_gone(cluster_id) from exc
 
@@ -534,24 +532,21 @@ def _insert_postgres(
 _COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", *["varchar"] * 4, "bytea"]
 
 
-def copy_observation_rows(
-    cursor: psycopg.Cursor[Any],
-    table: str,
-    rows: Iterable[tuple[Any, ...]],
-    *,
-    statement: str | None = None,
-    params: Sequence[Any] | None = None,
-    writer: type[LibpqWriter] | None = None,
-) -> None:
-    """COPY rows made by ``_row`` into ``table`` (with ``_COLUMNS``), in the binary format (or by
-    ``statement``, with ``params`` merged client-side and ``writer`` to end it: ``_copy_new_batch``).
+def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    """COPY rows made by ``_row`` into ``table`` (with ``_COLUMNS``), in the binary format.
 
     Binary spares both sides the text format's escaping of every payload and the server its parsing of
     every timestamp: about a third less work per row than text. ``bench/`` uses this for its raw-COPY
     baselines too, so they compare like with like.
     """
-    statement = statement or f"COPY {table} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"
-    with cursor.copy(statement, params, writer=writer(cursor) if writer else None) as copy:
+    _write_rows(cursor.copy(f"COPY {table} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"), rows)
+
+
+def _write_rows(
+    copying: contextlib.AbstractContextManager[psycopg.Copy], rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """Send ``rows`` through a COPY of ``_COLUMNS`` in the binary format (``copying``: ``Cursor.copy``)."""
+    with copying as copy:
         copy.set_types(_COPY_TYPES)
         for row in rows:
             copy.write_row(row)
