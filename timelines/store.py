@@ -2,10 +2,11 @@
 
 ``save_observations`` appends observations idempotently: each carries a dedupe key unique per cluster, so a
 re-delivered watch event, a re-ingested log line or a re-sent span is stored once. On PostgreSQL the
-table is partitioned by observed day (``timelines/partitions.py``): the batch's keys are looked up across
-the partitions, and the rows no partition holds go in by one ``COPY`` straight into the table (a staging
-table and ``INSERT … SELECT … ON CONFLICT DO NOTHING`` when a COPY meets a unique violation all the
-same); SQLite (the embedded default) keeps one table and takes a correct path with the same results. An invalid record is
+table is partitioned by observed day (``timelines/partitions.py``): a batch expected new goes in by one
+``COPY`` straight into the table, checked in the same transaction against the other partitions' keys; a
+batch that holds stored keys is looked up across the partitions first and only its new rows are COPYed (a
+staging table and ``INSERT … SELECT … ON CONFLICT DO NOTHING`` when a COPY meets a unique violation all
+the same); SQLite (the embedded default) keeps one table and takes a correct path with the same results. An invalid record is
 rejected with its key and the reason; the rest of its batch is stored.
 """
 
@@ -324,8 +325,9 @@ def _reason(exc: Exception) -> str:
 # (by kind, by pod), filtering every row of the cluster for every key (0.5 s a batch at 5,000 rows,
 # growing with them). Only the key index can answer ``dedupe_key = k``.
 #
-# For a batch whose rows all belong in one range partition (``target``), that partition is left out: its
-# own unique index fails the COPY on a key it holds. The function first locks the parent (no detach or
+# For a batch whose rows all belong in one range partition (``target``), checked after its COPY
+# (``podlife_batch_is_new``, ``_copy_new_batch``), that partition is left out: its own unique index fails
+# the COPY on a key it holds. The function first locks the parent (no detach or
 # drop can follow until the transaction ends) and returns one NULL row when ``target`` is no longer
 # attached with the bounds the process knew. Then it takes the time span the batch's kinds have outside
 # ``target`` for this cluster (per kind, the oldest and the newest row: one descent of each partition's
@@ -334,10 +336,10 @@ def _reason(exc: Exception) -> str:
 # whose rows all sit in the day being written (a new cluster, a fresh install's first day) costs no probe
 # at all. A dedupe key names one fact and a fact has one kind, so a stored copy of a key is a row of the
 # same kind (the keys of API snapshots, the only facts stored again on another day, start with their
-# kind: ``pod:``, ``event:``, ``nodes:…:gone``). Without ``target`` every partition is probed.
+# kind: ``pod:``, ``event:``, ``nodes:…:gone``). Without ``target`` (the look-up before a COPY,
+# ``_stored_keys``) every partition is probed.
 _LOOKUP = (
-    "SELECT k FROM podlife_stored_keys(%(cluster)s::bigint, %(keys)s::text, %(kinds)s::varchar[], "
-    "%(lower)s, %(upper)s, %(name)s, %(bound)s) AS k"
+    "SELECT k FROM podlife_stored_keys(%s::bigint, %s::text, %s::varchar[], NULL, NULL, NULL, NULL) AS k"
 )
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # On PostgreSQL the observation table has no foreign key to its cluster (migration 0019): a deferred key
@@ -370,19 +372,20 @@ _probe_all: set[int] = set()
 _PIPELINE = psycopg.Pipeline.is_supported()
 
 
+def _key_params(cluster_id: int, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The cluster, the batch's keys and its kinds as ``podlife_stored_keys`` takes them: each list as one
+    array literal (psycopg would dump a list value by value, a µs a key)."""
+    return [
+        cluster_id,
+        text_array([row[_KEY_AT] for row in rows]),
+        text_array(sorted({row[_KIND_AT] for row in rows})),
+    ]
+
+
 def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: list[tuple[Any, ...]]) -> set[str]:
     """The dedupe keys of ``rows`` some partition holds, with the cluster's row locked first
     (``_LOCK_CLUSTER``): both in one round trip with the transaction's BEGIN (psycopg's pipeline mode)."""
-    params = {
-        "cluster": cluster_id,
-        # One string: psycopg would dump a list value by value (a µs a key).
-        "keys": text_array([row[_KEY_AT] for row in rows]),
-        "kinds": text_array(sorted({row[_KIND_AT] for row in rows})),
-        "lower": None,
-        "upper": None,
-        "name": None,
-        "bound": None,
-    }
+    params = _key_params(cluster_id, rows)
     pg = raw.connection
     with psycopg.Cursor(pg) as lock, psycopg.Cursor(pg) as look:
         # A libpq older than 14 has no pipeline mode: the statements then go one after the other.
@@ -442,9 +445,7 @@ def _copy_new_batch(
     own unique index fails the COPY, the check finds it in another) and ObjectNotInPrerequisiteState when
     ``target`` is not attached as it was read; nothing is stored then."""
     params: list[Any] = [
-        cluster_id,
-        text_array([row[_KEY_AT] for row in rows]),
-        text_array(sorted({row[_KIND_AT] for row in rows})),
+        *_key_params(cluster_id, rows),
         target.lower or partitions.EARLIEST,
         target.upper or partitions.LATEST,
         target.name,
