@@ -130,9 +130,17 @@ def marked_keys(observations: Iterable[AnyObservation]) -> list[MarkedKey]:
 
 
 def _json_keys(keys: Iterable[MarkedKey]) -> bytes:
+    """The keys as the JSON a ``DirtyBatch`` holds. A NUL in a name becomes U+FFFD, as the store writes it
+    in the observation's columns (PostgreSQL's text and jsonb hold no NUL: one would fail the batch), so
+    the key names what was stored."""
     return orjson.dumps(
         [
-            [kind, key, lo.isoformat() if lo else None, hi.isoformat() if hi else None]
+            [
+                kind,
+                key.replace("\x00", "\ufffd") if "\x00" in key else key,
+                lo.isoformat() if lo else None,
+                hi.isoformat() if hi else None,
+            ]
             for kind, key, lo, hi in keys
         ]
     )
