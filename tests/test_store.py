@@ -95,11 +95,12 @@ def test_mapping_records_and_unknown_fields():
 
 
 def test_microseconds_and_payload_survive_the_round_trip():
-    store.save_observations("c1", [obs(7, text='quote " backslash \\ nul \x00 é')])
+    store.save_observations("c1", [obs(7, text='quote " backslash \\ nul \x00 é', spelled="\\u0000 \\\x00")])
     row = ObservationRow.objects.get()
     assert row.observed_at == T0 + timedelta(microseconds=7)
     assert row.observed_at.tzinfo is not None
     assert row.payload["text"] == 'quote " backslash \\ nul \ufffd é'
+    assert row.payload["spelled"] == "\\u0000 \\\ufffd"  # the text \u0000 is no NUL: kept as it was
     assert row.payload["i"] == 7
     assert (row.node, row.namespace, row.name, row.pod_uid) == ("node-a", "default", "web-0", "uid-a")
 

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -243,8 +244,15 @@ def _json_bytes(value: Any) -> bytes:
     return _jsonb_safe(orjson.dumps(value))
 
 
+# A ``\u0000`` escape in JSON text: the ``\`` that starts it is preceded by an even number of backslashes
+# (a string holding the six characters ``\u0000`` is written ``\\u0000``, which is no escape).
+_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+
+
 def _jsonb_safe(text: bytes) -> bytes:
-    return text.replace(b"\\u0000", b"\\ufffd") if b"\\u0000" in text else text
+    """JSON text with each ``\\u0000`` escape (a NUL, which jsonb refuses) made ``\\ufffd``; a string
+    that only spells ``\\u0000`` is left as it is."""
+    return _NUL_ESCAPE.sub(rb"\1\\ufffd", text) if b"\\u0000" in text else text
 
 
 def _json_text(value: Any) -> str:
