@@ -332,18 +332,6 @@ def test_a_copy_stored_on_a_later_day_or_in_the_default_partition_is_found_from_
     assert partition_of("event:e-1:7") == partitions.DEFAULT
 
 
-@pytest.fixture
-def derive_stage_off():
-    """No derive stage on the store's signal: where tasks run eagerly it would fold (and delete) the dirty
-    batches at once."""
-    from timelines import derivation
-    from timelines.signals import observations_stored
-
-    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
-    yield
-    observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
-
-
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipeline", "libpq-without-pipeline"])
 def test_a_batch_expected_new_is_copied_checked_and_marked_in_one_query_and_a_stale_one_only_for_its_new_rows(
     derive_stage_off, monkeypatch, pipeline

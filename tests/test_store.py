@@ -105,27 +105,20 @@ def test_microseconds_and_payload_survive_the_round_trip():
     assert (row.node, row.namespace, row.name, row.pod_uid) == ("node-a", "default", "web-0", "uid-a")
 
 
-def test_a_nul_in_a_name_is_stored_and_marked_dirty_as_u_fffd():
+def test_a_nul_in_a_name_is_stored_and_marked_dirty_as_u_fffd(derive_stage_off):
     """GIVEN observations whose node, namespace, name and pod UID hold NUL (a hostile or broken sender)
     WHEN they are stored THEN the batch is stored (PostgreSQL's text and jsonb hold no NUL) and the dirty
     keys name what was stored: the same values with U+FFFD."""
     from timelines.models import DirtyBatch
-    from timelines.signals import observations_stored
 
-    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")  # keep the marks to read them
-    try:
-        node = Observation(
-            kind=Kind.NODE, source=Source.API, observed_at=T0, dedupe_key="nodes:a\x00b:1", node="a\x00b"
-        )
-        pod = dataclasses.replace(obs(1, uid="u\x00"), node="a\x00b", namespace="n\x00s", name="p\x00")
-        assert store.save_observations("c1", [node, pod]).stored == 2
-        assert set(ObservationRow.objects.values_list("node", flat=True)) == {"a\ufffdb"}
-        marked = {(kind, key) for batch in DirtyBatch.objects.all() for kind, key, *_ in batch.keys}
-        assert marked == {("node", "a\ufffdb"), ("pod", "u\ufffd")}
-    finally:
-        from timelines import derivation
-
-        observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    node = Observation(
+        kind=Kind.NODE, source=Source.API, observed_at=T0, dedupe_key="nodes:a\x00b:1", node="a\x00b"
+    )
+    pod = dataclasses.replace(obs(1, uid="u\x00"), node="a\x00b", namespace="n\x00s", name="p\x00")
+    assert store.save_observations("c1", [node, pod]).stored == 2
+    assert set(ObservationRow.objects.values_list("node", flat=True)) == {"a\ufffdb"}
+    marked = {(kind, key) for batch in DirtyBatch.objects.all() for kind, key, *_ in batch.keys}
+    assert marked == {("node", "a\ufffdb"), ("pod", "u\ufffd")}
 
 
 def test_observation_without_pod_touches_no_pod():
