@@ -7,8 +7,10 @@ and ``timelines/lifecycle/__init__.py`` refuses a copy built from other sources 
 stamp this writes), so an edit is never silently shadowed. Without a compiled copy everything runs as
 plain Python, with the same results.
 
-Not compiled: ``observation`` and ``timeline`` (their constant classes name their own attributes in the class
-body, which mypyc does not take), ``record``, ``schema`` and ``__init__`` (nothing hot).
+Not compiled: ``observation`` (the contract the collectors build by the million, as plain Python;
+compiled code reads its ``Kind`` / ``Source`` / ``Transition`` constants as literals all the same, since
+they are ``Final``), ``record``, ``schema`` and ``__init__`` (nothing hot). ``timeline`` is compiled since
+its constant classes' attributes are ``Final`` (mypyc takes a class-body name only as a constant).
 """
 
 from __future__ import annotations
@@ -20,7 +22,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "timelines" / "lifecycle"
-MODULES = ("derive", "facts", "findings", "worker", "resolve", "audit_evidence", "cluster_objects")
+MODULES = (
+    "timeline",
+    "derive",
+    "facts",
+    "findings",
+    "worker",
+    "resolve",
+    "audit_evidence",
+    "cluster_objects",
+)
+# Not compiled, but compiled against: the compiled modules hold their ``Final`` constants as literals and
+# their records' decorator decides which classes are native, so a change to them makes the copies stale.
+INPUTS = ("observation", "record")
 STAMP = CORE / "_compiled.sha256"  # one line a module: NAME SHA-256 of the source it was compiled from
 BUILD = ROOT / "var" / "core-ext"  # mypyc's C sources, the objects and the built copies: nothing imports them
 
@@ -41,7 +55,8 @@ def main() -> None:
     STAMP.unlink(missing_ok=True)
     for old in CORE.glob("*.so"):
         old.unlink()
-    stamp = "".join(f"{p.stem} {source_digest(p)}\n" for p in sources)  # what is compiled, read first
+    # What is compiled and what it is compiled against, read first.
+    stamp = "".join(f"{p.stem} {source_digest(p)}\n" for p in [*sources, *(CORE / f"{n}.py" for n in INPUTS)])
     setup(
         name="podlife-core-ext",
         packages=[],

@@ -16,27 +16,27 @@ STAMP = "_compiled.sha256"  # written by tools/compile_core.py: NAME SHA-256 of 
 
 
 def stale_modules(here: Path) -> list[str]:
-    """The modules in ``here`` whose compiled copy was not built from the source beside it."""
-    compiled = sorted(
-        {
-            p.name[: -len(next(s for s in EXTENSION_SUFFIXES if p.name.endswith(s)))]  # the most specific
-            for p in here.glob("*.so")
-            if "__mypyc" not in p.name
-        }
-    )
+    """The modules in ``here`` whose compiled copy was not built from the source beside it, and the
+    modules the compiled ones were built against (the stamp names them too) that changed since: compiled
+    code holds their ``Final`` constants as literals (``Kind.POD`` is ``"pod"`` there)."""
+    compiled = {
+        p.name[: -len(next(s for s in EXTENSION_SUFFIXES if p.name.endswith(s)))]  # the most specific
+        for p in here.glob("*.so")
+        if "__mypyc" not in p.name
+    }
     if not compiled:
         return []
     stamp = here / STAMP
     built = dict(line.split() for line in stamp.read_text().splitlines()) if stamp.is_file() else {}
-    return [
-        name
-        for name in compiled
-        if built.get(name) != hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest()
-    ]
+    return [name for name in sorted(compiled | set(built)) if built.get(name) != _digest(here / f"{name}.py")]
+
+
+def _digest(source: Path) -> str | None:
+    return hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else None
 
 
 if stale := stale_modules(Path(__file__).parent):
     raise ImportError(
-        f"timelines/lifecycle: compiled {', '.join(stale)} not built from the sources beside them:"
+        f"timelines/lifecycle: the compiled modules were not built from the sources of {', '.join(stale)}:"
         " run `make core-ext` again (or `make clean-core-ext` to run the sources as plain Python)"
     )

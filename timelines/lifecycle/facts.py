@@ -56,7 +56,7 @@ def status_was_reset(
     return static and created is not None and start_time - created > STATIC_START_SLACK
 
 
-@record
+@record(frozen=True)
 class Condition:
     """One pod condition as a snapshot reported it."""
 
@@ -67,7 +67,7 @@ class Condition:
     last_transition: datetime | None
 
 
-@record
+@record(frozen=True)
 class Run:
     """One run of a container (identified by its ``started_at``), from ``state`` or ``last_state``."""
 
@@ -78,7 +78,7 @@ class Run:
     signal: int | None
 
 
-@record
+@record(frozen=True)
 class ContainerStatus:
     """One container status as a snapshot reported it."""
 
@@ -109,7 +109,7 @@ class ContainerStatus:
         return self._current[0]
 
 
-@record
+@record(frozen=True)
 class PodSnapshot:
     """One ``pod`` / ``pod_deleted`` observation, read."""
 
@@ -188,7 +188,7 @@ class PodSnapshot:
         return self._status_reset
 
 
-@record
+@record(frozen=True)
 class Incarnation:
     """The snapshots of one API object lifetime under this UID (a static pod may reuse its UID)."""
 
@@ -214,7 +214,7 @@ class Incarnation:
         return None
 
 
-@record
+@record(frozen=True)
 class WorkerEvent:
     """A pod-worker transition (a ``worker`` observation) or one end of a ``span``."""
 
@@ -231,7 +231,7 @@ class WorkerEvent:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@record
+@record(frozen=True)
 class KubeletProcess:
     """One kubelet process on one node as a log showed it (a ``kubelet_process`` observation)."""
 
@@ -247,7 +247,7 @@ class KubeletProcess:
     restart: bool = False  # known to be a restart (a pod status it rewrote from scratch says so)
 
 
-@record
+@record(frozen=True)
 class EventRecord:
     """A ``event`` observation, read."""
 
@@ -261,7 +261,7 @@ class EventRecord:
     payload: Mapping[str, Any]
 
 
-@record
+@record(frozen=True)
 class KubeletMarkerRecord:
     """A ``kubelet_marker`` observation, read."""
 
@@ -278,7 +278,7 @@ class KubeletMarkerRecord:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@record
+@record(frozen=True)
 class PodFacts:
     """All facts about one pod UID, deduplicated and ordered."""
 

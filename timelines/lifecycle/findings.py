@@ -134,7 +134,7 @@ def detect_facts_findings(
     return tuple(found)
 
 
-@record
+@record(frozen=True)
 class _Context:
     timeline: PodTimeline
     facts: PodFacts

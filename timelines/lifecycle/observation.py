@@ -14,30 +14,30 @@ import json
 import operator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 
 class Kind:
     """Observation kinds (``Observation.kind``)."""
 
-    POD = "pod"  # a snapshot of a Pod object as the API served it (payload: normalized pod)
-    POD_DELETED = "pod_deleted"  # the Pod object is gone from the API (payload: last normalized pod)
-    EVENT = "event"  # a core/v1 or events.k8s.io/v1 Event (payload: normalized event)
-    WORKER = "worker"  # a kubelet pod-worker transition from a log line (payload: transition, ...)
-    SPAN = "span"  # a kubelet OTLP span: syncPod / syncTerminatingPod / syncTerminatedPod
-    KUBELET_MARKER = "kubelet_marker"  # a notable kubelet line: kill, grace period, failed kill, ...
-    NODE = "node"  # a snapshot of a Node object (payload: normalized node)
-    NODE_DELETED = "node_deleted"
-    NODE_METRICS = "node_metrics"  # kubelet_working_pods & co. scraped from one node
-    PDB = "pdb"  # a PodDisruptionBudget snapshot
-    PDB_DELETED = "pdb_deleted"
-    WORKLOAD = "workload"  # a Deployment / StatefulSet / DaemonSet / ReplicaSet snapshot
-    WORKLOAD_DELETED = "workload_deleted"
-    AUDIT = "audit"  # one audited API request: verb, object, actor, answer (docs/audit.md)
+    POD: Final = "pod"  # a snapshot of a Pod object as the API served it (payload: normalized pod)
+    POD_DELETED: Final = "pod_deleted"  # the Pod object is gone from the API (payload: last normalized pod)
+    EVENT: Final = "event"  # a core/v1 or events.k8s.io/v1 Event (payload: normalized event)
+    WORKER: Final = "worker"  # a kubelet pod-worker transition from a log line (payload: transition, ...)
+    SPAN: Final = "span"  # a kubelet OTLP span: syncPod / syncTerminatingPod / syncTerminatedPod
+    KUBELET_MARKER: Final = "kubelet_marker"  # a notable kubelet line: kill, grace period, failed kill, ...
+    NODE: Final = "node"  # a snapshot of a Node object (payload: normalized node)
+    NODE_DELETED: Final = "node_deleted"
+    NODE_METRICS: Final = "node_metrics"  # kubelet_working_pods & co. scraped from one node
+    PDB: Final = "pdb"  # a PodDisruptionBudget snapshot
+    PDB_DELETED: Final = "pdb_deleted"
+    WORKLOAD: Final = "workload"  # a Deployment / StatefulSet / DaemonSet / ReplicaSet snapshot
+    WORKLOAD_DELETED: Final = "workload_deleted"
+    AUDIT: Final = "audit"  # one audited API request: verb, object, actor, answer (docs/audit.md)
     # One kubelet process as a log showed it: pid, first and last line, start lines (node-level, no pod).
-    KUBELET_PROCESS = "kubelet_process"
+    KUBELET_PROCESS: Final = "kubelet_process"
 
-    ALL = frozenset(
+    ALL: Final = frozenset(
         {
             POD,
             POD_DELETED,
@@ -61,15 +61,16 @@ class Kind:
 class Source:
     """Where an observation came from (``Observation.source``)."""
 
-    API = "api"  # list/watch of a live API server
-    OFFLINE = "offline"  # kubectl -o json|yaml output, cluster-info dump
-    KUBELET_LOG = "kubelet_log"
-    KUBELET_SPAN = "kubelet_span"
-    KUBELET_METRICS = "kubelet_metrics"
-    SYNTHETIC = "synthetic"  # made by podlife itself, e.g. a deletion inferred after a relist
-    AUDIT = "audit"  # the API server's audit log (audit.k8s.io/v1): files, the webhook backend, exports
+    API: Final = "api"  # list/watch of a live API server
+    OFFLINE: Final = "offline"  # kubectl -o json|yaml output, cluster-info dump
+    KUBELET_LOG: Final = "kubelet_log"
+    KUBELET_SPAN: Final = "kubelet_span"
+    KUBELET_METRICS: Final = "kubelet_metrics"
+    SYNTHETIC: Final = "synthetic"  # made by podlife itself, e.g. a deletion inferred after a relist
+    # the API server's audit log (audit.k8s.io/v1): files, the webhook backend, exports
+    AUDIT: Final = "audit"
 
-    ALL = frozenset({API, OFFLINE, KUBELET_LOG, KUBELET_SPAN, KUBELET_METRICS, SYNTHETIC, AUDIT})
+    ALL: Final = frozenset({API, OFFLINE, KUBELET_LOG, KUBELET_SPAN, KUBELET_METRICS, SYNTHETIC, AUDIT})
 
 
 class Transition:
@@ -78,64 +79,64 @@ class Transition:
     Each names one kubelet message family from k8s-facts.md §1.4 / §2.1, whatever its version's spelling.
     """
 
-    FIRST_SEEN = "first_seen"  # "Pod is being synced for the first time"
-    SYNC_ENTER = "sync_enter"  # "SyncPod enter" / "syncPod enter"
-    SYNC_EXIT = "sync_exit"  # "SyncPod exit" (payload is_terminal)
-    TERMINATION_REQUESTED = "termination_requested"  # "... begin teardown" (payload cause)
-    OBSERVED_TERMINATE = "observed_terminate"  # "Pod worker has observed request to terminate"
-    COMPLETED_NATURALLY = "completed_naturally"  # "Pod indicated lifecycle completed naturally ..."
-    TERMINATING_ENTER = "terminating_enter"  # "SyncTerminatingPod enter"
-    TERMINATING_EXIT = "terminating_exit"
-    TERMINATING_RUNTIME_ENTER = "terminating_runtime_enter"  # "SyncTerminatingRuntimePod enter"
-    TERMINATING_RUNTIME_EXIT = "terminating_runtime_exit"
-    CONTAINERS_TERMINATED = "containers_terminated"  # "Pod terminated all containers successfully"
-    ORPHAN_CONTAINERS_TERMINATED = "orphan_containers_terminated"
-    TERMINATED_ENTER = "terminated_enter"  # "SyncTerminatedPod enter"
-    TERMINATED_EXIT = "terminated_exit"
-    WORKER_DONE = "worker_done"  # "Pod is complete and the worker can now stop"
-    CANNOT_START_EVER = "cannot_start_ever"  # "Pod cannot start ever"
-    CANNOT_START_YET = "cannot_start_yet"
-    POD_TERMINAL = "pod_terminal"  # "Pod is terminal"
-    FINISHED_IGNORED = "finished_ignored"  # "Pod is finished processing, no further updates"
-    RESTART_REQUESTED = "restart_requested"  # terminating but requested to restart with same UID
-    UID_REUSE_RESTART = "uid_reuse_restart"  # "... another pod with the same UID was created ..."
-    WORKER_STOPPED = "worker_stopped"  # "Pod worker has stopped"
-    FORGOTTEN = "forgotten"  # "Pod has been terminated and is no longer known to the kubelet ..."
-    SYNC_ERROR = "sync_error"  # "Error syncing pod, skipping"
-    CONTEXT_CANCELLED = "context_cancelled"  # "Sync exited with context cancellation error"
-    CANCELLING_SYNC = "cancelling_sync"  # "Cancelling current pod sync"
-    ORPHANED = "orphaned"  # SyncKnownPods orphan lines
-    PENDING_UPDATE = "pending_update"  # "Notifying pod of pending update" (V4, 1.27+; payload work_type)
+    FIRST_SEEN: Final = "first_seen"  # "Pod is being synced for the first time"
+    SYNC_ENTER: Final = "sync_enter"  # "SyncPod enter" / "syncPod enter"
+    SYNC_EXIT: Final = "sync_exit"  # "SyncPod exit" (payload is_terminal)
+    TERMINATION_REQUESTED: Final = "termination_requested"  # "... begin teardown" (payload cause)
+    OBSERVED_TERMINATE: Final = "observed_terminate"  # "Pod worker has observed request to terminate"
+    COMPLETED_NATURALLY: Final = "completed_naturally"  # "Pod indicated lifecycle completed naturally ..."
+    TERMINATING_ENTER: Final = "terminating_enter"  # "SyncTerminatingPod enter"
+    TERMINATING_EXIT: Final = "terminating_exit"
+    TERMINATING_RUNTIME_ENTER: Final = "terminating_runtime_enter"  # "SyncTerminatingRuntimePod enter"
+    TERMINATING_RUNTIME_EXIT: Final = "terminating_runtime_exit"
+    CONTAINERS_TERMINATED: Final = "containers_terminated"  # "Pod terminated all containers successfully"
+    ORPHAN_CONTAINERS_TERMINATED: Final = "orphan_containers_terminated"
+    TERMINATED_ENTER: Final = "terminated_enter"  # "SyncTerminatedPod enter"
+    TERMINATED_EXIT: Final = "terminated_exit"
+    WORKER_DONE: Final = "worker_done"  # "Pod is complete and the worker can now stop"
+    CANNOT_START_EVER: Final = "cannot_start_ever"  # "Pod cannot start ever"
+    CANNOT_START_YET: Final = "cannot_start_yet"
+    POD_TERMINAL: Final = "pod_terminal"  # "Pod is terminal"
+    FINISHED_IGNORED: Final = "finished_ignored"  # "Pod is finished processing, no further updates"
+    RESTART_REQUESTED: Final = "restart_requested"  # terminating but requested to restart with same UID
+    UID_REUSE_RESTART: Final = "uid_reuse_restart"  # "... another pod with the same UID was created ..."
+    WORKER_STOPPED: Final = "worker_stopped"  # "Pod worker has stopped"
+    FORGOTTEN: Final = "forgotten"  # "Pod has been terminated and is no longer known to the kubelet ..."
+    SYNC_ERROR: Final = "sync_error"  # "Error syncing pod, skipping"
+    CONTEXT_CANCELLED: Final = "context_cancelled"  # "Sync exited with context cancellation error"
+    CANCELLING_SYNC: Final = "cancelling_sync"  # "Cancelling current pod sync"
+    ORPHANED: Final = "orphaned"  # SyncKnownPods orphan lines
+    # "Notifying pod of pending update" (V4, 1.27+; payload work_type)
+    PENDING_UPDATE: Final = "pending_update"
 
     # Lines below V4 (docs/kubelet-lines.md). The SyncLoop lines name pods only as ns/name (no UID): one
     # observation per pod named, resolved to a UID by timelines/lifecycle/resolve.py.
-    SYNCLOOP_ADD = "syncloop_add"  # V2 "SyncLoop ADD": the config source delivered the pod
-    SYNCLOOP_UPDATE = "syncloop_update"  # V2 spec / label / annotation change, no deletionTimestamp
-    SYNCLOOP_DELETE = "syncloop_delete"  # V2 a change while deletionTimestamp is set (graceful delete)
-    SYNCLOOP_REMOVE = "syncloop_remove"  # V2 the object is gone from its config source
-    SYNCLOOP_RECONCILE = "syncloop_reconcile"  # V4 status-only change
-    CONTAINER_STARTED = "container_started"  # V2 "SyncLoop (PLEG): event for pod" ContainerStarted
-    CONTAINER_DIED = "container_died"  # V2 PLEG ContainerDied
-    CONTAINER_FINISHED = "container_finished"  # V2 "Generic (PLEG): container finished" (exit code)
-    STARTUP_OBSERVED = "startup_observed"  # V0 "Observed pod startup duration" (1.26+)
-    RUNNING_MARKED = "running_marked"  # V3 "Mark when the pod was running for the first time" (1.26+)
-    STATUS_UPDATED = "status_updated"  # V3 "Status for pod updated successfully" (payload phase)
-    MARKED_FAILED = "marked_failed"  # V3 "Marking terminal pod as failed" (1.27+)
-    DELETION_DELAYED = "deletion_delayed"  # V3 "Delaying pod deletion as the phase is non-terminal"
-    TERMINATION_FINISHED = (
-        "termination_finished"  # V3 "The pod termination is finished as SyncTerminatedPod completes ..."
-    )
-    REMOVED_FROM_ETCD = "removed_from_etcd"  # V3 "Pod fully terminated and removed from etcd"
+    SYNCLOOP_ADD: Final = "syncloop_add"  # V2 "SyncLoop ADD": the config source delivered the pod
+    SYNCLOOP_UPDATE: Final = "syncloop_update"  # V2 spec / label / annotation change, no deletionTimestamp
+    SYNCLOOP_DELETE: Final = "syncloop_delete"  # V2 a change while deletionTimestamp is set (graceful delete)
+    SYNCLOOP_REMOVE: Final = "syncloop_remove"  # V2 the object is gone from its config source
+    SYNCLOOP_RECONCILE: Final = "syncloop_reconcile"  # V4 status-only change
+    CONTAINER_STARTED: Final = "container_started"  # V2 "SyncLoop (PLEG): event for pod" ContainerStarted
+    CONTAINER_DIED: Final = "container_died"  # V2 PLEG ContainerDied
+    CONTAINER_FINISHED: Final = "container_finished"  # V2 "Generic (PLEG): container finished" (exit code)
+    STARTUP_OBSERVED: Final = "startup_observed"  # V0 "Observed pod startup duration" (1.26+)
+    RUNNING_MARKED: Final = "running_marked"  # V3 "Mark when the pod was running for the first time" (1.26+)
+    STATUS_UPDATED: Final = "status_updated"  # V3 "Status for pod updated successfully" (payload phase)
+    MARKED_FAILED: Final = "marked_failed"  # V3 "Marking terminal pod as failed" (1.27+)
+    DELETION_DELAYED: Final = "deletion_delayed"  # V3 "Delaying pod deletion as the phase is non-terminal"
+    # V3 "The pod termination is finished as SyncTerminatedPod completes ..."
+    TERMINATION_FINISHED: Final = "termination_finished"
+    REMOVED_FROM_ETCD: Final = "removed_from_etcd"  # V3 "Pod fully terminated and removed from etcd"
 
 
 class TerminationCause:
     """Why the worker began teardown (``payload["cause"]`` of TERMINATION_REQUESTED)."""
 
-    DELETION = "deletion"  # deletion timestamp
-    TERMINAL_PHASE = "terminal_phase"  # Succeeded / Failed
-    EVICTED = "evicted"  # kubelet eviction
-    REMOVED = "removed"  # kubelet kill: preemption, node shutdown, ...
-    ORPHANED = "orphaned"  # runtime-only pod
+    DELETION: Final = "deletion"  # deletion timestamp
+    TERMINAL_PHASE: Final = "terminal_phase"  # Succeeded / Failed
+    EVICTED: Final = "evicted"  # kubelet eviction
+    REMOVED: Final = "removed"  # kubelet kill: preemption, node shutdown, ...
+    ORPHANED: Final = "orphaned"  # runtime-only pod
 
 
 @dataclass(frozen=True, slots=True)

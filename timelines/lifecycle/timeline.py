@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from timelines.lifecycle.record import record
 
@@ -42,37 +42,37 @@ class WorkerPhase:
     """States of the ``worker`` lane (the kubelet pod worker's work type, SyncPod split where the pod's
     containers have all started)."""
 
-    SETUP = "setup"  # SyncPod until every container has started: the pod is still starting
-    RUNNING = "running"  # SyncPod once every container has started
-    TERMINATING = "terminating"  # SyncTerminatingPod: containers may still run
-    CLEANUP = "cleanup"  # SyncTerminatedPod: no container runs, volumes / cgroups being removed
-    UNKNOWN = "unknown"  # the evidence has a hole here: which phase, or where one ended, is not known
+    SETUP: Final = "setup"  # SyncPod until every container has started: the pod is still starting
+    RUNNING: Final = "running"  # SyncPod once every container has started
+    TERMINATING: Final = "terminating"  # SyncTerminatingPod: containers may still run
+    CLEANUP: Final = "cleanup"  # SyncTerminatedPod: no container runs, volumes / cgroups being removed
+    UNKNOWN: Final = "unknown"  # the evidence has a hole here: which phase, or where one ended, is not known
 
-    ALL = (SETUP, RUNNING, TERMINATING, CLEANUP)
-    ORDER = (SETUP, RUNNING, TERMINATING, CLEANUP)
+    ALL: Final = (SETUP, RUNNING, TERMINATING, CLEANUP)
+    ORDER: Final = (SETUP, RUNNING, TERMINATING, CLEANUP)
 
 
 class ApiState:
     """States of the ``api`` lane, in lifecycle order."""
 
-    PENDING = "pending"
-    SCHEDULED = "scheduled"
-    INITIALIZING = "initializing"
-    RUNNING = "running"
-    TERMINATING = "terminating"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    DELETED = "deleted"
+    PENDING: Final = "pending"
+    SCHEDULED: Final = "scheduled"
+    INITIALIZING: Final = "initializing"
+    RUNNING: Final = "running"
+    TERMINATING: Final = "terminating"
+    SUCCEEDED: Final = "succeeded"
+    FAILED: Final = "failed"
+    DELETED: Final = "deleted"
 
-    ORDER = (PENDING, SCHEDULED, INITIALIZING, RUNNING, TERMINATING, SUCCEEDED, FAILED, DELETED)
+    ORDER: Final = (PENDING, SCHEDULED, INITIALIZING, RUNNING, TERMINATING, SUCCEEDED, FAILED, DELETED)
 
 
 class ContainerState:
     """States of a ``container:NAME`` lane."""
 
-    WAITING = "waiting"
-    RUNNING = "running"
-    TERMINATED = "terminated"
+    WAITING: Final = "waiting"
+    RUNNING: Final = "running"
+    TERMINATED: Final = "terminated"
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -110,7 +110,7 @@ def parse_time(text: object) -> datetime | None:
     return value.astimezone(UTC)
 
 
-@record
+@record(frozen=True)
 class Interval:
     """One bar in a lane: ``state`` from ``start`` to ``end`` (None while it is still open).
 
@@ -157,7 +157,7 @@ class Interval:
         }
 
 
-@record
+@record(frozen=True)
 class Marker:
     """A point in time worth showing: an API Event (``kind="event"``), a notable kubelet line
     (``"kubelet"``) or an audited request (``"audit"``: a delete, a create, an eviction granted or refused,
@@ -182,7 +182,7 @@ class Marker:
         }
 
 
-@record
+@record(frozen=True)
 class Finding:
     """A lifecycle anomaly: ``kind`` (rule name), a severity, one human sentence, a time span, evidence."""
 

@@ -91,7 +91,7 @@ _BEGIN_RANK = {
 }
 
 
-@record
+@record(frozen=True)
 class Mark:
     """One piece of evidence about the worker's state."""
 
@@ -124,7 +124,7 @@ class _Segment:
         return self.begin.at if self.begin is not None else self.first
 
 
-@record
+@record(frozen=True)
 class RunningCandidate:
     """When the pod's containers had all started, by one source."""
 
@@ -134,7 +134,7 @@ class RunningCandidate:
     key: str
 
 
-@record
+@record(frozen=True)
 class WorkerLane:
     """The lane and what findings need from it."""
 
@@ -661,7 +661,7 @@ def api_marks(inc: Incarnation, facts: PodFacts) -> list[Mark]:
 # ------------------------------------------------------------------------------------------ API reading
 
 
-@record
+@record(frozen=True)
 class TerminationRequest:
     """When and why the API shows termination was requested (the three doors)."""
 
@@ -885,7 +885,7 @@ def _segments(marks: Sequence[Mark]) -> tuple[list[_Segment], list[Mark]]:
     return segments, late
 
 
-@record
+@record(frozen=True)
 class _Bound:
     at: datetime
     known: bool
