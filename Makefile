@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint format typecheck bench collect clean deploy-check screenshots vendor-plotly core-ext clean-core-ext
+.PHONY: demo test fidelity lint format typecheck bench collect clean deploy-check screenshots vendor-plotly core-ext clean-core-ext
 
 # A virtualenv with the requirement files (requirements-dev.txt includes the other two); rebuilt when one changes.
 $(VENV)/.installed: requirements.txt requirements-build.txt requirements-dev.txt
@@ -32,6 +32,12 @@ test: $(VENV)/.installed
 		echo "== storage tests again on SQLite =="; \
 		DATABASE_URL= $(PY) -m pytest -q -ra -m "both_databases and not postgres"; \
 	fi
+
+## make fidelity: how many facts of the real corpus (tests/fixtures/real/*/facts.toml) hold through the
+## project's own commands; exits 1 when fewer hold than tests/fixtures/real/fidelity-score records.
+## RATCHET=update records a higher score (docs/fidelity.md).
+fidelity: $(VENV)/.installed
+	$(PY) tools/fidelity.py $(if $(filter update,$(RATCHET)),--update)
 
 ## make deploy-check: render every deploy/ overlay (kubectl kustomize), validate it against the Kubernetes
 ## 1.28-1.32 schemas and the pod-security checks, lint the Containerfile (docs/deploy.md)
