@@ -221,3 +221,31 @@ def test_a_real_uid_arriving_later_replaces_the_synthetic_incarnation(tmp_path: 
     cluster = queries.get_cluster("eks")
     pods = list(Pod.objects.filter(cluster=cluster, name="stress-83-tbnq2").values_list("uid", "phase"))
     assert pods == [("10177585-b79f-44a0-bdcc-c68ec12d012a", "Failed")]
+
+
+def test_what_was_not_followed_is_listed_by_shape_most_frequent_first() -> None:
+    """GIVEN the KodeKloud log (95 events: pods and configmaps, reads and writes) WHEN parsed THEN the
+    events podlife does not follow are counted by verb and resource, as the file holds them."""
+    import json
+    from collections import Counter
+
+    from collectors.parsers.audit import top_ignored
+
+    raw = [json.loads(line) for line in (REAL / KODEKLOUD).read_text().splitlines() if line.strip()]
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    expected = Counter(
+        f"{e['verb']} {e['objectRef']['resource']}"
+        for e in raw
+        if e["objectRef"]["resource"] != "pods" or e["verb"] not in writes
+    )
+    result = parse_audit((REAL / KODEKLOUD).read_bytes())
+    assert dict(result.ignored) == dict(expected)
+    assert top_ignored(result.ignored)[0] == expected.most_common(1)[0]
+    assert len(top_ignored(result.ignored, 3)) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_summary_names_the_most_frequent_shapes_not_followed() -> None:
+    out = ingest("kk2", str(REAL / KODEKLOUD))
+    assert "not followed, most frequent (top 10): get pods 28, watch configmaps 24" in out
+    assert "1 pod names by their requests" in out
