@@ -297,18 +297,24 @@ def request_path(uri: str) -> RequestPath | None:
 # -------------------------------------------------------------------------------------------- actors
 
 
-def actor_of(username: str | None, authz_reason: str | None = None) -> dict[str, str | None]:
+def actor_of(
+    username: str | None, authz_reason: str | None = None, groups: Iterable[str] = ()
+) -> dict[str, str | None]:
     """Who a username is, by the conventions of k8s-facts.md §13.3: ``{"kind", "name"}``.
 
     kinds: ``kubelet`` (name = node), ``controller`` (a kube-controller-manager loop: its service account,
     or ``kube-controller-manager``), ``scheduler``, ``apiserver`` (its loopback client, e.g. inside an
     eviction), ``serviceaccount`` (name ``ns/name``), ``user``, ``unknown``. An RBAC decision naming a
-    ``system:controller:`` role also marks a controller.
+    ``system:controller:`` role also marks a controller. A user of the ``system:nodes`` group that is not
+    ``system:node:NAME`` (a kubelet with a shared client credential, ``kubelet`` or ``nodeclient``-style)
+    is a kubelet whose node the name does not tell.
     """
     if not username:
         return {"kind": "unknown", "name": None}
     if username.startswith("system:node:"):
         return {"kind": "kubelet", "name": username[len("system:node:") :] or None}
+    if "system:nodes" in groups:
+        return {"kind": "kubelet", "name": None}
     if username.startswith("system:serviceaccount:"):
         rest = username[len("system:serviceaccount:") :]
         namespace, _, account = rest.partition(":")
@@ -1148,7 +1154,7 @@ class AuditParser:
         annotations = _map(event.get("annotations"))
         authz_reason = _text(annotations.get("authorization.k8s.io/reason"))
         effective = (impersonated or user or {}).get("username")
-        actor = actor_of(effective, authz_reason)
+        actor = actor_of(effective, authz_reason, (impersonated or user or {}).get("groups") or ())
         namespace = _str(ref.get("namespace"))
         name = _str(ref.get("name")) or _str(_map(_map(response).get("metadata")).get("name"))
         kind = OBJECT_KINDS[resource]
