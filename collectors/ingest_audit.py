@@ -40,10 +40,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from collectors.ingest_http import BodyError, max_decoded_bytes, read_body
 from collectors.models import BadIngestToken, IngestToken
-from collectors.parsers.audit import AuditParser
+from collectors.parsers.audit import AuditParser, top_ignored
 from podlife_site.memory import gc_paused
 from timelines import store
-from timelines.lifecycle.observation import AnyObservation
+from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.models import Cluster
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ class AuditIngest:
         )
         self.result = store.SaveResult()
         self._pending: list[AnyObservation] = []
+        # Pods named by requests that carry no UID (Metadata level never does): derived by name.
+        self.pod_names: set[tuple[str, str]] = set()
         self._flush_every = flush_every
         self._save = save or store.save_observations
         self._queue: queue.Queue[list[AnyObservation] | None] | None = None
@@ -103,6 +105,13 @@ class AuditIngest:
         with gc_paused():
             for obs in observations:
                 self._pending.append(obs)
+                if (
+                    obs.kind == Kind.AUDIT
+                    and obs.namespace
+                    and obs.name
+                    and obs.payload.get("resource") == "pods"
+                ):
+                    self.pod_names.add((obs.namespace, obs.name))
                 if len(self._pending) >= self._flush_every:
                     self.flush()
 
@@ -175,10 +184,12 @@ class AuditIngest:
             "rejected_by_store": len(r.rejected),
             "store_rejections": [str(x) for x in r.rejected[:MAX_REPORTED]],
             "skipped": dict(p.skipped.most_common()),
+            "not_followed_top": [{"shape": shape, "count": n} for shape, n in top_ignored(p.ignored)],
             "unreadable": dict(p.rejected.most_common()),
             "unreadable_examples": p.examples[:MAX_REPORTED],
             "unpaired_requests": p.unpaired,
             "pods_touched": len(r.pods_touched),
+            "pod_names_touched": len(self.pod_names),
         }
 
 

@@ -50,6 +50,7 @@ from django.utils import timezone
 
 from podlife_site.memory import gc_paused
 from timelines import dirty, live, store
+from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
@@ -398,10 +399,14 @@ def derive_pods(
     read = pod_observations(cluster, uids)
     facts = read.by_uid
     batch: list[store.DerivedPod] = []
+    audited: set[tuple[str, str]] = set()  # names with audited requests: their audit-only incarnations
     for uid in uids:
         rows = facts.get(uid) or []
         if not rows:
             continue
+        audited.update(
+            (o.namespace, o.name) for _, o in rows if o.kind == Kind.AUDIT and o.namespace and o.name
+        )
         timeline = derive_pod_timeline((o for _, o in rows), thresholds=thresholds, now=now)
         labels = next(
             (
@@ -425,8 +430,54 @@ def derive_pods(
 
     out.writes.append(write)
     out.count(dirty.POD, len(batch))
+    if audited:  # a pod of the name may take requests over from an audit-only incarnation, or give some
+        out.after_writes.append(functools.partial(derive_audit_lives, cluster, audited, out, now=now))
     if rivals and read.contested:
         out.mark(cluster, dirty.RIVALS, sorted(dirty.ref(ns, name) for ns, name in read.contested))
+
+
+def derive_audit_lives(
+    cluster: Cluster, names: Iterable[tuple[str, str]], out: Derived, *, now: datetime | None
+) -> None:
+    """The incarnations of ``names`` known only from audited requests (``audit_evidence.audit_lives``):
+    their timelines are derived from those requests and what the server stored by them
+    (``audit_snapshots``), and the rows of an audit-only incarnation that no longer is one (a real UID
+    took its requests over, an earlier log changed its first request) are deleted. Runs after the batch's
+    other writes, in its transaction, so the pods derived beside it count as known."""
+    thresholds = thresholds_from_settings()
+    for namespace, name in sorted(set(names)):
+        facts = list(_named_facts(cluster, {(namespace, name)}, kinds=(Kind.AUDIT,), pod_requests=True))
+        rows = list(
+            Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).values_list(
+                "uid", "created_at", "first_seen", "deleted_at"
+            )
+        )
+        own = set(
+            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=[r[0] for r in rows])
+            .values_list("pod_uid", flat=True)
+            .distinct()
+        )
+        known = [
+            Life(uid, namespace, name, created or first, deleted)
+            for uid, created, first, deleted in rows
+            if uid in own
+        ]
+        lives = audit_lives(namespace, name, (o for _, o in facts), known) if facts else ()
+        ids = {o.dedupe_key: i for i, o in facts}
+        batch: list[store.DerivedPod] = []
+        for life in lives:
+            records = [r for r in map(read_audit, life.observations) if r is not None]
+            observations = [*life.observations, *audit_snapshots(life.uid, records, life.gone_by)]
+            timeline = derive_pod_timeline(observations, thresholds=thresholds, now=now)
+            cited = {o.dedupe_key: ids[source_key(o.dedupe_key)] for o in observations}
+            batch.append(store.DerivedPod(timeline, cited, {}))
+        current = {life.uid for life in lives}
+        store.forget_pods(cluster, [uid for uid, *_ in rows if uid not in own and uid not in current])
+        changed = store.replace_pod_timelines(cluster, batch)
+        timelines = [d.timeline for d in batch if d.timeline.uid in changed]
+        if timelines:
+            out.pushed.setdefault(cluster.name, []).extend(timelines)
+            out.count(dirty.POD, len(timelines))
 
 
 def _cordon_spans(cluster: Cluster, node: str) -> set[tuple[datetime, datetime | None]]:
@@ -519,7 +570,9 @@ def derive_workload(cluster: Cluster, ref: str, out: Derived) -> None:
     out.count(dirty.WORKLOAD)
 
 
-def expand_podref(cluster: Cluster, ref: str, out: Derived, *, kind: str = dirty.PODREF) -> None:
+def expand_podref(
+    cluster: Cluster, ref: str, out: Derived, *, kind: str = dirty.PODREF, now: datetime | None = None
+) -> None:
     """A line naming ``NAMESPACE/NAME`` without a UID concerns every incarnation of that name (the pods
     known once this batch's rows are written: a pod derived beside it counts); so do an incarnation's
     rivals (``rivals`` keys) when it changed. They are derived as ``podonly`` keys: together, and without
@@ -533,6 +586,10 @@ def expand_podref(cluster: Cluster, ref: str, out: Derived, *, kind: str = dirty
         out.mark(cluster, dirty.PODONLY, list(uids))
 
     out.after_writes.append(mark)
+    if kind == dirty.PODREF:  # an audited request about the name: its audit-only incarnations
+        out.after_writes.append(
+            functools.partial(derive_audit_lives, cluster, [(namespace, name)], out, now=now)
+        )
     out.count(kind)
 
 
@@ -576,7 +633,7 @@ def _derive(claimed: Sequence[dirty.Claimed], now: datetime | None) -> Derived:
             elif kind == dirty.WORKLOAD:
                 derive_workload(cluster, key.key, out)
             elif kind in (dirty.PODREF, dirty.RIVALS):
-                expand_podref(cluster, key.key, out, kind=kind)
+                expand_podref(cluster, key.key, out, kind=kind, now=_now_for(cluster, now))
             elif kind == dirty.NODEPODS:
                 expand_nodepods(cluster, key, out)
     return out

@@ -830,6 +830,20 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
     return changed
 
 
+def forget_pods(cluster: Cluster, uids: Sequence[str]) -> int:
+    """Delete the rows derived for these pods (the pod row, its intervals, markers and own findings): the
+    derive stage calls it for an incarnation known only from audited requests that no longer exists as
+    such (a real UID took its requests over, or an earlier log moved its first request). Returns how many
+    pod rows went."""
+    uids = sorted(set(uids))
+    if not uids:
+        return 0
+    for model, _, extra in _POD_ROW_TABLES:
+        model._default_manager.filter(cluster=cluster, pod_uid__in=uids, **extra).delete()
+    deleted, _ = Pod.objects.filter(cluster=cluster, uid__in=uids).delete()
+    return deleted
+
+
 def _stored_pod_rows(cluster_id: int, uids: list[str]) -> list[dict[tuple[str, int | None], list[int]]]:
     """For each table of ``_POD_ROW_TABLES``: the stored rows of these pods, as (pod UID, digest) -> ids."""
     out: list[dict[tuple[str, int | None], list[int]]] = [{} for _ in _POD_ROW_TABLES]

@@ -297,18 +297,24 @@ def request_path(uri: str) -> RequestPath | None:
 # -------------------------------------------------------------------------------------------- actors
 
 
-def actor_of(username: str | None, authz_reason: str | None = None) -> dict[str, str | None]:
+def actor_of(
+    username: str | None, authz_reason: str | None = None, groups: Iterable[str] = ()
+) -> dict[str, str | None]:
     """Who a username is, by the conventions of k8s-facts.md §13.3: ``{"kind", "name"}``.
 
     kinds: ``kubelet`` (name = node), ``controller`` (a kube-controller-manager loop: its service account,
     or ``kube-controller-manager``), ``scheduler``, ``apiserver`` (its loopback client, e.g. inside an
     eviction), ``serviceaccount`` (name ``ns/name``), ``user``, ``unknown``. An RBAC decision naming a
-    ``system:controller:`` role also marks a controller.
+    ``system:controller:`` role also marks a controller. A user of the ``system:nodes`` group that is not
+    ``system:node:NAME`` (a kubelet with a shared client credential, ``kubelet`` or ``nodeclient``-style)
+    is a kubelet whose node the name does not tell.
     """
     if not username:
         return {"kind": "unknown", "name": None}
     if username.startswith("system:node:"):
         return {"kind": "kubelet", "name": username[len("system:node:") :] or None}
+    if "system:nodes" in groups:
+        return {"kind": "kubelet", "name": None}
     if username.startswith("system:serviceaccount:"):
         rest = username[len("system:serviceaccount:") :]
         namespace, _, account = rest.partition(":")
@@ -603,6 +609,17 @@ def _deleted_by_update(obj: Mapping[str, Any]) -> bool:
 # -------------------------------------------------------------------------------------------- parser
 
 
+MAX_IGNORED_SHAPES: Final = 1000
+OTHER_SHAPES: Final = "(other shapes)"
+TOP_IGNORED: Final = 10
+
+
+def top_ignored(ignored: Counter[str], n: int = TOP_IGNORED) -> list[tuple[str, int]]:
+    """The ``n`` most frequent shapes of the events read and not followed, with their counts (ties by
+    shape, so the list is the same whatever order the events came in)."""
+    return sorted(ignored.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 @dataclass
 class AuditParse:
     """What ``parse_audit`` made of one input: observations and what was skipped or rejected."""
@@ -614,6 +631,7 @@ class AuditParse:
     rejected: Counter[str]
     examples: list[str]
     unpaired: int
+    ignored: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -634,8 +652,18 @@ class AuditParser:
     rejected: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
     unpaired: int = 0  # RequestReceived events with no completion in the input (set by close)
+    # What was read and not followed, by shape (``verb group/resource/subresource``, or ``verb /path`` for
+    # non-resource URLs): a person reads the most frequent ones (``top_ignored``) to see what podlife did
+    # not use. Bounded: shapes past MAX_IGNORED_SHAPES distinct ones count under "(other shapes)".
+    ignored: Counter[str] = field(default_factory=Counter)
     _open: dict[str, None] = field(default_factory=dict, repr=False)
     _node_fingerprints: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _ignore(self, shape: str) -> None:
+        if shape in self.ignored or len(self.ignored) < MAX_IGNORED_SHAPES:
+            self.ignored[shape] += 1
+        else:
+            self.ignored[OTHER_SHAPES] += 1
 
     # ---------------------------------------------------------------------------------------- inputs
 
@@ -1008,17 +1036,23 @@ class AuditParser:
         subresource = _str(ref.get("subresource")) or ""
         if not ref or not resource:
             self.skipped["non_resource"] += 1
+            path = (_str(event.get("requestURI")) or "?").split("?", 1)[0]
+            self._ignore(f"{verb or '?'} {path[:80]}")
             return []
         followed = FOLLOWED.get((group, resource))
         node_status = (group, resource, subresource) == ("", "nodes", "status")
+        shape = f"{verb or '?'} {group + '/' if group else ''}{resource}{'/' + subresource if subresource else ''}"
         if followed is None:
             self.skipped["other_resource"] += 1
+            self._ignore(shape)
             return []
         if subresource not in followed and not node_status:
             self.skipped["other_subresource"] += 1
+            self._ignore(shape)
             return []
         if verb not in WRITE_VERBS:
             self.skipped["read_verb"] += 1
+            self._ignore(shape)
             return []
         if stage == STAGE_RECEIVED:
             self.skipped["request_received"] += 1
@@ -1120,7 +1154,7 @@ class AuditParser:
         annotations = _map(event.get("annotations"))
         authz_reason = _text(annotations.get("authorization.k8s.io/reason"))
         effective = (impersonated or user or {}).get("username")
-        actor = actor_of(effective, authz_reason)
+        actor = actor_of(effective, authz_reason, (impersonated or user or {}).get("groups") or ())
         namespace = _str(ref.get("namespace"))
         name = _str(ref.get("name")) or _str(_map(_map(response).get("metadata")).get("name"))
         kind = OBJECT_KINDS[resource]
@@ -1371,5 +1405,6 @@ def parse_audit(data: bytes | Iterable[bytes | str]) -> AuditParse:
         skipped=parser.skipped,
         rejected=parser.rejected,
         examples=parser.examples,
+        ignored=parser.ignored,
         unpaired=parser.unpaired,
     )

@@ -42,7 +42,7 @@ function colour(cfg, state) {
 export function unknownBounds(a) {
   const parts = [];
   if (a.who) {
-    const refused = a.refused_evictions ? ` after ${a.refused_evictions} refused eviction${a.refused_evictions === 1 ? "" : "s"}` : "";
+    const refused = a.attempts_before ? ` after ${a.attempts_before} refused eviction${a.attempts_before === 1 ? "" : "s"}` : "";
     parts.push(`${a.request === "eviction" ? "evicted" : "requested"} by ${a.who}${refused}`);
   }
   if (a.start_unknown) parts.push("began at or before its start");

@@ -295,3 +295,17 @@ def test_request_path(uri: str, expected: tuple | None) -> None:
 )
 def test_actor_of(username: str | None, reason: str | None, expected: dict) -> None:
     assert actor_of(username, reason) == expected
+
+
+@pytest.mark.parametrize(
+    ("username", "groups", "expected"),
+    [
+        # A kubelet with a shared client credential: the node authorizer's group, no node in the name.
+        ("kubelet", ["system:nodes", "system:authenticated"], {"kind": "kubelet", "name": None}),
+        ("nodeclient", ["system:nodes"], {"kind": "kubelet", "name": None}),
+        ("system:node:node2", ["system:nodes"], {"kind": "kubelet", "name": "node2"}),
+        ("alice", ["system:authenticated"], {"kind": "user", "name": "alice"}),
+    ],
+)
+def test_a_member_of_system_nodes_is_a_kubelet(username: str, groups: list[str], expected: dict) -> None:
+    assert actor_of(username, None, groups) == expected

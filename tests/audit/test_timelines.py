@@ -21,7 +21,7 @@ from timelines.models import Interval
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EVICTED = "0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3"
-EVICTED_NOTE = "evicted by kubernetes-admin via kubectl after 4 refused attempts"
+EVICTED_NOTE = "eviction by kubernetes-admin via kubectl granted (201) after 4 earlier attempts"
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_the_evicted_pod_names_its_evictor_and_the_refusals(drained: str) -> Non
     pod = queries.resolve_pod(cluster, uid=EVICTED)
     timeline = queries.pod_timeline(cluster, pod)
     term = next(iv for iv in timeline.lanes["api"] if iv.state == "terminating")
-    assert (term.attrs["who"], term.attrs["refused_evictions"]) == ("kubernetes-admin via kubectl", 4)
+    assert (term.attrs["who"], term.attrs["attempts_before"]) == ("kubernetes-admin via kubectl", 4)
     worker = next(iv for iv in timeline.lanes["worker"] if iv.state == "terminating")
     assert worker.attrs["who"] == "kubernetes-admin via kubectl"
     reasons = [(m.kind, m.reason) for m in timeline.markers if m.kind == "audit"]
@@ -85,6 +85,6 @@ def test_the_export_carries_who(drained: str) -> None:
     (pod,) = [p for p in bundle["pods"] if p["pod"]["uid"] == EVICTED]
     assert EVICTED_NOTE in [m["message"] for m in pod["markers"] if m["kind"] == "audit"]
     term = next(iv for iv in pod["lanes"]["api"] if iv["state"] == "terminating")
-    assert term["attrs"]["refused_evictions"] == 4
+    assert term["attrs"]["attempts_before"] == 4
     (node,) = [n for n in bundle["nodes"] if n["name"] == "worker-1"]
     assert [iv["attrs"]["who"] for iv in node["lanes"]["node:drain"]] == ["kubernetes-admin via kubectl"]

@@ -128,7 +128,7 @@ def test_who_names_the_user_the_impersonator_and_the_client_tool() -> None:
         "impersonated_user": {"username": "alice"},
         "user_agent": KUBECTL,
     }
-    assert who_of(impersonated) == "alice (impersonated by kubernetes-admin) via kubectl"
+    assert who_of(impersonated) == "alice, as kubernetes-admin, via kubectl"
     assert who_of({}) == "unknown"
 
 
@@ -137,7 +137,7 @@ def test_the_fixtures_impersonated_delete_and_dry_run() -> None:
     names = {o.name: o for o in result.observations if o.kind == Kind.AUDIT and o.payload["verb"] == "delete"}
     assert who_of(names["batch-7"].payload) == "ci-bot via curl"
     whos = {who_of(o.payload) for o in names.values()}
-    assert "alice (impersonated by kubernetes-admin) via kubectl" in whos
+    assert "alice, as kubernetes-admin, via kubectl" in whos
 
 
 # ------------------------------------------------------------------------------------- drained pod
@@ -158,18 +158,18 @@ def test_a_drained_pod_says_who_evicted_it_after_how_many_refusals() -> None:
         ("EvictionRefused", refused),
         ("EvictionRefused", refused),
         ("EvictionRefused", refused),
-        ("Evicted", "evicted by kubernetes-admin via kubectl after 4 refused attempts"),
+        ("Evicted", "eviction by kubernetes-admin via kubectl granted (201) after 4 earlier attempts"),
         ("Deleted", "deleted by system:node:worker-1 (grace 0s)"),
     ]
     granted = next(m for m in timeline.markers if m.reason == "Evicted")
-    assert granted.attrs["refused_before"] == 4 and granted.attrs["code"] == 201
+    assert granted.attrs["attempts_before"] == 4 and granted.attrs["code"] == 201
     assert granted.at == datetime.fromisoformat("2024-06-07T06:54:20.234002+00:00")
     for lane in ("api", "worker"):
         (term,) = [iv for iv in timeline.lane(lane) if iv.state == "terminating"]
         assert term.attrs["who"] == "kubernetes-admin via kubectl"
         assert term.attrs["request"] == "eviction"
-        assert term.attrs["refused_evictions"] == 4
-        assert term.attrs["refused_by"] == ["web"]
+        assert term.attrs["attempts_before"] == 4
+        assert term.attrs["blocked_by"] == ["web"]
         assert granted.evidence[0] in term.evidence
     # The replacement pod in the same log is not touched by the evictions of another name.
     other = derive_pod_timeline(_of_pod(obs, "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f"))

@@ -41,7 +41,7 @@ def test_the_gantt_hover_names_who_evicted_the_pod(
         "evicted by kubernetes-admin via kubectl after 4 refused evictions" in t["hover"] for t in terminating
     )
     markers = " | ".join(t["hover"] for t in traces if t["name"] not in [x["name"] for x in terminating])
-    assert "evicted by kubernetes-admin via kubectl after 4 refused attempts" in markers
+    assert "eviction by kubernetes-admin via kubectl granted (201) after 4 earlier attempts" in markers
     assert "EvictionRefused: eviction by kubernetes-admin via kubectl refused (429)" in markers
     table = page.inner_text("#markers")
     assert "deleted by system:node:worker-1 (grace 0s)" in table

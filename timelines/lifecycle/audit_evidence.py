@@ -15,12 +15,15 @@ take from it:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
-from timelines.lifecycle.observation import Kind, Observation
+from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.record import record
+from timelines.lifecycle.timeline import format_time
 
 # Kubernetes' own components name themselves in the user agent; "via" is said only for client tools.
 COMPONENT_AGENTS = frozenset({"kube-controller-manager", "kubelet", "kube-scheduler", "kube-apiserver"})
@@ -49,6 +52,14 @@ class AuditRecord:
     succeeded: bool | None
     dry_run: bool
     payload: Mapping[str, Any]
+    node: str | None = None  # the kubelet's node for a ``system:node:NAME`` writer
+
+    @property
+    def is_create(self) -> bool:
+        """A CREATE of the pod that went through (not a dry run): a new incarnation of the name."""
+        return (
+            self.verb == "create" and self.subresource is None and self.succeeded is True and not self.dry_run
+        )
 
     @property
     def eviction(self) -> Mapping[str, Any]:
@@ -95,15 +106,16 @@ def agent_product(user_agent: str | None) -> str | None:
 
 
 def who_of(payload: Mapping[str, Any]) -> str:
-    """Who made an audited request, as a person reads it: the username (``alice (impersonated by
-    kubernetes-admin)`` when impersonated), then ``via <tool>`` when the user agent names a client tool
+    """Who made an audited request, as a person reads it: the username (``alice, as kubernetes-admin``
+    when ``kubernetes-admin`` impersonated ``alice``: the request acted as ``alice``, sent with
+    ``kubernetes-admin``'s credentials), then ``via <tool>`` when the user agent names a client tool
     rather than a Kubernetes component. ``unknown`` when the event names nobody."""
     user, imp = _name(payload.get("user")), _name(payload.get("impersonated_user"))
-    who = f"{imp} (impersonated by {user})" if imp and user else (imp or user or "unknown")
+    who = f"{imp}, as {user}" if imp and user else (imp or user or "unknown")
     agent = payload.get("user_agent")
     product = agent_product(agent if isinstance(agent, str) else None)
     if product and product not in COMPONENT_AGENTS and product.lower() not in who.lower():
-        who = f"{who} via {product}"
+        who = f"{who}, via {product}" if imp and user else f"{who} via {product}"
     return who
 
 
@@ -133,6 +145,7 @@ def read_audit(obs: Observation) -> AuditRecord | None:
         succeeded=succeeded if isinstance(succeeded, bool) else None,
         dry_run=p.get("dry_run") is True,
         payload=p,
+        node=obs.node,
     )
 
 
@@ -162,13 +175,32 @@ def belongs(record: AuditRecord, life: Life, slack: timedelta = CAUSE_SLACK) -> 
 
 
 def records_for(observations: Iterable[Observation], lives: Sequence[Life]) -> tuple[AuditRecord, ...]:
-    """The pod-level audit records of ``observations`` that belong to one of ``lives``, ordered."""
-    out = []
+    """The pod-level audit records of ``observations`` that belong to one of ``lives``, ordered. An
+    ``audit`` observation that carries a pod UID was already joined to its incarnation (``audit_lives``:
+    a stored one never carries one) and belongs as it is."""
+    records: list[AuditRecord] = []
+    joined: set[str] = set()
     for obs in observations:
         record = read_audit(obs)
-        if record is not None and any(belongs(record, life) for life in lives):
-            out.append(record)
-    return tuple(sorted(out, key=lambda r: (r.at, r.key)))
+        if record is not None:
+            records.append(record)
+            if obs.pod_uid is not None:
+                joined.add(record.key)
+    records.sort(key=lambda r: (r.at, r.key))
+    taken = joined | {r.key for life in lives for r in taken_by(records, life)}
+    return tuple(r for r in records if r.key in taken)
+
+
+def taken_by(records: Sequence[AuditRecord], life: Life) -> list[AuditRecord]:
+    """The records (ordered by time) that belong to ``life`` (``belongs``). A creationTimestamp has whole
+    seconds, so the requests of the name just before the incarnation's own CREATE (the previous one's
+    DELETE, a quarter second earlier) fall within its span: the first CREATE it takes bounds them, and a
+    UID-less request before it is an earlier incarnation's."""
+    mine = [r for r in records if belongs(r, life)]
+    first_create = next((r.at for r in mine if r.is_create and r.uid is None), None)
+    if first_create is None:
+        return mine
+    return [r for r in mine if r.uid is not None or r.at >= first_create]
 
 
 def refused_evictions(records: Iterable[AuditRecord]) -> list[AuditRecord]:
@@ -196,12 +228,14 @@ def termination_attrs(records: Sequence[AuditRecord], cause: AuditRecord) -> dic
     """What a terminating interval says about the request that began it."""
     attrs: dict[str, Any] = {"who": cause.who, "requested_by": _name(cause.payload.get("user"))}
     if cause.eviction_outcome == "granted":
+        # Said without the word "refused": this interval stands at the granted request's time, and the
+        # refusals are shown at their own (their markers); a reader must not take this one for a refusal.
         refused = [r for r in refused_evictions(records) if r.at <= cause.at]
         attrs["request"] = "eviction"
-        attrs["refused_evictions"] = len(refused)
+        attrs["attempts_before"] = len(refused)
         pdbs = sorted({str(r.eviction.get("pdb")) for r in refused if r.eviction.get("pdb")})
         if pdbs:
-            attrs["refused_by"] = pdbs
+            attrs["blocked_by"] = pdbs
     else:
         attrs["request"] = "delete"
         grace = cause.delete.get("grace_period_seconds")
@@ -237,9 +271,9 @@ def marker_of(record: AuditRecord, records: Sequence[AuditRecord]) -> tuple[str,
             )
         if outcome == "granted":
             before = sum(1 for r in refused_evictions(records) if r.at <= record.at)
-            attrs["refused_before"] = before
-            after = f" after {before} refused attempt{'s' if before != 1 else ''}" if before else ""
-            return "Evicted", f"evicted by {record.who}{after}", attrs
+            attrs["attempts_before"] = before
+            after = f" after {before} earlier attempt{'s' if before != 1 else ''}" if before else ""
+            return "Evicted", f"eviction by {record.who} granted ({record.code}){after}", attrs
         detail = record.payload.get("message") or outcome
         return "EvictionFailed", f"eviction by {record.who} failed ({record.code}): {detail}", attrs
     if record.dry_run:
@@ -256,3 +290,238 @@ def marker_of(record: AuditRecord, records: Sequence[AuditRecord]) -> tuple[str,
     if record.verb == "create" and record.subresource is None and record.succeeded:
         return "Created", f"created by {record.who}", attrs
     return None
+
+
+# -- incarnations known only from their audited requests ------------------------------------------------
+# A Metadata-level log (the level most clusters run) never tells a pod's UID, and a Request-level one tells
+# it only in the kubelet's status patches. The requests about one NAMESPACE/NAME that no pod known from
+# its own observations explains are split here into incarnations: every successful CREATE of the name
+# begins one (names are unique among live objects, so the one before was gone by then). An incarnation
+# takes the UID its requests name; one whose requests name none gets a synthetic identity,
+# ``audit-`` and 32 hex digits of the name and its first request's dedupe key (its CREATE when the log
+# has it): the same requests give the same identity in any order, and a real UID that arrives later (a
+# watch snapshot, a RequestResponse body) takes the requests over (docs/audit.md "Audit alone").
+SYNTHETIC_UID_PREFIX: Final = "audit-"
+
+
+def synthetic_uid(namespace: str, name: str, anchor_key: str) -> str:
+    """The identity of an incarnation known only from UID-less requests (see above)."""
+    digest = hashlib.sha256(f"{namespace}/{name}\n{anchor_key}".encode()).hexdigest()[:32]
+    return SYNTHETIC_UID_PREFIX + digest
+
+
+def is_synthetic_uid(uid: str) -> bool:
+    """Whether ``uid`` is ``synthetic_uid``'s (no Kubernetes UID starts with ``audit-``)."""
+    return uid.startswith(SYNTHETIC_UID_PREFIX)
+
+
+@record(frozen=True)
+class AuditLife:
+    """One incarnation of a name known only from audited requests."""
+
+    uid: str  # the UID its requests name, else ``synthetic_uid``
+    namespace: str
+    name: str
+    observations: tuple[Observation, ...]  # its ``audit`` observations, each with ``pod_uid`` = uid
+    gone_by: AuditRecord | None  # the next CREATE of the name: this incarnation was gone by then
+
+
+def audit_lives(
+    namespace: str, name: str, observations: Iterable[Observation], known: Sequence[Life]
+) -> tuple[AuditLife, ...]:
+    """The incarnations of ``namespace/name`` that only its ``audit`` observations show: the requests
+    no ``known`` incarnation (one with observations of its own) takes (``belongs``), split at each
+    successful CREATE; within a split, a request naming another UID than the first one named makes an
+    incarnation of that UID. An incarnation whose UID is a known one is left to it. Order-free: the
+    same observations in any order give equal lives."""
+    chosen: dict[str, tuple[AuditRecord, Observation]] = {}
+    for obs in observations:
+        rec = read_audit(obs)
+        if rec is not None and rec.namespace == namespace and rec.name == name:
+            have = chosen.get(rec.key)
+            if have is None or obs.sort_key < have[1].sort_key:
+                chosen[rec.key] = (rec, obs)
+    pairs = sorted(chosen.values(), key=lambda p: (p[0].at, p[0].key))
+    ordered = [r for r, _ in pairs]
+    taken = {r.key for life in known for r in taken_by(ordered, life)}
+    free = [p for p in pairs if p[0].key not in taken]
+    segments: list[list[tuple[AuditRecord, Observation]]] = []
+    for pair in free:
+        if not segments or pair[0].is_create:
+            segments.append([])
+        segments[-1].append(pair)
+    known_uids = {life.uid for life in known}
+    lives: list[AuditLife] = []
+    for i, segment in enumerate(segments):
+        following = segments[i + 1][0][0] if i + 1 < len(segments) else None  # a CREATE, by construction
+        primary = next((r.uid for r, _ in segment if r.uid), None)
+        groups: dict[str | None, list[tuple[AuditRecord, Observation]]] = {}
+        for rec, obs in segment:
+            groups.setdefault(rec.uid or primary, []).append((rec, obs))
+        for uid, members in groups.items():
+            if uid is not None and uid in known_uids:
+                continue
+            life_uid = uid or synthetic_uid(namespace, name, members[0][0].key)
+            lives.append(
+                AuditLife(
+                    uid=life_uid,
+                    namespace=namespace,
+                    name=name,
+                    observations=tuple(replace(o, pod_uid=life_uid) for _, o in members),
+                    gone_by=following if uid == primary else None,
+                )
+            )
+    return tuple(sorted(lives, key=lambda life: (life.observations[0].observed_at, life.uid)))
+
+
+# What the server stored, read back from the requests: the suffixes of the pod snapshots made from them.
+SNAPSHOT_SUFFIX: Final = "#audit-pod"
+GONE_SUFFIX: Final = "#audit-gone"
+_PHASES: Final = {"Running": "running", "Succeeded": "succeeded", "Failed": "failed"}
+
+
+def source_key(key: str) -> str:
+    """The dedupe key of the ``audit`` observation an ``audit_snapshots`` snapshot was made from."""
+    for suffix in (SNAPSHOT_SUFFIX, GONE_SUFFIX):
+        if key.endswith(suffix):
+            return key[: -len(suffix)]
+    return key
+
+
+def _blank_pod(uid: str, namespace: str | None, name: str | None) -> dict[str, Any]:
+    return {
+        "watch": "MODIFIED",
+        "resource_version": None,
+        "uid": uid,
+        "api_uid": uid,
+        "namespace": namespace,
+        "name": name,
+        "node": None,
+        "labels": {},
+        "created": None,
+        "deletion_timestamp": None,
+        "deletion_grace_seconds": None,
+        "grace_seconds": None,
+        "finalizers": [],
+        "static": False,
+        "owner": None,
+        "phase": None,
+        "reason": None,
+        "message": None,
+        "start_time": None,
+        "conditions": [],
+        "containers": [],
+    }
+
+
+def _merged(old: Any, new: Any, key: str, partial: bool) -> list[Any]:
+    """A list of conditions (by ``type``) or containers (by ``name``) after a write: a patch merges by
+    the key (strategic merge), an update replaces the list."""
+    fresh = [item for item in new if isinstance(item, Mapping)] if isinstance(new, list) else []
+    if not partial:
+        return fresh
+    out = {
+        item.get(key): item for item in (old if isinstance(old, list) else []) if isinstance(item, Mapping)
+    }
+    for item in fresh:
+        out[item.get(key)] = item
+    return list(out.values())
+
+
+def audit_snapshots(
+    uid: str, records: Sequence[AuditRecord], gone_by: AuditRecord | None = None
+) -> tuple[Observation, ...]:
+    """Pod snapshots (source ``audit``) of what the API server stored, read back from ``records``, the
+    successful requests about one incarnation: a CREATE makes a ``Pending`` pod created when the request
+    arrived; a ``pods/status`` write the pod before it with the status fields it carries (a patch merges
+    conditions by type and containers by name); the first DELETE or granted eviction sets the deletion
+    time (the request's, plus its grace when the body tells it); a DELETE with grace 0, and ``gone_by``
+    (the name's next CREATE), end the object. Each snapshot's key is its request's plus ``SNAPSHOT_SUFFIX``
+    (``GONE_SUFFIX`` for ``gone_by``), so ``source_key`` cites the request as evidence. Nothing for a
+    request that changed nothing the lanes show (a refused eviction, a binding)."""
+    state: dict[str, Any] | None = None
+    out: list[Observation] = []
+    removed = False
+    ordered = sorted(records, key=lambda r: (r.at, r.key))
+    for rec in ordered:
+        if rec.dry_run or rec.succeeded is not True or removed:
+            continue
+        base = state if state is not None else _blank_pod(uid, rec.namespace, rec.name)
+        new: dict[str, Any] | None = None
+        if rec.is_create:
+            new = _blank_pod(uid, rec.namespace, rec.name)
+            new.update(
+                watch="ADDED", phase="Pending", created=rec.payload.get("requested_at") or format_time(rec.at)
+            )
+        elif rec.subresource == "status" and rec.verb in ("patch", "update"):
+            write = rec.payload.get("status_write")
+            if isinstance(write, Mapping) and "json_patch_paths" not in write:
+                partial = write.get("partial") is True
+                new = dict(base)
+                for field in ("phase", "reason", "message", "start_time"):
+                    if field in write:
+                        new[field] = write[field]
+                if "conditions" in write:
+                    new["conditions"] = _merged(base.get("conditions"), write["conditions"], "type", partial)
+                if "containers" in write:
+                    new["containers"] = _merged(base.get("containers"), write["containers"], "name", partial)
+                if rec.actor_kind == "kubelet" and rec.node:
+                    new["node"] = rec.node
+        elif (rec.is_delete or rec.eviction_outcome == "granted") and base.get("deletion_timestamp") is None:
+            grace = (rec.delete if rec.is_delete else rec.eviction).get("grace_period_seconds")
+            seconds = grace if isinstance(grace, int) and not isinstance(grace, bool) else None
+            new = dict(base)
+            new.update(
+                deletion_timestamp=format_time(rec.at + timedelta(seconds=seconds or 0)),
+                deletion_grace_seconds=seconds,
+            )
+        if rec.is_delete and rec.delete.get("grace_period_seconds") == 0:
+            new = dict(new if new is not None else base)
+            removed = True
+        if new is None:
+            continue
+        state = new
+        out.append(_snapshot(uid, rec, new, SNAPSHOT_SUFFIX, deleted=removed))
+    if gone_by is not None and state is not None and not removed:
+        out.append(_snapshot(uid, gone_by, state, GONE_SUFFIX, deleted=True))
+    return tuple(out)
+
+
+def _snapshot(
+    uid: str, rec: AuditRecord, payload: dict[str, Any], suffix: str, *, deleted: bool
+) -> Observation:
+    return Observation(
+        kind=Kind.POD_DELETED if deleted else Kind.POD,
+        source=Source.AUDIT,
+        observed_at=rec.at,
+        dedupe_key=rec.key + suffix,
+        pod_uid=uid,
+        node=payload.get("node"),
+        namespace=payload.get("namespace"),
+        name=payload.get("name"),
+        payload={**payload, "watch": "DELETED" if deleted else payload.get("watch", "MODIFIED")},
+    )
+
+
+def audited_phases(records: Iterable[AuditRecord]) -> list[tuple[str, datetime, str]]:
+    """(api-lane state, time, request key) of each successful ``pods/status`` patch that sets the phase
+    to Running, Succeeded or Failed. A patch carries what changed (the kubelet sends the two-way merge of
+    the status it had and the new one), so the API's phase became that when the patch was stored: the
+    request dates the change to the microsecond, where the object's own times (a container's start,
+    a condition's second) only bound it."""
+    out = []
+    for rec in records:
+        write = rec.payload.get("status_write")
+        if (
+            rec.subresource != "status"
+            or rec.verb != "patch"
+            or rec.succeeded is not True
+            or rec.dry_run
+            or not isinstance(write, Mapping)
+            or write.get("partial") is not True
+        ):
+            continue
+        state = _PHASES.get(str(write.get("phase")))
+        if state is not None:
+            out.append((state, rec.at, rec.key))
+    return sorted(out, key=lambda t: (t[1], t[2]))

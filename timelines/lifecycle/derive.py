@@ -15,12 +15,17 @@ Every lane goes through ``_settle`` last, which sorts and clips so intervals nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from timelines.lifecycle.audit_evidence import marker_of, termination_attrs, termination_request
+from timelines.lifecycle.audit_evidence import (
+    audited_phases,
+    marker_of,
+    termination_attrs,
+    termination_request,
+)
 from timelines.lifecycle.facts import (
     STATIC_UID,
     Incarnation,
@@ -228,12 +233,14 @@ def _merge_points(points: list[_Point], identity: Callable[[_Point], object]) ->
 
 def _api_lane(facts: PodFacts) -> list[Interval]:
     out: list[Interval] = []
+    phases = audited_phases(facts.audits) if facts.audits else []
     for inc in facts.incarnations:
-        out.extend(_api_incarnation(inc))
+        mine = [p for p in phases if _incarnation_at(facts, p[1]) is inc]
+        out.extend(_api_incarnation(inc, mine))
     return out
 
 
-def _api_incarnation(inc: Incarnation) -> list[Interval]:
+def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, str]] = ()) -> list[Interval]:
     # Milestones: the earliest time any snapshot proves each state was reached.
     milestones: dict[str, tuple[datetime, dict[str, Any], list[str]]] = {}
 
@@ -291,6 +298,18 @@ def _api_incarnation(inc: Incarnation) -> list[Interval]:
         if snap.deleted:
             reach(ApiState.DELETED, snap.at, snap)
 
+    # An audited status patch that set the phase dates the change itself (``audited_phases``), unless a
+    # snapshot showed that phase before the patch (then the patch did not change it).
+    dated: set[str] = set()
+    for state, at, key in audited:  # earliest first: only the first patch to set a phase changed it
+        if state in dated:
+            continue
+        dated.add(state)
+        have = milestones.get(state)
+        if any(s.at < at and snapshot_api_state(s) == state for s in inc.snapshots):
+            continue
+        if have is None or have[0] != at:
+            milestones[state] = (at, have[1] if have else {}, [key] + (have[2] if have else []))
     ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]], kv[0]))
     points: list[_Point] = []
     best_rank = -1

@@ -24,6 +24,7 @@ from typing import IO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.ingest_audit import AuditIngest
+from collectors.parsers.audit import TOP_IGNORED, top_ignored
 from timelines import store
 from timelines.models import Cluster
 
@@ -124,7 +125,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"total: {ingest.parser.events} audit events, {result.stored} observations stored "
             f"({result.duplicates} already stored, {len(result.rejected)} rejected), "
-            f"{len(result.pods_touched)} pods touched {DERIVED_BY}"
+            f"{len(result.pods_touched)} pods touched by UID and {len(ingest.pod_names)} pod names by their "
+            f"requests {DERIVED_BY}"
         )
         if unpaired:
             self.stdout.write(
@@ -138,10 +140,11 @@ class Command(BaseCommand):
     def _ingest(self, ingest: AuditIngest, name: str, stream: IO[bytes]) -> bool:
         """Read one input; False when it held no audit event at all (wrong file, or nothing readable)."""
         parser, result = ingest.parser, ingest.result
-        before_events, before_skipped, before_rejected = (
+        before_events, before_skipped, before_rejected, before_ignored = (
             parser.events,
             Counter(parser.skipped),
             Counter(parser.rejected),
+            Counter(parser.ignored),
         )
         before_examples = len(parser.examples)
         before = (result.received, result.stored, result.duplicates, len(result.rejected))
@@ -164,6 +167,12 @@ class Command(BaseCommand):
         if skipped:
             self.stdout.write(
                 "  skipped by reason: " + ", ".join(f"{r} {n}" for r, n in skipped.most_common())
+            )
+        ignored = top_ignored(parser.ignored - before_ignored)
+        if ignored:
+            self.stdout.write(
+                f"  not followed, most frequent (top {TOP_IGNORED}): "
+                + ", ".join(f"{shape} {n}" for shape, n in ignored)
             )
         if unreadable:
             self.stdout.write(
