@@ -155,6 +155,8 @@ def _validate(spec: dict[str, Any], name: str, inner: bool = False) -> None:
             raise FactError(f"{name}: check `{check}` needs a non-empty `checks` list")
         for k, sub in enumerate(subs):
             _validate(sub, f"{name} checks #{k + 1}", inner=True)
+    if spec.get("node") is not None and not isinstance(spec.get("node"), str):
+        raise FactError(f"{name}: `node` must be a node's name")
     pod = spec.get("pod")
     if pod is not None and not (
         isinstance(pod, str) and re.fullmatch(r"(uid:[0-9a-fA-F-]+|ref:[^/\s]+/\S+)", pod)
@@ -278,21 +280,24 @@ class Runner:
         self.timelines[key] = docs
         return docs
 
-    def export(self, cluster: str, namespace: str) -> dict[str, Any] | None:
-        key = (cluster, namespace)
+    def export(self, cluster: str, namespace: str = "", node: str = "") -> dict[str, Any] | None:
+        """The incident export (JSON) of a namespace, or of a node (its own lanes and its pods)."""
+        scope = {"node": node} if node else {"namespace": namespace}
+        key = (cluster, f"node:{node}" if node else namespace)
         if key not in self.exports:
             target = self.workdir / f"export-{len(self.exports)}.json"
             code, _, crashed = self.call(
                 "export_incident",
                 cluster=cluster,
-                namespace=namespace,
+                **scope,
                 since=EXPORT_WINDOW[0],
                 until=EXPORT_WINDOW[1],
                 format="json",
                 output=str(target),
             )
             if crashed:
-                self.crashes.setdefault(cluster, []).append(f"export_incident --namespace {namespace}")
+                what = f"--node {node}" if node else f"--namespace {namespace}"
+                self.crashes.setdefault(cluster, []).append(f"export_incident {what}")
             doc = None
             if code == 0 and target.exists():
                 doc = json.loads(target.read_text(encoding="utf-8"))
@@ -337,8 +342,12 @@ class Runner:
             return f"crashed reading back: {', '.join(gone)}" if gone else ""
         if kind == "no_pod":
             return self._no_pod(entry, spec, pod)
+        node = spec.get("node")
+        if pod is None and isinstance(node, str) and kind in CHECKERS:
+            doc = self.export(entry.cluster, node=node)
+            return CHECKERS[kind](doc, spec) if doc is not None else f"no export of node {node}"
         if pod is None:
-            return "the fact names no `pod`"
+            return "the fact names no `pod` (or `node`)"
         docs = self.pod_timelines(entry.cluster, pod)
         if kind == "pod_exists":
             return "" if docs else f"no timeline for {pod}"
@@ -545,12 +554,17 @@ def _c_no_finding(doc: dict[str, Any], spec: dict[str, Any]) -> str:
     return f"finding {bad[0].get('kind')} from {bad[0].get('start')}" if bad else ""
 
 
-def _items(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    for value in doc.values():
-        if isinstance(value, list):
-            yield from (v for v in value if isinstance(v, dict))
-    for lane in (doc.get("lanes") or {}).values():
-        yield from (i for i in lane if isinstance(i, dict))
+def _items(doc: Any, listed: bool = False) -> Iterable[dict[str, Any]]:
+    """Every object that is an element of a list, at any depth (markers, lane intervals, findings, an
+    export's nodes and their lanes), as check-audit walks a document."""
+    if isinstance(doc, dict):
+        if listed:
+            yield doc
+        for value in doc.values():
+            yield from _items(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _items(value, True)
 
 
 def _matching_items(doc: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:

@@ -249,3 +249,14 @@ def test_the_command_summary_names_the_most_frequent_shapes_not_followed() -> No
     out = ingest("kk2", str(REAL / KODEKLOUD))
     assert "not followed, most frequent (top 10): get pods 28, watch configmaps 24" in out
     assert "1 pod names by their requests" in out
+
+
+def test_a_pod_create_refused_by_admission_makes_no_pod() -> None:
+    """GIVEN a real GKE Cloud Audit entry (protoPayload) of a `pods.create` that a Binary Authorization
+    admission webhook denied (google.rpc code 3, the response a Status with code 400)
+    WHEN its requests are split into incarnations
+    THEN there is none: a refused CREATE stores nothing, so no pod of that name existed on its account."""
+    obs = observations("qwiklabs-2024-gke-binauthz-pod-create-denied.json")
+    records = [r for r in map(read_audit, obs) if r is not None]
+    assert [(r.verb, r.code, r.succeeded) for r in records] == [("create", 400, False)]
+    assert lives_of(obs, "default", "nginx") == []

@@ -62,6 +62,17 @@ class AuditRecord:
         )
 
     @property
+    def shows_pod_existed(self) -> bool:
+        """Whether the answer shows the pod existed then: the request went through (a CREATE made it; a
+        dry-run CREATE made nothing), a 409 (AlreadyExists, Conflict) named the stored object, or a
+        budget refused its eviction (the eviction API answers 404 for a pod that is not there). A refused
+        CREATE (admission, validation), a 404, a throttled request (a 429 that is no budget's) and a
+        request with no answer yet (RequestReceived) show nothing about it."""
+        if self.succeeded is True:
+            return not (self.dry_run and self.verb == "create" and self.subresource is None)
+        return self.code == 409 or self.eviction_outcome == "refused"
+
+    @property
     def eviction(self) -> Mapping[str, Any]:
         value = self.payload.get("eviction")
         return value if isinstance(value, Mapping) else {}
@@ -332,7 +343,8 @@ def audit_lives(
     """The incarnations of ``namespace/name`` that only its ``audit`` observations show: the requests
     no ``known`` incarnation (one with observations of its own) takes (``belongs``), split at each
     successful CREATE; within a split, a request naming another UID than the first one named makes an
-    incarnation of that UID. An incarnation whose UID is a known one is left to it. Order-free: the
+    incarnation of that UID. An incarnation whose UID is a known one is left to it, and one none of whose
+    requests shows the pod existed (``AuditRecord.shows_pod_existed``: a refused CREATE alone) is none. Order-free: the
     same observations in any order give equal lives."""
     chosen: dict[str, tuple[AuditRecord, Observation]] = {}
     for obs in observations:
@@ -361,6 +373,8 @@ def audit_lives(
         for uid, members in groups.items():
             if uid is not None and uid in known_uids:
                 continue
+            if not any(rec.shows_pod_existed for rec, _ in members):
+                continue  # requests about a name that none shows existed (a refused CREATE): no pod
             life_uid = uid or synthetic_uid(namespace, name, members[0][0].key)
             lives.append(
                 AuditLife(
