@@ -26,6 +26,8 @@ class Receiver:
     port: int = 0
     status: int = 200
     retry_after: str | None = None
+    reply_body: bytes = b"ok"
+    reply_headers: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -45,12 +47,15 @@ class Receiver:
                 with receiver._lock:
                     receiver.received.append(Received(self.path, dict(self.headers.items()), body))
                     status, retry_after = receiver.status, receiver.retry_after
+                    reply, extra = receiver.reply_body, dict(receiver.reply_headers)
                 self.send_response(status)
                 if retry_after is not None:
                     self.send_header("Retry-After", retry_after)
-                self.send_header("Content-Length", "2")
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(reply)
 
             def log_message(self, *args: object) -> None:
                 pass
