@@ -49,7 +49,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from podlife_site.memory import gc_paused
-from timelines import dirty, live, store
+from timelines import dirty, live, mirrors, store
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
@@ -397,6 +397,15 @@ def derive_pods(
     now, thresholds = _now_for(cluster, now), thresholds_from_settings()
     read = pod_observations(cluster, uids)
     facts = read.by_uid
+    # Mirror pods (issue #35): events naming a mirror's API UID are its static pod's (timelines/mirrors.py).
+    joined = mirrors.join(
+        cluster,
+        uids,
+        facts,
+        lambda more: pod_observations(cluster, more).by_uid,
+        lambda more: list(_own_facts(cluster, more)),
+    )
+    uids = joined.uids
     batch: list[store.DerivedPod] = []
     for uid in uids:
         rows = facts.get(uid) or []
@@ -412,6 +421,8 @@ def derive_pods(
             {},
         )
         batch.append(store.DerivedPod(timeline, {o.dedupe_key: i for i, o in rows}, labels))
+    if joined.forget:
+        out.writes.append(functools.partial(store.forget_pods, cluster, sorted(joined.forget)))
     if not batch:
         return
 

@@ -830,6 +830,18 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
     return changed
 
 
+def forget_pods(cluster: Cluster, uids: Sequence[str]) -> None:
+    """Drop the pods of ``uids`` and their derived rows (intervals, markers, findings): UIDs that turned out
+    to name another pod (a mirror pod's API UID: timelines/mirrors.py). Their observations stay."""
+    found = list(Pod.objects.filter(cluster=cluster, uid__in=list(uids)).values_list("uid", flat=True))
+    if not found:
+        return
+    with transaction.atomic():
+        for model in (Interval, Marker, Finding):
+            model.objects.filter(cluster=cluster, pod_uid__in=found).delete()
+        Pod.objects.filter(cluster=cluster, uid__in=found).delete()
+
+
 def _stored_pod_rows(cluster_id: int, uids: list[str]) -> list[dict[tuple[str, int | None], list[int]]]:
     """For each table of ``_POD_ROW_TABLES``: the stored rows of these pods, as (pod UID, digest) -> ids."""
     out: list[dict[tuple[str, int | None], list[int]]] = [{} for _ in _POD_ROW_TABLES]
