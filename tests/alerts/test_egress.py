@@ -271,6 +271,20 @@ def test_an_allowed_range_is_reached(settings, receiver) -> None:
     assert len(receiver.received) == 1
 
 
+def test_an_allowed_ipv6_range_is_reached(settings) -> None:
+    settings.PODLIFE_WEBHOOK_ALLOW = "::1/128"
+    receiver = Receiver(host="::1").start()
+    try:
+        dest = _dest(receiver.url)
+        dest.full_clean()
+        queue_test_message(dest)
+        assert deliver_due().sent == 1
+    finally:
+        receiver.stop()
+    (got,) = receiver.received
+    assert got.headers["Host"] == f"[::1]:{receiver.port}"
+
+
 def test_the_allow_setting_names_what_it_cannot_read() -> None:
     allow = egress.Allow.parse(" hooks.internal., 10.20.0.0/16,fd00::/8 , 192.0.2.7")
     assert allow.names == {"hooks.internal"}
