@@ -435,3 +435,28 @@ def test_the_secret_can_be_replaced_and_a_blank_keeps_it(client, settings) -> No
     form["name"], form["new_signing_secret"] = "another", ""
     response = client.post("/admin/alerts/destination/add/", form)
     assert b"a new destination needs a signing secret" in response.content
+
+
+def test_bodies_stored_by_earlier_versions_are_scrubbed(settings) -> None:
+    """Migration alerts/0002 leaves the status of what earlier versions kept, not the body."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    scrub = import_module("alerts.migrations.0002_scrub_response_bodies").scrub
+    dest = _dest("http://127.0.0.1:9/hook", last_error="HTTP 500: -ERR wrong number of arguments for 'post'")
+    old = queue_test_message(dest)
+    old.last_error = (
+        "expired: not accepted within 1 day, 0:00:00 (HTTP 503: <html>pg_hba.conf rejects</html>)"
+    )
+    old.save()
+    kept = _dest(
+        "http://127.0.0.1:9/other", name="other", last_error="NewConnectionError after 2 ms: could not reach"
+    )
+    scrub(apps, None)
+    dest.refresh_from_db()
+    old.refresh_from_db()
+    kept.refresh_from_db()
+    assert dest.last_error == "HTTP 500"
+    assert old.last_error == "expired: not accepted within 1 day, 0:00:00 (HTTP 503)"
+    assert kept.last_error == "NewConnectionError after 2 ms: could not reach"
