@@ -112,17 +112,17 @@ def why_not_public(ip: IPAddress) -> str | None:
             return "an IPv4-compatible or Teredo address (deprecated forms)"
         return None
     kinds = (
-        ("unspecified", ip.is_unspecified),
-        ("loopback", ip.is_loopback),
-        ("link-local (cloud metadata lives here)", ip.is_link_local),
-        ("multicast", ip.is_multicast),
-        ("shared address space (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT),
-        ("site-local", isinstance(ip, ipaddress.IPv6Address) and ip in SITE_LOCAL),
-        ("private", ip.is_private),
-        ("reserved", ip.is_reserved),
-        ("not globally routable", not ip.is_global),
+        ("an unspecified address", ip.is_unspecified),
+        ("a loopback address", ip.is_loopback),
+        ("a link-local address (where cloud metadata services answer)", ip.is_link_local),
+        ("a multicast address", ip.is_multicast),
+        ("a shared (CGNAT) address", isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT),
+        ("a site-local address", isinstance(ip, ipaddress.IPv6Address) and ip in SITE_LOCAL),
+        ("a private address", ip.is_private),
+        ("a reserved address", ip.is_reserved),
+        ("an address that is not globally routable", not ip.is_global),
     )
-    return next((f"a {what} address" for what, hit in kinds if hit), None)
+    return next((what for what, hit in kinds if hit), None)
 
 
 def system_resolver(host: str, port: int) -> list[IPAddress]:
@@ -187,9 +187,9 @@ def check(host: str, addresses: Iterable[IPAddress], allow: Allow) -> None:
     for ip in addresses:
         why = why_not_public(ip)
         if why is not None and not allow.allows_address(ip):
-            said = f"{host} is {ip}" if _literal(host) == ip else f"{host} resolves to {ip}"
+            said = f"{host} is" if _literal(host) == ip else f"{host} resolves to {ip},"
             raise AddressRefused(
-                f"{said}, {why}: webhooks reach public addresses only "
+                f"{said} {why}: webhooks reach public addresses only "
                 f"({SETTING} can allow a host name or an address range)"
             )
 

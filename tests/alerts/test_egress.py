@@ -146,7 +146,7 @@ def test_every_inside_address_is_refused_at_save_naming_it(url: str, no_allow) -
         dest.full_clean()
     (message,) = refused.value.message_dict["url"]
     shown = re.search(r"//\[?([^\]/]+?)\]?(:\d+)?/", url).group(1)  # type: ignore[union-attr]
-    assert f"is {ipaddress.ip_address(shown)}," in message
+    assert message.startswith(f"{shown} is a") and " address" in message
     assert "public addresses only" in message and "PODLIFE_WEBHOOK_ALLOW" in message
 
 
@@ -183,9 +183,7 @@ def test_the_admin_form_says_which_address_is_refused(client, no_allow) -> None:
         },
     )
     assert response.status_code == 200
-    assert b"127.0.0.1 is 127.0.0.1, a loopback address: webhooks reach public addresses only" in (
-        response.content
-    )
+    assert b"127.0.0.1 is a loopback address: webhooks reach public addresses only" in (response.content)
     assert not Destination.objects.exists()
 
 
