@@ -28,7 +28,7 @@ from .conftest import CLUSTER, FAST, SimCluster, stored
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def _settled(sim: SimCluster, ready: Callable[[], bool], timeout: float = 30.0) -> None:
+def _settled(ready: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait (on conditions, not a clock) until nothing is left to derive and ``ready`` holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -75,19 +75,15 @@ def test_mirror_pods_count_once_with_their_phase_and_deletion(make_sim, monkeypa
             sim.advance(1.0)
             time.sleep(0.03)
         real = _real_pods(sim)
-        _settled(sim, lambda: _live_pods() == real and len(_mirror_api_uids()) >= 2)
+        _settled(lambda: _live_pods() == real and len(_mirror_api_uids()) >= 2)
         assert len([u for u in real if Pod.objects.filter(uid=u, namespace="kube-system").exists()]) == 1
-        assert _live_pods() == real, (
-            list(Pod.objects.values_list("uid", "namespace", "name", "static", "phase")),
-            _mirror_api_uids(),
-            real,
-        )
+        assert _live_pods() == real, list(Pod.objects.values_list("uid", "name", "static", "phase"))
         # The rest of the story: removed at 52 s, its mirror deleted; nothing is left running.
         for _ in range(60):
             sim.advance(1.0)
             time.sleep(0.03)
         real = _real_pods(sim)
-        _settled(sim, lambda: _live_pods() == real)
+        _settled(lambda: _live_pods() == real)
     finally:
         collector.stop()
     assert _live_pods() == real
