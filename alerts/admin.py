@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -10,6 +13,53 @@ from django.utils import timezone
 
 from alerts.models import Delivery, Destination, NotifiedFinding
 from alerts.notifier import queue_test_message
+
+SECRET_FIELD = "new_signing_secret"
+
+
+def _formfield(field: models.Field, **kwargs: Any) -> Any:  # type: ignore[type-arg]
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
+
+
+class DestinationForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The signing secret is write-only: the form never holds it (nor does a view-only page), it can only
+    be replaced. Blank keeps the secret a destination has; a new destination needs one."""
+
+    new_signing_secret = forms.CharField(
+        label="Signing secret",
+        required=False,
+        strip=True,
+        max_length=200,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=(
+            "HMAC-SHA256 key of the X-Podlife-Signature header (docs/deploy.md shows how to verify it). "
+            "Write-only: type a new one to replace it, leave blank to keep it. "
+            "Make one with: python -c 'import secrets; print(secrets.token_hex(32))'"
+        ),
+    )
+
+    class Meta:
+        model = Destination
+        exclude = ("signing_secret",)
+        formfield_callback = _formfield
+        help_texts = {
+            "url": "Where to POST: a public address, or a host or range PODLIFE_WEBHOOK_ALLOW allows. "
+            "Redirects are not followed.",
+        }
+
+    def clean_new_signing_secret(self) -> str:
+        value = str(self.cleaned_data.get(SECRET_FIELD) or "")
+        if not value and self.instance.pk is None:
+            raise forms.ValidationError("a new destination needs a signing secret")
+        return value
+
+    def save(self, commit: bool = True) -> Any:
+        value = self.cleaned_data.get(SECRET_FIELD)
+        if value:
+            self.instance.signing_secret = value
+        return super().save(commit=commit)
 
 
 @admin.register(Destination)
@@ -27,9 +77,10 @@ class DestinationAdmin(admin.ModelAdmin):
     )
     list_filter = ("enabled", "format", "min_severity")
     search_fields = ("name", "clusters", "namespaces", "kinds")
-    readonly_fields = ("failures", "retry_at", "last_error", "created_at")
+    form = DestinationForm
+    readonly_fields = ("secret_status", "failures", "retry_at", "last_error", "created_at")
     fieldsets = (
-        (None, {"fields": ("name", "url", "format", "enabled", "signing_secret")}),
+        (None, {"fields": ("name", "url", "format", "enabled", "secret_status", SECRET_FIELD)}),
         (
             "Filters (blank: everything; comma-separated, * and ? as in shell patterns)",
             {"fields": ("clusters", "namespaces", "kinds", "min_severity", "notify_resolved")},
@@ -39,6 +90,21 @@ class DestinationAdmin(admin.ModelAdmin):
     )
     actions = ("send_test_message", "retry_now")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description="signing secret")
+    def secret_status(self, obj: Destination | None) -> str:
+        return "set" if obj is not None and obj.signing_secret else "not set"
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A user who may only view gets no secret field at all (its read-only rendering would be empty
+        # anyway: the form holds no value), just whether one is set.
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.has_change_permission(request, obj) or (obj is None and self.has_add_permission(request)):
+            return fieldsets
+        return [
+            (title, {**opts, "fields": tuple(f for f in opts["fields"] if f != SECRET_FIELD)})
+            for title, opts in fieldsets
+        ]
 
     @admin.action(description="Send a test message")
     def send_test_message(self, request: HttpRequest, queryset: QuerySet[Destination]) -> None:

@@ -9,6 +9,14 @@
   jitter, or the receiver's ``Retry-After``. Messages keep their order; a delivery gives up after
   ``MAX_ATTEMPTS`` attempts or ``MAX_AGE`` in the queue. 400, 413 and 422 say the message itself is
   refused, so it fails at once and the next one goes.
+* Each request goes only where ``alerts/egress.py`` allows: the host is resolved once, every address it
+  resolves to is checked (public, or allowed by ``PODLIFE_WEBHOOK_ALLOW``), and the connection goes to
+  the checked address, the URL's host kept as the ``Host`` header, the TLS server name and the name the
+  certificate is verified against. Environment proxies are not used (a proxy would resolve the name
+  itself, after the check); redirects are not followed.
+* Nothing of a response but its status and ``Retry-After`` is read: its body is never stored or logged
+  (a local service's error page once came back through ``last_error``). ``last_error`` says
+  ``HTTP 500 after 120 ms``, or the connection error's class.
 * Every message carries ``X-Podlife-Signature: sha256=HEX``, the HMAC-SHA256 of
   ``"{X-Podlife-Timestamp}." + body`` under the destination's signing secret, and ``X-Podlife-Delivery``,
   stable across retries, for the receiver to drop repeats.
@@ -16,6 +24,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import logging
@@ -24,11 +33,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import unquote, urlsplit
 
-import requests
+import certifi
+import urllib3
 from django.db.models import Q
 from django.utils import timezone
 
+from alerts import egress
 from alerts.models import Delivery, Destination
 
 log = logging.getLogger(__name__)
@@ -41,6 +53,7 @@ CLAIM_S = 120.0
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 3.05, 10.0
 PERMANENT = {400, 413, 422}
 USER_AGENT = "podlife-alerts/1"
+CA_BUNDLE = certifi.where()  # the trust store requests used before; tests point it at their own CA
 
 
 @dataclass
@@ -70,7 +83,7 @@ def backoff(failures: int, *, rng: Callable[[], float] = random.random) -> float
     return delay * (0.8 + 0.4 * rng())
 
 
-def post(dest: Destination, delivery: Delivery, session: requests.Session) -> Outcome:
+def post(dest: Destination, delivery: Delivery, allow: egress.Allow | None = None) -> Outcome:
     body = bytes(delivery.body)
     stamp = str(int(time.time()))
     headers = {
@@ -81,22 +94,73 @@ def post(dest: Destination, delivery: Delivery, session: requests.Session) -> Ou
         "X-Podlife-Timestamp": stamp,
         "X-Podlife-Signature": sign(dest.signing_secret, stamp, body),
     }
+    started = time.monotonic()
     try:
-        response = session.post(
-            dest.url,
-            data=body,
-            headers=headers,
-            timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-            allow_redirects=False,
+        where = egress.target(dest.url, allow)
+    except egress.AddressRefused as exc:
+        # The host's name and the refused address only: never the URL (a Slack webhook's path is its secret).
+        return Outcome(False, False, None, f"AddressRefused: {exc}")
+    try:
+        code, retry_after = _send(where, dest.url, headers, body)
+    except Exception as exc:  # urllib3's errors, ssl and socket errors: the class says enough
+        took = _ms(started)
+        # Never the URL, nor the exception's text (it may quote the URL or what the far side said).
+        return Outcome(
+            False, False, None, f"{type(exc).__name__} after {took} ms: could not reach the destination"
         )
-    except requests.RequestException as exc:
-        # Never the URL in what is kept or logged: a Slack webhook's path is its secret.
-        return Outcome(False, False, None, f"{type(exc).__name__}: could not reach the destination")
-    code = response.status_code
+    took = _ms(started)
     if 200 <= code < 300:
         return Outcome(True, False, code, "")
-    retry_after = _retry_after(response.headers.get("Retry-After"))
-    return Outcome(False, code in PERMANENT, code, f"HTTP {code}: {response.text[:200]}", retry_after)
+    return Outcome(False, code in PERMANENT, code, f"HTTP {code} after {took} ms", _retry_after(retry_after))
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
+
+
+def _send(where: egress.Target, url: str, headers: dict[str, str], body: bytes) -> tuple[int, str | None]:
+    """POST ``body`` to the checked address of ``where``; the status and Retry-After, nothing else read.
+
+    The pool connects to the address itself; ``Host``, the TLS server name (SNI) and the certificate's
+    name are the URL's host, so a certificate is verified for the name the user gave, not the address."""
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {**headers, "Host": where.host_header}
+    if parts.username is not None:  # https://user:pass@host/ as requests sent it: HTTP basic
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
+    pool: urllib3.HTTPConnectionPool
+    if where.scheme == "https":
+        pool = urllib3.HTTPSConnectionPool(
+            str(where.address),
+            where.port,
+            timeout=timeout,
+            retries=False,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=CA_BUNDLE,
+            assert_hostname=where.host,
+            server_hostname=None if where.is_literal else where.host,
+        )
+    else:
+        pool = urllib3.HTTPConnectionPool(str(where.address), where.port, timeout=timeout, retries=False)
+    try:
+        response = pool.urlopen(
+            "POST",
+            path,
+            body=body,
+            headers=headers,
+            redirect=False,
+            retries=False,
+            preload_content=False,  # the body stays unread: it is closed with the connection
+            assert_same_host=False,
+        )
+        try:
+            return response.status, response.headers.get("Retry-After")
+        finally:
+            response.close()
+    finally:
+        pool.close()
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -106,12 +170,10 @@ def _retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: the usual backoff is close enough
 
 
-def deliver_due(
-    *, now: Callable[[], datetime] = timezone.now, session: requests.Session | None = None
-) -> SendResult:
+def deliver_due(*, now: Callable[[], datetime] = timezone.now) -> SendResult:
     """Send what is due for every enabled destination this process can claim."""
     total = SendResult()
-    session = session or requests.Session()
+    allow = egress.allow_from_settings()
     start = now()
     due = (
         Destination.objects.filter(enabled=True)
@@ -129,7 +191,7 @@ def deliver_due(
         if claimed != 1:
             continue  # another sender has it
         try:
-            result = _deliver_destination(Destination.objects.get(pk=pk), now, session)
+            result = _deliver_destination(Destination.objects.get(pk=pk), now, allow)
         finally:
             Destination.objects.filter(pk=pk).update(claimed_until=None)
         total.sent += result.sent
@@ -138,9 +200,7 @@ def deliver_due(
     return total
 
 
-def _deliver_destination(
-    dest: Destination, now: Callable[[], datetime], session: requests.Session
-) -> SendResult:
+def _deliver_destination(dest: Destination, now: Callable[[], datetime], allow: egress.Allow) -> SendResult:
     result = SendResult()
     t = now()
     budget = dest.max_per_minute - dest.deliveries.filter(sent_at__gte=t - timedelta(minutes=1)).count()
@@ -153,7 +213,7 @@ def _deliver_destination(
             _give_up(delivery, f"expired: not accepted within {MAX_AGE} ({delivery.last_error})")
             result.failed += 1
             continue
-        outcome = post(dest, delivery, session)
+        outcome = post(dest, delivery, allow)
         delivery.attempts += 1
         delivery.last_status_code = outcome.status
         if outcome.ok:

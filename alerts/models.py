@@ -74,6 +74,13 @@ class Destination(models.Model):
         return self.name
 
     def clean(self) -> None:
+        from alerts import egress
+
+        if self.url:
+            try:
+                egress.target(self.url)  # resolved and checked again at every connect (DNS may change)
+            except egress.AddressRefused as exc:
+                raise ValidationError({"url": str(exc)}) from None
         if self.min_severity not in SEVERITIES:
             raise ValidationError({"min_severity": f"expected one of {', '.join(SEVERITIES)}"})
         if self.max_per_minute < 1:

@@ -5,6 +5,8 @@ view runs, so a view's own limit comes too late: a 1 GiB POST without a token wa
 before its 401. This middleware sees the request first and, per route:
 
 * refuses a ``Content-Length`` over the route's limit with 413 without reading a byte of the body;
+* refuses a method the route does not take (405, with ``Allow``) whatever its body: an anonymous
+  ``PUT`` of 8 MiB to an ingest route is answered before a byte of it is read (issue #35);
 * refuses a request without valid credentials where the route needs them (ingest token on ``/v1/traces``,
   ``/ingest/v1/kubelet-logs`` and ``/ingest/v1/audit``, a staff user's session or API token on ``POST /import``) with 401 / 403,
   again before reading;
@@ -53,12 +55,14 @@ class Refusal(Exception):
 @dataclass(frozen=True)
 class Route:
     """How one path is guarded: its body limit (bytes, and the setting that says so), who may send a body
-    (a check that raises Refusal; None: anyone), and how refusals are worded (``text``, ``json``, ``otlp``)."""
+    (a check that raises Refusal; None: anyone), the methods its view answers (None: any; another is
+    refused with 405 before its body), and how refusals are worded (``text``, ``json``, ``otlp``)."""
 
     setting: str
     extra: int = 0
     check: Callable[[Scope, dict[str, str]], None] | None = None
     style: str = "text"
+    methods: frozenset[str] | None = None
 
     def limit(self) -> int:
         return int(getattr(settings, self.setting)) + self.extra
@@ -116,12 +120,21 @@ def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
         raise Refusal(403, "importing a bundle creates a cluster: staff only")
 
 
-INGEST: Final = Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="json")
+POST_ONLY: Final = frozenset({"POST"})
+INGEST: Final = Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="json", methods=POST_ONLY)
 ROUTES: Final[dict[str, Route]] = {
-    "/v1/traces": Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="otlp"),
+    "/v1/traces": Route(
+        "PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="otlp", methods=POST_ONLY
+    ),
     "/ingest/v1/kubelet-logs": INGEST,
     "/ingest/v1/audit": INGEST,
-    "/import": Route("PODLIFE_IMPORT_MAX_BYTES", extra=MULTIPART_ROOM, check=_staff_user, style="json"),
+    "/import": Route(
+        "PODLIFE_IMPORT_MAX_BYTES",
+        extra=MULTIPART_ROOM,
+        check=_staff_user,
+        style="json",
+        methods=frozenset({"GET", "POST"}),  # the form, and the upload (timelines/web/export_views.py)
+    ),
     "/accounts/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),
     "/admin/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),
 }
@@ -139,7 +152,11 @@ def _refusal_body(route: Route, refusal: Refusal, headers: dict[str, str]) -> tu
 
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         json_reply = media == "application/json"
-        codes = {401: UNAUTHENTICATED, 413: otlp.RpcCode.RESOURCE_EXHAUSTED}
+        codes = {
+            401: UNAUTHENTICATED,
+            405: otlp.RpcCode.UNIMPLEMENTED,
+            413: otlp.RpcCode.RESOURCE_EXHAUSTED,
+        }
         code = codes.get(refusal.status, otlp.RpcCode.INVALID_ARGUMENT)
         body = otlp.encode_response(
             otlp.rpc_status(code, refusal.message), "json" if json_reply else "protobuf"
@@ -182,7 +199,8 @@ class BodyLimits:
         route = route_for(scope.get("path", ""))
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         try:
-            if route.check is not None:  # first: without credentials no body is worth reading, large or not
+            self._check_method(route, scope["method"])  # first: the view would answer 405 to any body
+            if route.check is not None:  # then: without credentials no body is worth reading, large or not
                 # A worker thread that closes stale connections before and after (as consumers do).
                 await DatabaseSyncToAsync(route.check, thread_sensitive=False)(scope, headers)
             self._check_length(route, headers)
@@ -191,6 +209,12 @@ class BodyLimits:
             await _send_refusal(send, route, refusal, headers)
             return
         await self._run_capped(route, headers, scope, receive, send)
+
+    @staticmethod
+    def _check_method(route: Route, method: str) -> None:
+        if route.methods is not None and method not in route.methods:
+            allowed = ", ".join(sorted(route.methods))
+            raise Refusal(405, f"{method} is not allowed: {allowed}", headers={"Allow": allowed})
 
     @staticmethod
     def _check_length(route: Route, headers: dict[str, str]) -> None:

@@ -322,6 +322,15 @@ if PODLIFE_EXTERNAL_URL and not PODLIFE_EXTERNAL_URL.startswith(("https://", "ht
 # end within seconds); the webhook scan also looks back this far for findings that came and went.
 PODLIFE_METRICS_RECENT_S = env_int("PODLIFE_METRICS_RECENT_S", 900, minimum=60)
 PODLIFE_ALERTS_SCAN_S = env_float("PODLIFE_ALERTS_SCAN_S", 30.0, minimum=1)  # webhook scan period
+# Webhooks reach public addresses only; besides, these host names and address ranges (comma-separated,
+# e.g. "hooks.internal,10.20.0.0/16"): alerts/egress.py, docs/security.md "Webhooks".
+PODLIFE_WEBHOOK_ALLOW = env_str("PODLIFE_WEBHOOK_ALLOW")
+try:
+    from alerts.egress import Allow as _WebhookAllow
+
+    _WebhookAllow.parse(PODLIFE_WEBHOOK_ALLOW)
+except ValueError as _bad_allow:
+    raise ImproperlyConfigured(str(_bad_allow)) from None
 CELERY_BEAT_SCHEDULE["podlife-alerts"] = {
     "task": "alerts.scan_and_deliver",
     "schedule": PODLIFE_ALERTS_SCAN_S,

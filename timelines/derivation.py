@@ -49,7 +49,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from podlife_site.memory import gc_paused
-from timelines import dirty, live, store
+from timelines import dirty, live, mirrors, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -350,7 +350,7 @@ def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[F
 class Derived:
     """What one claimed batch derived, to be written in one transaction and then pushed."""
 
-    writes: list[Callable[[], None]] = field(default_factory=list)
+    writes: list[Callable[[], object]] = field(default_factory=list)
     follow_up: dict[int, list[dirty.MarkedKey]] = field(default_factory=dict)  # cluster id -> keys
     after_writes: list[Callable[[], None]] = field(default_factory=list)  # follow-ups that read the writes
     pushed: dict[str, list[PodTimeline]] = field(default_factory=dict)  # cluster name -> timelines
@@ -398,6 +398,15 @@ def derive_pods(
     now, thresholds = _now_for(cluster, now), thresholds_from_settings()
     read = pod_observations(cluster, uids)
     facts = read.by_uid
+    # Mirror pods (issue #35): events naming a mirror's API UID are its static pod's (timelines/mirrors.py).
+    joined = mirrors.join(
+        cluster,
+        uids,
+        facts,
+        lambda more: pod_observations(cluster, more).by_uid,
+        lambda more: list(_own_facts(cluster, more)),
+    )
+    uids = joined.uids
     batch: list[store.DerivedPod] = []
     audited: set[tuple[str, str]] = set()  # names with audited requests: their audit-only incarnations
     for uid in uids:
@@ -417,6 +426,8 @@ def derive_pods(
             {},
         )
         batch.append(store.DerivedPod(timeline, {o.dedupe_key: i for i, o in rows}, labels))
+    if joined.forget:
+        out.writes.append(functools.partial(store.forget_pods, cluster, sorted(joined.forget)))
     if not batch:
         return
 

@@ -831,16 +831,18 @@ def replace_pod_timelines(cluster: Cluster, pods: list[DerivedPod]) -> set[str]:
 
 
 def forget_pods(cluster: Cluster, uids: Sequence[str]) -> int:
-    """Delete the rows derived for these pods (the pod row, its intervals, markers and own findings): the
-    derive stage calls it for an incarnation known only from audited requests that no longer exists as
-    such (a real UID took its requests over, or an earlier log moved its first request). Returns how many
-    pod rows went."""
+    """Delete the rows derived for these pods (the pod row, its intervals, markers and own findings); their
+    observations stay. The derive stage calls it for UIDs that turned out to name no pod of their own: an
+    incarnation known only from audited requests that no longer exists as such (a real UID took its
+    requests over, or an earlier log moved its first request), and a mirror pod's API UID (its static pod's,
+    timelines/mirrors.py). Returns how many pod rows went."""
     uids = sorted(set(uids))
     if not uids:
         return 0
-    for model, _, extra in _POD_ROW_TABLES:
-        model._default_manager.filter(cluster=cluster, pod_uid__in=uids, **extra).delete()
-    deleted, _ = Pod.objects.filter(cluster=cluster, uid__in=uids).delete()
+    with transaction.atomic():
+        for model, _, extra in _POD_ROW_TABLES:
+            model._default_manager.filter(cluster=cluster, pod_uid__in=uids, **extra).delete()
+        deleted, _ = Pod.objects.filter(cluster=cluster, uid__in=uids).delete()
     return deleted
 
 

@@ -13,6 +13,12 @@ T0 = datetime(2026, 11, 30, 10, 0, 0, 123456, tzinfo=UTC)
 
 
 @pytest.fixture
+def allow_loopback(settings) -> None:
+    """The test receivers listen on 127.0.0.1, which webhooks may reach only when allowed (issue #35)."""
+    settings.PODLIFE_WEBHOOK_ALLOW = "127.0.0.1/32"
+
+
+@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver().start()
     yield r

@@ -4,6 +4,7 @@ then comes back)."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,8 +25,11 @@ class Received:
 @dataclass
 class Receiver:
     port: int = 0
+    host: str = "127.0.0.1"
     status: int = 200
     retry_after: str | None = None
+    reply_body: bytes = b"ok"
+    reply_headers: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -34,7 +38,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks/podlife"
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}/hooks/podlife"
 
     def start(self) -> Receiver:
         receiver = self
@@ -45,18 +50,24 @@ class Receiver:
                 with receiver._lock:
                     receiver.received.append(Received(self.path, dict(self.headers.items()), body))
                     status, retry_after = receiver.status, receiver.retry_after
+                    reply, extra = receiver.reply_body, dict(receiver.reply_headers)
                 self.send_response(status)
                 if retry_after is not None:
                     self.send_header("Retry-After", retry_after)
-                self.send_header("Content-Length", "2")
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(reply)
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            allow_reuse_address = True
+
+        self._server = Server((self.host, self.port), Handler)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="webhook-receiver", daemon=True).start()
         return self

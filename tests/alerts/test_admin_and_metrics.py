@@ -15,7 +15,7 @@ from timelines.models import Cluster, Node
 
 from .conftest import make_finding
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback")]
 
 
 def test_destination_configured_in_the_admin_gets_a_test_message(client, receiver):
@@ -28,7 +28,7 @@ def test_destination_configured_in_the_admin_gets_a_test_message(client, receive
             "url": receiver.url,
             "format": "slack",
             "enabled": "on",
-            "signing_secret": "s3cret-for-hmac",
+            "new_signing_secret": "s3cret-for-hmac",
             "clusters": "prod, prod-*",
             "namespaces": "",
             "kinds": "stuck_terminating",
@@ -40,6 +40,7 @@ def test_destination_configured_in_the_admin_gets_a_test_message(client, receive
     assert response.status_code == 302, response.content.decode()[:2000]
     dest = Destination.objects.get(name="oncall")
     assert (dest.format, dest.clusters, dest.max_per_minute) == ("slack", "prod, prod-*", 10)
+    assert dest.signing_secret == "s3cret-for-hmac"
 
     response = client.post(
         "/admin/alerts/destination/", {"action": "send_test_message", "_selected_action": [dest.pk]}
@@ -63,7 +64,7 @@ def test_admin_refuses_a_destination_that_is_not_http(client):
             "name": "x",
             "url": "file:///etc/passwd",
             "format": "json",
-            "signing_secret": "s",
+            "new_signing_secret": "s",
             "min_severity": "info",
             "max_per_minute": "5",
         },

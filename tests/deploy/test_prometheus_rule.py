@@ -196,6 +196,7 @@ def test_stuck_terminating_scenario_fires_its_rule_and_the_webhooks(client, sett
     for ~35 s past a 10 s grace period. With a 5 s slack that is "stuck" while it lasts (the default 60 s
     slack flags it only on the API side, held by a finalizer: see docs/deploy.md "Alerts")."""
     settings.PODLIFE_STUCK_TERMINATING_SLACK_S = 5.0
+    settings.PODLIFE_WEBHOOK_ALLOW = "127.0.0.1"  # the receiver is local: allowed, not public
     receiver = Receiver().start()
     try:
         Destination.objects.create(
