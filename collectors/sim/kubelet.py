@@ -641,6 +641,17 @@ class SimKubelet:
 
     def _containers_dead(self, w: Worker, began: datetime, grace: int, killed: bool) -> None:
         now = self.cluster.now
+        if w.containers:
+            self.cluster.record_truth(
+                "containers_stopped",
+                w.namespace,
+                w.api_name,
+                uid=w.uid,
+                node=self.node,
+                requested=began,
+                grace=grace,
+                killed=killed,
+            )
         exit_code = 137 if killed else w.behaviour.exit_code
         for cid in w.containers.values():
             self.log(
