@@ -39,9 +39,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
-from collectors.kube import watch as watch_module
 from collectors.kube.runner import Collector
 from collectors.sim.truth import TruthEntry
 from tests.tools import require_tool
@@ -49,7 +47,7 @@ from timelines import derivation
 from timelines.lifecycle.findings import Thresholds
 from timelines.models import Finding
 
-from .conftest import CLUSTER, FAST
+from .conftest import CLUSTER, FAST, on_virtual_time
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -174,20 +172,6 @@ def check(title: str, scores: dict[str, Score]) -> None:
         missing = sorted(s.expected - set(s.found))
         assert s.precision >= MIN_SCORE, f"{kind}: precision {s.precision:.3f}: {s.wrong}"
         assert s.recall >= MIN_SCORE, f"{kind}: recall {s.recall:.3f}, missing {missing}"
-
-
-def on_virtual_time(monkeypatch, engine) -> None:
-    """The whole process reads the demo cluster's clock: Django's ``now`` (findings about open intervals)
-    and the watch's arrival stamps (``observed_at``), so a story of minutes told in seconds keeps its
-    durations (a grace period, a stuck deletion) as a real cluster would."""
-
-    class VirtualDatetime(datetime):
-        @classmethod
-        def now(cls, tz=None):  # type: ignore[override]
-            return engine.now
-
-    monkeypatch.setattr(timezone, "now", lambda: engine.now)
-    monkeypatch.setattr(watch_module, "datetime", VirtualDatetime)
 
 
 def _settle(sim, seconds: float, step: float = 1.0, pause: float = 0.03) -> None:
