@@ -56,6 +56,18 @@ class KubeletHost(EventRecorder, Protocol):
 
     def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None: ...
 
+    def record_truth(
+        self,
+        action: str,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        node: str | None = None,
+        outcome: str = "",
+        **detail: Any,
+    ) -> None: ...
+
 
 # file:line of each message, so a parser can key on the caller too (≈ v1.31 sources).
 # A node's kubelet writes klog headers in the node's local zone, which nothing else reveals; the node log
