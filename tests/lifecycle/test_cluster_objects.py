@@ -205,3 +205,19 @@ def test_one_finding_per_pod_for_two_blocked_spells_and_refusals():
     )
     [finding] = timeline.findings
     assert (finding.start, finding.end, finding.attrs["refused_evictions"]) == (at(10), at(90), 2)
+
+
+def test_a_drain_waits_on_a_pod_only_from_its_creation():
+    """A pod created on the node after the cordon (a DaemonSet's pod tolerates unschedulable) cannot have
+    been waited on before it existed: its finding starts when it was created."""
+    late = CoveredPod(
+        uid="u9",
+        namespace="shop",
+        name="web-9",
+        node="node-a",
+        labels={"app": "web"},
+        created_at=at(40),
+    )
+    timeline = derive_pdb_timeline([pdb(0, 0)], pods=[late], cordons={"node-a": [(at(10), None)]})
+    [finding] = timeline.findings
+    assert (finding.start, finding.end) == (at(40), None)

@@ -438,7 +438,9 @@ def _blocking_finding(
     if pod.node:
         for run in runs:
             for cordon in cordons.get(pod.node, ()):
+                life = (pod.created_at or run.start, None)  # a drain cannot wait on a pod before it exists
                 hit = _overlap((run.start, run.end), cordon)
+                hit = _overlap(hit, life) if hit is not None else None
                 hit = _before(hit, cutoff) if hit is not None else None
                 if hit is not None:
                     waits.append((hit, run))
