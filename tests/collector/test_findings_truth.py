@@ -40,6 +40,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from collectors.kube.kubelet import pull_kubelet_logs, pull_kubelet_metrics
+from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from collectors.sim.truth import TruthEntry
 from tests.tools import require_tool
@@ -174,6 +176,16 @@ def check(title: str, scores: dict[str, Score]) -> None:
         assert s.recall >= MIN_SCORE, f"{kind}: recall {s.recall:.3f}, missing {missing}"
 
 
+def catch_up(sim) -> None:
+    """With the collector stopped: one more watch step of every resource (from the version each reached,
+    to the end of the stream) and one kubelet pull, so everything the story produced is stored."""
+    for resource in ALL_RESOURCES:
+        result = sim.step(resource)
+        assert result.ok, (resource, result.error)
+    pull_kubelet_logs(CLUSTER)
+    pull_kubelet_metrics(CLUSTER)
+
+
 def _settle(sim, seconds: float, step: float = 1.0, pause: float = 0.03) -> None:
     for _ in range(int(seconds / step)):
         sim.advance(step)
@@ -187,13 +199,14 @@ def test_every_scenarios_findings_against_the_truth(make_sim, monkeypatch, deriv
     sim = make_sim("mixed", advance=0, audit_log_path=log)
     engine = sim.server.cluster.engine
     on_virtual_time(monkeypatch, engine)
+    for resource in ALL_RESOURCES:  # the first lists, before anything happens: every pod from its start
+        assert sim.step(resource).ok
     collector = Collector([CLUSTER], tunables=FAST).start()
-    time.sleep(2.0)  # the first lists: the watch sees every pod from its start
     try:
         _settle(sim, 200)
-        time.sleep(2.0)  # the last watch batches and kubelet log pulls land (derived below)
     finally:
         collector.stop()
+    catch_up(sim)
     derive_worker.stop()
     # The API server's audit log beside the watch: the refused evictions (a watch sees none of them)
     call_command("ingest_audit_log", "--cluster", CLUSTER, str(log), stdout=io.StringIO())
@@ -249,7 +262,7 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
             return bool(pdb and pdb["status"].get("currentHealthy") == want)
 
         _wait(lambda: healthy("ok", 3) and healthy("held", 2), 60)
-        time.sleep(2.0)  # the watch has the settled state
+        _wait(lambda: _stored_pdbs_healthy({"ok-pdb": 3, "held-pdb": 2}), 30)  # the watch has it too
         for pool in ("ok", "held"):
             victim = next(
                 p for p in c.store.iter_objects("pods", NS) if p["metadata"]["labels"].get("app") == pool
@@ -263,9 +276,9 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
             out, _ = proc.communicate(timeout=120)
             assert proc.returncode == 0, out
             assert f"node/{node} drained" in out
-        time.sleep(8.0)  # the watch and the derive stage catch up with the drains' end
     finally:
         collector.stop()
+    catch_up(sim)
     derive_worker.stop()
     derivation.drain()
     truth = c.truth()
@@ -285,6 +298,18 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
     assert not ok_evicted & set(by_pod), "a drain the budget allowed raised pdb_blocking_drain"
     assert held_refused and all(len(by_pod[p]) == 1 for p in held_refused), by_pod
     check("scripted kubectl drains (one allowed at once, one held by its PDB)", score(truth, engine.now))
+
+
+def _stored_pdbs_healthy(want: dict[str, int]) -> bool:
+    """Whether the collector stored each PDB with its wanted currentHealthy."""
+    from timelines.lifecycle.observation import Kind
+    from timelines.models import Observation
+
+    seen = {
+        o.name: (o.payload.get("status") or {}).get("current_healthy")
+        for o in Observation.objects.filter(cluster__name=CLUSTER, kind=Kind.PDB).order_by("observed_at")
+    }
+    return all(seen.get(name) == n for name, n in want.items())
 
 
 def _wait(pred, timeout: float) -> None:
