@@ -24,6 +24,33 @@ def in_ci() -> bool:
     return os.environ.get("PODLIFE_CI") == "1"
 
 
+def embedded_run() -> bool:
+    """CI's first ``make test`` (``.ci/run``): exactly as a newcomer runs it, on the embedded default (SQLite,
+    in-process channel layer), declared with ``PODLIFE_CI_EMBEDDED=1``. The PostgreSQL- and Redis-only
+    tests cannot run there and run in CI's second pass: they are deselected (counted), not skipped, so
+    every other skip still fails. Declaring it while DATABASE_URL or REDIS_URL is set is an error: the
+    second pass must never lose its PostgreSQL and Redis tests this way."""
+    if os.environ.get("PODLIFE_CI_EMBEDDED") != "1":
+        return False
+    given = [name for name in ("DATABASE_URL", "REDIS_URL") if os.environ.get(name)]
+    if given:
+        raise pytest.UsageError(
+            f"PODLIFE_CI_EMBEDDED=1 is the run on the embedded default, but {' and '.join(given)} "
+            "is set: unset it, or unset PODLIFE_CI_EMBEDDED"
+        )
+    return True
+
+
+def deselect_server_only(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In CI's embedded run (``embedded_run``), drop the ``postgres`` and ``redis`` tests from ``items``."""
+    if not (in_ci() and embedded_run()):
+        return
+    dropped = [i for i in items if "postgres" in i.keywords or "redis" in i.keywords]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if "postgres" not in i.keywords and "redis" not in i.keywords]
+
+
 def skip_reason(longrepr: Any) -> str:
     """The reason of a skip report (``pytest.skip("...")``, a ``skip``/``skipif`` mark, ``importorskip``)."""
     if isinstance(longrepr, tuple) and len(longrepr) == 3:

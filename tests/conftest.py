@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport
+from tests.ci_skips import deselect_server_only, pytest_make_collect_report, pytest_runtest_makereport
 
 __all__ = ["pytest_collection_modifyitems", "pytest_make_collect_report", "pytest_runtest_makereport"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselect_server_only(config, items)  # CI's run on the embedded default (tests/ci_skips.py)
     database_url = os.environ.get("DATABASE_URL", "")
     is_postgres = database_url.startswith(("postgres://", "postgresql://", "pgsql://"))
     for item in items:

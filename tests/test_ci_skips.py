@@ -128,3 +128,75 @@ def test_the_allow_list_matches_reasons_by_their_start(reason: str, monkeypatch:
 
     monkeypatch.setattr(ci_skips, "CI_ALLOWED_SKIPS", {"known gap": "why"})
     assert ci_skips.allowed_in_ci(f"{reason}: detail") is (reason == "known gap")
+
+
+EMBEDDED = {
+    "conftest.py": """
+import pytest
+from tests.ci_skips import deselect_server_only, pytest_make_collect_report, pytest_runtest_makereport
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "postgres: needs PostgreSQL")
+    config.addinivalue_line("markers", "redis: needs Redis")
+
+def pytest_collection_modifyitems(config, items):
+    deselect_server_only(config, items)
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: DATABASE_URL is not a postgres:// URL"))
+""",
+    "test_cases.py": """
+import pytest
+
+def test_runs():
+    pass
+
+@pytest.mark.postgres
+def test_on_postgres():
+    pass
+
+@pytest.mark.redis
+def test_on_redis():
+    pass
+
+def test_skips():
+    pytest.skip("chromium is absent")
+""",
+}
+
+
+def _embedded(tmp_path: Path, **env_more: str) -> subprocess.CompletedProcess[str]:
+    for name, text in EMBEDDED.items():
+        (tmp_path / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(PYTHONPATH=str(ROOT), PODLIFE_CI="1", PODLIFE_CI_EMBEDDED="1", **env_more)
+    args = ["-p", "no:django", "-p", "no:cacheprovider", "-rA", "-v"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args, str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cis_embedded_run_deselects_the_server_only_tests_and_still_fails_on_any_skip(tmp_path: Path) -> None:
+    """GIVEN CI's run on the embedded default (.ci/run: PODLIFE_CI=1 PODLIFE_CI_EMBEDDED=1, no DATABASE_URL
+    or REDIS_URL) THEN the PostgreSQL- and Redis-only tests are deselected (they run in CI's second pass),
+    not skipped, and any other skip still fails the run."""
+    run = _embedded(tmp_path)
+    assert "2 deselected" in run.stdout, run.stdout
+    assert "test_on_postgres" not in run.stdout and "test_on_redis" not in run.stdout
+    assert re.search(r"^test_cases\.py::test_runs PASSED", run.stdout, re.M), run.stdout
+    assert "test_cases.py::test_skips skipped in CI: chromium is absent" in run.stdout
+    assert run.returncode == 1
+
+
+def test_the_embedded_run_refuses_a_database_url(tmp_path: Path) -> None:
+    """CI's second pass must never lose its PostgreSQL tests to the embedded run's deselection."""
+    run = _embedded(tmp_path, DATABASE_URL="postgres://x@127.0.0.1/db")
+    assert run.returncode != 0
+    assert "PODLIFE_CI_EMBEDDED=1 is the run on the embedded default, but DATABASE_URL is set" in (
+        run.stdout + run.stderr
+    )

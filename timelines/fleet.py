@@ -347,9 +347,11 @@ def window_overview(
     for band in bands:
         band["intervals"].sort(key=lambda iv: iv[2])
 
-    kinds: dict[str, list[str]] = {}
+    kinds: dict[str, list[str]] = {}  # each kind once a pod: the table names what is wrong, not how often
     for uid, kind, _sev, _s, _e in finding_rows:
-        kinds.setdefault(uid, []).append(kind)
+        listed = kinds.setdefault(uid, [])
+        if kind not in listed:
+            listed.append(kind)
     table = []
     for uid in order[:TABLE_PODS]:
         name, node, phase = pods.get(uid, ("", "", ""))

@@ -42,6 +42,7 @@ from .objects import (
 )
 from .patch import PatchError, apply_patch
 from .store import RESOURCES, ResourceType, Store
+from .truth import TruthEntry, TruthLog
 
 DEFAULT_START = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
 UNMANAGED_MESSAGE = (
@@ -156,6 +157,9 @@ class SimCluster:
         self._dirty: set[tuple[str, str, str]] = set()
         self._event_index: dict[tuple[str, str, str, str], tuple[str, str]] = {}
         self.eviction_log: list[dict[str, Any]] = []  # every eviction attempt: who, when, outcome
+        # What really happened (evictions, deletes, removals, shutdowns, ...): what findings are measured
+        # against (truth.py); recorded where the cluster acts, never from what a collector derived.
+        self._truth = TruthLog()
         # The API server's audit log (collectors/sim/audit.py), when enabled (``enable_audit``): off by
         # default, as the scale scenario's churn would keep every pod body in memory.
         self.audit: AuditLog | None = None
@@ -163,6 +167,38 @@ class SimCluster:
         self._static_manifests: dict[tuple[str, str, str], tuple[dict[str, Any], str]] = {}
         self.ensure_namespace("default")
         self.ensure_namespace("kube-system")
+
+    # ---- truth ---------------------------------------------------------------------------------
+    def truth(self) -> list[TruthEntry]:
+        """Everything the cluster did that a finding may be about, in order (collectors/sim/truth.py)."""
+        with self.engine.lock:
+            return self._truth.entries()
+
+    def record_truth(
+        self,
+        action: str,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        node: str | None = None,
+        outcome: str = "",
+        **detail: Any,
+    ) -> None:
+        self._truth.record(TruthEntry(self.now, action, namespace, name, uid, node, outcome, detail))
+
+    def _pod_truth(self, action: str, pod: dict[str, Any], outcome: str = "", **detail: Any) -> None:
+        meta = pod["metadata"]
+        uid = (meta.get("annotations") or {}).get("kubernetes.io/config.mirror") or meta.get("uid")
+        self.record_truth(
+            action,
+            meta["namespace"],
+            meta["name"],
+            uid=uid,
+            node=pod["spec"].get("nodeName"),
+            outcome=outcome,
+            **detail,
+        )
 
     # ---- audit ---------------------------------------------------------------------------------
     def enable_audit(self, path: str | None = None) -> AuditLog:
@@ -429,6 +465,17 @@ class SimCluster:
         """Graceful node shutdown (systemd inhibitor): pods Failed/Terminated, node NotReady."""
         with self.engine.lock:
             kubelet = self.kubelets[name]
+            on_node = [self.store.get("pods", ns, pname) for ns, pname in sorted(self._pods_on_node[name])]
+            self.record_truth(
+                "node_shutdown",
+                "",
+                name,
+                node=name,
+                grace=grace,
+                pods=[
+                    f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in on_node if p is not None
+                ],
+            )
             node = self.update_node(
                 name, lambda n: self._set_node_ready(n, "False", "KubeletNotReady", "node is shutting down")
             )
@@ -771,6 +818,16 @@ class SimCluster:
                     return pod
                 self._final_delete(namespace, name, by_kubelet=False)
                 return pod
+            worker_uid = kubelet.by_api.get((namespace, name)) if kubelet else None
+            worker = kubelet.workers.get(worker_uid) if kubelet and worker_uid else None
+            self._pod_truth(
+                "delete",
+                pod,
+                started=bool(worker and worker.started),
+                known_to_kubelet=worker is not None,
+                grace=g,
+                requested=self.now,
+            )
             meta["deletionTimestamp"] = ts(self.now + timedelta(seconds=g))
             meta["deletionGracePeriodSeconds"] = g
             self.store.put("pods", pod)
@@ -799,6 +856,15 @@ class SimCluster:
                 self._audit_kubelet_delete(pod)
             return
         gone = self.store.delete("pods", namespace, name)
+        if gone is not None:
+            deletion = meta.get("deletionTimestamp")
+            grace = meta.get("deletionGracePeriodSeconds")
+            requested = (
+                datetime.fromisoformat(deletion.replace("Z", "+00:00")) - timedelta(seconds=int(grace or 0))
+                if deletion
+                else None
+            )
+            self._pod_truth("removed", gone, deletion_requested=requested, grace=grace)
         if by_kubelet and gone is not None:
             self._audit_kubelet_delete(gone)
         key = (namespace, name)
@@ -886,6 +952,15 @@ class SimCluster:
                 grace=30,
             )
             self.behaviours[(namespace, full)] = behaviour or Behaviour()
+            old = self.kubelets[node].workers.get(uid)
+            self.record_truth(
+                "static_pod_added",
+                namespace,
+                full,
+                uid=uid,
+                node=node,
+                old_still_terminating=old is not None and old.state == "terminating",
+            )
             self._static_manifests[(node, namespace, full)] = (pod, uid)
             self.kubelets[node].pod_added(pod, behaviour or Behaviour(), static_uid=uid)
             return uid
@@ -895,6 +970,10 @@ class SimCluster:
         with self.engine.lock:
             full = f"{name}-{node}"
             kubelet = self.kubelets[node]
+            manifest = self._static_manifests.get((node, namespace, full))
+            self.record_truth(
+                "static_pod_removed", namespace, full, uid=manifest[1] if manifest else None, node=node
+            )
             kubelet.pod_removed(namespace, full, source="file")
             mirror = self.store.get("pods", namespace, full)
             if mirror is not None:
@@ -1515,6 +1594,19 @@ class SimCluster:
             self.store.put("poddisruptionbudgets", pdb)
             self._audit_pdb("create", pdb, 201, request=sent)
             self._mark_dirty("pdbns", namespace, "")
+            bare = [
+                p["metadata"]["name"]
+                for p in self.store.iter_objects("pods", namespace)
+                if selector_matches(selector, p["metadata"].get("labels") or {}) and controller_of(p) is None
+            ]
+            self.record_truth(
+                "pdb_created",
+                namespace,
+                name,
+                uid=pdb["metadata"]["uid"],
+                unmanaged=sorted(bare),
+                uses_scale=max_unavailable is not None or isinstance(min_available, str),
+            )
             return pdb
 
     def delete_pdb(self, namespace: str, name: str) -> None:
@@ -1676,6 +1768,7 @@ class SimCluster:
             if pod is None:
                 record["outcome"] = "NotFound"
                 self.eviction_log.append(record)
+                self.record_truth("eviction", namespace, name, outcome="not_found", actor=actor)
                 return 404, status(
                     404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}
                 )
@@ -1683,6 +1776,7 @@ class SimCluster:
                 "Succeeded",
                 "Failed",
             ):
+                self._pod_truth("eviction", pod, "granted", actor=actor, pdb=None)
                 self.delete_pod(namespace, name, grace)
                 record["outcome"] = "Allowed"
                 self.eviction_log.append(record)
@@ -1696,6 +1790,7 @@ class SimCluster:
             if len(pdbs) > 1:
                 record["outcome"] = "MultiplePDBs"
                 self.eviction_log.append(record)
+                self._pod_truth("eviction", pod, "error", actor=actor, pdb=None)
                 return 500, status(
                     500,
                     "InternalError",
@@ -1709,6 +1804,7 @@ class SimCluster:
                     cause = f"The disruption budget {pname} is still being processed by the server."
                     record["outcome"] = "Blocked"
                     self.eviction_log.append(record)
+                    self._pod_truth("eviction", pod, "refused", actor=actor, pdb=pname)
                     return 429, status(
                         429,
                         "TooManyRequests",
@@ -1724,6 +1820,7 @@ class SimCluster:
                     record["outcome"] = "Blocked"
                     record["pdb"] = pname
                     self.eviction_log.append(record)
+                    self._pod_truth("eviction", pod, "refused", actor=actor, pdb=pname)
                     return 429, status(
                         429,
                         "TooManyRequests",
@@ -1735,6 +1832,9 @@ class SimCluster:
                     st.setdefault("disruptedPods", {})[name] = ts(self.now)
                     self.store.put("poddisruptionbudgets", pdb)
             now = self.now
+            self._pod_truth(
+                "eviction", pod, "granted", actor=actor, pdb=pdbs[0]["metadata"]["name"] if pdbs else None
+            )
             self._update_pod(
                 namespace,
                 name,

@@ -56,6 +56,18 @@ class KubeletHost(EventRecorder, Protocol):
 
     def worker_finished(self, kubelet: SimKubelet, w: Worker) -> None: ...
 
+    def record_truth(
+        self,
+        action: str,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        node: str | None = None,
+        outcome: str = "",
+        **detail: Any,
+    ) -> None: ...
+
 
 # file:line of each message, so a parser can key on the caller too (≈ v1.31 sources).
 # A node's kubelet writes klog headers in the node's local zone, which nothing else reveals; the node log
@@ -641,6 +653,17 @@ class SimKubelet:
 
     def _containers_dead(self, w: Worker, began: datetime, grace: int, killed: bool) -> None:
         now = self.cluster.now
+        if w.containers:
+            self.cluster.record_truth(
+                "containers_stopped",
+                w.namespace,
+                w.api_name,
+                uid=w.uid,
+                node=self.node,
+                requested=began,
+                grace=grace,
+                killed=killed,
+            )
         exit_code = 137 if killed else w.behaviour.exit_code
         for cid in w.containers.values():
             self.log(

@@ -126,7 +126,7 @@ function renderTable(all) {
         el("td", { text: r.namespace }), el("td", {}, link),
         workerCell(last, r.freshness),
         el("td", { text: r.phase || "" }),
-        el("td", { class: r.findings.length ? "bad" : "", text: r.findings.map((f) => f[0]).join(", ") +
+        el("td", { class: r.findings.length ? "bad" : "", text: [...new Set(r.findings.map((f) => f[0]))].join(", ") + // each kind once: what is wrong, not how often
           (waits && r.findings.some((f) => !f[4] || toMicros(f[4]) >= pending) ? " (depends on pending kubelet evidence)" : "") }),
       ),
     );

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
@@ -168,3 +169,17 @@ def make_sim(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
     yield make
     for gen in reversed(stack):
         gen.close()
+
+
+def on_virtual_time(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
+    """The whole process reads the demo cluster's clock: Django's ``now`` (findings about open intervals)
+    and the watch's arrival stamps (``observed_at``), so a story of minutes told in seconds keeps its
+    durations (a grace period, a stuck deletion) as a real cluster would."""
+
+    class VirtualDatetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return engine.now
+
+    monkeypatch.setattr(timezone, "now", lambda: engine.now)
+    monkeypatch.setattr(watch, "datetime", VirtualDatetime)

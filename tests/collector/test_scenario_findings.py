@@ -15,12 +15,11 @@ import re
 import time
 
 import pytest
-from django.utils import timezone
 
 from collectors.kube.runner import Collector
 from timelines.models import Finding, Interval
 
-from .conftest import CLUSTER, FAST
+from .conftest import CLUSTER, FAST, on_virtual_time
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -38,7 +37,7 @@ EXPECTED = {
 def test_every_scenario_produces_its_findings(make_sim, monkeypatch, derive_worker):
     sim = make_sim("mixed", advance=0)
     engine = sim.server.cluster.engine
-    monkeypatch.setattr(timezone, "now", lambda: engine.now)
+    on_virtual_time(monkeypatch, engine)
     collector = Collector([CLUSTER], tunables=FAST).start()
     try:
         for _ in range(170):  # virtual seconds: the longest scenario takes 137

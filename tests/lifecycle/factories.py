@@ -365,6 +365,7 @@ def pdb(
     created: float = 0.0,
     uid: str = "pdb-uid-1",
     source: str = Source.API,
+    disrupted: dict[str, datetime] | None = None,
 ) -> Observation:
     """A ``pdb`` observation of PDB shop/web-pdb (selector app=web) seen at T0 + ``seen``; it uses
     ``minAvailable: 2`` unless ``max_unavailable`` is given."""
@@ -388,6 +389,8 @@ def pdb(
                 "current_healthy": healthy,
                 "desired_healthy": desired,
                 "expected_pods": expected,
+                # status.disruptedPods: pods whose eviction was granted, by name, with when
+                "disrupted_pods": {k: format_time(v) for k, v in (disrupted or {}).items()},
                 "conditions": [
                     {
                         "type": "DisruptionAllowed",

@@ -79,12 +79,50 @@ def test_pdb_blocked_while_node_cordoned_is_a_blocking_drain():
     assert "cordoned node node-a" in finding.message
 
 
-def test_pdb_blocking_a_pod_with_disruption_target():
+def test_a_pod_whose_own_granted_eviction_took_the_budget_to_zero_is_not_blocked():
+    """GIVEN web-pdb (minAvailable 2) allowing 1 disruption with 3 healthy pods, and web-1's node cordoned
+    WHEN a drain's eviction of web-1 is granted: the API server puts web-1 in status.disruptedPods and the
+    budget drops to 0 (2 healthy, 2 needed), web-1 gets DisruptionTarget and terminates
+    THEN nothing blocked the drain: the budget is 0 because web-1's own eviction consumed it (issue #34's
+    false page). A second pod on the same node that the drain still has to evict is waiting, and flagged."""
+    obs = [
+        pdb(0, 1, healthy=3),
+        pdb(31, 0, healthy=2, disrupted={"web-1": at(30)}),
+        pdb(60, 1, healthy=3),
+    ]
+    pods = [
+        pod("u1", "web-1", target=[(at(30), None)]),
+        pod("u3", "web-3", node="node-b"),  # on another, uncordoned node: no drain waits on it
+    ]
+    timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(20), None)]})
+    assert [iv.state for iv in timeline.intervals] == ["allowed", "blocked", "allowed"]
+    assert not [f for f in timeline.findings if f.kind == "pdb_blocking_drain"]
+
+    # disruptedPods alone (the pod's condition not seen yet) shows the same
+    alone = derive_pdb_timeline(obs, pods=[pod("u1", "web-1")], cordons={"node-a": [(at(20), None)]})
+    assert not alone.findings
+
+    # another pod of the cordoned node, not evicted yet, is what the drain waits on while the budget is 0
+    waiting = derive_pdb_timeline(
+        obs,
+        pods=[pod("u1", "web-1", target=[(at(30), None)]), pod("u2", "web-2")],
+        cordons={"node-a": [(at(20), None)]},
+    )
+    [finding] = waiting.findings
+    assert finding.attrs["pod_uid"] == "u2" and (finding.start, finding.end) == (at(31), at(60))
+
+
+def test_a_pod_carrying_disruption_target_is_being_disrupted_not_blocked():
+    """DisruptionTarget (set by a granted eviction, a preemption, the taint manager) says the pod is
+    going: with the budget at 0 the whole time and its node cordoned, the drain waited on it only until
+    the condition appeared."""
     obs = [pdb(0, 0)]
-    timeline = derive_pdb_timeline(obs, pods=[pod("u1", "web-1", node=None, target=[(at(30), at(50))])])
+    timeline = derive_pdb_timeline(
+        obs, pods=[pod("u1", "web-1", target=[(at(30), None)])], cordons={"node-a": [(at(10), None)]}
+    )
     [finding] = timeline.findings
-    assert (finding.kind, finding.start, finding.end) == ("pdb_blocking_drain", at(30), at(50))
-    assert "carries DisruptionTarget" in finding.message
+    assert (finding.kind, finding.start, finding.end) == ("pdb_blocking_drain", at(10), at(30))
+    assert "cordoned node node-a" in finding.message
 
 
 def test_unmanaged_pods_flagged_only_where_the_controller_lookup_happens():
@@ -141,13 +179,45 @@ def test_selector_semantics(selector, labels, expected):
 
 
 def test_one_finding_per_pod_for_a_budget_that_stays_zero():
-    """The healthy count moves (two blocked intervals back to back) and the pod both carries
-    DisruptionTarget and sits on a cordoned node: still one finding for the pod, naming both causes."""
+    """The healthy count moves (two blocked intervals back to back) while the pod sits on a cordoned node
+    and is not evicted: one finding for the pod over both, citing both status writes."""
     obs = [pdb(0, 0, healthy=2), pdb(30, 0, healthy=1), pdb(90, 1, healthy=3)]
-    pods = [pod("u1", "web-1", target=[(at(10), at(60))])]
+    pods = [pod("u1", "web-1")]
     timeline = derive_pdb_timeline(obs, pods=pods, cordons={"node-a": [(at(5), None)]})
     assert [iv.state for iv in timeline.intervals] == ["blocked", "blocked", "allowed"]
     [finding] = timeline.findings
     assert (finding.start, finding.end) == (at(5), at(90))
-    assert "carries DisruptionTarget and runs on cordoned node node-a" in finding.message
+    assert "runs on cordoned node node-a, not yet evicted" in finding.message
     assert set(finding.evidence) == {"pdb:pdb-uid-1:0", "pdb:pdb-uid-1:30000"}
+
+
+def test_one_finding_per_pod_for_two_blocked_spells_and_refusals():
+    """Two separate spells at 0 (a replacement became ready between them) and refused evictions in both:
+    still one pdb_blocking_drain for the pod, from the first wait to the last refusal."""
+    from tests.lifecycle.test_audit_evidence import audits_of, eviction
+
+    obs = [pdb(0, 0), pdb(40, 1, healthy=3), pdb(41, 0), pdb(90, 1, healthy=3)]
+    refused = audits_of(
+        eviction("e-1", 12, "web-1", refused=True), eviction("e-2", 50, "web-1", refused=True)
+    )
+    timeline = derive_pdb_timeline(
+        [*obs, *refused], pods=[pod("u1", "web-1")], cordons={"node-a": [(at(10), None)]}
+    )
+    [finding] = timeline.findings
+    assert (finding.start, finding.end, finding.attrs["refused_evictions"]) == (at(10), at(90), 2)
+
+
+def test_a_drain_waits_on_a_pod_only_from_its_creation():
+    """A pod created on the node after the cordon (a DaemonSet's pod tolerates unschedulable) cannot have
+    been waited on before it existed: its finding starts when it was created."""
+    late = CoveredPod(
+        uid="u9",
+        namespace="shop",
+        name="web-9",
+        node="node-a",
+        labels={"app": "web"},
+        created_at=at(40),
+    )
+    timeline = derive_pdb_timeline([pdb(0, 0)], pods=[late], cordons={"node-a": [(at(10), None)]})
+    [finding] = timeline.findings
+    assert (finding.start, finding.end) == (at(40), None)

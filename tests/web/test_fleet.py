@@ -246,3 +246,23 @@ def test_namespace_api_detail_auto_and_errors(
                           ({"detail": "auto", "px": "wide"}, "px")):  # fmt: skip
         response = client.get(url, {**window, **params})
         assert response.status_code == 400 and json.loads(response.content)["error"]["param"] == param
+
+
+def test_the_band_table_names_each_finding_kind_of_a_pod_once(
+    fleet_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN a pod with two findings of one kind (two spells, as a PDB blocking two drains of it)
+    THEN its row in the pod table lists the kind once: the cell says what is wrong, not how often
+    (issue #34: "pdb_blocking_drain, pdb_blocking_drain")."""
+    c = fleet_cluster
+    first = Finding.objects.filter(cluster=c, namespace="big", kind="slow_cleanup").first()
+    assert first is not None
+    second = Finding.objects.get(pk=first.pk)
+    second.pk = None
+    second.start = first.start + timedelta(seconds=1)
+    second.save()
+    monkeypatch.setattr(fleet, "LOD_PODS", 100)
+    data = _window(c, resolution_us=60_000_000, max_bands=30)
+    assert data is not None
+    [row] = [r for r in data["table"] if r["uid"] == first.pod_uid]
+    assert row["findings"] == ["slow_cleanup"]

@@ -9,9 +9,11 @@
   one that cleared it, naming who), and the cordon changes join the snapshots' ``node:cordoned`` points,
   so a cluster known from audit logs alone has its cordons.
 * A PDB's lane ``pdb:NAME``: ``allowed`` / ``blocked`` (disruptionsAllowed = 0) with the
-  DisruptionAllowed condition's reason, and its findings: ``pdb_blocking_drain`` (budget 0 while a covered
-  pod's node is cordoned, a covered pod carries DisruptionTarget or had evictions refused by this PDB;
-  with the count of refused evictions and who asked for them, from audit logs) and ``pdb_unmanaged_pods``.
+  DisruptionAllowed condition's reason, and its findings: ``pdb_blocking_drain`` (evictions of a covered
+  pod refused by this PDB, 429 in the audit log; or budget 0 while a covered pod's node is cordoned and
+  before the pod's own eviction was granted: a pod in ``status.disruptedPods`` or carrying DisruptionTarget
+  is being evicted, not blocked; one finding per pod, with the count of refused evictions and who asked
+  for them) and ``pdb_unmanaged_pods``.
 """
 
 from __future__ import annotations
@@ -359,35 +361,6 @@ def _blocked_runs(intervals: Sequence[Interval]) -> list[Interval]:
     return runs
 
 
-def _refusal_finding(namespace: str, name: str, pod: CoveredPod, refused: Sequence[AuditRecord]) -> Finding:
-    """``pdb_blocking_drain`` from refused evictions alone, with the numbers the last refusal gave."""
-    actors = sorted({r.who for r in refused})
-    last = refused[-1].eviction
-    numbers = ""
-    if isinstance(last.get("desired_healthy"), int) and isinstance(last.get("current_healthy"), int):
-        numbers = f" ({last['current_healthy']} healthy, {last['desired_healthy']} needed)"
-    n = len(refused)
-    return Finding(
-        kind="pdb_blocking_drain",
-        severity="warning",
-        message=(
-            f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions{numbers} while pod "
-            f"{pod.namespace}/{pod.name} was being evicted: {n} eviction{'s' if n != 1 else ''} by "
-            f"{', '.join(actors)} {'were' if n != 1 else 'was'} refused."
-        ),
-        start=refused[0].at,
-        end=refused[-1].at,
-        evidence=tuple(sorted(r.key for r in refused)),
-        attrs={
-            "pod_uid": pod.uid,
-            "pod": f"{pod.namespace}/{pod.name}",
-            "node": pod.node,
-            "refused_evictions": n,
-            "drain_actor": ", ".join(actors),
-        },
-    )
-
-
 def _refused_by(records: Sequence[AuditRecord], pod: CoveredPod, pdb: str) -> list[AuditRecord]:
     """The evictions of ``pod`` (joined by name and lifetime) refused by the PDB named ``pdb`` (or by a
     budget the answer does not name)."""
@@ -395,6 +368,120 @@ def _refused_by(records: Sequence[AuditRecord], pod: CoveredPod, pdb: str) -> li
     return [
         r for r in refused_evictions(records) if r.eviction.get("pdb") in (pdb, None) and belongs(r, life)
     ]
+
+
+def _disruption_began(
+    pod: CoveredPod, snaps: Sequence[Observation], records: Sequence[AuditRecord]
+) -> datetime | None:
+    """When this pod began being disrupted, so that a drain no longer waits on it: the earliest of its own
+    granted eviction (audit log), its entry in the PDB's ``status.disruptedPods`` (the eviction subresource
+    writes it when it grants an eviction and takes one disruption from the budget for it), and the start
+    of its DisruptionTarget condition (set by a granted eviction, a preemption, the taint manager, the
+    kubelet: the pod is going). None while nothing shows it going.
+
+    ``disruptedPods`` names pods by name only: an entry counts for this incarnation when its time falls in
+    the pod's lifetime (a name's next incarnation is not blamed for the last one's eviction)."""
+    times: list[datetime] = [span[0] for span in pod.disruption_target]
+    life = Life(pod.uid, pod.namespace, pod.name, pod.created_at, pod.deleted_at)
+    times += [r.at for r in records if r.eviction_outcome == "granted" and belongs(r, life)]
+    for o in snaps:
+        disrupted = (o.payload.get("status") or {}).get("disrupted_pods") or {}
+        if not isinstance(disrupted, Mapping) or pod.name not in disrupted:
+            continue
+        when = parse_time(disrupted[pod.name]) or o.observed_at
+        if (pod.created_at is None or when >= pod.created_at) and (
+            pod.deleted_at is None or when <= pod.deleted_at
+        ):
+            times.append(when)
+    return min(times, default=None)
+
+
+def _before(span: Span, cutoff: datetime | None) -> Span | None:
+    """``span`` cut at ``cutoff`` (None: no cut); None when nothing of it is left."""
+    if cutoff is None:
+        return span
+    if span[0] >= cutoff:
+        return None
+    return (span[0], cutoff if span[1] is None or span[1] > cutoff else span[1])
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def _blocking_finding(
+    namespace: str,
+    name: str,
+    pod: CoveredPod,
+    runs: Sequence[Interval],
+    snaps: Sequence[Observation],
+    evictions: Sequence[AuditRecord],
+    cordons: Mapping[str, Sequence[Span]],
+) -> Finding | None:
+    """``pdb_blocking_drain`` of one covered pod, or None: at most one per pod and PDB.
+
+    Kubernetes semantics (the eviction subresource, k8s-facts §7): a drain evicts each pod of the node and
+    retries while the API server answers 429 (the budget allows 0 disruptions). So the budget blocked a
+    drain of this pod when
+
+    * an eviction of it was refused by this budget (429 in the audit log): the API server's own word; or
+    * its node was cordoned (a drain begins with a cordon) while the budget allowed 0 disruptions, before
+      the pod began being disrupted (``_disruption_began``): a drain waits on it.
+
+    A budget at 0 *because this pod's own eviction was granted* (the pod is in ``status.disruptedPods``,
+    carries DisruptionTarget, or its eviction was answered 201) blocks nothing: the pod is being evicted,
+    not blocked. The finding spans the waits and refusals, from the first to the last."""
+    refused = _refused_by(evictions, pod, name)
+    going = _disruption_began(pod, snaps, evictions)
+    cutoff = min((t for t in (going, pod.deleted_at) if t is not None), default=None)
+    waits: list[tuple[Span, Interval]] = []
+    if pod.node:
+        for run in runs:
+            for cordon in cordons.get(pod.node, ()):
+                life = (pod.created_at or run.start, None)  # a drain cannot wait on a pod before it exists
+                hit = _overlap((run.start, run.end), cordon)
+                hit = _overlap(hit, life) if hit is not None else None
+                hit = _before(hit, cutoff) if hit is not None else None
+                if hit is not None:
+                    waits.append((hit, run))
+    if not waits and not refused:
+        return None
+    starts = [hit[0] for hit, _ in waits] + [r.at for r in refused]
+    ends: list[datetime | None] = [hit[1] for hit, _ in waits] + [r.at for r in refused]
+    found: dict[str, Any] = {"pod_uid": pod.uid, "pod": f"{pod.namespace}/{pod.name}", "node": pod.node}
+    evidence = {key for _, run in waits for key in run.evidence} | {r.key for r in refused}
+    numbers = ""
+    if refused:
+        last = refused[-1].eviction
+        if isinstance(last.get("desired_healthy"), int) and isinstance(last.get("current_healthy"), int):
+            numbers = f" ({last['current_healthy']} healthy, {last['desired_healthy']} needed)"
+    else:
+        run = waits[0][1]
+        numbers = f" ({run.attrs.get('current_healthy')} healthy, {run.attrs.get('desired_healthy')} needed)"
+    parts = [
+        f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions{numbers} while pod {pod.namespace}/{pod.name}"
+    ]
+    if waits:
+        parts.append(f" runs on cordoned node {pod.node}, not yet evicted: a drain of the node waits on it.")
+    else:
+        parts.append(" was being evicted:")
+    if refused:
+        n = len(refused)
+        actors = sorted({r.who for r in refused})
+        found.update(refused_evictions=n, drain_actor=", ".join(actors))
+        parts.append(
+            f" {n} {_plural(n, 'eviction', 'evictions')} by {', '.join(actors)} "
+            f"{_plural(n, 'was', 'were')} refused."
+        )
+    return Finding(
+        kind="pdb_blocking_drain",
+        severity="warning",
+        message="".join(parts),
+        start=min(starts),
+        end=None if any(e is None for e in ends) else max(e for e in ends if e is not None),
+        evidence=tuple(sorted(evidence)),
+        attrs=found,
+    )
 
 
 def derive_pdb_timeline(
@@ -447,68 +534,11 @@ def derive_pdb_timeline(
     )
     unmanaged = [p for p in covered if not p.has_controller]
     findings: list[Finding] = []
-    refused_of = {pod.uid: _refused_by(evictions, pod, name) for pod in covered}
-    counted: set[str] = set()  # refused evictions already evidence of a finding over a blocked status run
-    for run in _blocked_runs(intervals):
-        for pod in covered:
-            causes: list[tuple[Span, str]] = [(s, "carries DisruptionTarget") for s in pod.disruption_target]
-            if pod.node:
-                causes += [
-                    (s, f"runs on cordoned node {pod.node}") for s in (cordons or {}).get(pod.node, ())
-                ]
-            in_run = [
-                r for r in refused_of[pod.uid] if run.start <= r.at and (run.end is None or r.at <= run.end)
-            ]
-            hits = [
-                (hit, why)
-                for span, why in causes
-                if (hit := _overlap((run.start, run.end), span)) is not None
-            ]
-            # A refused eviction is a point: it shows the budget blocked someone draining this pod.
-            hits += [((r.at, r.at), "had evictions refused") for r in in_run]
-            if not hits:
-                continue
-            ends = [hit[1] for hit, _ in hits]
-            whys = sorted({why for _, why in hits} - {"had evictions refused"})
-            found: dict[str, Any] = {
-                "pod_uid": pod.uid,
-                "pod": f"{pod.namespace}/{pod.name}",
-                "node": pod.node,
-            }
-            evidence = set(run.evidence)
-            refused_note = ""
-            if in_run:
-                actors = sorted({r.who for r in in_run})
-                found.update(refused_evictions=len(in_run), drain_actor=", ".join(actors))
-                evidence |= {r.key for r in in_run}
-                counted |= {r.key for r in in_run}
-                refused_note = (
-                    f" {len(in_run)} eviction{'s' if len(in_run) != 1 else ''} by {', '.join(actors)} "
-                    f"{'were' if len(in_run) != 1 else 'was'} refused."
-                )
-            because = f" {' and '.join(whys)}" if whys else ""
-            findings.append(
-                Finding(
-                    kind="pdb_blocking_drain",
-                    severity="warning",
-                    message=(
-                        f"PodDisruptionBudget {namespace}/{name} allowed 0 disruptions "
-                        f"({run.attrs.get('current_healthy')} healthy, {run.attrs.get('desired_healthy')} needed) "
-                        f"while pod {pod.namespace}/{pod.name}{because}: evictions of it are refused."
-                        f"{refused_note}"
-                    ),
-                    start=min(hit[0] for hit, _ in hits),
-                    end=None if any(e is None for e in ends) else max(e for e in ends if e is not None),
-                    evidence=tuple(sorted(evidence)),
-                    attrs=found,
-                )
-            )
+    runs = _blocked_runs(intervals)
     for pod in covered:
-        # A 429 is the API server's own word that the budget was 0 when it answered: refusals outside every
-        # blocked run the status writes show (the log began after the controller's last write) still show it.
-        alone = [r for r in refused_of[pod.uid] if r.key not in counted]
-        if alone:
-            findings.append(_refusal_finding(namespace, name, pod, alone))
+        finding = _blocking_finding(namespace, name, pod, runs, snaps, evictions, cordons or {})
+        if finding is not None:
+            findings.append(finding)
     events = [o for o in obs if o.kind == Kind.EVENT and o.payload.get("reason") == UNMANAGED_REASON]
     if events or (unmanaged and any(_uses_scale(o.payload) for o in snaps)):
         start = min(
