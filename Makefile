@@ -26,12 +26,6 @@ test: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(MAKE) --no-print-directory deploy-check
 	$(PY) -m pytest -ra
-	@# With PostgreSQL as the main database, prove the storage tests on the embedded SQLite default too
-	@# (the PostgreSQL-only ones among them ran above: deselected here, not skipped).
-	@if [ -n "$$DATABASE_URL" ]; then \
-		echo "== storage tests again on SQLite =="; \
-		DATABASE_URL= $(PY) -m pytest -q -ra -m "both_databases and not postgres"; \
-	fi
 
 ## make fidelity: how many facts of the real corpus (tests/fixtures/real/*/facts.toml) hold through the
 ## project's own commands; exits 1 when fewer hold than tests/fixtures/real/fidelity-score records.
