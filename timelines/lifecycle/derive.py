@@ -158,7 +158,8 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
     """Sort and clip a lane so that intervals never overlap.
 
     An interval starting inside an earlier one (or after an open one) cuts the earlier one there.
-    Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane.
+    Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane and
+    a worker state whose end a line proves but whose start is unknown (it ran until that instant).
     """
     ordered = sorted(
         intervals, key=lambda iv: (iv.start, iv.end is None, iv.end or iv.start, iv.state, iv.evidence)
@@ -173,7 +174,11 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
                 out[-1] = _with(prev, end=iv.start)
         out.append(iv)
     return tuple(
-        iv for iv in out if iv.end != iv.start or iv.state == ApiState.DELETED and iv.lane == API_LANE
+        iv
+        for iv in out
+        if iv.end != iv.start
+        or (iv.state == ApiState.DELETED and iv.lane == API_LANE)
+        or (iv.lane == WORKER_LANE and iv.attrs.get("start_unknown") and not iv.attrs.get("end_unknown"))
     )
 
 
