@@ -520,9 +520,10 @@ def _as_bool(value: Any) -> bool | None:
     return None
 
 
-# DNS-1123: a pod name is a subdomain (≤253), a namespace a label (≤63). Anything else is a damaged line.
-_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# DNS-1123: a pod name is a subdomain (≤253), a namespace a label (≤63). Anything else is a damaged line,
+# except capitals: people who paste logs redact names as `XX/client-…`, which a cut never produces.
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", re.IGNORECASE)
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.IGNORECASE)
 # API UIDs are UUIDs; a static pod's UID is the 32-hex hash of its manifest.
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 

@@ -16,6 +16,7 @@ Every lane goes through ``_settle`` last, which sorts and clips so intervals nev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,7 @@ from timelines.lifecycle.audit_evidence import marker_of, termination_attrs, ter
 from timelines.lifecycle.facts import (
     STATIC_UID,
     Incarnation,
+    KubeletMarkerRecord,
     PodFacts,
     PodSnapshot,
     Run,
@@ -45,6 +47,7 @@ from timelines.lifecycle.timeline import (
     Marker,
     PodTimeline,
     format_time,
+    parse_time,
 )
 from timelines.lifecycle.worker import WorkerLane, terminal_time, worker_lane
 
@@ -532,6 +535,33 @@ def _incarnation_at(facts: PodFacts, at: datetime) -> Incarnation | None:
 # --------------------------------------------------------------------------------------------- markers
 
 
+# "Post-termination container state" lists each container as ``(NAME state=S exitCode=N finishedAt=T)``.
+_CONTAINER_STATE = re.compile(
+    r"\((?P<name>[^\s()]+) state=(?P<state>\w+) exitCode=(?P<code>-?\d+) finishedAt=(?P<at>[^\s()]+)\)"
+)
+
+
+def _container_finishes(m: KubeletMarkerRecord) -> list[Marker]:
+    """A ``ContainerFinished`` marker at each finish time a "Post-termination container state" line gives
+    (the kubelet's own record of when each container ended, exact to the nanosecond)."""
+    out = []
+    for found in _CONTAINER_STATE.finditer(str(m.payload.get("containers") or "")):
+        if found.group("state") != "exited":
+            continue
+        try:
+            at = parse_time(found.group("at"))
+        except ValueError:
+            continue
+        if at is None or at.year < 1971:  # Go's zero time: never ran
+            continue
+        name, code = found.group("name"), int(found.group("code"))
+        attrs = {"container": name, "exit_code": code, "from": "post_termination_state"}
+        out.append(
+            Marker(at, "kubelet", "ContainerFinished", f"container {name} exited ({code})", attrs, (m.key,))
+        )
+    return out
+
+
 def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     by_uid: dict[str, list[Any]] = {}
     for ev in facts.events:
@@ -556,6 +586,8 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     for m in facts.kubelet_markers:
         attrs = {k: v for k, v in sorted(m.payload.items()) if k not in ("reason", "message")}
         markers.append(Marker(m.at, "kubelet", m.reason, m.message, attrs, (m.key,)))
+        if m.reason == "ContainerState":
+            markers.extend(_container_finishes(m))
     for record in facts.audits:
         made = marker_of(record, facts.audits)
         if made is not None:

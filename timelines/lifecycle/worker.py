@@ -730,8 +730,13 @@ def bound_at(inc: Incarnation) -> tuple[datetime, str] | None:
         elif snap.node:
             times.append((snap.at, snap.key))
     if not times and inc.snapshots and any(s.node for s in inc.snapshots):
-        # Only reset statuses: the object's creation is the best the API says (a static pod's mirror is
-        # created by its kubelet, so it is on the node from then on).
+        # Only reset statuses: a restarted kubelet acknowledged the pod anew at their startTime, and the
+        # status describes that kubelet's life of it (the API knows nothing of the worker before).
+        restarted = [(s.start_time, s.key) for s in inc.snapshots if s.start_time is not None]
+        if restarted:
+            return min(restarted)
+        # Else the object's creation is the best the API says (a static pod's mirror is created by its
+        # kubelet, so it is on the node from then on).
         snap = inc.snapshots[0]
         if snap.static and inc.created is not None:
             return inc.created, snap.key
@@ -1204,6 +1209,10 @@ def running_candidates(facts: PodFacts) -> list[RunningCandidate]:
     pleg = [e for e in facts.worker_events if e.name == Transition.CONTAINER_STARTED]
     for inc in facts.incarnations:
         started = all_containers_started_at(inc)
+        if inc.snapshots and all(snap.status_reset for snap in inc.snapshots):
+            # A restarted kubelet's status: its containers' current runs started in that kubelet's life
+            # (an earlier run, in lastState, belongs to the previous kubelet's).
+            started = _current_runs_started(inc.snapshots[-1])
         if started is None:
             continue
         near = [e for e in pleg if _ZERO <= e.at - started <= PLEG_MATCH]
@@ -1212,6 +1221,20 @@ def running_candidates(facts: PodFacts) -> list[RunningCandidate]:
         key = next((s.key for s in inc.snapshots if s.at >= started), inc.snapshots[-1].key)
         out.append(RunningCandidate(started, API, "all_containers_started", key))
     return out
+
+
+def _current_runs_started(snap: PodSnapshot) -> datetime | None:
+    """When every regular container's current run had started, as one snapshot says (None if one has no
+    current run)."""
+    starts = []
+    for c in snap.containers:
+        if c.kind != "regular":
+            continue
+        run = c.current_run
+        if run is None or run.started_at is None:
+            return None
+        starts.append(run.started_at)
+    return max(starts) if starts else None
 
 
 def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None, bool]:
