@@ -15,8 +15,8 @@ Every lane goes through ``_settle`` last, which sorts and clips so intervals nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
