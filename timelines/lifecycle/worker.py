@@ -1148,7 +1148,9 @@ def _pieces(
                 start_pid=ev.begin.pid if ev.begin is not None else None,
                 marks=sorted(
                     {
-                        m.key: m for m in ev.marks + ([ev.begin] if ev.begin else []) if m.kubelet_side
+                        (m.key, m.name): m
+                        for m in ev.marks + ([ev.begin] if ev.begin else [])
+                        if m.kubelet_side
                     }.values(),
                     key=_mark_order,
                 ),

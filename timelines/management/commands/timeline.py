@@ -7,8 +7,24 @@ from datetime import datetime
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from timelines.derivation import UIDLESS_KINDS, observation_from_row
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.resolve import unclaimed_life
 from timelines.lifecycle.timeline import PodTimeline, format_time
+from timelines.models import Cluster, Observation
 from timelines.queries import NotFound, find_pods, get_cluster, pod_timeline, resolve_pod
+
+
+def unresolved_timeline(cluster: Cluster, pod_ref: str) -> PodTimeline | None:
+    """The timeline of a pod that only UID-less kubelet lines name (no object, no UID anywhere): its
+    newest life on the node of its newest line, derived on request and never stored (a UID that arrives
+    later takes the lines over). None when no line names it."""
+    namespace, _, name = pod_ref.partition("/")
+    rows = Observation.objects.filter(
+        cluster=cluster, pod_uid__isnull=True, namespace=namespace, name=name, kind__in=UIDLESS_KINDS
+    )
+    life = unclaimed_life(observation_from_row(row) for row in rows)
+    return derive_pod_timeline(life) if life else None
 
 
 def _duration(start: datetime, end: datetime | None) -> str:
@@ -73,17 +89,28 @@ class Command(BaseCommand):
     ) -> None:
         try:
             c = get_cluster(cluster)
-            found = resolve_pod(c, uid=uid, pod_ref=pod)
         except NotFound as exc:
             raise CommandError(str(exc)) from None
-        timeline = pod_timeline(c, found)
-        if format == "json":
-            self.stdout.write(orjson.dumps(timeline.to_json(c.name), option=orjson.OPT_INDENT_2).decode())
+        try:
+            found = resolve_pod(c, uid=uid, pod_ref=pod)
+        except NotFound as exc:
+            unresolved = unresolved_timeline(c, pod) if pod else None
+            if unresolved is None:
+                raise CommandError(str(exc)) from None
+            self.stderr.write(f"{pod}: no UID in the evidence; drawn from the lines that name it only")
+            self._write(unresolved, c.name, format)
             return
-        self.stdout.write(render_text(timeline, c.name))
-        if pod:
+        timeline = pod_timeline(c, found)
+        self._write(timeline, c.name, format)
+        if pod and format != "json":
             others = [
                 p.uid for p in find_pods(c, namespace=found.namespace, name=found.name) if p.uid != found.uid
             ]
             if others:
                 self.stdout.write(f"\nearlier incarnations of {pod}: {', '.join(others)} (use --uid)")
+
+    def _write(self, timeline: PodTimeline, cluster: str, format: str) -> None:
+        if format == "json":
+            self.stdout.write(orjson.dumps(timeline.to_json(cluster), option=orjson.OPT_INDENT_2).decode())
+            return
+        self.stdout.write(render_text(timeline, cluster))
