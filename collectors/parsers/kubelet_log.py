@@ -51,6 +51,7 @@ __all__ = [
     "SKIP_REASONS",
     "parse_kubelet_line",
     "parse_kubelet_log",
+    "top_unrecognized",
 ]
 
 
@@ -113,6 +114,12 @@ _MAX_UTC_OFFSET: Final = timedelta(hours=14)
 _PREFIX_LAG: Final = timedelta(minutes=2)  # journald stamps a line moments after the kubelet wrote it
 MAX_LINE: Final = 1_000_000  # characters; longer lines are skipped (a runaway line, not a kubelet message)
 MAX_BLOCK_LINES: Final = 10_000  # a key=< block longer than this is cut off
+# Unrecognised message texts are counted per text (``unrecognized``), the first 120 characters of each,
+# at most this many distinct texts; the rest together under OTHER_MESSAGES (a printf-era log whose texts
+# carry values never grows without bound).
+MAX_MESSAGE_TEXT: Final = 120
+MAX_MESSAGE_TEXTS: Final = 5_000
+OTHER_MESSAGES: Final = "(other texts)"
 
 # Processes whose journald lines carry kubelet output (the kubelet itself or distributions that embed it).
 _KUBELET_IDENTS = ("kubelet", "k3s", "k0s", "rke2", "hyperkube", "kubelite", "microk8s")
@@ -455,6 +462,7 @@ class LogParseResult:
     skipped: Counter[str] = field(default_factory=Counter)
     processes: list[Observation] = field(default_factory=list)  # kubelet_process, node level
     cut_kept: int = 0  # lines cut short after their identity: kept without the cut values
+    unrecognized: Counter[str] = field(default_factory=Counter)  # unrecognised message text -> lines
 
 
 @dataclass(slots=True)
@@ -715,6 +723,8 @@ class KubeletLogParser:
         self.lines_read = 0
         self.skipped: Counter[str] = Counter()
         self.cut_kept = 0  # lines cut short after their message and pod identity: kept, cut values dropped
+        # The texts of the messages counted as `unrecognized_message` (what a reader would teach us next).
+        self.unrecognized: Counter[str] = Counter()
         self._year = year
         self._max_month: int | None = None
         self._pending: _Record | None = None
@@ -889,7 +899,7 @@ class KubeletLogParser:
                 version = re.search(r"v\d+\.\d+\.\d+\S*", body)
                 process.version = version.group(0).strip('"') if version else process.version
             if not self._interesting(quick_norm):
-                self._skip_message(quick_norm)
+                self._skip_message(quick_norm, quick)
                 return []
         joined = "\n".join(record.segments)
         parsed_body = parse_klog_body(joined, record.blocks)
@@ -1015,7 +1025,7 @@ class KubeletLogParser:
             version = rec.values.get("kubeletVersion")
             process.version = str(version) if version is not None else process.version
         if not self._interesting(norm):
-            self._skip_message(norm)
+            self._skip_message(norm, rec.message)
             return []
         return self._map(
             _Parsed(
@@ -1033,11 +1043,16 @@ class KubeletLogParser:
 
     # -- meaning -----------------------------------------------------------------------------------------
 
-    def _skip_message(self, norm: str) -> None:
+    def _skip_message(self, norm: str, message: str) -> None:
         if norm in _UNTRACKED_WORKER_MESSAGES:
             self.skipped["untracked_worker_message"] += 1
+            return
+        self.skipped["unrecognized_message"] += 1
+        text = message.strip()[:MAX_MESSAGE_TEXT]
+        if text in self.unrecognized or len(self.unrecognized) < MAX_MESSAGE_TEXTS:
+            self.unrecognized[text] += 1
         else:
-            self.skipped["unrecognized_message"] += 1
+            self.unrecognized[OTHER_MESSAGES] += 1
 
     @staticmethod
     def _interesting(norm: str) -> bool:
@@ -1091,7 +1106,7 @@ class KubeletLogParser:
                     marker = (reason, node_level)
                     break
         if transition is None and marker is None:
-            self._skip_message(norm)
+            self._skip_message(norm, parsed.message)
             return []
         pod_ref = f"{ns}/{name}" if ns and name else name
         values = parsed.values
@@ -1369,6 +1384,12 @@ class KubeletLogParser:
         return self._line_observation(parsed, Kind.KUBELET_MARKER, payload, uid, ns, name, key_extra)
 
 
+def top_unrecognized(counts: Counter[str], n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most frequent unrecognised message texts with their line counts, most frequent first
+    (ties by text, so the answer does not depend on the order lines came in)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def parse_kubelet_log(
     lines: Iterable[str], *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None
 ) -> LogParseResult:
@@ -1398,6 +1419,7 @@ def parse_kubelet_log(
     result.lines_read = parser.lines_read
     result.skipped = parser.skipped
     result.cut_kept = parser.cut_kept
+    result.unrecognized = parser.unrecognized
     return result
 
 

@@ -727,3 +727,20 @@ def test_fixtures_parse_the_same_whatever_the_order_of_files(kubelet_fixture: Pa
     assert [(o.dedupe_key, o.payload) for o in one.observations] == [
         (o.dedupe_key, o.payload) for o in again.observations
     ]
+
+
+def test_unrecognised_message_texts_are_counted_most_frequent_first() -> None:
+    """The real kueue excerpt (--v=3): 5 "Generating pod status" and 5 "Patch status for pod" lines are
+    the texts no rule reads most often; every unrecognised line is counted under its text."""
+    from collections import Counter
+    from datetime import UTC
+    from pathlib import Path
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log, top_unrecognized
+
+    path = Path(__file__).resolve().parents[1] / "fixtures/real/kubelet/kueue-4669-kind-1.31-v3.journal"
+    result = parse_kubelet_log(path.read_text().splitlines(), node="kind-worker", year=2025, tz=UTC)
+    top = top_unrecognized(result.unrecognized)
+    assert top[:2] == [("Generating pod status", 5), ("Patch status for pod", 5)]
+    assert sum(result.unrecognized.values()) == result.skipped["unrecognized_message"]
+    assert len(top) == 10 and top == top_unrecognized(Counter(dict(reversed(list(result.unrecognized.items())))))

@@ -1324,7 +1324,12 @@ def _setup_proof(piece: _Piece, errors: Sequence[tuple[datetime, int | None]]) -
                 syncing = True
                 last = m
                 continue
-            return _SetupProof(max(m.at, piece.start.at), m.name, m.grade, True)
+            # A span's end and the exit line of one return are logged moments apart: the later dates it.
+            same = [
+                x for x in piece.marks if x.name in _SYNC_EXITS and _ZERO <= x.at - m.at <= SAME_TRANSITION
+            ]
+            last_exit = max(same, key=lambda x: (x.at, x.name))
+            return _SetupProof(max(last_exit.at, piece.start.at), last_exit.name, last_exit.grade, True)
         if m.name in (Transition.SYNC_ENTER, "span:syncPod:start"):
             syncing = True
         if m.name in _SETUP_SIGNS or m.name in _SYNC_EXITS:
