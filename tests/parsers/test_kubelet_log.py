@@ -743,4 +743,6 @@ def test_unrecognised_message_texts_are_counted_most_frequent_first() -> None:
     top = top_unrecognized(result.unrecognized)
     assert top[:2] == [("Generating pod status", 5), ("Patch status for pod", 5)]
     assert sum(result.unrecognized.values()) == result.skipped["unrecognized_message"]
-    assert len(top) == 10 and top == top_unrecognized(Counter(dict(reversed(list(result.unrecognized.items())))))
+    assert len(top) == 10 and top == top_unrecognized(
+        Counter(dict(reversed(list(result.unrecognized.items()))))
+    )
