@@ -905,6 +905,7 @@ class _Bound:
     known: bool
     grade: IntervalSource
     name: str
+    key: str = ""  # the evidence (dedupe key) that proves the bound, when one does
 
 
 @dataclass(slots=True)
@@ -1054,7 +1055,7 @@ def _adjacent(a: _StateEvidence, b: _StateEvidence) -> bool:
 
 
 def _bound_of_begin(m: Mark) -> _Bound:
-    return _Bound(m.at, True, m.grade, m.name)
+    return _Bound(m.at, True, m.grade, m.name, m.key)
 
 
 def _grade_of(marks: Iterable[Mark]) -> IntervalSource:
@@ -1091,10 +1092,10 @@ def _pieces(
         start = (
             _bound_of_begin(ev.begin)
             if ev.begin is not None
-            else _Bound(ev.start, False, _grade_of(ev.marks), ev.marks[0].name)
+            else _Bound(ev.start, False, _grade_of(ev.marks), ev.marks[0].name, ev.marks[0].key)
         )
         if pieces and pieces[-1].end is not None and pieces[-1].end.at > start.at:
-            start = _Bound(pieces[-1].end.at, start.known, start.grade, start.name)
+            start = _Bound(pieces[-1].end.at, start.known, start.grade, start.name, start.key)
         gap: _Piece | None = None
         end: _Bound | None
         if nxt is None:
@@ -1102,7 +1103,7 @@ def _pieces(
             kubelet = [m for m in ev.marks if m.kubelet_side]
             last = max(kubelet, key=lambda m: (m.at, m.name in _EXITS), default=None)
             if last is not None and last.name in _EXITS and not _failed(last, errors):
-                end = _Bound(max(last.at, start.at), True, last.grade, last.name)
+                end = _Bound(max(last.at, start.at), True, last.grade, last.name, last.key)
         elif nxt.begin is not None and _adjacent(ev, nxt):
             end = _bound_of_begin(nxt.begin)
         else:
@@ -1110,18 +1111,18 @@ def _pieces(
             last_mark = max(
                 (m for m in ev.marks if m.at <= last_at), key=lambda m: m.at, default=ev.marks[-1]
             )
-            end = _Bound(max(last_at, start.at), False, last_mark.grade, last_mark.name)
+            end = _Bound(max(last_at, start.at), False, last_mark.grade, last_mark.name, last_mark.key)
             nxt_start = nxt.start
             if nxt_start > end.at:
                 nxt_bound = (
                     _bound_of_begin(nxt.begin)
                     if nxt.begin is not None
-                    else _Bound(nxt_start, False, _grade_of(nxt.marks), nxt.marks[0].name)
+                    else _Bound(nxt_start, False, _grade_of(nxt.marks), nxt.marks[0].name, nxt.marks[0].key)
                 )
                 gap = _Piece(
                     UNKNOWN_STATE,
-                    _Bound(end.at, True, end.grade, end.name),
-                    _Bound(nxt_start, True, nxt_bound.grade, nxt_bound.name),
+                    _Bound(end.at, True, end.grade, end.name, end.key),
+                    _Bound(nxt_start, True, nxt_bound.grade, nxt_bound.name, nxt_bound.key),
                     {last_mark.key, nxt.marks[0].key},
                     {end.grade, nxt_bound.grade},
                     between=(STATE_NAMES[ev.state], STATE_NAMES[nxt.state]),
@@ -1178,14 +1179,16 @@ def _api_only(api: Sequence[Mark]) -> list[_Piece]:
         if m.state == DONE:
             break
         nxt = chain[j + 1] if j + 1 < len(chain) else None
-        end = _Bound(nxt.at, True, API, nxt.name) if nxt is not None else None
+        end = _Bound(nxt.at, True, API, nxt.name, nxt.key) if nxt is not None else None
         keys = {m.key} | ({nxt.key} if nxt is not None else set())
         if end is None:
             gone = next((x for x in api if x.state == DONE and not x.begins and x.at >= m.at), None)
             if gone is not None:
-                end = _Bound(gone.at, True, API, gone.name)
+                end = _Bound(gone.at, True, API, gone.name, gone.key)
                 keys.add(gone.key)
-        pieces.append(_Piece(m.state, _Bound(m.at, True, API, m.name), end, keys, {API}, cause=m.cause))
+        pieces.append(
+            _Piece(m.state, _Bound(m.at, True, API, m.name, m.key), end, keys, {API}, cause=m.cause)
+        )
     return pieces
 
 
@@ -1383,7 +1386,7 @@ def _split_sync(
             setup = _Piece(
                 SYNC,
                 piece.start,
-                _Bound(proof.at, False, proof.grade, proof.name),
+                _Bound(proof.at, False, proof.grade, proof.name, _key_at(piece, proof)),
                 set(piece.evidence),
                 set(piece.grades),
                 drawn=WorkerPhase.SETUP,
@@ -1391,7 +1394,7 @@ def _split_sync(
             )
             rest = _Piece(
                 UNKNOWN_STATE,
-                _Bound(proof.at, True, proof.grade, proof.name),
+                _Bound(proof.at, True, proof.grade, proof.name, _key_at(piece, proof)),
                 piece.end,
                 set(piece.evidence),
                 set(piece.grades),
@@ -1402,7 +1405,7 @@ def _split_sync(
         piece.drawn = WorkerPhase.UNKNOWN
         piece.between = ("setup", "running")
         return [piece]
-    split = _Bound(best.at, True, best.grade, best.name)
+    split = _Bound(best.at, True, best.grade, best.name, best.key)
     if best.at <= lo:
         # Already running when this evidence begins (a restart's re-sync, an excerpt from mid-life).
         piece.drawn = WorkerPhase.RUNNING
@@ -1614,6 +1617,11 @@ def _interval(piece: _Piece, cycle: int, restarts: Sequence[datetime]) -> Interv
         "start_from": start.name,
         "end_from": end.name if end is not None else None,
     }
+    # Which observation proves each bound (its dedupe key): `timeline --explain` prints its line.
+    if start.key:
+        attrs["start_evidence"] = start.key
+    if end is not None and end.key:
+        attrs["end_evidence"] = end.key
     if state != WorkerPhase.UNKNOWN:
         if not start.known:
             attrs["start_unknown"] = True

@@ -74,6 +74,46 @@ def render_text(timeline: PodTimeline, cluster: str) -> str:
     return "\n".join(out)
 
 
+def _line_of(row: Observation) -> str:
+    """What an observation says, in a line: the kubelet message (or span, or API object) and its pod."""
+    p = row.payload if isinstance(row.payload, dict) else {}
+    what = p.get("message") or p.get("name") or p.get("transition") or p.get("reason") or row.kind
+    pod = p.get("pod_ref") or (f"{row.namespace}/{row.name}" if row.name else "")
+    pid = f", pid {p['pid']}" if p.get("pid") is not None else ""
+    return f"#{row.pk} {row.kind} on {row.node or '-'}{pid} at {format_time(row.observed_at)}: {what} {pod}".rstrip()
+
+
+def explain_text(timeline: PodTimeline, proofs: dict[str, Observation]) -> str:
+    """For each worker interval, each bound and the observation that proves it (or why none does)."""
+    out = [f"worker lane of {timeline.namespace}/{timeline.name} ({timeline.uid}): each bound and its proof"]
+    for iv in timeline.lane("worker"):
+        out.append(
+            f"{iv.state:<12} {format_time(iv.start)} -> {format_time(iv.end) or 'open'}  [{iv.source}]"
+        )
+        for side, at in (("start", iv.start), ("end", iv.end)):
+            if at is None:
+                seen = iv.attrs.get("seen_until")
+                out.append("  end    open: no line ends it" + (f" (last seen {seen})" if seen else ""))
+                continue
+            name = iv.attrs.get(f"{side}_from") or "-"
+            unknown = iv.attrs.get(f"{side}_unknown")
+            row = proofs.get(str(iv.attrs.get(f"{side}_evidence") or ""))
+            if iv.state == "unknown":
+                proof = "the last or first line of the states around it"
+            elif unknown:
+                proof = "unknown: the " + (
+                    "state began at or before" if side == "start" else "state lasted at least until"
+                )
+                proof += " this line"
+            else:
+                proof = "proved by"
+            where = (
+                _line_of(row) if row is not None else "(no stored observation: derived from the lines above)"
+            )
+            out.append(f"  {side:<6} {format_time(at)}  {name}: {proof} {where}")
+    return "\n".join(out)
+
+
 class Command(BaseCommand):
     help = "Print one pod's timeline (text table or podlife.timeline/v2 JSON)."
 
@@ -83,9 +123,21 @@ class Command(BaseCommand):
         which.add_argument("--uid", help="the pod's UID")
         which.add_argument("--pod", help="NAMESPACE/NAME (the newest incarnation when the name was reused)")
         parser.add_argument("--format", choices=["text", "json"], default="text")
+        parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="for each worker bound, print the kubelet line (observation) that proves it",
+        )
 
     def handle(
-        self, *args: object, cluster: str, uid: str | None, pod: str | None, format: str, **o: object
+        self,
+        *args: object,
+        cluster: str,
+        uid: str | None,
+        pod: str | None,
+        format: str,
+        explain: bool = False,
+        **o: object,
     ) -> None:
         try:
             c = get_cluster(cluster)
@@ -101,6 +153,18 @@ class Command(BaseCommand):
             self._write(unresolved, c.name, format)
             return
         timeline = pod_timeline(c, found)
+        if explain:
+            keys = {
+                str(iv.attrs[k])
+                for iv in timeline.lane("worker")
+                for k in ("start_evidence", "end_evidence")
+                if iv.attrs.get(k)
+            }
+            proofs = {
+                row.dedupe_key: row for row in Observation.objects.filter(cluster=c, dedupe_key__in=keys)
+            }
+            self.stdout.write(explain_text(timeline, proofs))
+            return
         self._write(timeline, c.name, format)
         if pod and format != "json":
             others = [
