@@ -47,7 +47,11 @@ def test_normal_start_is_setup_until_the_containers_started_then_running() -> No
     # SyncPod split where the app container started (the API's startedAt: no kubelet line says it here).
     assert rows(tl, "worker") == [R("setup", 1.1, 4, "inferred"), R("running", 4, None, "inferred")]
     setup = only(tl, "worker", "setup")
-    assert plain(setup.attrs) == {"cycle": 0, "start_from": "first_seen", "end_from": "all_containers_started"}
+    assert plain(setup.attrs) == {
+        "cycle": 0,
+        "start_from": "first_seen",
+        "end_from": "all_containers_started",
+    }
     # Each bound names the observation that proves it, one of the interval's evidence.
     assert {setup.attrs["start_evidence"], setup.attrs["end_evidence"]} <= set(setup.evidence)
     # The log lines and the syncPod span describe the same phase: one interval, evidence from both.
