@@ -122,7 +122,9 @@ MAX_MESSAGE_TEXTS: Final = 5_000
 OTHER_MESSAGES: Final = "(other texts)"
 
 # Processes whose journald lines carry kubelet output (the kubelet itself or distributions that embed it).
-_KUBELET_IDENTS = ("kubelet", "k3s", "k0s", "rke2", "hyperkube", "kubelite", "microk8s")
+# OpenShift 4.14+ runs the kubelet under `kubenswrapper` (journald `kubenswrapper[pid]:`), older OpenShift under
+# `hyperkube`; k3s, k0s, rke2 and microk8s (`kubelite`) embed it; `kubelet.service`-style names contain it.
+_KUBELET_IDENTS = ("kubelet", "k3s", "k0s", "rke2", "hyperkube", "kubelite", "microk8s", "kubenswrapper")
 
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 

@@ -746,3 +746,21 @@ def test_unrecognised_message_texts_are_counted_most_frequent_first() -> None:
     assert len(top) == 10 and top == top_unrecognized(
         Counter(dict(reversed(list(result.unrecognized.items()))))
     )
+
+
+@pytest.mark.parametrize(
+    "ident", ["kubenswrapper", "hyperkube", "k3s", "kubelite", "rke2", "kubelet.service"]
+)
+def test_kubelet_wrappers_journal_identifiers_are_read(ident: str) -> None:
+    """Synthetic line in the journald shape of each wrapper (OpenShift 4.14+ logs `kubenswrapper[pid]:`)."""
+    from datetime import UTC
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log
+
+    line = (
+        f"Jun 08 18:32:08 bip {ident}[2657]: I0608 18:32:08.363840    2657 pod_workers.go:1] "
+        '"SyncTerminatingPod exit" pod="ns/p" podUID="0c7f5a2e-3b1d-4e8f-9a6c-2d4b6f8a0e1c"'
+    )
+    result = parse_kubelet_log([line], node="bip", year=2024, tz=UTC)
+    assert [o.payload["transition"] for o in result.observations] == ["terminating_exit"]
+    assert result.observations[0].payload["pid"] == 2657
