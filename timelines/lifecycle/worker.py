@@ -249,6 +249,15 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
         return mk(DONE, True, KUBELET)  # re-read in _walk: before any termination it is a force delete
     if name in (T.CONTAINER_STARTED, T.STARTUP_OBSERVED, T.RUNNING_MARKED):
         return mk(SYNC, False, KUBELET)
+    if name == T.DELETION_DELAYED:
+        # The status manager waits on a deleted pod (1.27+): while its local phase is still Running or
+        # Pending the worker is still killing containers (terminating); a terminal one, they are gone.
+        local = str(p.get("local_phase") or "").strip('"')
+        if local in ("Running", "Pending"):
+            return mk(TERMINATING, False, KUBELET)
+        if local in ("Succeeded", "Failed"):
+            return mk(CLEANUP, False, KUBELET)
+        return None
     if name == T.TERMINATION_FINISHED:
         # The status manager saw SyncTerminatedPod complete (1.27+, V3): cleanup ended here.
         return mk(DONE, True, KUBELET, cleanup_ran=True)
