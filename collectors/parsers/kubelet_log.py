@@ -1069,7 +1069,14 @@ class KubeletLogParser:
         """(uid, namespace, name) for a line; raises ``_BadName`` for a pod reference that is damaged."""
         values = parsed.values
         uid = _pod_uid(values) or _valid_uid(_as_str(values.get("podID")))
-        ns, name = _pod_ref(values.get("pod"))
+        raw = values.get("pod")
+        formatted = _FORMAT_POD.fullmatch(raw.strip().strip('"')) if isinstance(raw, str) else None
+        if formatted is not None:
+            # format.Pod's `name_namespace(uid)` as the value (kubelets that print a pod that way).
+            uid = uid or _valid_uid(formatted.group("uid"))
+            ns, name = formatted.group("ns"), formatted.group("name")
+        else:
+            ns, name = _pod_ref(raw)
         if parsed.text and (uid is None or name is None):
             m = _FORMAT_POD.search(parsed.text)
             if m is not None:

@@ -764,3 +764,25 @@ def test_kubelet_wrappers_journal_identifiers_are_read(ident: str) -> None:
     result = parse_kubelet_log([line], node="bip", year=2024, tz=UTC)
     assert [o.payload["transition"] for o in result.observations] == ["terminating_exit"]
     assert result.observations[0].payload["pid"] == 2657
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        'pod="web-5c9d7f8b6-q2x7z_default(2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f)"',
+        "pod=web-5c9d7f8b6-q2x7z_default(2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f)",
+    ],
+)
+def test_a_pod_value_in_format_pod_form_gives_name_namespace_and_uid(pod: str) -> None:
+    """Synthetic: kubelets that print a pod with format.Pod write `name_namespace(uid)` as the value."""
+    from datetime import UTC
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log
+
+    line = f'I0608 18:32:08.363840    2657 kuberuntime_container.go:1] "Killing container with a grace period" {pod} containerName="app" gracePeriod=30'
+    (obs,) = parse_kubelet_log([line], node="n", year=2024, tz=UTC).observations
+    assert (obs.pod_uid, obs.namespace, obs.name) == (
+        "2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f",
+        "default",
+        "web-5c9d7f8b6-q2x7z",
+    )
