@@ -1384,7 +1384,8 @@ def _split_sync(
         )
         if natural:
             # The pod completed on its own, so its containers ran: from the first sync's return at most.
-            fits.append(RunningCandidate(proof.at, proof.grade, "sync_returned", _key_at(piece, proof)))
+            # A heuristic like PLEG's (init containers may have run first): graded kubelet, never observed.
+            fits.append(RunningCandidate(proof.at, KUBELET, "sync_returned", _key_at(piece, proof)))
     best = min(fits, key=lambda c: (_cand_rank(c.name), GRADE_RANK[c.grade], c.at, c.key)) if fits else None
     if best is None:
         proven_whole = proof is not None and (proof.at is None or (hi is not None and proof.at >= hi))
