@@ -99,6 +99,10 @@ def test_110755_cloud_logging_copy_puts_the_shutdown_kill_on_the_uid_of_the_late
     assert ("ShutdownKill", at("2022-06-23T15:42:16.744070")) in marks
     assert ("SyncError", at("2022-06-23T15:44:33.989839")) in marks
     assert any(f.kind == "node_shutdown" and f.severity == "warning" for f in tl.findings)
+    # The node rebooted under the kill: how terminating ended is not known, never read as stuck.
+    (terminating,) = worker(tl, "terminating")
+    assert terminating.end is None and terminating.attrs.get("end_unknown")
+    assert "stuck_terminating" not in {f.kind for f in tl.findings}
 
 
 def test_132001_an_eviction_naming_the_pod_only_by_name_is_on_that_pods_timeline() -> None:

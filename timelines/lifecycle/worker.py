@@ -1536,7 +1536,9 @@ def _close_at_restart(
         return pieces
     if seen > last.start.at:
         last.end = _Bound(seen, False, last.start.grade, "kubelet_restart")
-    elif api_end:
+    else:
+        # Seen at one instant only (a node shutdown's kill line, then the reboot): it lasted at least
+        # that instant and how it ended is not known; never read as still going on.
         last.end = None
         last.open_unknown = True
     return pieces
