@@ -143,16 +143,16 @@ class Command(BaseCommand):
             c = get_cluster(cluster)
         except NotFound as exc:
             raise CommandError(str(exc)) from None
+        found = None
         try:
             found = resolve_pod(c, uid=uid, pod_ref=pod)
+            timeline = pod_timeline(c, found)
         except NotFound as exc:
             unresolved = unresolved_timeline(c, pod) if pod else None
             if unresolved is None:
                 raise CommandError(str(exc)) from None
             self.stderr.write(f"{pod}: no UID in the evidence; drawn from the lines that name it only")
-            self._write(unresolved, c.name, format)
-            return
-        timeline = pod_timeline(c, found)
+            timeline = unresolved
         if explain:
             keys = {
                 str(iv.attrs[k])
@@ -160,13 +160,11 @@ class Command(BaseCommand):
                 for k in ("start_evidence", "end_evidence")
                 if iv.attrs.get(k)
             }
-            proofs = {
-                row.dedupe_key: row for row in Observation.objects.filter(cluster=c, dedupe_key__in=keys)
-            }
-            self.stdout.write(explain_text(timeline, proofs))
+            rows = Observation.objects.filter(cluster=c, dedupe_key__in=keys)
+            self.stdout.write(explain_text(timeline, {row.dedupe_key: row for row in rows}))
             return
         self._write(timeline, c.name, format)
-        if pod and format != "json":
+        if found is not None and pod and format != "json":
             others = [
                 p.uid for p in find_pods(c, namespace=found.namespace, name=found.name) if p.uid != found.uid
             ]
