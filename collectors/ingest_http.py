@@ -40,7 +40,7 @@ from django.views.decorators.csrf import csrf_exempt
 from collectors.kubelet_logs import KubeletLogIngest
 from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers import otlp
-from collectors.parsers.kubelet_log import is_kubelet_ident
+from collectors.parsers.kubelet_log import is_kubelet_ident, top_unrecognized
 from timelines import store
 
 log = logging.getLogger(__name__)
@@ -285,6 +285,7 @@ class LogRequestReport:
     lines_read: int = 0  # text: physical lines; ndjson / json: records
     result: store.SaveResult = field(default_factory=store.SaveResult)
     skipped: Counter[str] = field(default_factory=Counter)
+    unrecognized: Counter[str] = field(default_factory=Counter)  # unrecognised message text -> lines
 
     def as_json(self) -> dict[str, Any]:
         r = self.result
@@ -300,6 +301,9 @@ class LogRequestReport:
             "rejections": [str(x) for x in r.rejected[:MAX_REPORTED_REJECTIONS]],
             "pods_touched": len(r.pods_touched),
             "skipped": dict(self.skipped.most_common()),
+            "unrecognized_messages": [
+                {"message": text, "count": count} for text, count in top_unrecognized(self.unrecognized)
+            ],
         }
 
 
@@ -419,6 +423,7 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
         if kind == "text":
             report.lines_read += ingest.parser.lines_read
         report.skipped.update(ingest.parser.skipped)
+        report.unrecognized.update(ingest.parser.unrecognized)
         report.nodes.append(node_name)
     return report
 

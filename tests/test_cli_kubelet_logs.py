@@ -168,3 +168,72 @@ def test_unknown_zone_and_pod_are_clear_errors():
         timeline("--pod", "default/ghost")
     with pytest.raises(CommandError, match="no cluster named 'nope'"):
         call_command("timeline", "--cluster", "nope", "--uid", "x")
+
+
+def test_explain_names_the_line_that_proves_each_worker_bound():
+    """GIVEN the real kueue excerpt (--v=3, no V4 line) WHEN `timeline --explain` THEN setup's start is
+    proved by the SyncLoop ADD line and cleanup's end by "The pod termination is finished as
+    SyncTerminatedPod completes its execution", each cited as its stored observation; and the ingest
+    summary lists the most frequent unrecognised texts."""
+    real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "kueue-4669-kind-1.31-v3.journal"
+    out = io.StringIO()
+    call_command(
+        "ingest_kubelet_log",
+        "--cluster",
+        "lab",
+        "--node",
+        "kind-worker",
+        "--year",
+        "2025",
+        str(real),
+        stdout=out,
+    )
+    assert (
+        "unrecognised messages (top 10 of 16 texts): 'Generating pod status' 5; 'Patch status for pod' 5"
+        in (out.getvalue())
+    )
+    call_command("derive", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command(
+        "timeline",
+        "--cluster",
+        "lab",
+        "--uid",
+        "8bb7de3e-72f0-4102-adbd-53897040775e",
+        "--explain",
+        stdout=out,
+    )
+    lines = out.getvalue().splitlines()
+    add = Observation.objects.get(payload__transition="syncloop_add")
+    finished = Observation.objects.get(payload__transition="termination_finished")
+    assert any(
+        line.strip().startswith("start  2025-03-18T10:21:19.149698+00:00  syncloop_add: proved by")
+        and f"#{add.pk} worker" in line
+        and "SyncLoop ADD" in line
+        for line in lines
+    )
+    assert any(
+        line.strip().startswith("end    2025-03-18T10:22:16.784665+00:00  termination_finished: proved by")
+        and f"#{finished.pk} worker" in line
+        for line in lines
+    )
+
+
+def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request():
+    """GIVEN the real 132001 eviction excerpt (no UID anywhere) THEN `timeline --pod` draws that pod from
+    the lines naming it: evicted at 16:05:54.802914."""
+    real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "k8s-132001-eviction-2025.journal"
+    call_command(
+        "ingest_kubelet_log",
+        "--cluster",
+        "lab",
+        "--node",
+        "192-168-250-5",
+        "--year",
+        "2025",
+        str(real),
+        stdout=io.StringIO(),
+    )
+    call_command("derive", stdout=io.StringIO())
+    tl = timeline("--pod", "sre/infras-logstash-d484d57fc-rkx95")
+    assert ("Evicted", "2025-05-28T16:05:54.802914+00:00") in {(m["reason"], m["at"]) for m in tl["markers"]}

@@ -53,6 +53,14 @@ _JOURNALD_ISO = re.compile(
     r"(?P<off>Z|[+-]\d{2}:?\d{2}) (?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 
+# Syslog as a daemon forwards it: RFC 3164 is the short form behind a `<PRI>` (`<30>Nov 29 18:13:10 host
+# kubelet[3112]: …`); RFC 5424 is `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA MSG`.
+_SYSLOG_PRI = re.compile(r"<\d{1,3}>")
+_SYSLOG_5424 = re.compile(
+    r"1 (?P<date>\d{4}-\d{2}-\d{2})T(?P<hms>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}))?"
+    r"(?P<off>Z|[+-]\d{2}:\d{2}) (?P<host>\S+) (?P<ident>\S+) (?P<pid>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"
+)
+
 # A copy from a log store with its own timestamp in front: `kubectl logs --timestamps`
 # (`2024-06-07T06:54:47.123456789Z I0607 …`), a CRI log file (`… stderr F I0607 …`), a Cloud Logging or
 # Loki export (`2024-06-07 06:54:47.123 UTC	I0607 …`). Only recognised when a klog header or a JSON
@@ -144,6 +152,8 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
     if not line:
         return None, line
     first = line[0]
+    if first == "<":
+        return _split_syslog(line)
     if first.isdigit():
         store = _split_store_prefix(line)
         if store[0] is not None:
@@ -193,6 +203,44 @@ def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:
         )
         return prefix, line[m.end() :]
     return None, line
+
+
+def _split_syslog(line: str) -> tuple[JournaldPrefix | None, str]:
+    """A syslog line (``<PRI>`` then RFC 3164's short form, or RFC 5424) as a journald prefix."""
+    pri = _SYSLOG_PRI.match(line)
+    if pri is None:
+        return None, line
+    rest = line[pri.end() :]
+    m = _SYSLOG_5424.match(rest)
+    if m is None:
+        prefix, body = split_journald_prefix(rest) if rest[:1] != "<" else (None, rest)
+        return (prefix, body) if prefix is not None else (None, line)
+    try:
+        y, mo, d = (int(x) for x in m.group("date").split("-"))
+        off = m.group("off")
+        offset = timedelta(0)
+        if off != "Z":
+            sign = -1 if off[0] == "-" else 1
+            offset = sign * timedelta(hours=int(off[1:3]), minutes=int(off[4:6]))
+        if not (1 <= mo <= 12 and 1 <= d <= 31):
+            return None, line
+    except (ValueError, IndexError):
+        return None, line
+    pid = m.group("pid")
+    ident = m.group("ident")
+    if ident == "-":  # no app name: nothing says which process wrote it; read the text as it is
+        return None, rest[m.end() :]
+    prefix = JournaldPrefix(
+        m.group("host"),
+        ident if ident != "-" else "",
+        int(pid) if pid.isdigit() else None,
+        mo,
+        d,
+        y,
+        offset,
+        _hms(m),
+    )
+    return prefix, rest[m.end() :]
 
 
 def _split_store_prefix(line: str) -> tuple[JournaldPrefix | None, str]:

@@ -51,6 +51,7 @@ __all__ = [
     "SKIP_REASONS",
     "parse_kubelet_line",
     "parse_kubelet_log",
+    "top_unrecognized",
 ]
 
 
@@ -113,9 +114,17 @@ _MAX_UTC_OFFSET: Final = timedelta(hours=14)
 _PREFIX_LAG: Final = timedelta(minutes=2)  # journald stamps a line moments after the kubelet wrote it
 MAX_LINE: Final = 1_000_000  # characters; longer lines are skipped (a runaway line, not a kubelet message)
 MAX_BLOCK_LINES: Final = 10_000  # a key=< block longer than this is cut off
+# Unrecognised message texts are counted per text (``unrecognized``), the first 120 characters of each,
+# at most this many distinct texts; the rest together under OTHER_MESSAGES (a printf-era log whose texts
+# carry values never grows without bound).
+MAX_MESSAGE_TEXT: Final = 120
+MAX_MESSAGE_TEXTS: Final = 5_000
+OTHER_MESSAGES: Final = "(other texts)"
 
 # Processes whose journald lines carry kubelet output (the kubelet itself or distributions that embed it).
-_KUBELET_IDENTS = ("kubelet", "k3s", "k0s", "rke2", "hyperkube", "kubelite", "microk8s")
+# OpenShift 4.14+ runs the kubelet under `kubenswrapper` (journald `kubenswrapper[pid]:`), older OpenShift under
+# `hyperkube`; k3s, k0s, rke2 and microk8s (`kubelite`) embed it; `kubelet.service`-style names contain it.
+_KUBELET_IDENTS = ("kubelet", "k3s", "k0s", "rke2", "hyperkube", "kubelite", "microk8s", "kubenswrapper")
 
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
@@ -455,6 +464,7 @@ class LogParseResult:
     skipped: Counter[str] = field(default_factory=Counter)
     processes: list[Observation] = field(default_factory=list)  # kubelet_process, node level
     cut_kept: int = 0  # lines cut short after their identity: kept without the cut values
+    unrecognized: Counter[str] = field(default_factory=Counter)  # unrecognised message text -> lines
 
 
 @dataclass(slots=True)
@@ -520,9 +530,10 @@ def _as_bool(value: Any) -> bool | None:
     return None
 
 
-# DNS-1123: a pod name is a subdomain (≤253), a namespace a label (≤63). Anything else is a damaged line.
-_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# DNS-1123: a pod name is a subdomain (≤253), a namespace a label (≤63). Anything else is a damaged line,
+# except capitals: people who paste logs redact names as `XX/client-…`, which a cut never produces.
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", re.IGNORECASE)
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.IGNORECASE)
 # API UIDs are UUIDs; a static pod's UID is the 32-hex hash of its manifest.
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 
@@ -714,6 +725,8 @@ class KubeletLogParser:
         self.lines_read = 0
         self.skipped: Counter[str] = Counter()
         self.cut_kept = 0  # lines cut short after their message and pod identity: kept, cut values dropped
+        # The texts of the messages counted as `unrecognized_message` (what a reader would teach us next).
+        self.unrecognized: Counter[str] = Counter()
         self._year = year
         self._max_month: int | None = None
         self._pending: _Record | None = None
@@ -888,7 +901,7 @@ class KubeletLogParser:
                 version = re.search(r"v\d+\.\d+\.\d+\S*", body)
                 process.version = version.group(0).strip('"') if version else process.version
             if not self._interesting(quick_norm):
-                self._skip_message(quick_norm)
+                self._skip_message(quick_norm, quick)
                 return []
         joined = "\n".join(record.segments)
         parsed_body = parse_klog_body(joined, record.blocks)
@@ -1014,7 +1027,7 @@ class KubeletLogParser:
             version = rec.values.get("kubeletVersion")
             process.version = str(version) if version is not None else process.version
         if not self._interesting(norm):
-            self._skip_message(norm)
+            self._skip_message(norm, rec.message)
             return []
         return self._map(
             _Parsed(
@@ -1032,11 +1045,16 @@ class KubeletLogParser:
 
     # -- meaning -----------------------------------------------------------------------------------------
 
-    def _skip_message(self, norm: str) -> None:
+    def _skip_message(self, norm: str, message: str) -> None:
         if norm in _UNTRACKED_WORKER_MESSAGES:
             self.skipped["untracked_worker_message"] += 1
+            return
+        self.skipped["unrecognized_message"] += 1
+        text = message.strip()[:MAX_MESSAGE_TEXT]
+        if text in self.unrecognized or len(self.unrecognized) < MAX_MESSAGE_TEXTS:
+            self.unrecognized[text] += 1
         else:
-            self.skipped["unrecognized_message"] += 1
+            self.unrecognized[OTHER_MESSAGES] += 1
 
     @staticmethod
     def _interesting(norm: str) -> bool:
@@ -1051,7 +1069,14 @@ class KubeletLogParser:
         """(uid, namespace, name) for a line; raises ``_BadName`` for a pod reference that is damaged."""
         values = parsed.values
         uid = _pod_uid(values) or _valid_uid(_as_str(values.get("podID")))
-        ns, name = _pod_ref(values.get("pod"))
+        raw = values.get("pod")
+        formatted = _FORMAT_POD.fullmatch(raw.strip().strip('"')) if isinstance(raw, str) else None
+        if formatted is not None:
+            # format.Pod's `name_namespace(uid)` as the value (kubelets that print a pod that way).
+            uid = uid or _valid_uid(formatted.group("uid"))
+            ns, name = formatted.group("ns"), formatted.group("name")
+        else:
+            ns, name = _pod_ref(raw)
         if parsed.text and (uid is None or name is None):
             m = _FORMAT_POD.search(parsed.text)
             if m is not None:
@@ -1090,7 +1115,7 @@ class KubeletLogParser:
                     marker = (reason, node_level)
                     break
         if transition is None and marker is None:
-            self._skip_message(norm)
+            self._skip_message(norm, parsed.message)
             return []
         pod_ref = f"{ns}/{name}" if ns and name else name
         values = parsed.values
@@ -1368,6 +1393,12 @@ class KubeletLogParser:
         return self._line_observation(parsed, Kind.KUBELET_MARKER, payload, uid, ns, name, key_extra)
 
 
+def top_unrecognized(counts: Counter[str], n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most frequent unrecognised message texts with their line counts, most frequent first
+    (ties by text, so the answer does not depend on the order lines came in)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def parse_kubelet_log(
     lines: Iterable[str], *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None
 ) -> LogParseResult:
@@ -1397,6 +1428,7 @@ def parse_kubelet_log(
     result.lines_read = parser.lines_read
     result.skipped = parser.skipped
     result.cut_kept = parser.cut_kept
+    result.unrecognized = parser.unrecognized
     return result
 
 

@@ -82,7 +82,7 @@ def test_text_matches_the_cli_line_for_line(ingest: Ingest):
     assert answer.status_code == 200, answer.content
     report = answer.json()
     assert f"{report['lines_read']} lines read, {report['observations']} observations" in cli_report
-    assert report | {"skipped": None} == {
+    assert report | {"skipped": None, "unrecognized_messages": None} == {
         "cluster": CLUSTER,
         "nodes": ["worker-2"],
         "format": "text",
@@ -94,8 +94,14 @@ def test_text_matches_the_cli_line_for_line(ingest: Ingest):
         "rejections": [],
         "pods_touched": 2,
         "skipped": None,
+        "unrecognized_messages": None,
     }
     assert report["observations"] > 10
+    # The most frequent texts no rule reads, as the CLI lists them (what to teach the parser next).
+    top = report["unrecognized_messages"]
+    assert 0 < len(top) <= 10 and [t["count"] for t in top] == sorted((t["count"] for t in top), reverse=True)
+    assert sum(t["count"] for t in top) <= report["skipped"]["unrecognized_message"]
+    assert all(repr(t["message"]) in cli_report for t in top)
     assert sum(report["skipped"].values()) > 0 and set(report["skipped"]) <= {
         "unrecognized_message",
         "untracked_worker_message",
@@ -241,11 +247,13 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
     assert answer.json()["stored"] == 6 + len(minutes)
 
     lane = worker_lane(pod.uid)
-    # Neither spans nor V4 lines say when the containers had all started: the sync is setup or running.
-    assert [state for state, _s, _e in lane] == ["unknown", "terminating", "cleanup"]
+    # The first sync is setup until it returned; then neither spans nor V4 lines say when the containers
+    # had all started: setup or running, unknown.
+    assert [state for state, _s, _e in lane] == ["setup", "unknown", "terminating", "cleanup"]
     assert lane[0][1] == to_dt(pod.sync[0])  # the span starts before the "enter" line
-    assert lane[1][1] == to_dt(pod.terminating[0])
-    assert lane[2][2] == to_dt(pod.terminated[1])  # the span ends after the "exit" line
+    assert lane[1][1] == to_dt(pod.sync[1])  # the span ends after the "exit" line
+    assert lane[2][1] == to_dt(pod.terminating[0])
+    assert lane[3][2] == to_dt(pod.terminated[1])  # the span ends after the "exit" line
 
     from timelines.models import Interval
 
@@ -254,6 +262,7 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
         for iv in Interval.objects.filter(pod_uid=pod.uid, lane="worker")
     }
     assert kinds_per_phase == {
+        "setup": {"span", "worker"},
         "unknown": {"span", "worker"},
         "terminating": {"span", "worker"},
         "cleanup": {"span", "worker"},

@@ -42,11 +42,13 @@ JSON = "application/json"
 
 
 def expected_phases(pod: PodSpans) -> list[tuple[str, Any, Any]]:
-    # worker.py: the sync runs until termination starts. No span says when the containers had all started
-    # (a first syncPod may return before, with init containers or an error), so it is setup or running:
-    # "unknown" between the two. Cleanup follows the end of terminating.
+    # docs/kubelet-lines.md, the rule: the first syncPod (update_type=create) is setup for its length; after
+    # it returned no span says when the containers had all started (init containers may still be running),
+    # so until termination starts it is setup or running: "unknown" between the two. Cleanup follows the
+    # end of terminating.
     return [
-        ("unknown", to_dt(pod.sync[0]), to_dt(pod.terminating[0])),
+        ("setup", to_dt(pod.sync[0]), to_dt(pod.sync[1])),
+        ("unknown", to_dt(pod.sync[1]), to_dt(pod.terminating[0])),
         ("terminating", to_dt(pod.terminating[0]), to_dt(pod.terminating[1])),
         ("cleanup", to_dt(pod.terminating[1]), to_dt(pod.terminated[1])),
     ]
@@ -105,14 +107,15 @@ def test_exported_kubelet_spans_are_worker_phases_within_a_second(
 ):
     """GIVEN the SDK with a batch processor and the OTLP HTTP exporter (gzip) pointed at podlife
     WHEN the kubelet-shaped syncPod / syncTerminatingPod / syncTerminatedPod spans end
-    THEN within a second the pod's timeline has setup, terminating and cleanup at the spans' times."""
+    THEN within a second the pod's timeline has setup (the first syncPod), terminating and cleanup at the
+    spans' times."""
     ingest: Ingest = request.getfixturevalue(server)
     provider = kubelet_provider("node-a")
     provider.add_span_processor(BatchSpanProcessor(ingest.exporter(), schedule_delay_millis=50))
     pod = PodSpans.at(time.time_ns() - 3_000_000_000)
     try:
         pod.emit(provider)
-        lane, elapsed = wait_for_phases(pod.uid, 3, within=1.0)
+        lane, elapsed = wait_for_phases(pod.uid, 4, within=1.0)
     finally:
         provider.shutdown()
     assert lane == expected_phases(pod)
@@ -171,7 +174,7 @@ def test_gzip_json_is_accepted(ingest: Ingest):
         "/v1/traces", gzip.compress(otlp_json(pod_request(pod))), JSON, **{"Content-Encoding": "gzip"}
     )
     assert answer.status_code == 200
-    assert [s for s, _a, _b in worker_lane(pod.uid)] == ["unknown", "terminating", "cleanup"]
+    assert [s for s, _a, _b in worker_lane(pod.uid)] == ["setup", "unknown", "terminating", "cleanup"]
 
 
 def test_error_status_is_kept_as_the_span_error(ingest: Ingest):
@@ -240,7 +243,7 @@ def test_unusable_kubelet_spans_are_a_partial_success(ingest: Ingest, encoding: 
     message = response.partial_success.error_message
     assert "1 syncPod span without a k8s.pod.uid attribute" in message
     assert "1 syncTerminatingPod span with a span id of 4 bytes (expected 8)" in message
-    assert [s for s, _a, _b in worker_lane(pod.uid)] == ["unknown", "terminating", "cleanup"]
+    assert [s for s, _a, _b in worker_lane(pod.uid)] == ["setup", "unknown", "terminating", "cleanup"]
 
 
 # --------------------------------------------------------------------------------------------- bad requests

@@ -37,12 +37,23 @@ def derive(name: str, **kwargs: object) -> PodTimeline:
     return derive_pod_timeline(scenarios.ALL_SCENARIOS[name](), **kwargs)  # type: ignore[arg-type]
 
 
+def plain(attrs: dict[str, object]) -> dict[str, object]:
+    """A worker interval's attributes without the keys of the observations that prove its bounds."""
+    return {k: v for k, v in attrs.items() if k not in ("start_evidence", "end_evidence")}
+
+
 def test_normal_start_is_setup_until_the_containers_started_then_running() -> None:
     tl = derive("normal_start")
     # SyncPod split where the app container started (the API's startedAt: no kubelet line says it here).
     assert rows(tl, "worker") == [R("setup", 1.1, 4, "inferred"), R("running", 4, None, "inferred")]
     setup = only(tl, "worker", "setup")
-    assert setup.attrs == {"cycle": 0, "start_from": "first_seen", "end_from": "all_containers_started"}
+    assert plain(setup.attrs) == {
+        "cycle": 0,
+        "start_from": "first_seen",
+        "end_from": "all_containers_started",
+    }
+    # Each bound names the observation that proves it, one of the interval's evidence.
+    assert {setup.attrs["start_evidence"], setup.attrs["end_evidence"]} <= set(setup.evidence)
     # The log lines and the syncPod span describe the same phase: one interval, evidence from both.
     assert len(setup.evidence) == 5
     assert rows(tl, "api") == API_START
@@ -85,7 +96,7 @@ def test_graceful_delete_has_observed_termination_phases() -> None:
         R("cleanup", 23.2015, 23.6005),
     ]
     term = only(tl, "worker", "terminating")
-    assert term.attrs == {
+    assert plain(term.attrs) == {
         "cycle": 0,
         "start_from": "termination_requested",
         "end_from": "containers_terminated",
@@ -167,7 +178,7 @@ def test_rejected_at_admission_goes_straight_to_cleanup() -> None:
 def test_orphaned_pod_from_kubelet_lines_only() -> None:
     tl = derive("orphaned")
     assert rows(tl, "worker") == [R("terminating", 0.501, 1.8005)]
-    assert only(tl, "worker", "terminating").attrs == {
+    assert plain(only(tl, "worker", "terminating").attrs) == {
         "cycle": 0,
         "start_from": "termination_requested",
         "end_from": "orphan_containers_terminated",

@@ -50,6 +50,9 @@ def test_json_shape_of_the_graceful_delete() -> None:
             "end_from": "containers_terminated",
             "cause": "deletion",
             "grace_seconds": 30,
+            # The observations that prove the two bounds (checked below, against the scenario).
+            "start_evidence": data["lanes"]["worker"][2]["attrs"]["start_evidence"],
+            "end_evidence": data["lanes"]["worker"][2]["attrs"]["end_evidence"],
         },
         "evidence": data["lanes"]["worker"][2]["evidence"],  # checked below, against the scenario
     }
@@ -62,6 +65,11 @@ def test_json_shape_of_the_graceful_delete() -> None:
     }
     evidence = data["lanes"]["worker"][2]["evidence"]
     assert len(evidence) == len(set(evidence))
+    bounds = data["lanes"]["worker"][2]["attrs"]
+    assert (bounds["start_evidence"], bounds["end_evidence"]) == (
+        key["termination_requested"],
+        key["containers_terminated"],
+    )
     assert set(evidence) >= {
         key["termination_requested"],
         key["observed_terminate"],

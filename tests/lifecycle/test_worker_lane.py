@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import NODE, at, rows, span, t, worker
+from tests.lifecycle.factories import NODE, at, marker, rows, span, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition, digest_key
 
@@ -113,9 +113,10 @@ def test_only_exit_lines_give_phases_with_unknown_bounds_and_an_unknown_stretch(
     obs = [worker(UID, 10.0, Transition.TERMINATING_EXIT), worker(UID, 12.0, Transition.TERMINATED_EXIT)]
     tl = derive_pod_timeline(obs)
     # Terminating and cleanup were seen once each: between them the boundary is not known.
+    # The exit line alone proves cleanup ran until then (its start is not in the evidence).
     assert [(iv.state, iv.start, iv.end) for iv in tl.lane("worker")] == [
         ("unknown", t(10.0), t(12.0)),
-        ("cleanup", t(12.0), None),
+        ("cleanup", t(12.0), t(12.0)),
     ]
     assert tl.lane("worker")[0].attrs["between"] == ["terminating", "cleanup"]
     assert tl.lane("worker")[1].attrs["start_unknown"] is True
@@ -138,7 +139,7 @@ def test_a_gap_in_the_log_is_an_unknown_stretch_not_an_observed_setup() -> None:
         (iv.state, iv.start, iv.end, iv.attrs.get("start_unknown"), iv.attrs.get("end_unknown"))
         for iv in tl.lane("worker")
     ] == [
-        ("unknown", t(1.0), t(3.0), None, None),  # SyncPod, but no word on the containers: setup or running
+        ("setup", t(1.0), t(3.0), None, True),  # the first sync, until it returned
         ("unknown", t(3.0), t(40.0), None, None),
         ("cleanup", t(40.0), t(40.5), True, None),
     ]
@@ -232,12 +233,13 @@ def test_a_phase_left_open_when_the_static_pods_worker_starts_over_ends_there() 
     tl = derive_pod_timeline(obs)
     got = [(iv.state, iv.start, iv.end, iv.attrs["cycle"]) for iv in tl.lane("worker")]
     assert got == [
-        ("unknown", t(1.0), t(20.0), 0),
+        ("setup", t(1.0), t(1.2), 0),  # the first sync, until it returned
+        ("unknown", t(1.2), t(20.0), 0),  # no word on the containers: setup or running
         ("terminating", t(20.0), t(95.0), 0),
-        ("unknown", t(95.0), None, 1),
+        ("setup", t(95.0), None, 1),  # the new life's first sync has not returned
     ]
     assert (
-        tl.lane("worker")[1].attrs["end_from"] == "next_cycle" and tl.lane("worker")[1].attrs["end_unknown"]
+        tl.lane("worker")[2].attrs["end_from"] == "next_cycle" and tl.lane("worker")[2].attrs["end_unknown"]
     )
     # In any order, the same timeline.
     assert derive_pod_timeline(list(reversed(obs))).lanes == tl.lanes
@@ -256,7 +258,8 @@ def test_an_ordinary_pods_worker_never_starts_a_second_cycle() -> None:
     ]
     tl = derive_pod_timeline(obs)
     assert {iv.attrs["cycle"] for iv in tl.lane("worker")} == {0}
-    assert [iv.state for iv in tl.lane("worker")] == ["unknown", "terminating", "cleanup"]
+    # The first sync never returned before termination: setup until then.
+    assert [iv.state for iv in tl.lane("worker")] == ["setup", "terminating", "cleanup"]
     assert "uid_reuse" not in {f.kind for f in tl.findings}
 
 
@@ -266,7 +269,9 @@ def test_open_phase_records_how_long_it_was_seen() -> None:
         worker(UID, 1.1, Transition.SYNC_ENTER),
         worker(UID, 20.0, Transition.TERMINATION_REQUESTED, cause="deletion"),
         worker(UID, 20.1, Transition.TERMINATING_ENTER, grace=30),
+        # The sync failed and is retried: the phase goes on past its exit line.
         worker(UID, 300.0, Transition.TERMINATING_EXIT),
+        marker(UID, 300.0005, "SyncError", "Error syncing pod, skipping"),
     ]
     terminating = derive_pod_timeline(obs).lane("worker")[-1]
     assert (terminating.state, terminating.end) == ("terminating", None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from collectors.parsers.klog import (
     opens_block,
     parse_json_record,
@@ -160,3 +162,27 @@ def test_json_record_rejects_non_records():
     assert parse_json_record('{"ts":"soon","msg":"x"}') is None
     assert parse_json_record("[1,2]") is None
     assert parse_json_record("{not json") is None
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "<30>Nov 29 18:13:10 aks-np kubelet[3112]: ",  # RFC 3164, as a syslog daemon forwards it
+        "<30>1 2024-11-29T18:13:10.313+02:00 aks-np kubelet 3112 - - ",  # RFC 5424
+        '<30>1 2024-11-29T16:13:10.313Z aks-np kubelet 3112 ID47 [meta@32473 node="aks-np"] ',
+    ],
+)
+def test_syslog_forwarded_kubelet_lines_are_read(prefix: str) -> None:
+    """Synthetic lines in the two syslog shapes, the klog header in the node's zone (UTC+2)."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log
+
+    line = prefix + (
+        'I1129 18:13:10.313421    3112 kubelet.go:2400] "SyncTerminatingPod exit" pod="default/nginx" '
+        'podUID="5da5612b-9738-493c-af51-a213072997f6"'
+    )
+    tz = timezone(timedelta(hours=2))
+    (obs,) = parse_kubelet_log([line], node="aks-np", year=2024, tz=tz).observations
+    assert obs.observed_at == datetime(2024, 11, 29, 16, 13, 10, 313421, tzinfo=UTC)
+    assert obs.payload["pid"] == 3112

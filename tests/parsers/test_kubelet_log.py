@@ -727,3 +727,62 @@ def test_fixtures_parse_the_same_whatever_the_order_of_files(kubelet_fixture: Pa
     assert [(o.dedupe_key, o.payload) for o in one.observations] == [
         (o.dedupe_key, o.payload) for o in again.observations
     ]
+
+
+def test_unrecognised_message_texts_are_counted_most_frequent_first() -> None:
+    """The real kueue excerpt (--v=3): 5 "Generating pod status" and 5 "Patch status for pod" lines are
+    the texts no rule reads most often; every unrecognised line is counted under its text."""
+    from collections import Counter
+    from datetime import UTC
+    from pathlib import Path
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log, top_unrecognized
+
+    path = Path(__file__).resolve().parents[1] / "fixtures/real/kubelet/kueue-4669-kind-1.31-v3.journal"
+    result = parse_kubelet_log(path.read_text().splitlines(), node="kind-worker", year=2025, tz=UTC)
+    top = top_unrecognized(result.unrecognized)
+    assert top[:2] == [("Generating pod status", 5), ("Patch status for pod", 5)]
+    assert sum(result.unrecognized.values()) == result.skipped["unrecognized_message"]
+    assert len(top) == 10 and top == top_unrecognized(
+        Counter(dict(reversed(list(result.unrecognized.items()))))
+    )
+
+
+@pytest.mark.parametrize(
+    "ident", ["kubenswrapper", "hyperkube", "k3s", "kubelite", "rke2", "kubelet.service"]
+)
+def test_kubelet_wrappers_journal_identifiers_are_read(ident: str) -> None:
+    """Synthetic line in the journald shape of each wrapper (OpenShift 4.14+ logs `kubenswrapper[pid]:`)."""
+    from datetime import UTC
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log
+
+    line = (
+        f"Jun 08 18:32:08 bip {ident}[2657]: I0608 18:32:08.363840    2657 pod_workers.go:1] "
+        '"SyncTerminatingPod exit" pod="ns/p" podUID="0c7f5a2e-3b1d-4e8f-9a6c-2d4b6f8a0e1c"'
+    )
+    result = parse_kubelet_log([line], node="bip", year=2024, tz=UTC)
+    assert [o.payload["transition"] for o in result.observations] == ["terminating_exit"]
+    assert result.observations[0].payload["pid"] == 2657
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        'pod="web-5c9d7f8b6-q2x7z_default(2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f)"',
+        "pod=web-5c9d7f8b6-q2x7z_default(2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f)",
+    ],
+)
+def test_a_pod_value_in_format_pod_form_gives_name_namespace_and_uid(pod: str) -> None:
+    """Synthetic: kubelets that print a pod with format.Pod write `name_namespace(uid)` as the value."""
+    from datetime import UTC
+
+    from collectors.parsers.kubelet_log import parse_kubelet_log
+
+    line = f'I0608 18:32:08.363840    2657 kuberuntime_container.go:1] "Killing container with a grace period" {pod} containerName="app" gracePeriod=30'
+    (obs,) = parse_kubelet_log([line], node="n", year=2024, tz=UTC).observations
+    assert (obs.pod_uid, obs.namespace, obs.name) == (
+        "2f6c1a9e-7b3d-4c8e-9f1a-5d7b9c1e3a5f",
+        "default",
+        "web-5c9d7f8b6-q2x7z",
+    )

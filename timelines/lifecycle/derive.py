@@ -15,6 +15,7 @@ Every lane goes through ``_settle`` last, which sorts and clips so intervals nev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from timelines.lifecycle.audit_evidence import (
 from timelines.lifecycle.facts import (
     STATIC_UID,
     Incarnation,
+    KubeletMarkerRecord,
     PodFacts,
     PodSnapshot,
     Run,
@@ -50,6 +52,7 @@ from timelines.lifecycle.timeline import (
     Marker,
     PodTimeline,
     format_time,
+    parse_time,
 )
 from timelines.lifecycle.worker import WorkerLane, terminal_time, worker_lane
 
@@ -163,7 +166,8 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
     """Sort and clip a lane so that intervals never overlap.
 
     An interval starting inside an earlier one (or after an open one) cuts the earlier one there.
-    Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane.
+    Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane and
+    a worker state whose end a line proves but whose start is unknown (it ran until that instant).
     """
     ordered = sorted(
         intervals, key=lambda iv: (iv.start, iv.end is None, iv.end or iv.start, iv.state, iv.evidence)
@@ -178,7 +182,11 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
                 out[-1] = _with(prev, end=iv.start)
         out.append(iv)
     return tuple(
-        iv for iv in out if iv.end != iv.start or iv.state == ApiState.DELETED and iv.lane == API_LANE
+        iv
+        for iv in out
+        if iv.end != iv.start
+        or (iv.state == ApiState.DELETED and iv.lane == API_LANE)
+        or (iv.lane == WORKER_LANE and iv.attrs.get("start_unknown") and not iv.attrs.get("end_unknown"))
     )
 
 
@@ -546,6 +554,33 @@ def _incarnation_at(facts: PodFacts, at: datetime) -> Incarnation | None:
 # --------------------------------------------------------------------------------------------- markers
 
 
+# "Post-termination container state" lists each container as ``(NAME state=S exitCode=N finishedAt=T)``.
+_CONTAINER_STATE = re.compile(
+    r"\((?P<name>[^\s()]+) state=(?P<state>\w+) exitCode=(?P<code>-?\d+) finishedAt=(?P<at>[^\s()]+)\)"
+)
+
+
+def _container_finishes(m: KubeletMarkerRecord) -> list[Marker]:
+    """A ``ContainerFinished`` marker at each finish time a "Post-termination container state" line gives
+    (the kubelet's own record of when each container ended, exact to the nanosecond)."""
+    out = []
+    for found in _CONTAINER_STATE.finditer(str(m.payload.get("containers") or "")):
+        if found.group("state") != "exited":
+            continue
+        try:
+            at = parse_time(found.group("at"))
+        except ValueError:
+            continue
+        if at is None or at.year < 1971:  # Go's zero time: never ran
+            continue
+        name, code = found.group("name"), int(found.group("code"))
+        attrs = {"container": name, "exit_code": code, "from": "post_termination_state"}
+        out.append(
+            Marker(at, "kubelet", "ContainerFinished", f"container {name} exited ({code})", attrs, (m.key,))
+        )
+    return out
+
+
 def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     by_uid: dict[str, list[Any]] = {}
     for ev in facts.events:
@@ -570,6 +605,8 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     for m in facts.kubelet_markers:
         attrs = {k: v for k, v in sorted(m.payload.items()) if k not in ("reason", "message")}
         markers.append(Marker(m.at, "kubelet", m.reason, m.message, attrs, (m.key,)))
+        if m.reason == "ContainerState":
+            markers.extend(_container_finishes(m))
     for record in facts.audits:
         made = marker_of(record, facts.audits)
         if made is not None:

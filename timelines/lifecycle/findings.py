@@ -395,6 +395,14 @@ def never_started(ctx: _Context) -> list[Finding]:
     for ev in facts.worker_events:
         if ev.name == Transition.CANNOT_START_EVER:
             signals.append((2, ev.at, "the kubelet logged 'Pod cannot start ever'", ev.key))
+        if (
+            ev.name == Transition.WORKER_DONE
+            and "never started" in str(ev.payload.get("message") or "").lower()
+        ):
+            # 1.23-1.26: the worker stops without having set the pod up.
+            signals.append(
+                (2, ev.at, "the kubelet logged 'Pod never started and the worker can now stop'", ev.key)
+            )
     first_seen = ctx.lane.first_seen_state.get(0)
     if first_seen is not None and first_seen >= TERMINATING:
         state = {TERMINATING: "terminating", CLEANUP: "terminated", DONE: "finished"}[first_seen]

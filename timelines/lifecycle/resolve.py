@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from timelines.lifecycle.observation import Kind, Observation, Transition
 
@@ -280,3 +280,24 @@ def _time_or(value: object, default: datetime) -> datetime:
         if parsed.tzinfo is not None:
             return parsed
     return default
+
+
+# The UID a pod known only by name is drawn under (never stored: the read side makes it on request).
+UNRESOLVED_UID: Final = "unresolved"
+
+
+def unclaimed_life(lines: Iterable[Observation]) -> tuple[Observation, ...]:
+    """The newest life (``_lives``) of a pod that only UID-less lines name, on the node of its newest line,
+    each line given ``UNRESOLVED_UID``: what a reader sees of a pod no UID-bearing evidence names (an
+    eviction-manager excerpt, a V2 log of SyncLoop lines). The lines are not attached to anything: a UID
+    that arrives later claims them through ``resolve_pod_observations`` as usual. Empty when no line
+    names a pod. Order-free."""
+    named = [o for o in lines if o.pod_uid is None and _names_pod(o) and o.node]
+    if not named:
+        return ()
+    newest = max(named, key=lambda o: (o.observed_at, o.node or "", o.dedupe_key))
+    here = [
+        o for o in named if o.node == newest.node and (o.namespace, o.name) == (newest.namespace, newest.name)
+    ]
+    life = _lives(here)[-1]
+    return tuple(sorted((replace(o, pod_uid=UNRESOLVED_UID) for o in life.lines), key=lambda o: o.sort_key))

@@ -105,6 +105,8 @@ class Mark:
     cause: str | None = None
     grace: int | None = None
     setup_only: bool = False  # certainly before the containers all started ("Pod cannot start yet")
+    cleanup_ran: bool = False  # a DONE logged as SyncTerminatedPod completing: cleanup ran until then
+    failed: bool = False  # a sync's end that reports an error (the phase is retried)
 
     @property
     def kubelet_side(self) -> bool:
@@ -169,6 +171,8 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
             kw.get("cause", cause),
             grace,
             kw.get("setup_only", False),
+            kw.get("cleanup_ran", False),
+            kw.get("failed", False),
         )
 
     T = Transition
@@ -211,7 +215,9 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name in (T.TERMINATED_ENTER, T.TERMINATED_EXIT):
         return mk(CLEANUP, False)
     if name == T.WORKER_DONE:
-        return mk(DONE, True)
+        # "Pod is complete and the worker can now stop" follows a successful SyncTerminatedPod; "Pod
+        # never started and the worker can now stop" (1.23-1.26) ran no cleanup.
+        return mk(DONE, True, cleanup_ran="never started" not in str(p.get("message") or "").lower())
     if name == T.WORKER_STOPPED:
         return mk(DONE, True, KUBELET)
     if name in (T.FORGOTTEN, T.UID_REUSE_RESTART, T.FINISHED_IGNORED):
@@ -223,7 +229,7 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == "span:syncPod:start":
         return mk(SYNC, p.get("update_type") == "create")
     if name == "span:syncPod:end":
-        return mk(SYNC, False)
+        return mk(SYNC, False, failed=bool(p.get("error")))
     if name == "span:syncTerminatingPod:start":
         return mk(TERMINATING, True)
     if name == "span:syncTerminatingPod:end":
@@ -233,7 +239,7 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == "span:syncTerminatedPod:start":
         return mk(CLEANUP, True)
     if name == "span:syncTerminatedPod:end":
-        return mk(DONE, True) if not p.get("error") else mk(CLEANUP, False)
+        return mk(DONE, True, cleanup_ran=True) if not p.get("error") else mk(CLEANUP, False)
     # V0–V3 lines
     if name == T.SYNCLOOP_ADD:
         return mk(SYNC, True, KUBELET)
@@ -243,8 +249,18 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
         return mk(DONE, True, KUBELET)  # re-read in _walk: before any termination it is a force delete
     if name in (T.CONTAINER_STARTED, T.STARTUP_OBSERVED, T.RUNNING_MARKED):
         return mk(SYNC, False, KUBELET)
+    if name == T.DELETION_DELAYED:
+        # The status manager waits on a deleted pod (1.27+): while its local phase is still Running or
+        # Pending the worker is still killing containers (terminating); a terminal one, they are gone.
+        local = str(p.get("local_phase") or "").strip('"')
+        if local in ("Running", "Pending"):
+            return mk(TERMINATING, False, KUBELET)
+        if local in ("Succeeded", "Failed"):
+            return mk(CLEANUP, False, KUBELET)
+        return None
     if name == T.TERMINATION_FINISHED:
-        return mk(DONE, False, KUBELET)
+        # The status manager saw SyncTerminatedPod complete (1.27+, V3): cleanup ended here.
+        return mk(DONE, True, KUBELET, cleanup_ran=True)
     if name == T.REMOVED_FROM_ETCD:
         # The kubelet's own final DELETE of the API object, once its worker is done (read like REMOVE).
         return mk(DONE, True, KUBELET)
@@ -416,22 +432,24 @@ def _may_be_relist(
     firsts: Mapping[tuple[str | None, int | None], datetime],
 ) -> tuple[bool, datetime | None]:
     """Whether the mark may lie in a kubelet's initial list (it restates pods the kubelet found when it
-    started), and that kubelet's start (or first line) when known.
+    started), and that kubelet's start when known.
 
-    A kubelet lists every pod it has right after it starts. The evidence rules that out only when it
-    shows the process logging for longer than ``RELIST_WINDOW`` before the mark, or started longer ago
-    (its start line, or its first line after another process's last). With no process in the evidence
-    at all (hand-built observations), a first sync is taken for what it says."""
+    A kubelet lists every pod it has right after it starts. That is only a possibility when the evidence
+    shows a kubelet start within ``RELIST_WINDOW`` before the mark: a start line, or a new process's first
+    line after another's last (whose start is known to the minute, so up to a minute after the mark). An
+    excerpt that merely begins shortly before the mark shows no start: its first sight is taken for what
+    it says (a `SyncLoop ADD` begins setup)."""
+
+    def near(start: datetime) -> bool:
+        return -_ONE_MINUTE <= mark.at - start <= RELIST_WINDOW
+
     if mark.pid is not None and (node, mark.pid) in starts:
         start = starts[(node, mark.pid)]
-        return _ZERO <= mark.at - start <= RELIST_WINDOW, start
-    near = [at for at in lines.get(node, ()) if _ZERO <= mark.at - at <= RELIST_WINDOW]
-    if near and (mark.pid is None or (node, mark.pid) not in firsts):
-        return True, max(near)
-    first = firsts.get((node, mark.pid))
-    if first is None:
-        return False, None
-    return mark.at - first <= RELIST_WINDOW, first
+        return near(start), start
+    close = [at for at in lines.get(node, ()) if near(at)]
+    if close and (mark.pid is None or (node, mark.pid) not in firsts):
+        return True, max(close)
+    return False, None
 
 
 def kubelet_marks(facts: PodFacts) -> list[Mark]:
@@ -721,8 +739,13 @@ def bound_at(inc: Incarnation) -> tuple[datetime, str] | None:
         elif snap.node:
             times.append((snap.at, snap.key))
     if not times and inc.snapshots and any(s.node for s in inc.snapshots):
-        # Only reset statuses: the object's creation is the best the API says (a static pod's mirror is
-        # created by its kubelet, so it is on the node from then on).
+        # Only reset statuses: a restarted kubelet acknowledged the pod anew at their startTime, and the
+        # status describes that kubelet's life of it (the API knows nothing of the worker before).
+        restarted = [(s.start_time, s.key) for s in inc.snapshots if s.start_time is not None]
+        if restarted:
+            return min(restarted)
+        # Else the object's creation is the best the API says (a static pod's mirror is created by its
+        # kubelet, so it is on the node from then on).
         snap = inc.snapshots[0]
         if snap.static and inc.created is not None:
             return inc.created, snap.key
@@ -891,6 +914,7 @@ class _Bound:
     known: bool
     grade: IntervalSource
     name: str
+    key: str = ""  # the evidence (dedupe key) that proves the bound, when one does
 
 
 @dataclass(slots=True)
@@ -910,6 +934,7 @@ class _Piece:
     last_seen: datetime | None = None  # the last kubelet-side evidence of this state
     start_pid: int | None = None  # the kubelet process whose line began it
     open_unknown: bool = False  # open, and its end could not be seen at the log's verbosity
+    marks: list[Mark] = field(default_factory=list)  # the kubelet-side evidence of the state
 
 
 UNKNOWN_STATE = -1
@@ -996,6 +1021,11 @@ def _evidence_by_state(segments: Sequence[_Segment], api: Sequence[Mark]) -> lis
         else:
             ev.begin = best
             ev.marks.append(best)
+    done = found.get(DONE)
+    if CLEANUP not in found and done is not None and done.begin is not None and _proves_cleanup(done.begin):
+        # The worker's end is logged as SyncTerminatedPod completing: cleanup ran until then, from an
+        # unknown moment (an excerpt that holds only this line still shows where cleanup ended).
+        found[CLEANUP] = _StateEvidence(CLEANUP, None, done.begin.at, done.begin.at, [done.begin])
     ordered = [found[s] for s in sorted(found)]
     # API begins must keep the order of states.
     out: list[_StateEvidence] = []
@@ -1005,6 +1035,19 @@ def _evidence_by_state(segments: Sequence[_Segment], api: Sequence[Mark]) -> lis
             continue
         out.append(ev)
     return out
+
+
+# Lines that end a phase by its sync function returning (``exit``): alone, they prove the phase ran until
+# then, and (unless the sync failed and is retried) that it ended there.
+_EXITS = frozenset(
+    {Transition.TERMINATING_EXIT, Transition.TERMINATING_RUNTIME_EXIT, Transition.TERMINATED_EXIT}
+)
+
+
+def _proves_cleanup(m: Mark) -> bool:
+    """A begin of DONE logged as SyncTerminatedPod completing (not a worker that never started, nor a
+    REMOVE or the eviction manager, which only say the worker was done by then)."""
+    return m.cleanup_ran
 
 
 def _adjacent(a: _StateEvidence, b: _StateEvidence) -> bool:
@@ -1021,7 +1064,7 @@ def _adjacent(a: _StateEvidence, b: _StateEvidence) -> bool:
 
 
 def _bound_of_begin(m: Mark) -> _Bound:
-    return _Bound(m.at, True, m.grade, m.name)
+    return _Bound(m.at, True, m.grade, m.name, m.key)
 
 
 def _grade_of(marks: Iterable[Mark]) -> IntervalSource:
@@ -1029,9 +1072,27 @@ def _grade_of(marks: Iterable[Mark]) -> IntervalSource:
     return min(grades, key=lambda g: GRADE_RANK[g]) if grades else API
 
 
-def _pieces(evidence: Sequence[_StateEvidence]) -> list[_Piece]:
+def _failed(exit_mark: Mark, errors: Sequence[tuple[datetime, int | None]]) -> bool:
+    """Whether the sync that ``exit_mark`` ended failed: "Error syncing pod" follows it at once (the
+    worker retries the same phase)."""
+    return any(
+        _ZERO <= at - exit_mark.at <= SAME_TRANSITION
+        and (pid is None or exit_mark.pid is None or pid == exit_mark.pid)
+        for at, pid in errors
+    )
+
+
+def sync_errors(facts: PodFacts) -> list[tuple[datetime, int | None]]:
+    """(time, pid) of each "Error syncing pod" line of the pod."""
+    return [(m.at, m.pid) for m in facts.kubelet_markers if m.reason in ("SyncError", "FailedKill")]
+
+
+def _pieces(
+    evidence: Sequence[_StateEvidence], errors: Sequence[tuple[datetime, int | None]] = ()
+) -> list[_Piece]:
     """Intervals-to-be of one cycle: each state from its begin (or first evidence) to the next state's
-    begin when the worker goes straight there, else to its last evidence followed by an unknown stretch."""
+    begin when the worker goes straight there, else to its last evidence followed by an unknown stretch.
+    A last state whose last evidence is its sync function's exit (and no error follows) ended there."""
     pieces: list[_Piece] = []
     for i, ev in enumerate(evidence):
         nxt = evidence[i + 1] if i + 1 < len(evidence) else None
@@ -1040,14 +1101,18 @@ def _pieces(evidence: Sequence[_StateEvidence]) -> list[_Piece]:
         start = (
             _bound_of_begin(ev.begin)
             if ev.begin is not None
-            else _Bound(ev.start, False, _grade_of(ev.marks), ev.marks[0].name)
+            else _Bound(ev.start, False, _grade_of(ev.marks), ev.marks[0].name, ev.marks[0].key)
         )
         if pieces and pieces[-1].end is not None and pieces[-1].end.at > start.at:
-            start = _Bound(pieces[-1].end.at, start.known, start.grade, start.name)
+            start = _Bound(pieces[-1].end.at, start.known, start.grade, start.name, start.key)
         gap: _Piece | None = None
         end: _Bound | None
         if nxt is None:
             end = None
+            kubelet = [m for m in ev.marks if m.kubelet_side]
+            last = max(kubelet, key=lambda m: (m.at, m.name in _EXITS), default=None)
+            if last is not None and last.name in _EXITS and not _failed(last, errors):
+                end = _Bound(max(last.at, start.at), True, last.grade, last.name, last.key)
         elif nxt.begin is not None and _adjacent(ev, nxt):
             end = _bound_of_begin(nxt.begin)
         else:
@@ -1055,18 +1120,18 @@ def _pieces(evidence: Sequence[_StateEvidence]) -> list[_Piece]:
             last_mark = max(
                 (m for m in ev.marks if m.at <= last_at), key=lambda m: m.at, default=ev.marks[-1]
             )
-            end = _Bound(max(last_at, start.at), False, last_mark.grade, last_mark.name)
+            end = _Bound(max(last_at, start.at), False, last_mark.grade, last_mark.name, last_mark.key)
             nxt_start = nxt.start
             if nxt_start > end.at:
                 nxt_bound = (
                     _bound_of_begin(nxt.begin)
                     if nxt.begin is not None
-                    else _Bound(nxt_start, False, _grade_of(nxt.marks), nxt.marks[0].name)
+                    else _Bound(nxt_start, False, _grade_of(nxt.marks), nxt.marks[0].name, nxt.marks[0].key)
                 )
                 gap = _Piece(
                     UNKNOWN_STATE,
-                    _Bound(end.at, True, end.grade, end.name),
-                    _Bound(nxt_start, True, nxt_bound.grade, nxt_bound.name),
+                    _Bound(end.at, True, end.grade, end.name, end.key),
+                    _Bound(nxt_start, True, nxt_bound.grade, nxt_bound.name, nxt_bound.key),
                     {last_mark.key, nxt.marks[0].key},
                     {end.grade, nxt_bound.grade},
                     between=(STATE_NAMES[ev.state], STATE_NAMES[nxt.state]),
@@ -1091,6 +1156,14 @@ def _pieces(evidence: Sequence[_StateEvidence]) -> list[_Piece]:
                 setup_only=any(m.setup_only for m in ev.marks),
                 last_seen=ev.last,
                 start_pid=ev.begin.pid if ev.begin is not None else None,
+                marks=sorted(
+                    {
+                        (m.key, m.name): m
+                        for m in ev.marks + ([ev.begin] if ev.begin else [])
+                        if m.kubelet_side
+                    }.values(),
+                    key=_mark_order,
+                ),
             )
         )
         if gap is not None:
@@ -1115,14 +1188,16 @@ def _api_only(api: Sequence[Mark]) -> list[_Piece]:
         if m.state == DONE:
             break
         nxt = chain[j + 1] if j + 1 < len(chain) else None
-        end = _Bound(nxt.at, True, API, nxt.name) if nxt is not None else None
+        end = _Bound(nxt.at, True, API, nxt.name, nxt.key) if nxt is not None else None
         keys = {m.key} | ({nxt.key} if nxt is not None else set())
         if end is None:
             gone = next((x for x in api if x.state == DONE and not x.begins and x.at >= m.at), None)
             if gone is not None:
-                end = _Bound(gone.at, True, API, gone.name)
+                end = _Bound(gone.at, True, API, gone.name, gone.key)
                 keys.add(gone.key)
-        pieces.append(_Piece(m.state, _Bound(m.at, True, API, m.name), end, keys, {API}, cause=m.cause))
+        pieces.append(
+            _Piece(m.state, _Bound(m.at, True, API, m.name, m.key), end, keys, {API}, cause=m.cause)
+        )
     return pieces
 
 
@@ -1148,6 +1223,10 @@ def running_candidates(facts: PodFacts) -> list[RunningCandidate]:
     pleg = [e for e in facts.worker_events if e.name == Transition.CONTAINER_STARTED]
     for inc in facts.incarnations:
         started = all_containers_started_at(inc)
+        if inc.snapshots and all(snap.status_reset for snap in inc.snapshots):
+            # A restarted kubelet's status: its containers' current runs started in that kubelet's life
+            # (an earlier run, in lastState, belongs to the previous kubelet's).
+            started = _current_runs_started(inc.snapshots[-1])
         if started is None:
             continue
         near = [e for e in pleg if _ZERO <= e.at - started <= PLEG_MATCH]
@@ -1156,6 +1235,20 @@ def running_candidates(facts: PodFacts) -> list[RunningCandidate]:
         key = next((s.key for s in inc.snapshots if s.at >= started), inc.snapshots[-1].key)
         out.append(RunningCandidate(started, API, "all_containers_started", key))
     return out
+
+
+def _current_runs_started(snap: PodSnapshot) -> datetime | None:
+    """When every regular container's current run had started, as one snapshot says (None if one has no
+    current run)."""
+    starts = []
+    for c in snap.containers:
+        if c.kind != "regular":
+            continue
+        run = c.current_run
+        if run is None or run.started_at is None:
+            return None
+        starts.append(run.started_at)
+    return max(starts) if starts else None
 
 
 def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None, bool]:
@@ -1200,6 +1293,66 @@ def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None
     return None, len(startup) == 1 and ended
 
 
+# Marks that show the worker setting the pod up (its first sight and the work it is handed before a sync).
+_SETUP_SIGNS = frozenset(
+    {
+        Transition.FIRST_SEEN,
+        Transition.SYNCLOOP_ADD,
+        Transition.PENDING_UPDATE,
+        Transition.CANNOT_START_YET,
+        "span:syncPod:start",
+        Transition.SYNC_ENTER,
+    }
+)
+_SYNC_EXITS = frozenset({Transition.SYNC_EXIT, "span:syncPod:end"})
+# A pod that reached a terminal phase through its containers (the worker's own word) ran them.
+_NATURAL_END = frozenset({Transition.COMPLETED_NATURALLY, Transition.POD_TERMINAL})
+
+
+@record(frozen=True)
+class _SetupProof:
+    """How far the evidence proves setup: to ``at`` (None: to the piece's end), and whether that is where
+    the first sync returned without an error (``returned``)."""
+
+    at: datetime | None
+    name: str
+    grade: IntervalSource
+    returned: bool
+
+
+def _setup_proof(piece: _Piece, errors: Sequence[tuple[datetime, int | None]]) -> _SetupProof | None:
+    """What a piece that begins at the worker's first sight proves of setup (docs/kubelet-lines.md,
+    "Every bound where a line proves it"): the first sync (``SyncPod enter`` or a ``syncPod`` span) is
+    setup until it returns without an error; a sync that failed ("Error syncing pod": the containers did
+    not all start) or is still running, or "Pod cannot start yet", keeps setup going to the piece's end;
+    without any sync line, setup is proven until its last sign (the first sight, the work handed over)."""
+    if not piece.start.known or piece.start.name not in _FIRST_SIGHT:
+        return None
+    syncing = piece.setup_only
+    last: Mark | None = None
+    for m in piece.marks:
+        if m.name in _SYNC_EXITS:
+            if m.failed or _failed(m, errors):
+                syncing = True
+                last = m
+                continue
+            # A span's end and the exit line of one return are logged moments apart: the later dates it.
+            same = [
+                x for x in piece.marks if x.name in _SYNC_EXITS and _ZERO <= x.at - m.at <= SAME_TRANSITION
+            ]
+            last_exit = max(same, key=lambda x: (x.at, x.name))
+            return _SetupProof(max(last_exit.at, piece.start.at), last_exit.name, last_exit.grade, True)
+        if m.name in (Transition.SYNC_ENTER, "span:syncPod:start"):
+            syncing = True
+        if m.name in _SETUP_SIGNS or m.name in _SYNC_EXITS:
+            last = m
+    if syncing:
+        return _SetupProof(None, "", piece.start.grade, False)
+    if last is None:
+        return None
+    return _SetupProof(max(last.at, piece.start.at), last.name, last.grade, False)
+
+
 def _split_sync(
     piece: _Piece,
     candidates: Sequence[RunningCandidate],
@@ -1208,7 +1361,12 @@ def _split_sync(
     cycle_hi: datetime | None,
     facts: PodFacts,
 ) -> list[_Piece]:
-    """Split a SyncPod piece into setup and running where the containers had all started."""
+    """Split a SyncPod piece into setup, running and unknown.
+
+    Setup runs from the worker's first sight as far as a line proves it (``_setup_proof``); running
+    begins where the containers' start is seen (``running_candidates``, PLEG, or a first sync that
+    returned for a pod that later completed on its own); what no line decides is ``unknown`` between
+    setup and running."""
     lo = piece.start.at
     hi = piece.end.at if piece.end is not None else None
     fits = [
@@ -1219,15 +1377,45 @@ def _split_sync(
     pleg, sandbox_only = _pleg_start(facts, piece)
     if pleg is not None:
         fits.append(pleg)
+    proof = _setup_proof(piece, sync_errors(facts))
+    if proof is not None and proof.returned and proof.at is not None:
+        natural = (piece.end is not None and piece.end.name in _NATURAL_END) or any(
+            m.name in _NATURAL_END for m in piece.marks
+        )
+        if natural:
+            # The pod completed on its own, so its containers ran: from the first sync's return at most.
+            # A heuristic like PLEG's (init containers may have run first): graded kubelet, never observed.
+            fits.append(RunningCandidate(proof.at, KUBELET, "sync_returned", _key_at(piece, proof)))
     best = min(fits, key=lambda c: (_cand_rank(c.name), GRADE_RANK[c.grade], c.at, c.key)) if fits else None
     if best is None:
-        if never_started or piece.setup_only or sandbox_only:
+        proven_whole = proof is not None and (proof.at is None or (hi is not None and proof.at >= hi))
+        if never_started or piece.setup_only or sandbox_only or proven_whole:
             piece.drawn = WorkerPhase.SETUP
             return [piece]
+        if proof is not None and proof.at is not None and proof.at > lo and (hi is None or proof.at < hi):
+            setup = _Piece(
+                SYNC,
+                piece.start,
+                _Bound(proof.at, False, proof.grade, proof.name, _key_at(piece, proof)),
+                set(piece.evidence),
+                set(piece.grades),
+                drawn=WorkerPhase.SETUP,
+                marks=piece.marks,
+            )
+            rest = _Piece(
+                UNKNOWN_STATE,
+                _Bound(proof.at, True, proof.grade, proof.name, _key_at(piece, proof)),
+                piece.end,
+                set(piece.evidence),
+                set(piece.grades),
+                between=("setup", "running"),
+                drawn=WorkerPhase.UNKNOWN,
+            )
+            return [setup, rest]
         piece.drawn = WorkerPhase.UNKNOWN
         piece.between = ("setup", "running")
         return [piece]
-    split = _Bound(best.at, True, best.grade, best.name)
+    split = _Bound(best.at, True, best.grade, best.name, best.key)
     if best.at <= lo:
         # Already running when this evidence begins (a restart's re-sync, an excerpt from mid-life).
         piece.drawn = WorkerPhase.RUNNING
@@ -1236,7 +1424,7 @@ def _split_sync(
         SYNC,
         piece.start,
         split,
-        piece.evidence | {best.key},
+        piece.evidence | ({best.key} - {""}),
         piece.grades | {best.grade},
         drawn=WorkerPhase.SETUP,
     )
@@ -1244,11 +1432,16 @@ def _split_sync(
         SYNC,
         split,
         piece.end,
-        piece.evidence | {best.key},
+        piece.evidence | ({best.key} - {""}),
         piece.grades | {best.grade},
         drawn=WorkerPhase.RUNNING,
     )
     return [setup, running]
+
+
+def _key_at(piece: _Piece, proof: _SetupProof) -> str:
+    """The evidence key of the mark a setup proof ends at."""
+    return next((m.key for m in piece.marks if m.at == proof.at and m.name == proof.name), "")
 
 
 def _cand_rank(name: str) -> int:
@@ -1257,6 +1450,7 @@ def _cand_rank(name: str) -> int:
         "running_marked": 1,
         "container_started": 2,
         "all_containers_started": 3,
+        "sync_returned": 4,
     }.get(name, 9)
 
 
@@ -1272,6 +1466,7 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
     restarts = restart_times(facts.processes)
     candidates = running_candidates(facts)
     never = never_all_started(facts)
+    errors = sync_errors(facts)
     intervals: list[Interval] = []
     first_seen: dict[int, int] = {}
     kubelet_cycles = [c for c in cycles if c]
@@ -1289,7 +1484,7 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
         late.extend(out_of_order)
         if segments and segments[0].begin is not None and segments[0].begin.name == Transition.FIRST_SEEN:
             first_seen[index] = segments[0].state
-        pieces = _pieces(_evidence_by_state(segments, api))
+        pieces = _pieces(_evidence_by_state(segments, api), errors)
         if hi is not None:
             pieces = _close_before(pieces, hi)
         else:
@@ -1341,7 +1536,9 @@ def _close_at_restart(
         return pieces
     if seen > last.start.at:
         last.end = _Bound(seen, False, last.start.grade, "kubelet_restart")
-    elif api_end:
+    else:
+        # Seen at one instant only (a node shutdown's kill line, then the reboot): it lasted at least
+        # that instant and how it ended is not known; never read as still going on.
         last.end = None
         last.open_unknown = True
     return pieces
@@ -1417,7 +1614,9 @@ def _interval(piece: _Piece, cycle: int, restarts: Sequence[datetime]) -> Interv
     state = piece.drawn
     start, end = piece.start, piece.end
     end_at = end.at if end is not None else None
-    if end_at is not None and end_at <= start.at:
+    # An instant is kept only as a state whose end a line proves and whose start is unknown (an excerpt
+    # that holds only "Pod is complete and the worker can now stop": cleanup ended there).
+    if end is not None and (end.at < start.at or (end.at == start.at and (start.known or not end.known))):
         return None
     if state == WorkerPhase.UNKNOWN:
         grades = [start.grade] + ([end.grade] if end is not None else [])
@@ -1430,6 +1629,11 @@ def _interval(piece: _Piece, cycle: int, restarts: Sequence[datetime]) -> Interv
         "start_from": start.name,
         "end_from": end.name if end is not None else None,
     }
+    # Which observation proves each bound (its dedupe key): `timeline --explain` prints its line.
+    if start.key:
+        attrs["start_evidence"] = start.key
+    if end is not None and end.key:
+        attrs["end_evidence"] = end.key
     if state != WorkerPhase.UNKNOWN:
         if not start.known:
             attrs["start_unknown"] = True

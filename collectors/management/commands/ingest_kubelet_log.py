@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from collectors.kubelet_logs import KubeletLogIngest
+from collectors.parsers.kubelet_log import top_unrecognized
 from timelines import store
 from timelines.models import Cluster
 
@@ -163,6 +164,12 @@ class Command(BaseCommand):
             self.stdout.write(f"  skipped lines by reason: {reasons}")
         if parser.cut_kept:
             self.stdout.write(f"  {parser.cut_kept} cut line(s) kept without their cut-off values")
+        top = top_unrecognized(parser.unrecognized)
+        if top:
+            texts = "; ".join(f"{text!r} {count}" for text, count in top)
+            self.stdout.write(
+                f"  unrecognised messages (top {len(top)} of {len(parser.unrecognized)} texts): {texts}"
+            )
         for rejected in result.rejected[:10]:
             self.stderr.write(f"  rejected {rejected}")
         stats: Counter[str] = Counter(

@@ -1,0 +1,245 @@
+"""The real kubelet excerpts of tests/fixtures/real/kubelet (verbatim, with their sources in its README),
+through the parser, the resolver and the lifecycle core: what a kubelet engineer reads from each file.
+
+Each expectation is the README's (the kubelet's semantics for those lines), not the code's output. The
+variants/ files are marked synthetic there; they are written from real message formats.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from collectors.parsers.kubectl import read_kubectl_output
+from tests.lifecycle.test_kubelet_truth import parse, timelines
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.resolve import unclaimed_life
+from timelines.lifecycle.timeline import Interval, PodTimeline
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+
+
+def pods(name: str, *, node: str, year: int) -> dict[str, PodTimeline]:
+    lines = (REAL / name).read_text(encoding="utf-8").splitlines()
+    return timelines(parse([lines], node=node, year=year))
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def worker(tl: PodTimeline, *states: str) -> list[Interval]:
+    return [iv for iv in tl.lane("worker") if not states or iv.state in states]
+
+
+def life(tl: PodTimeline) -> list[str]:
+    """The worker's states, ``running`` counted as part of setup's life (SyncPod split in two)."""
+    return [iv.state for iv in tl.lane("worker") if iv.state != "running"]
+
+
+def test_kueue_v3_setup_from_the_add_and_cleanup_until_the_status_manager_saw_it_finish() -> None:
+    """No V4 line: SyncLoop ADD begins setup (no kubelet start is in the log, so it is no re-list);
+    "The pod termination is finished as SyncTerminatedPod completes its execution" ends cleanup."""
+    tl = pods("kueue-4669-kind-1.31-v3.journal", node="kind-worker", year=2025)[
+        "8bb7de3e-72f0-4102-adbd-53897040775e"
+    ]
+    assert life(tl) == ["setup", "terminating", "cleanup"]
+    setup, *_ = worker(tl, "setup")
+    (terminating,) = worker(tl, "terminating")
+    (cleanup,) = worker(tl, "cleanup")
+    assert setup.start == at("2025-03-18T10:21:19.149698")
+    assert abs((terminating.start - at("2025-03-18T10:21:21.68")).total_seconds()) < 0.01
+    assert abs((terminating.end - at("2025-03-18T10:21:59.5")).total_seconds()) <= 0.5  # type: ignore[operator]
+    assert cleanup.start == terminating.end
+    assert cleanup.end == at("2025-03-18T10:22:16.784665")
+    assert "grace_exceeded" in {f.kind for f in tl.findings}
+
+
+def test_107730_an_exit_line_alone_ends_terminating_and_the_container_state_dates_the_finish() -> None:
+    tl = pods("k8s-107730-v1.23-terminating-exit.journal", node="bm02", year=2022)[
+        "68aaedee-7ebd-44fd-ad66-0febb9a0b509"
+    ]
+    (terminating,) = worker(tl, "terminating")
+    assert terminating.start <= at("2022-01-27T07:57:17.266405")
+    assert terminating.end == at("2022-01-27T07:57:17.685027")  # lowercase `syncTerminatingPod exit`
+    finished = [m for m in tl.markers if m.reason == "ContainerFinished"]
+    assert [(m.at, m.attrs["container"], m.attrs["exit_code"]) for m in finished] == [
+        (at("2022-01-27T07:57:17.377710"), "nginx", 0)
+    ]
+
+
+def test_105462_a_first_sync_that_has_not_returned_is_setup_until_the_excerpt_ends() -> None:
+    tl = pods("k8s-105462-kind-1.23-first-sync.journal", node="kind-worker", year=2021)[
+        "a409f0f6-ac57-4d5e-95e1-97e074ea74b7"
+    ]
+    assert [(iv.state, iv.start, iv.end) for iv in tl.lane("worker")] == [
+        ("setup", at("2021-10-05T17:41:03.669398"), None)
+    ]
+
+
+def test_110181_plain_klog_the_worker_done_line_ends_cleanup() -> None:
+    tl = pods("k8s-110181-plain-klog-1.23-worker-done.log", node="n", year=2022)[
+        "1e8f53a0-a61f-4d6d-a484-36b666ce0cd7"
+    ]
+    (cleanup,) = worker(tl, "cleanup")
+    assert cleanup.end == at("2022-05-18T08:10:43.697353")
+    assert cleanup.start <= cleanup.end and cleanup.attrs.get("start_unknown")
+
+
+def test_110755_cloud_logging_copy_puts_the_shutdown_kill_on_the_uid_of_the_later_line() -> None:
+    """A Cloud Logging copy (time and host on lines of their own) whose namespace the reporter redacted
+    as `XX`: the shutdown manager's kill names the pod only by name; the UID comes from the post-reboot
+    sync error."""
+    tl = pods("k8s-110755-gke-node-shutdown.txt", node="gke-node", year=2022)[
+        "4ee81e47-0e79-42fb-a7f6-40cd8e1a47a9"
+    ]
+    marks = {(m.reason, m.at) for m in tl.markers}
+    assert ("ShutdownKill", at("2022-06-23T15:42:16.744070")) in marks
+    assert ("SyncError", at("2022-06-23T15:44:33.989839")) in marks
+    assert any(f.kind == "node_shutdown" and f.severity == "warning" for f in tl.findings)
+    # The node rebooted under the kill: how terminating ended is not known, never read as stuck.
+    (terminating,) = worker(tl, "terminating")
+    assert terminating.end is None and terminating.attrs.get("end_unknown")
+    assert "stuck_terminating" not in {f.kind for f in tl.findings}
+
+
+def test_132001_an_eviction_naming_the_pod_only_by_name_is_on_that_pods_timeline() -> None:
+    lines = (REAL / "k8s-132001-eviction-2025.journal").read_text(encoding="utf-8").splitlines()
+    observations = parse([lines], node="192-168-250-5", year=2025)
+    assert not any(o.pod_uid for o in observations)  # no UID anywhere in the excerpt
+    named = [o for o in observations if (o.namespace, o.name) == ("sre", "infras-logstash-d484d57fc-rkx95")]
+    tl = derive_pod_timeline(unclaimed_life(named))
+    assert ("Evicted", at("2025-05-28T16:05:54.802914")) in {(m.reason, m.at) for m in tl.markers}
+    # The same lines in any order give the same life.
+    assert derive_pod_timeline(unclaimed_life(reversed(named))) == tl
+
+
+def test_125050_deleted_during_the_pull_is_setup_then_an_unknown_gap_then_cleanup() -> None:
+    tl = pods("k8s-125050-kind-1.29-v6-deleted-during-pull.journal", node="kind-worker", year=2024)[
+        "4a2edca4-18e7-41ee-94c6-170d1498fe93"
+    ]
+    (setup,) = worker(tl, "setup")
+    (cleanup,) = worker(tl, "cleanup")
+    assert setup.start == at("2024-05-23T09:50:58.441696")
+    assert cleanup.start == at("2024-05-23T09:51:46.991895")
+    assert setup.end is not None and setup.end < cleanup.start  # no 48 s of observed setup
+    assert not worker(tl, "terminating")  # the terminating lines are not in the excerpt
+    assert [iv.state for iv in tl.lane("worker")] == ["setup", "unknown", "cleanup"]
+
+
+def test_v3_interleaved_pods_setup_until_termination_and_a_failed_first_sync_keeps_setup_open() -> None:
+    found = pods("variants/v3-interleaved-utc-prefix-local-klog.journal", node="node-b", year=2024)
+    api = found["5a1c3e7f-2b4d-4f60-8e9a-1c3b5d7f9a2e"]
+    assert [(iv.state, iv.start, iv.end) for iv in api.lane("worker")] == [
+        ("setup", at("2024-02-14T15:02:11.201610"), at("2024-02-14T15:02:15.318466")),
+        ("terminating", at("2024-02-14T15:02:15.318466"), at("2024-02-14T15:02:15.402915")),
+        ("cleanup", at("2024-02-14T15:02:15.402915"), at("2024-02-14T15:02:15.505310")),
+    ]
+    assert "killed_during_setup" in {f.kind for f in api.findings}
+    w0 = found["e4d2c0b8-a6f4-4e2c-9b0d-8f6e4c2a0b1d"]
+    assert [(iv.state, iv.start, iv.end) for iv in w0.lane("worker")] == [
+        ("setup", at("2024-02-14T15:02:11.640177"), None)
+    ]
+    assert ("SyncError", at("2024-02-14T15:02:13.902180")) in {(m.reason, m.at) for m in w0.markers}
+
+
+def test_v4_a_restarted_kubelet_resyncing_a_finished_pod_starts_no_new_setup() -> None:
+    (tl,) = pods("variants/v4-kubelet-restart-after-job-completed.journal", node="node-c", year=2024).values()
+    cut = at("2024-01-21T09:00:00")
+    first = [iv for iv in tl.lane("worker") if iv.start < cut]
+    assert [(iv.state, iv.start, iv.end) for iv in first] == [
+        ("setup", at("2024-01-21T02:30:00.412301"), at("2024-01-21T02:30:02.118502")),
+        # The Job's pod completed on its own: its containers ran from the first sync's return.
+        ("running", at("2024-01-21T02:30:02.118502"), at("2024-01-21T02:30:09.560114")),
+        ("terminating", at("2024-01-21T02:30:09.560114"), at("2024-01-21T02:30:09.571377")),
+        ("cleanup", at("2024-01-21T02:30:09.571377"), at("2024-01-21T02:30:09.672591")),
+    ]
+    assert not [iv for iv in tl.lane("worker") if iv.start >= cut and iv.state != "cleanup"]
+    assert "uid_reuse" not in {f.kind for f in tl.findings}
+
+
+def test_mirror_pod_reset_by_a_kubelet_restart_is_two_seconds_of_setup_not_26_days() -> None:
+    result = read_kubectl_output(
+        (REAL / "minikube-1.20-mirror-pod-kube-apiserver.json").read_text(), origin="mirror.json"
+    )
+    (tl,) = timelines(result.observations).values()
+    setup = [(iv.start, iv.end, iv.source) for iv in tl.lane("worker") if iv.state == "setup"]
+    assert setup == [(at("2021-11-17T06:58:52"), at("2021-11-17T06:58:54"), "inferred")]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["kueue-4669-kind-1.31-v3.journal", "k8s-125050-kind-1.29-v6-deleted-during-pull.journal"],
+)
+def test_any_ingest_order_gives_the_same_timelines(name: str) -> None:
+    lines = (REAL / name).read_text(encoding="utf-8").splitlines()
+    forward = parse([lines], node="n", year=2025)
+    assert timelines(list(reversed(forward))) == timelines(forward)
+
+
+def test_otlp_create_span_is_observed_setup_for_its_length_then_unknown_until_termination() -> None:
+    """GIVEN an OTLP/JSON export (synthetic, in the kubelet's span shape) of a `syncPod` span with
+    `k8s.pod.update_type=create`, then `syncTerminatingPod` and `syncTerminatedPod` spans
+    THEN setup is observed for the span's length (the first sync), and only the stretch after it, where
+    nothing says whether the containers started, is unknown until termination.
+
+    Before: one `unknown` "between setup and running" from the span's start to termination."""
+    from collectors.parsers.otlp import decode_request, spans_to_observations
+
+    uid = "0c7f5a2e-3b1d-4e8f-9a6c-2d4b6f8a0e1c"
+    base = 1_717_743_281_000_000_000  # 2024-06-07T06:54:41Z in Unix nanoseconds
+
+    def sync(name: str, span_id: str, start_s: float, end_s: float, **extra: str) -> dict[str, object]:
+        attrs = {"k8s.pod.uid": uid, "k8s.pod": "default/web-1", **extra}
+        return {
+            "traceId": f"{int(start_s * 10):032x}",
+            "spanId": span_id,
+            "name": name,
+            "kind": 1,
+            "startTimeUnixNano": str(base + int(start_s * 1e9)),
+            "endTimeUnixNano": str(base + int(end_s * 1e9)),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+        }
+
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [
+                        {"key": "service.name", "value": {"stringValue": "kubelet"}},
+                        {"key": "host.name", "value": {"stringValue": "node-a"}},
+                    ]
+                },
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            sync(
+                                "syncPod", "00000000000000a1", 0.0, 2.5, **{"k8s.pod.update_type": "create"}
+                            ),
+                            sync("syncTerminatingPod", "00000000000000a2", 20.0, 21.0),
+                            sync("syncTerminatedPod", "00000000000000a3", 21.0, 21.2),
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    import orjson
+
+    extraction = spans_to_observations(decode_request(orjson.dumps(body), "json"))
+    assert len(extraction.observations) == 3
+    tl = derive_pod_timeline(extraction.observations)
+    t0 = datetime(2024, 6, 7, 6, 54, 41, tzinfo=UTC)
+    from datetime import timedelta
+
+    def s(x: float) -> datetime:
+        return t0 + timedelta(seconds=x)
+
+    assert [(iv.state, iv.start, iv.end, iv.source) for iv in tl.lane("worker")] == [
+        ("setup", s(0.0), s(2.5), "observed"),
+        ("unknown", s(2.5), s(20.0), "observed"),
+        ("terminating", s(20.0), s(21.0), "observed"),
+        ("cleanup", s(21.0), s(21.2), "observed"),
+    ]
