@@ -607,17 +607,25 @@ def claim_ttl() -> timedelta:
 
 
 def run_batch(
-    *, limit: int | None = None, cluster: Cluster | None = None, now: datetime | None = None
+    *,
+    limit: int | None = None,
+    cluster: Cluster | None = None,
+    now: datetime | None = None,
+    raise_failures: bool = False,
 ) -> BatchResult | None:
     """Fold, claim, derive and write one batch of dirty keys; None when nothing was left to claim.
 
     ``now`` (live clusters: the wall clock) is the time findings about open intervals are judged at.
+    A key whose derivation fails is isolated, backs off and is quarantined (``_derive_isolating``);
+    with ``raise_failures`` (an import, all or nothing) the failure goes up instead.
     """
     with gc_paused():
-        return _run_batch(limit=limit, cluster=cluster, now=now)
+        return _run_batch(limit=limit, cluster=cluster, now=now, raise_failures=raise_failures)
 
 
-def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | None) -> BatchResult | None:
+def _run_batch(
+    *, limit: int | None, cluster: Cluster | None, now: datetime | None, raise_failures: bool = False
+) -> BatchResult | None:
     limit = limit or _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK)
     cluster_id = cluster.pk if cluster is not None else None
     while dirty.fold(cluster_id=cluster_id):
@@ -632,7 +640,7 @@ def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | No
     result = BatchResult(0, {})
     for keys in (claimed, retried):
         if keys:
-            _merge(result, _derive_isolating(token, keys, now))
+            _merge(result, _derive_isolating(token, keys, now, raise_failures=raise_failures))
     return result
 
 
@@ -647,7 +655,9 @@ def _merge(total: BatchResult, part: BatchResult) -> None:
     total.quarantined += part.quarantined
 
 
-def _derive_isolating(token: str, claimed: Sequence[dirty.Claimed], now: datetime | None) -> BatchResult:
+def _derive_isolating(
+    token: str, claimed: Sequence[dirty.Claimed], now: datetime | None, *, raise_failures: bool = False
+) -> BatchResult:
     """Derive and write ``claimed``; when that fails, the keys in halves, down to the single keys that
     fail alone: those are recorded as failed (``dirty.failed``: a back-off, then the quarantine) and
     every other key of the batch is written. A failure because the database is away is no key's fault:
@@ -659,7 +669,7 @@ def _derive_isolating(token: str, claimed: Sequence[dirty.Claimed], now: datetim
         _release(token, claimed)
         return BatchResult(len(claimed), {}, lost=True)
     except Exception as exc:
-        if not _database_answers():
+        if raise_failures or not _database_answers():
             _release(token, claimed)
             raise
         if len(claimed) > 1:
@@ -747,14 +757,18 @@ def _push(pushed: Mapping[str, list[PodTimeline]]) -> int:
 
 
 def drain(
-    *, cluster: Cluster | None = None, budget_s: float | None = None, now: datetime | None = None
+    *,
+    cluster: Cluster | None = None,
+    budget_s: float | None = None,
+    now: datetime | None = None,
+    raise_failures: bool = False,
 ) -> int:
     """Derive until nothing is dirty (for ``cluster`` only, when given) or ``budget_s`` seconds passed;
     returns how many keys were derived. Any number of processes may drain at once."""
     started = time.monotonic()
     done = 0
     while budget_s is None or time.monotonic() - started < budget_s:
-        result = run_batch(cluster=cluster, now=now)
+        result = run_batch(cluster=cluster, now=now, raise_failures=raise_failures)
         if result is None:
             break
         done += result.claimed

@@ -28,12 +28,6 @@ pytestmark = pytest.mark.django_db
 BAD = uid(99)
 
 
-@pytest.fixture
-def quick_retries(settings: Any) -> None:
-    settings.PODLIFE_DERIVE_MAX_FAILURES = 3
-    settings.PODLIFE_DERIVE_RETRY_S = 0.0  # due again at once: the test needs no clock
-
-
 def _scrape(client: Any, settings: Any) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 

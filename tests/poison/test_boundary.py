@@ -1,0 +1,177 @@
+"""Issue #35, deliverable 2: every name and time is checked once where it enters, and refused by name.
+
+The reproductions of the attack run: each was stored (or answered 500) before; each now gets a 4xx
+naming the field or a batch answer naming the refused record, nothing it could not derive is stored,
+and the derive stage never stalls.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from timelines import derivation, store
+from timelines.export.bundle import canonical_observation
+from timelines.lifecycle.observation import Kind, Source
+from timelines.models import DirtyKey, Pod, QuarantinedKey
+from timelines.models import Observation as ObservationRow
+
+AUDIT = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "webhook-eventlist.json"
+
+
+def _pod_create() -> list[dict[str, Any]]:
+    """The fixture's pod create (its RequestReceived and ResponseComplete events)."""
+    items = orjson.loads(AUDIT.read_bytes())["items"]
+    return [
+        e
+        for e in items
+        if e["verb"] == "create"
+        and e["objectRef"].get("resource") == "pods"
+        and not e["objectRef"].get("subresource")
+    ]
+
+
+def _hostile(
+    events: list[dict[str, Any]], tag: str, *, namespace: str | None = None, at: str | None = None
+) -> list[dict[str, Any]]:
+    out = []
+    for event in copy.deepcopy(events):
+        event["auditID"] = f"{event['auditID'][:-8]}{tag:0>8}"
+        if namespace is not None:
+            event["objectRef"]["namespace"] = namespace
+            for body in ("requestObject", "responseObject"):
+                if isinstance(event.get(body), dict):
+                    event[body].setdefault("metadata", {})["namespace"] = namespace
+        if at is not None:
+            event["stageTimestamp"] = event["requestReceivedTimestamp"] = at
+        out.append(event)
+    return out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hostile_audit_events_are_refused_by_name_and_the_valid_one_is_stored(
+    client: Any, token: str
+) -> None:
+    """GIVEN one EventList with the three poisoned pod creates of the attack run (a namespace holding NUL,
+    a namespace of 200 x U+202E, stageTimestamp 9999-12-31T23:59:59Z) and the valid create WHEN it is
+    posted to /ingest/v1/audit THEN the answer is 200 naming each refused record and its field, the
+    valid pod is stored and derived, and no key is left dirty or quarantined."""
+    create = _pod_create()
+    assert len(create) == 2
+    events = (
+        _hostile(create, "1", namespace="evil\x00ns")
+        + _hostile(create, "2", namespace="\u202e" * 200)
+        + _hostile(create, "3", at="9999-12-31T23:59:59Z")
+        + create
+    )
+    body = orjson.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": events})
+    answer = client.post(
+        "/ingest/v1/audit", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert answer.status_code == 200, answer.content
+    report = answer.json()
+    problems = " | ".join(report["store_rejections"]) + " | " + " | ".join(report["unreadable_examples"])
+    assert "namespace 'evil\\x00ns' is not a DNS-1123 label" in problems
+    assert "namespace '\\u202e\\u202e" in problems
+    assert "9999-12-31T23:59:59+00:00 is outside the supported range" in problems
+    assert report["stored"] >= 1
+    assert set(ObservationRow.objects.values_list("namespace", flat=True)) == {"shop"}
+    derivation.drain()
+    assert Pod.objects.filter(namespace="shop").exists()
+    assert not DirtyKey.objects.exists() and not QuarantinedKey.objects.exists()
+
+
+@pytest.mark.django_db
+def test_window_parameters_outside_the_supported_range_are_a_400(admin_client: Any) -> None:
+    """GIVEN a node WHEN its timeline is asked from 9999-12-31T23:59:59Z (or to year 1) THEN 400 naming
+    the parameter, not 500."""
+    store.save_observations("prod", [_node_obs(datetime(2024, 6, 7, tzinfo=UTC))])
+    derivation.drain()
+    url = "/api/v1/clusters/prod/nodes/node-a/timeline"
+    for query, param in (("from=9999-12-31T23:59:59Z", "from"), ("to=0001-01-01T00:00:00Z", "to")):
+        answer = admin_client.get(f"{url}?{query}")
+        assert answer.status_code == 400, (query, answer.content)
+        assert param in answer.content.decode() and "supported range" in answer.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_row_at_year_one_does_not_break_the_default_window(admin_client: Any) -> None:
+    """GIVEN a node with a kubelet row at 0001-01-01T00:00:00Z stored before the boundary (a record with
+    ``"timestamp":"0001-01-01T00:00:00Z"``) WHEN its timeline is asked without from/to, as the live page
+    does THEN it answers 200 (the window arithmetic clamps to the supported range)."""
+    store.save_observations("prod", [_node_obs(datetime(2024, 6, 7, tzinfo=UTC))])
+    derivation.drain()
+    cluster = store.cluster_for("prod")
+    year1 = datetime(1, 1, 1, tzinfo=UTC)
+    ObservationRow.objects.create(
+        cluster=cluster, kind=Kind.KUBELET_PROCESS, source=Source.KUBELET_LOG, observed_at=year1,
+        received_at=year1, dedupe_key="year-one", node="node-a", payload={"pid": 1},
+    )  # fmt: skip
+    from timelines import dirty
+
+    dirty.append_batch(cluster.pk, [(dirty.NODE, "node-a", None, None)])
+    derivation.drain()
+    answer = admin_client.get("/api/v1/clusters/prod/nodes/node-a/timeline")
+    assert answer.status_code == 200, answer.content
+
+
+def _node_obs(at: datetime) -> Any:
+    from timelines.lifecycle.observation import Observation
+
+    return Observation(
+        kind=Kind.NODE, source=Source.API, observed_at=at, dedupe_key=f"nodes:node-a:{at.isoformat()}",
+        node="node-a", name="node-a", payload={"name": "node-a", "uid": "n1", "ready": True},
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_kubelet_line_at_the_end_of_year_9999_is_counted_not_fatal(client: Any, token: str) -> None:
+    """GIVEN ``?year=9999`` and a klog line of Dec 31 23:59:58 WHEN posted as text THEN 200: the line is
+    counted as out of the supported range and nothing is stored (the kubelet process it names included)."""
+    line = (
+        b'I1231 23:59:58.000000    1234 kubelet.go:2407] "SyncLoop ADD" source="api" pods=["default/web-0"]\n'
+    )
+    answer = client.post(
+        "/ingest/v1/kubelet-logs?cluster=prod&node=node-a&year=9999", line, content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["skipped"] == {"out_of_range": 1}
+    assert not ObservationRow.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00"])
+def test_a_resealed_bundle_with_times_outside_the_range_is_refused_naming_the_record(
+    tmp_path: Path, at: str
+) -> None:
+    """GIVEN an exported bundle one of whose observations was moved to year 1 / 9999 and resealed (its
+    digests recomputed) WHEN it is imported THEN BundleError names the observation and observed_at
+    (the import view answers it as a 400), and nothing is written."""
+    from tests.export.conftest import ingest_observations, source_observations
+    from tests.export.helpers import export_json
+    from timelines.export.importer import BundleError, import_incident
+    from timelines.models import Cluster
+
+    cluster = store.cluster_for("src", origin=Cluster.Origin.OFFLINE)
+    ingest_observations(cluster, source_observations())
+    data = orjson.loads(export_json(cluster))
+    data["observations"][0]["observed_at"] = at
+    sha = hashlib.sha256()
+    for item in data["observations"]:
+        sha.update(canonical_observation(item))
+    data["metadata"]["digest"]["observations_sha256"] = sha.hexdigest()
+    path = tmp_path / "resealed.json"
+    path.write_bytes(orjson.dumps(data))
+    before = ObservationRow.objects.count()
+    with pytest.raises(
+        BundleError, match=r"observations\[0\].*observed_at .* is outside the supported range"
+    ):
+        import_incident(path, name="copy")
+    assert ObservationRow.objects.count() == before and not Cluster.objects.filter(name="copy").exists()
