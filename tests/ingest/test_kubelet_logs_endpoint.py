@@ -94,6 +94,7 @@ def test_text_matches_the_cli_line_for_line(ingest: Ingest):
         "rejections": [],
         "pods_touched": 2,
         "skipped": None,
+        "errors": [],  # no record refused (issue #35: each refused record is named here)
     }
     assert report["observations"] > 10
     assert sum(report["skipped"].values()) > 0 and set(report["skipped"]) <= {

@@ -130,20 +130,46 @@ def _node_obs(at: datetime) -> Any:
     )  # fmt: skip
 
 
+LAST_LINE = (
+    'I1231 23:59:58.000000    1234 kubelet.go:2407] "SyncLoop ADD" source="api" pods=["default/web-0"]\n'
+)
+
+
 @pytest.mark.django_db
-def test_a_kubelet_line_at_the_end_of_year_9999_is_counted_not_fatal(client: Any, token: str) -> None:
-    """GIVEN ``?year=9999`` and a klog line of Dec 31 23:59:58 WHEN posted as text THEN 200: the line is
-    counted as out of the supported range and nothing is stored (the kubelet process it names included)."""
-    line = (
-        b'I1231 23:59:58.000000    1234 kubelet.go:2407] "SyncLoop ADD" source="api" pods=["default/web-0"]\n'
+def test_a_kubelet_line_at_the_end_of_year_9999_is_counted_not_fatal(tmp_path: Path) -> None:
+    """GIVEN ``manage.py ingest_kubelet_log --year 9999`` and a klog line of Dec 31 23:59:58 WHEN it is
+    ingested THEN it completes: the line is out of the supported range and nothing is stored (the
+    kubelet process it names included), where the attack run got an OverflowError."""
+    import io
+
+    from django.core.management import call_command
+
+    log = tmp_path / "kubelet.log"
+    log.write_text(LAST_LINE)
+    out = io.StringIO()
+    call_command(
+        "ingest_kubelet_log", "--cluster", "prod", "--node", "node-a", "--year", "9999", str(log), stdout=out
     )
-    answer = client.post(
-        "/ingest/v1/kubelet-logs?cluster=prod&node=node-a&year=9999", line, content_type="text/plain",
-        HTTP_AUTHORIZATION=f"Bearer {token}",
-    )  # fmt: skip
+    assert "out_of_range" in out.getvalue()
+    assert not ObservationRow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_year_parameter_outside_the_range_is_a_400_and_a_rollover_past_it_is_counted(
+    client: Any, token: str
+) -> None:
+    """GIVEN ``?year=9999`` THEN 400 naming the parameter; GIVEN ``?year=8999``, a Dec 31 23:59:58 line
+    and a Jan 1 line after it (the year rolls over to 9000, past the range) THEN 200: the first is stored,
+    the second counted as out of range."""
+    url = "/ingest/v1/kubelet-logs?cluster=prod&node=node-a&year="
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    refused = client.post(url + "9999", LAST_LINE.encode(), content_type="text/plain", **auth)
+    assert refused.status_code == 400 and "year='9999'" in refused.json()["error"]
+    body = (LAST_LINE + LAST_LINE.replace("I1231 23:59:58", "I0101 00:00:01")).encode()
+    answer = client.post(url + "8999", body, content_type="text/plain", **auth)
     assert answer.status_code == 200, answer.content
     assert answer.json()["skipped"] == {"out_of_range": 1}
-    assert not ObservationRow.objects.exists()
+    assert ObservationRow.objects.filter(observed_at__year=8999).exists()
 
 
 @pytest.mark.django_db(transaction=True)
