@@ -37,7 +37,12 @@ def _scrape(client: Any, settings: Any) -> dict[str, float]:
 
 
 def test_a_failing_pod_is_quarantined_and_the_rest_derive(
-    derive_stage_off: None, quick_retries: None, monkeypatch: Any, client: Any, settings: Any
+    derive_stage_off: None,
+    quick_retries: None,
+    monkeypatch: Any,
+    client: Any,
+    admin_client: Any,
+    settings: Any,
 ) -> None:
     """GIVEN 4 pods of cluster a (one whose derivation raises) and 3 of cluster b, all in one batch
     WHEN the stage drains THEN the 6 others have their rows, the bad one is quarantined after 3 failures
@@ -70,6 +75,11 @@ def test_a_failing_pod_is_quarantined_and_the_rest_derive(
     samples = _scrape(client, settings)
     assert samples["podlife_derive_quarantined_keys"] == 1
     assert samples["podlife_derive_quarantine_moves_total"] == 1
+
+    page = admin_client.get("/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="derive-quarantine"' in html and BAD in html and "a rule that breaks on this pod" in html
 
     listing = io.StringIO()
     call_command("derive", "--quarantined", stdout=listing)
