@@ -166,8 +166,11 @@ def _verify(data: Mapping[str, Any], what: str) -> None:
     if digest.get("algorithm") != "sha256" or not isinstance(expected, str):
         raise BundleError(f"{what}: metadata.digest.observations_sha256 is missing; cannot check the content")
     sha = hashlib.sha256()
-    for item in data["observations"]:
-        sha.update(canonical_observation(item))
+    for i, item in enumerate(data["observations"]):
+        try:
+            sha.update(canonical_observation(item))
+        except (TypeError, ValueError, AttributeError) as exc:  # not an object, nested too deep, ...
+            raise BundleError(f"{what}: observations[{i}] is not an observation ({exc})") from None
     if sha.hexdigest() != expected:
         raise BundleError(
             f"{what} was modified after export: the observations' sha256 is {sha.hexdigest()[:16]}…, "
