@@ -201,3 +201,57 @@ def test_a_resealed_bundle_with_times_outside_the_range_is_refused_naming_the_re
     ):
         import_incident(path, name="copy")
     assert ObservationRow.objects.count() == before and not Cluster.objects.filter(name="copy").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [
+        ("namespace", "kube-system", True),
+        ("namespace", "Default", False),  # a DNS-1123 label is lower case
+        ("namespace", "a" * 63, True),
+        ("namespace", "a" * 64, False),
+        ("namespace", "evil\x00ns", False),
+        ("namespace", "\u202e" * 200, False),
+        ("node", "ip-10-0-1-23.eu-west-1.compute.internal", True),
+        ("node", "gke-dev-default-pool-XXX", True),  # a host name, of any case
+        ("node", "node_a", False),
+        ("node", "a" * 254, False),
+        ("name", "system:controller:attachdetach-controller", True),  # a ClusterRole's name
+        ("name", "web-7d9f8b6c4-x2k9p", True),
+        ("name", "..", False),
+        ("name", "a/b", False),
+        ("name", "p\u202egnp.exe", False),
+        ("name", "x" * 254, False),
+        ("pod_uid", "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47", True),
+        ("pod_uid", "d1c4757bcb230bf06ab7e866b62132a1", True),  # a static pod's hash
+        ("pod_uid", "u u", False),
+        ("pod_uid", "u" * 65, False),
+    ],
+)
+def test_names_follow_kubernetes_rules(field: str, value: str, ok: bool) -> None:
+    """The contract's name rules are Kubernetes' (apimachinery's validation): namespaces DNS-1123 labels,
+    nodes DNS-1123 subdomains, other names path segments, UIDs printable; and no control or format
+    character anywhere."""
+    from timelines.lifecycle.observation import name_problem
+
+    problem = name_problem(field, value)
+    assert (problem is None) is ok, problem
+    if not ok:
+        assert problem.startswith(field) or problem.startswith(f"{field} ")
+
+
+@pytest.mark.parametrize(
+    ("at", "ok"),
+    [
+        (datetime(1970, 1, 1, tzinfo=UTC), True),
+        (datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), True),
+        (datetime(9000, 1, 1, tzinfo=UTC), False),
+        (datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC), False),
+        (datetime(1, 1, 1, tzinfo=UTC), False),
+        (datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), False),
+    ],
+)
+def test_the_supported_time_range(at: datetime, ok: bool) -> None:
+    from timelines.lifecycle.observation import time_problem
+
+    assert (time_problem("observed_at", at) is None) is ok

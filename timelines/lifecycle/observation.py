@@ -279,7 +279,7 @@ EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
 
 # Kubernetes' own name rules (k8s.io/apimachinery/pkg/util/validation): a namespace is a DNS-1123 label,
-# a node a DNS-1123 subdomain. Other object names (an audited request's object: a ClusterRole is
+# a node a DNS-1123 subdomain (below: of any case). Other object names (an audited request's object: a ClusterRole is
 # ``system:controller:...``) follow the generic path-segment rule: not ``.`` or ``..``, no ``/`` or ``%``;
 # and, here, no control or format character (NUL, U+202E) and at most 253 characters, what the store's
 # columns hold. A UID is printable ASCII without spaces (a UUID; a static pod's is a hash).
@@ -287,7 +287,13 @@ MAX_NAMESPACE: Final = 63
 MAX_NAME: Final = 253
 MAX_UID: Final = 64
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+# Node names: a DNS-1123 subdomain read as DNS reads it, case-insensitively. The API server stores them in
+# lower case, but a node's name as a kubelet log, a shipper's host field or an operator's --node gives it
+# may keep the host's own case (the corpus's GKE excerpt is read with --node gke-dev-default-pool-XXX); it is
+# still one host name, and no case change turns it into something the derive stage cannot handle.
+_DNS_SUBDOMAIN = re.compile(
+    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.IGNORECASE
+)
 _UID = re.compile(r"[!-~]{1,64}")
 _PLAIN_NAME = re.compile(r"[-A-Za-z0-9._:@+=~]{1,253}")  # the common case, checked without a scan
 _UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
