@@ -246,7 +246,8 @@ def _marked_problem(marked: Any) -> str | None:
         return "the key must be a non-empty string"
     if len(key) > KEY_LENGTH:
         return f"the key is {len(key)} characters long; its column holds {KEY_LENGTH}"
-    if "\x00" in key or (kind in REF_KINDS and "\x00" in split_ref(key)[0]):
+    # A ref's namespace is percent-quoted, where only a NUL becomes ``%00`` (a ``%`` itself is ``%25``).
+    if "\x00" in key or (kind in REF_KINDS and "%00" in key.partition("/")[0]):
         return "the key holds a NUL (PostgreSQL's text cannot)"
     for t in (lo, hi):
         if t is not None:
