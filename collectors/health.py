@@ -81,6 +81,21 @@ class CollectorHealth(Collector):
             value=waiting.batches,
         )
         yield GaugeMetricFamily(
+            "podlife_derive_failing_keys",
+            "Dirty keys whose derivation failed and that wait, backing off, to be tried again alone.",
+            value=waiting.failing,
+        )
+        yield GaugeMetricFamily(
+            "podlife_derive_quarantined_keys",
+            "Keys set aside after their derivation kept failing (manage.py derive --quarantined).",
+            value=waiting.quarantined,
+        )
+        yield CounterMetricFamily(
+            "podlife_derive_quarantine_moves",
+            "Times a key was moved to the quarantine.",
+            value=waiting.quarantine_moves,
+        )
+        yield GaugeMetricFamily(
             "podlife_derive_oldest_seconds",
             "Age of the oldest dirty mark (0 when nothing waits): how far the derive stage lags.",
             value=(now - waiting.oldest).total_seconds() if waiting.oldest else 0.0,

@@ -42,6 +42,7 @@ from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers import otlp
 from collectors.parsers.kubelet_log import is_kubelet_ident, top_unrecognized
 from timelines import store
+from timelines.lifecycle.observation import EARLIEST, LATEST, name_problem, time_problem
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,8 @@ RECORD_SKIP_REASONS: Final = {
     "no_log_field": "a record with no log / message / MESSAGE text and not a kubelet JSON log record",
     "not_kubelet": "a record from another process (SYSLOG_IDENTIFIER / _COMM / _SYSTEMD_UNIT)",
     "no_node": "a record with no host field, sent without ?node=",
+    "bad_node": "a record whose host is not a node name Kubernetes accepts (a DNS-1123 subdomain)",
+    "bad_record": "a record that could not be read (named in ``errors``: nesting too deep, a wrong type, ...)",
 }
 MAX_REPORTED_REJECTIONS: Final = 10
 MAX_NODE_NAME: Final = 253  # a DNS subdomain, as Kubernetes names nodes; the store holds no longer one
@@ -286,6 +289,13 @@ class LogRequestReport:
     result: store.SaveResult = field(default_factory=store.SaveResult)
     skipped: Counter[str] = field(default_factory=Counter)
     unrecognized: Counter[str] = field(default_factory=Counter)  # unrecognised message text -> lines
+    errors: list[str] = field(default_factory=list)  # the first records refused, each named
+
+    def refuse(self, reason: str, message: str) -> None:
+        """Count a record as skipped under ``reason``; keep the first messages that name it."""
+        self.skipped[reason] += 1
+        if len(self.errors) < MAX_REPORTED_REJECTIONS:
+            self.errors.append(message)
 
     def as_json(self) -> dict[str, Any]:
         r = self.result
@@ -304,6 +314,7 @@ class LogRequestReport:
             "unrecognized_messages": [
                 {"message": text, "count": count} for text, count in top_unrecognized(self.unrecognized)
             ],
+            "errors": self.errors,
         }
 
 
@@ -356,6 +367,8 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
             400,
             f"query parameter node is {len(node)} characters long: a node name has at most {MAX_NODE_NAME}",
         )
+    if node is not None and (problem := name_problem("node", node)) is not None:
+        raise LogRequestError(400, f"query parameter {problem}")
     year = _year_param(request.GET.get("year"))
     tz = _tz_param(request.GET.get("tz"))
     media_type = (request.content_type or "").strip().lower()
@@ -406,17 +419,26 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
             if record is None:
                 report.skipped["bad_json"] += 1
                 continue
-            lines, reason = record_lines(text, record)
-            if reason:
-                report.skipped[reason] += 1
+            # One record that cannot be read is counted and named; the rest of the batch is stored
+            # (issue #35: one record nested 500 deep, or with a timestamp "²", lost all 50 of its batch).
+            try:
+                lines, reason = record_lines(text, record)
+                if reason:
+                    report.skipped[reason] += 1
+                    continue
+                record_node = node or _record_host(record)
+                if record_node is None:
+                    report.skipped["no_node"] += 1
+                    continue
+                if (problem := name_problem("node", record_node)) is not None:
+                    report.refuse("bad_node", f"record {report.lines_read}: host {problem[len('node ') :]}")
+                    continue
+                ingest = ingest_for(record_node, record_time(record))
+            except Exception as exc:
+                report.refuse("bad_record", f"record {report.lines_read}: {type(exc).__name__}: {exc}"[:300])
                 continue
-            record_node = node or _record_host(record)
-            if record_node is None:
-                report.skipped["no_node"] += 1
-                continue
-            ingest = ingest_for(record_node, record_time(record))
             for line in lines:
-                ingest.feed(line)
+                ingest.feed(line)  # never raises: the parser counts what it cannot use
 
     for node_name, ingest in ingests.items():
         report.result.merge(ingest.close())
@@ -454,10 +476,15 @@ def _json_records(body: bytes) -> Iterator[tuple[str, dict[str, Any] | None]]:
         return
     items = document if isinstance(document, list) else [document]
     for item in items:
-        if isinstance(item, dict):
-            yield orjson.dumps(item).decode(), item
-        else:
+        if not isinstance(item, dict):
             yield "", None
+            continue
+        try:
+            text = orjson.dumps(item).decode()
+        except orjson.JSONEncodeError:  # nested deeper than orjson writes (254): not a log record
+            yield "", None
+            continue
+        yield text, item
 
 
 def _as_record(text: str) -> dict[str, Any] | None:
@@ -514,24 +541,34 @@ def record_time(record: dict[str, Any]) -> datetime | None:
             continue
         if isinstance(value, str):
             text = value.strip()
-            if text.isdigit():
+            if text.isascii() and text.isdigit():  # "²".isdigit() is true, and int() refuses it
+                if len(text) > 20:  # past any epoch in micro- or nanoseconds (and int()'s digit limit)
+                    continue
                 value = int(text)
             else:
                 try:
                     parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-                except ValueError:
+                    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+                except (ValueError, OverflowError):
                     continue
-                return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+                if time_problem(key, parsed) is None:  # a year 1 or 9999 says nothing of the year
+                    return parsed
+                continue
         if isinstance(value, int | float):
-            seconds = float(value)
+            try:
+                seconds = float(value)
+            except OverflowError:  # an integer too large for a float
+                continue
             if seconds > 1e14:  # journald's __REALTIME_TIMESTAMP: microseconds
                 seconds /= 1e6
             elif seconds > 1e11:  # milliseconds
                 seconds /= 1e3
             try:
-                return datetime.fromtimestamp(seconds, tz=UTC)
+                at = datetime.fromtimestamp(seconds, tz=UTC)
             except (OverflowError, OSError, ValueError):
                 continue
+            if time_problem(key, at) is None:
+                return at
     return None
 
 
@@ -542,9 +579,11 @@ def _year_param(raw: str | None) -> int | None:
         year = int(raw)
     except ValueError:
         year = 0
-    if not 1970 <= year <= 9999:
+    if not EARLIEST.year <= year < LATEST.year:  # the supported range (docs/configuration.md)
         raise LogRequestError(
-            400, f"query parameter year={raw!r} is not a plausible year: expected e.g. {timezone.now().year}"
+            400,
+            f"query parameter year={raw!r} is not a plausible year ({EARLIEST.year} to {LATEST.year - 1}): "
+            f"expected e.g. {timezone.now().year}",
         )
     return year
 

@@ -120,6 +120,33 @@ def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
         raise Refusal(403, "importing a bundle creates a cluster: staff only")
 
 
+def _unavailable_refused(
+    check: Callable[[Scope, dict[str, str]], None],
+) -> Callable[[Scope, dict[str, str]], None]:
+    """``check``, with the database or Redis away answered 503 and Retry-After (issue #35: a token looked
+    up on a connection ``pg_terminate_backend`` had ended raised outside Django, a 500 that OTLP exporters
+    do not retry). Anything else still goes up."""
+
+    def guarded(scope: Scope, headers: dict[str, str]) -> None:
+        from podlife_site.overload import backend_unavailable, retry_after_s
+
+        try:
+            check(scope, headers)
+        except Refusal:
+            raise
+        except Exception as exc:
+            away = backend_unavailable(exc)
+            if away is None:
+                raise
+            log.warning("%s %s: the %s is unavailable: %s", scope["method"], scope.get("path"), away, exc)
+            seconds = str(retry_after_s())
+            raise Refusal(
+                503, f"the {away} is unavailable; retry in {seconds} s", headers={"Retry-After": seconds}
+            ) from None
+
+    return guarded
+
+
 POST_ONLY: Final = frozenset({"POST"})
 INGEST: Final = Route("PODLIFE_INGEST_MAX_BODY_BYTES", check=_ingest_token, style="json", methods=POST_ONLY)
 ROUTES: Final[dict[str, Route]] = {
@@ -156,6 +183,7 @@ def _refusal_body(route: Route, refusal: Refusal, headers: dict[str, str]) -> tu
             401: UNAUTHENTICATED,
             405: otlp.RpcCode.UNIMPLEMENTED,
             413: otlp.RpcCode.RESOURCE_EXHAUSTED,
+            503: otlp.RpcCode.UNAVAILABLE,
         }
         code = codes.get(refusal.status, otlp.RpcCode.INVALID_ARGUMENT)
         body = otlp.encode_response(
@@ -202,7 +230,9 @@ class BodyLimits:
             self._check_method(route, scope["method"])  # first: the view would answer 405 to any body
             if route.check is not None:  # then: without credentials no body is worth reading, large or not
                 # A worker thread that closes stale connections before and after (as consumers do).
-                await DatabaseSyncToAsync(route.check, thread_sensitive=False)(scope, headers)
+                await DatabaseSyncToAsync(_unavailable_refused(route.check), thread_sensitive=False)(
+                    scope, headers
+                )
             self._check_length(route, headers)
         except Refusal as refusal:
             log.info("refused %s %s before its body: %s", scope["method"], scope.get("path"), refusal.message)

@@ -24,10 +24,13 @@ def server_error(request: HttpRequest, template_name: str = defaults.ERROR_500_T
 
     A failure to get a database connection outside a view (a session saved by a middleware, say) is not a
     server error but an overload: 503 with Retry-After, as ``DatabaseBusyMiddleware`` answers for views."""
-    from podlife_site.overload import busy_response, database_busy
+    from podlife_site.overload import backend_unavailable, busy_response, database_busy, unavailable_response
 
     if database_busy(sys.exc_info()[1]):
         return busy_response(request.path, "no database connection free")
+    away = backend_unavailable(sys.exc_info()[1])
+    if away is not None:  # the database or Redis away (issue #35): the client retries a 503
+        return unavailable_response(request.path, away)
     if request.path.startswith(API_PREFIX):
         return JsonResponse({"error": {"status": 500, "message": SERVER_ERROR, "param": None}}, status=500)
     return defaults.server_error(request, template_name)

@@ -74,6 +74,42 @@ def database_busy(exc: BaseException | None) -> bool:
     return False
 
 
+def backend_unavailable(exc: BaseException | None) -> str | None:
+    """What is away when ``exc`` (or what it was raised from) says the database or Redis cannot be reached
+    now (a connection lost, refused or terminated, ``pg_terminate_backend``): ``"database"`` or
+    ``"redis"``; None for any other error. Such a request is answered 503 with Retry-After, never 500
+    (issue #35): its sender retries it, where a 500 makes OTLP exporters drop their spans."""
+    import redis.exceptions
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if database_busy(exc):
+            return "database"
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            return "database"
+        module = type(exc).__module__
+        if module.startswith("psycopg") and type(exc).__name__ in ("OperationalError", "InterfaceError"):
+            return "database"
+        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            return "redis"
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def unavailable_response(path: str, what: str) -> HttpResponse:
+    """The 503 for a request that met the database or Redis away."""
+    seconds = retry_after_s()
+    message = f"the {what} is unavailable; retry in {seconds} s"
+    response: HttpResponse
+    if path.startswith(JSON_PREFIXES):
+        response = JsonResponse({"error": {"status": 503, "message": message, "param": None}}, status=503)
+    else:
+        response = HttpResponse(message + "\n", status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(seconds)
+    return response
+
+
 def busy_response(path: str, why: str) -> HttpResponse:
     """The 503 for a request turned away: JSON under the API and ingest routes, text elsewhere."""
     seconds = retry_after_s()
@@ -88,7 +124,8 @@ def busy_response(path: str, why: str) -> HttpResponse:
 
 
 class DatabaseBusyMiddleware:
-    """Django middleware: a view that raised because no connection was to be had answers 503."""
+    """Django middleware: a view that raised because no connection was to be had, or because the database
+    or Redis is away, answers 503."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -97,10 +134,16 @@ class DatabaseBusyMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not database_busy(exception):
+        if database_busy(exception):
+            log.warning("503 for %s %s: no database connection (%s)", request.method, request.path, exception)
+            return busy_response(request.path, "no database connection free")
+        away = backend_unavailable(exception)
+        if away is None:
             return None
-        log.warning("503 for %s %s: no database connection (%s)", request.method, request.path, exception)
-        return busy_response(request.path, "no database connection free")
+        log.warning(
+            "503 for %s %s: the %s is unavailable (%s)", request.method, request.path, away, exception
+        )
+        return unavailable_response(request.path, away)
 
 
 class ConcurrencyLimit:

@@ -265,6 +265,11 @@ PODLIFE_SHARED_READ_S = env_float("PODLIFE_SHARED_READ_S", 2.0, minimum=0)
 PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty keys claimed at a time
 # A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
 PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
+# A key whose derivation fails is retried alone after a back-off (this, doubled per failure, at most the
+# maximum), and quarantined at the Nth failure (docs/architecture.md, "Derive"; issue #35).
+PODLIFE_DERIVE_MAX_FAILURES = env_int("PODLIFE_DERIVE_MAX_FAILURES", 5, minimum=1)
+PODLIFE_DERIVE_RETRY_S = env_float("PODLIFE_DERIVE_RETRY_S", 10.0, minimum=0)
+PODLIFE_DERIVE_RETRY_MAX_S = env_float("PODLIFE_DERIVE_RETRY_MAX_S", 600.0, minimum=0)
 
 # Beat's own state file (last run of each entry): in the temp directory, never in the checkout, one per deployment.
 CELERY_BEAT_SCHEDULE_FILENAME = env_str(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -67,16 +66,21 @@ def test_bad_record_is_named_and_the_rest_is_stored():
         "dedupe_key": "naive-one",
     }
     unserializable = obs(3, blob=object())
-    too_long = Observation(
-        kind=Kind.POD, source=Source.API, observed_at=T0, dedupe_key="long-name", name="x" * 300, payload={}
-    )
+    # A name longer than Kubernetes allows (and the column holds), as a mapping: the contract refuses it.
+    too_long = {
+        "kind": Kind.POD,
+        "source": Source.API,
+        "observed_at": T0,
+        "dedupe_key": "long-name",
+        "name": "x" * 300,
+    }
     result = store.save_observations("c1", [good[0], naive, unserializable, too_long, good[1]])
     assert result.stored == 2
     reasons = {r.key: r.reason for r in result.rejected}
     assert set(reasons) == {"naive-one", "k3", "long-name"}
     assert "timezone-aware" in reasons["naive-one"]
     assert "JSON" in reasons["k3"]
-    assert "name is 300 characters" in reasons["long-name"]
+    assert "name must be 1-253 characters, got 300" in reasons["long-name"]
     assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k1", "k2"]
 
 
@@ -105,20 +109,33 @@ def test_microseconds_and_payload_survive_the_round_trip():
     assert (row.node, row.namespace, row.name, row.pod_uid) == ("node-a", "default", "web-0", "uid-a")
 
 
-def test_a_nul_in_a_name_is_stored_and_marked_dirty_as_u_fffd(derive_stage_off):
-    """GIVEN observations whose node, namespace, name and pod UID hold NUL (a hostile or broken sender)
-    WHEN they are stored THEN the batch is stored (PostgreSQL's text and jsonb hold no NUL) and the dirty
-    keys name what was stored: the same values with U+FFFD."""
+def test_a_nul_in_a_name_is_refused_by_name_and_the_rest_is_stored(derive_stage_off):
+    """GIVEN observations whose node, namespace, name or pod UID hold NUL (a hostile or broken sender; no
+    Kubernetes name can: a namespace is a DNS-1123 label, a node a DNS-1123 subdomain) beside a valid one
+    WHEN they are stored THEN each is refused naming the field (issue #35: a namespace holding NUL made
+    a dirty key that failed every derive batch), and the valid one is stored and marked."""
     from timelines.models import DirtyBatch
 
-    node = Observation(
-        kind=Kind.NODE, source=Source.API, observed_at=T0, dedupe_key="nodes:a\x00b:1", node="a\x00b"
-    )
-    pod = dataclasses.replace(obs(1, uid="u\x00"), node="a\x00b", namespace="n\x00s", name="p\x00")
-    assert store.save_observations("c1", [node, pod]).stored == 2
-    assert set(ObservationRow.objects.values_list("node", flat=True)) == {"a\ufffdb"}
-    marked = {(kind, key) for batch in DirtyBatch.objects.all() for kind, key, *_ in batch.keys}
-    assert marked == {("node", "a\ufffdb"), ("pod", "u\ufffd")}
+    def hostile(key: str, **fields: str) -> dict[str, object]:
+        return {"kind": Kind.POD, "source": Source.API, "observed_at": T0, "dedupe_key": key, **fields}
+
+    batch = [
+        hostile("n", node="a\x00b"),
+        hostile("ns", namespace="evil\x00ns", name="p"),
+        hostile("name", namespace="default", name="p\x00"),
+        hostile("uid", pod_uid="u\x00"),
+        obs(1),
+    ]
+    result = store.save_observations("c1", batch)
+    assert result.stored == 1
+    reasons = {r.key: r.reason for r in result.rejected}
+    assert set(reasons) == {"n", "ns", "name", "uid"}
+    assert reasons["n"].startswith("node 'a\\x00b' is not a DNS-1123 subdomain")
+    assert reasons["ns"].startswith("namespace 'evil\\x00ns' is not a DNS-1123 label")
+    assert "control or format character" in reasons["name"]
+    assert reasons["uid"].startswith("pod_uid 'u\\x00'")
+    marked = {(kind, key) for b in DirtyBatch.objects.all() for kind, key, *_ in b.keys}
+    assert marked == {("pod", "uid-a")}
 
 
 def test_observation_without_pod_touches_no_pod():

@@ -29,6 +29,7 @@ PDB derivation that follows reads committed rows.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -661,6 +662,8 @@ class BatchResult:
     again: int = 0  # keys marked again while derived: they stay dirty
     lost: bool = False  # the claim expired and was taken over: nothing written
     pushed: int = 0
+    failed: int = 0  # keys whose derivation failed: released with a back-off, or quarantined
+    quarantined: int = 0  # of those, the keys moved to the quarantine
 
 
 def _settings_int(name: str, default: int) -> int:
@@ -672,47 +675,134 @@ def claim_ttl() -> timedelta:
 
 
 def run_batch(
-    *, limit: int | None = None, cluster: Cluster | None = None, now: datetime | None = None
+    *,
+    limit: int | None = None,
+    cluster: Cluster | None = None,
+    now: datetime | None = None,
+    raise_failures: bool = False,
 ) -> BatchResult | None:
     """Fold, claim, derive and write one batch of dirty keys; None when nothing was left to claim.
 
     ``now`` (live clusters: the wall clock) is the time findings about open intervals are judged at.
+    A key whose derivation fails is isolated, backs off and is quarantined (``_derive_isolating``);
+    with ``raise_failures`` (an import, all or nothing) the failure goes up instead.
     """
     with gc_paused():
-        return _run_batch(limit=limit, cluster=cluster, now=now)
+        return _run_batch(limit=limit, cluster=cluster, now=now, raise_failures=raise_failures)
 
 
-def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | None) -> BatchResult | None:
+def _run_batch(
+    *, limit: int | None, cluster: Cluster | None, now: datetime | None, raise_failures: bool = False
+) -> BatchResult | None:
     limit = limit or _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK)
     cluster_id = cluster.pk if cluster is not None else None
     while dirty.fold(cluster_id=cluster_id):
         pass
     token = dirty.new_token()
     claimed = dirty.claim(token, limit=limit, ttl=claim_ttl(), cluster_id=cluster_id)
-    if not claimed:
+    # One key whose derivation failed before and whose back-off is over, derived alone after the batch:
+    # a poisoned key never shares a batch again, so it delays no other key (nor cluster).
+    retried = dirty.claim(token, limit=1, ttl=claim_ttl(), cluster_id=cluster_id, failed=True)
+    if not claimed and not retried:
         return None
+    result = BatchResult(0, {})
+    for keys in (claimed, retried):
+        if keys:
+            _merge(result, _derive_isolating(token, keys, now, raise_failures=raise_failures))
+    return result
+
+
+def _merge(total: BatchResult, part: BatchResult) -> None:
+    total.claimed += part.claimed
+    for kind, n in part.counts.items():
+        total.counts[kind] = total.counts.get(kind, 0) + n
+    total.again += part.again
+    total.lost = total.lost or part.lost
+    total.pushed += part.pushed
+    total.failed += part.failed
+    total.quarantined += part.quarantined
+
+
+def _derive_isolating(
+    token: str, claimed: Sequence[dirty.Claimed], now: datetime | None, *, raise_failures: bool = False
+) -> BatchResult:
+    """Derive and write ``claimed``; when that fails, the keys in halves, down to the single keys that
+    fail alone: those are recorded as failed (``dirty.failed``: a back-off, then the quarantine) and
+    every other key of the batch is written. A failure because the database is away is no key's fault:
+    the keys are released as they are and the error goes up."""
     try:
-        out = _derive(claimed, now)
-        with transaction.atomic():
-            dirty.relaxed_commit()  # rebuildable rows, settled with their keys: see its docstring
-            for write in out.writes:
-                write()
-            for follow in out.after_writes:
-                follow()
-            for follow_cluster, keys in out.follow_up.items():
-                dirty.append_batch(follow_cluster, keys)
-            again = dirty.finish(token, claimed)
-        # The writes are closures over ``out`` that ``out`` holds: a reference cycle that would keep the
-        # whole batch (its observations, timelines and rows) alive until the cyclic collector found it.
-        out.writes.clear()
-        out.after_writes.clear()
+        return _derive_batch(token, claimed, now)
     except dirty.ClaimLost as exc:
         log.warning("derive batch %s written by no one: %s", token, exc)
-        dirty.release(token, claimed)
+        _release(token, claimed)
         return BatchResult(len(claimed), {}, lost=True)
+    except Exception as exc:
+        if raise_failures or not _database_answers():
+            _release(token, claimed)
+            raise
+        if len(claimed) > 1:
+            half = len(claimed) // 2
+            result = BatchResult(0, {})
+            for part in (claimed[:half], claimed[half:]):
+                _merge(result, _derive_isolating(token, part, now))
+            return result
+        key = claimed[0]
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        log.warning(
+            "deriving %s %r of cluster %s failed: %s", key.kind, key.key, key.cluster_id, error, exc_info=True
+        )
+        moved = dirty.failed(
+            token,
+            key,
+            error,
+            max_failures=_settings_int("PODLIFE_DERIVE_MAX_FAILURES", 5),
+            backoff=timedelta(seconds=float(getattr(settings, "PODLIFE_DERIVE_RETRY_S", 10.0))),
+            backoff_max=timedelta(seconds=float(getattr(settings, "PODLIFE_DERIVE_RETRY_MAX_S", 600.0))),
+        )
+        return BatchResult(1, {}, failed=1, quarantined=int(moved))
     except BaseException:
-        dirty.release(token, claimed)  # left dirty for the next claim
+        _release(token, claimed)  # left dirty for the next claim
         raise
+
+
+def _release(token: str, claimed: Sequence[dirty.Claimed]) -> None:
+    try:
+        dirty.release(token, claimed)
+    except Exception:  # the database is away: the claims expire on their own (``claimed_until``)
+        log.warning("could not release %d claimed keys; they expire on their own", len(claimed))
+
+
+def _database_answers() -> bool:
+    """Whether the database answers (after a failed batch: a key's fault, or the database's?)."""
+    try:
+        if connection.in_atomic_block:
+            return True  # a caller's transaction (an import): its own error handling decides
+        connection.close_if_unusable_or_obsolete()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def _derive_batch(token: str, claimed: Sequence[dirty.Claimed], now: datetime | None) -> BatchResult:
+    # Inside a caller's transaction (an import) the reads get a savepoint too: a read that fails must not
+    # leave that transaction aborted for the keys derived after it.
+    with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+        out = _derive(claimed, now)
+    with transaction.atomic():
+        dirty.relaxed_commit()  # rebuildable rows, settled with their keys: see its docstring
+        for write in out.writes:
+            write()
+        for follow in out.after_writes:
+            follow()
+        for follow_cluster, keys in out.follow_up.items():
+            dirty.append_batch(follow_cluster, keys)
+        again = dirty.finish(token, claimed)
+    # The writes are closures over ``out`` that ``out`` holds: a reference cycle that would keep the
+    # whole batch (its observations, timelines and rows) alive until the cyclic collector found it.
+    out.writes.clear()
+    out.after_writes.clear()
     result = BatchResult(len(claimed), out.counts, again=again)
     if out.pushed:
         if connection.in_atomic_block:  # a caller's transaction (an import): push once it commits
@@ -723,18 +813,30 @@ def _run_batch(*, limit: int | None, cluster: Cluster | None, now: datetime | No
 
 
 def _push(pushed: Mapping[str, list[PodTimeline]]) -> int:
-    return sum(live.publish_timelines(name, timelines) for name, timelines in pushed.items())
+    """Push what a committed batch changed; a push that fails (the channel layer's Redis away) loses only
+    the push (pages catch up on their next read), never the batch."""
+    try:
+        return sum(live.publish_timelines(name, timelines) for name, timelines in pushed.items())
+    except Exception:
+        log.warning(
+            "could not push %d derived pods to live pages", sum(map(len, pushed.values())), exc_info=True
+        )
+        return 0
 
 
 def drain(
-    *, cluster: Cluster | None = None, budget_s: float | None = None, now: datetime | None = None
+    *,
+    cluster: Cluster | None = None,
+    budget_s: float | None = None,
+    now: datetime | None = None,
+    raise_failures: bool = False,
 ) -> int:
     """Derive until nothing is dirty (for ``cluster`` only, when given) or ``budget_s`` seconds passed;
     returns how many keys were derived. Any number of processes may drain at once."""
     started = time.monotonic()
     done = 0
     while budget_s is None or time.monotonic() - started < budget_s:
-        result = run_batch(cluster=cluster, now=now)
+        result = run_batch(cluster=cluster, now=now, raise_failures=raise_failures)
         if result is None:
             break
         done += result.claimed

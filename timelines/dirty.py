@@ -27,6 +27,7 @@ pods alive between ``t_min`` and ``t_max``, for node-level kubelet lines).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import uuid
@@ -43,7 +44,7 @@ from django.utils import timezone
 
 from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.lifecycle.resolve import widen
-from timelines.models import DirtyBatch, DirtyKey
+from timelines.models import DirtyBatch, DirtyKey, QuarantinedKey
 
 POD = "pod"
 NODE = "node"
@@ -55,6 +56,7 @@ PODONLY = "podonly"
 RIVALS = "rivals"
 
 KINDS = (POD, NODE, PDBS, WORKLOAD, PODREF, NODEPODS, PODONLY, RIVALS)
+REF_KINDS = frozenset({WORKLOAD, PODREF, RIVALS})  # keys that are ``ref(namespace, name)``
 
 NODE_KINDS = frozenset({Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS})
 PDB_KINDS = frozenset({Kind.PDB, Kind.PDB_DELETED})
@@ -199,8 +201,14 @@ def fold(*, cluster_id: int | None = None, limit: int = FOLD_BATCHES) -> int:
         if not batches:
             return 0
         merged: dict[tuple[int, str, str], tuple[datetime | None, datetime | None]] = {}
+        unfit: dict[tuple[int, str, str], str] = {}
         for _id, cluster, keys in batches:
-            for kind, key, lo, hi in keys:
+            for marked in keys:
+                problem = _marked_problem(marked)
+                if problem is not None:  # set aside now: it would fail every fold that meets it
+                    unfit[(cluster, *_shown_key(marked))] = problem
+                    continue
+                kind, key, lo, hi = marked
                 k = (cluster, kind, key)
                 lo_t, hi_t = _parse(lo), _parse(hi)
                 if k in merged:
@@ -208,11 +216,66 @@ def fold(*, cluster_id: int | None = None, limit: int = FOLD_BATCHES) -> int:
                     lo_t = min(lo_t, old_lo) if lo_t and old_lo else lo_t or old_lo
                     hi_t = max(hi_t, old_hi) if hi_t and old_hi else hi_t or old_hi
                 merged[k] = (lo_t, hi_t)
+        aside = _quarantined_among(merged)
         mark(
-            [(cluster, kind, key, lo, hi) for (cluster, kind, key), (lo, hi) in merged.items()],
+            [
+                (cluster, kind, key, lo, hi)
+                for (cluster, kind, key), (lo, hi) in merged.items()
+                if (cluster, kind, key) not in aside
+            ],
         )
+        for (cluster, kind, key), problem in unfit.items():
+            quarantine(cluster, kind, key, problem, failures=0)
         DirtyBatch.objects.filter(id__in=[b[0] for b in batches]).delete()
         return len(batches)
+
+
+KEY_LENGTH = DirtyKey._meta.get_field("key").max_length or 520
+
+
+def _marked_problem(marked: Any) -> str | None:
+    """Why a marked key cannot be folded (None when it can): the store's boundary
+    (``timelines/lifecycle/observation.py``) keeps such keys out; this keeps one that slipped past (or
+    was stored before the boundary) from failing every fold."""
+    if not isinstance(marked, list | tuple) or len(marked) != 4:
+        return f"a marked key must be [kind, key, first, last], got {str(marked)[:80]!r}"
+    kind, key, lo, hi = marked
+    if kind not in KINDS:
+        return f"kind {str(kind)[:20]!r} is not one of {list(KINDS)}"
+    if not isinstance(key, str) or not key:
+        return "the key must be a non-empty string"
+    if len(key) > KEY_LENGTH:
+        return f"the key is {len(key)} characters long; its column holds {KEY_LENGTH}"
+    # A ref's namespace is percent-quoted, where only a NUL becomes ``%00`` (a ``%`` itself is ``%25``).
+    if "\x00" in key or (kind in REF_KINDS and "%00" in key.partition("/")[0]):
+        return "the key holds a NUL (PostgreSQL's text cannot)"
+    for t in (lo, hi):
+        if t is not None:
+            try:
+                _parse(t)
+            except (TypeError, ValueError) as exc:
+                return f"the key's time {str(t)[:40]!r} is not an ISO time ({exc})"
+    return None
+
+
+def _shown_key(marked: Any) -> tuple[str, str]:
+    """(kind, key) of an unfit marked key, cut and cleaned so that its quarantine row can be stored."""
+    kind, key = (marked[0], marked[1]) if isinstance(marked, list | tuple) and len(marked) >= 2 else ("", "")
+    clean = str(key).replace("\x00", "\ufffd")
+    if len(clean) > KEY_LENGTH:
+        clean = clean[: KEY_LENGTH - 44] + "...#" + hashlib.sha1(clean.encode("utf-8", "replace")).hexdigest()
+    return str(kind)[:16] or "?", clean
+
+
+def _quarantined_among(merged: Mapping[tuple[int, str, str], Any]) -> set[tuple[int, str, str]]:
+    """The keys of ``merged`` in quarantine now (usually none: one cheap query to know)."""
+    held = QuarantinedKey.objects.filter(released_at__isnull=True)
+    if not merged or not held.exists():
+        return set()
+    clusters = {c for c, _k, _y in merged}
+    keys = {y for _c, _k, y in merged}
+    rows = held.filter(cluster_id__in=clusters, key__in=keys).values_list("cluster_id", "kind", "key")
+    return {row for row in rows if row in merged}
 
 
 def mark(keys: Iterable[tuple[int, str, str, datetime | None, datetime | None]]) -> None:
@@ -304,12 +367,17 @@ def claim(
     ttl: timedelta,
     cluster_id: int | None = None,
     now: datetime | None = None,
+    failed: bool = False,
 ) -> list[Claimed]:
-    """Claim up to ``limit`` dirty keys no one holds (or whose claim expired) for ``token``, oldest first."""
+    """Claim up to ``limit`` dirty keys no one holds (or whose claim expired) for ``token``, oldest first.
+
+    Keys whose derivation failed before are never claimed with others (one failing key would fail its
+    whole batch again): ``failed`` claims only those, once their back-off (``retry_at``) has passed."""
     now = now or timezone.now()
     table = DirtyKey._meta.db_table
-    where = "(claimed_by = '' OR claimed_until < %s)"
-    params: list[Any] = [now]
+    where = "(claimed_by = '' OR claimed_until < %s) AND "
+    where += "failures > 0 AND retry_at <= %s" if failed else "failures = 0"
+    params: list[Any] = [now, now] if failed else [now]
     if cluster_id is not None:
         where += " AND cluster_id = %s"
         params.append(cluster_id)
@@ -426,24 +494,161 @@ def release(token: str, claimed: Iterable[Claimed]) -> None:
         DirtyKey.objects.filter(id__in=ids, claimed_by=token).update(claimed_by="", claimed_until=None)
 
 
+# -- failures and quarantine ---------------------------------------------------------------------------------
+
+
+def failed(
+    token: str,
+    key: Claimed,
+    error: str,
+    *,
+    max_failures: int,
+    backoff: timedelta,
+    backoff_max: timedelta,
+    now: datetime | None = None,
+) -> bool:
+    """Record that deriving ``key`` (claimed by ``token``) failed with ``error``: it is released with a
+    back-off (``backoff`` doubled per failure, at most ``backoff_max``) before it is claimed again, alone;
+    at the ``max_failures``-th failure it moves to the quarantine. Returns whether it did."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        row = (
+            DirtyKey.objects.select_for_update()
+            .filter(id=key.id, claimed_by=token)
+            .values_list("failures", "first_failed_at")
+            .first()
+        )
+        if row is None:  # the claim was lost meanwhile: the new holder records its own failure
+            return False
+        failures, first = row[0] + 1, row[1] or now
+        if failures >= max_failures:
+            DirtyKey.objects.filter(id=key.id).delete()
+            quarantine(
+                key.cluster_id,
+                key.kind,
+                key.key,
+                error,
+                failures=failures,
+                first_failed_at=first,
+                t_min=key.t_min,
+                t_max=key.t_max,
+                now=now,
+            )
+            return True
+        delay = min(backoff * (2 ** (failures - 1)), backoff_max)
+        DirtyKey.objects.filter(id=key.id).update(
+            failures=failures,
+            first_failed_at=first,
+            retry_at=now + delay,
+            last_error=error,
+            claimed_by="",
+            claimed_until=None,
+        )
+    return False
+
+
+def quarantine(
+    cluster_id: int,
+    kind: str,
+    key: str,
+    error: str,
+    *,
+    failures: int,
+    first_failed_at: datetime | None = None,
+    t_min: datetime | None = None,
+    t_max: datetime | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Set ``key`` aside with its error, its failures and its first and last failure (again: one more
+    move of the same row)."""
+    from django.db.models import F
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        row = QuarantinedKey.objects.select_for_update().filter(cluster_id=cluster_id, kind=kind, key=key)
+        updated = row.update(
+            error=error,
+            failures=failures,
+            last_failed_at=now,
+            quarantined_at=now,
+            released_at=None,
+            moves=F("moves") + 1,
+            t_min=t_min,
+            t_max=t_max,
+        )
+        if not updated:
+            QuarantinedKey.objects.create(
+                cluster_id=cluster_id,
+                kind=kind,
+                key=key,
+                error=error,
+                failures=failures,
+                first_failed_at=first_failed_at or now,
+                last_failed_at=now,
+                quarantined_at=now,
+                t_min=t_min,
+                t_max=t_max,
+            )
+
+
+def quarantined(*, cluster_id: int | None = None) -> list[QuarantinedKey]:
+    """The keys in quarantine now, by cluster and key."""
+    rows = QuarantinedKey.objects.filter(released_at__isnull=True).select_related("cluster")
+    if cluster_id is not None:
+        rows = rows.filter(cluster_id=cluster_id)
+    return list(rows.order_by("cluster__name", "kind", "key"))
+
+
+def retry(*, cluster_id: int | None = None, now: datetime | None = None) -> int:
+    """Put the quarantined keys back as dirty keys (after a fix), and the keys still backing off up for a
+    claim at once; returns how many came out of quarantine."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rows = QuarantinedKey.objects.select_for_update().filter(released_at__isnull=True)
+        waiting = DirtyKey.objects.filter(failures__gt=0)
+        if cluster_id is not None:
+            rows, waiting = rows.filter(cluster_id=cluster_id), waiting.filter(cluster_id=cluster_id)
+        taken = list(rows.values_list("id", "cluster_id", "kind", "key", "t_min", "t_max"))
+        mark([(cluster, kind, key, lo, hi) for _id, cluster, kind, key, lo, hi in taken])
+        QuarantinedKey.objects.filter(id__in=[t[0] for t in taken]).update(released_at=now)
+        waiting.update(failures=0, retry_at=None, first_failed_at=None, last_error="")
+        # A key marked back that was already dirty (and failing) starts over too.
+        if taken:
+            DirtyKey.objects.filter(
+                cluster_id__in={t[1] for t in taken}, key__in={t[3] for t in taken}
+            ).update(failures=0, retry_at=None, first_failed_at=None, last_error="")
+    return len(taken)
+
+
 @dataclass(frozen=True)
 class Backlog:
     batches: int
     keys: int
     claimed: int
     oldest: datetime | None
+    failing: int = 0  # dirty keys whose derivation failed and waits for a retry
+    quarantined: int = 0  # keys set aside (``QuarantinedKey``, not released)
+    quarantine_moves: int = 0  # how many times a key was moved to the quarantine, ever
 
 
 def backlog() -> Backlog:
     """How much is waiting for the derive stage (``/metrics``, tests and the benchmark)."""
-    from django.db.models import Count, Min, Q
+    from django.db.models import Count, Min, Q, Sum
 
     agg = DirtyKey.objects.aggregate(
-        n=Count("id"), claimed=Count("id", filter=~Q(claimed_by="")), oldest=Min("marked_at")
+        n=Count("id"),
+        claimed=Count("id", filter=~Q(claimed_by="")),
+        failing=Count("id", filter=Q(failures__gt=0)),
+        oldest=Min("marked_at", filter=Q(failures=0)),
     )
     batch = DirtyBatch.objects.aggregate(n=Count("id"), oldest=Min("created_at"))
+    aside = QuarantinedKey.objects.aggregate(
+        n=Count("id", filter=Q(released_at__isnull=True)), moves=Sum("moves")
+    )
     oldest = min((t for t in (agg["oldest"], batch["oldest"]) if t is not None), default=None)
-    return Backlog(batch["n"], agg["n"], agg["claimed"], oldest)
+    return Backlog(
+        batch["n"], agg["n"], agg["claimed"], oldest, agg["failing"], aside["n"], aside["moves"] or 0
+    )
 
 
 def pending(*, cluster_id: int | None = None) -> bool:

@@ -381,11 +381,51 @@ class DirtyKey(models.Model):
     claimed_by = models.CharField(max_length=64, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
     claimed_generation = models.IntegerField(default=0)
+    # A derivation of this key failed ``failures`` times in a row (``timelines/derivation.py``): it is
+    # claimed again, alone, no sooner than ``retry_at``; after PODLIFE_DERIVE_MAX_FAILURES it moves to
+    # ``QuarantinedKey``.
+    failures = models.IntegerField(default=0, db_default=0)  # db_default: ``dirty.mark``'s raw INSERT
+    retry_at = models.DateTimeField(null=True, blank=True)
+    first_failed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["cluster", "kind", "key"], name="dirty_key_unique_per_cluster")
         ]
+
+
+class QuarantinedKey(models.Model):
+    """A dirty key whose derivation kept failing, set aside so that the rest of the derive stage goes on.
+
+    Moved here from ``DirtyKey`` after PODLIFE_DERIVE_MAX_FAILURES failed attempts (or at once, when the
+    key itself cannot be stored: longer than its column, a NUL). While quarantined (``released_at`` is
+    null) new marks of the key are not derived; ``manage.py derive --retry`` puts it back as a dirty key
+    (after a fix) and sets ``released_at``. A row stays as history: ``moves`` counts how many times the
+    key was quarantined (the ``/metrics`` counter sums it).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)
+    key = models.CharField(max_length=520)
+    t_min = models.DateTimeField(null=True, blank=True)
+    t_max = models.DateTimeField(null=True, blank=True)
+    error = models.TextField()
+    failures = models.IntegerField(default=0)
+    first_failed_at = models.DateTimeField()
+    last_failed_at = models.DateTimeField()
+    quarantined_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+    moves = models.IntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "kind", "key"], name="quarantined_key_unique_per_cluster"
+            )
+        ]
+        ordering = ["cluster", "kind", "key"]
 
 
 # --- access (the dashboard and the API) -------------------------------------------------------------------

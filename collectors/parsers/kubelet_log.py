@@ -32,6 +32,7 @@ from timelines.lifecycle.observation import (
     TerminationCause,
     Transition,
     digest_key,
+    time_problem,
 )
 
 from .klog import (
@@ -100,6 +101,7 @@ SKIP_REASONS: Final = {
     "not_klog": "no klog header and not a JSON log record",
     "orphan_continuation": "a continuation line of a key=< block whose first line was not seen",
     "malformed": "a klog header with an impossible date, or a JSON record without ts/msg",
+    "out_of_range": "a time outside the supported range (1970 to 9000; docs/configuration.md)",
     "unrecognized_message": "a kubelet message that is neither a worker transition nor a marker",
     "untracked_worker_message": "a pod-worker message with no transition of its own (Processing pod event, ...)",
     "no_pod_uid": "a V4 pod-worker transition with no podUID",
@@ -886,6 +888,9 @@ class KubeletLogParser:
         if at is None:
             self.skipped["malformed"] += 1
             return []
+        if time_problem("time", at):  # issue #35: outside the supported range (observation.py)
+            self.skipped["out_of_range"] += 1
+            return []
         process = self._process(record.header.pid)
         process.saw(at, "\n".join(record.klog_lines))
         # Prefilter on the message alone before parsing every key/value.
@@ -1017,6 +1022,9 @@ class KubeletLogParser:
                 self.skipped["cut"] += 1  # a JSON record cut off mid-way
             else:
                 self.skipped["malformed"] += 1
+            return []
+        if time_problem("ts", rec.observed_at):  # issue #35: outside the supported range (observation.py)
+            self.skipped["out_of_range"] += 1
             return []
         pid = prefix.pid if prefix is not None else None
         process = self._process(pid)

@@ -21,7 +21,7 @@ import msgspec
 
 from collectors.parsers.k8s_objects import NO_STATE, container_entry
 from collectors.parsers.k8s_objects import normalize_time as _time  # wire times: a string or null
-from timelines.lifecycle.observation import EncodedObservation, Kind
+from timelines.lifecycle.observation import EncodedObservation, InvalidObservation, Kind
 
 # -- the subset of a Pod that a pod payload reads --------------------------------------------------------
 # gc=False: these structs never form reference cycles, so the cyclic GC need not track them.
@@ -317,14 +317,17 @@ def wire_pod_observation(
         _containers(spec, status),
     )
     deleted = watch_type.upper() == "DELETED"
-    return EncodedObservation(
-        kind=Kind.POD_DELETED if deleted else Kind.POD,
-        source=source,
-        observed_at=observed_at,
-        dedupe_key=f"{Kind.POD}:{uid}:{rv}:deleted" if deleted else f"{Kind.POD}:{uid}:{rv}",
-        pod_uid=uid,
-        node=node,
-        namespace=meta.namespace,
-        name=name,
-        payload_json=_encode(payload),
-    )
+    try:
+        return EncodedObservation(
+            kind=Kind.POD_DELETED if deleted else Kind.POD,
+            source=source,
+            observed_at=observed_at,
+            dedupe_key=f"{Kind.POD}:{uid}:{rv}:deleted" if deleted else f"{Kind.POD}:{uid}:{rv}",
+            pod_uid=uid,
+            node=node,
+            namespace=meta.namespace,
+            name=name,
+            payload_json=_encode(payload),
+        )
+    except InvalidObservation:  # a name Kubernetes would refuse: the generic path names the problem
+        return None

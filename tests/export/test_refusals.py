@@ -111,7 +111,7 @@ def test_failure_during_the_import_rolls_everything_back(bundle, tmp_path, monke
         raise RuntimeError("disk full")
 
     monkeypatch.setattr("timelines.derivation.derive_node", boom)
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(BundleError, match=r"could not be derived \(RuntimeError: disk full\)"):
         import_incident(path, name="copy")
     assert row_counts() == before
 

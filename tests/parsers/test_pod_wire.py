@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
-from timelines.lifecycle.observation import EncodedObservation, Observation, Source
+from timelines.lifecycle.observation import EncodedObservation, Observation, Source, name_problem
 
 AT = datetime(2026, 11, 30, 1, 2, 3, 456789, tzinfo=UTC)
 
@@ -175,6 +175,10 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
         ),
     )
     names = either(st.sampled_from(["app", "side", "init"]), None, "")
+    # A namespace, node or mirror hash as the API gives it (the contract refuses any other, issue #35),
+    # with odd text mixed in among the odd forms.
+    dns = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?\Z")
+    k8s_name = either(st.one_of(st.none(), dns), "", ":", "A\u202e")
     status = st.fixed_dictionaries(
         {"name": names},
         optional={
@@ -195,7 +199,7 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
                     "resourceVersion": rarely(st.integers(1, 99).map(str), "", None),
                 },
                 optional={
-                    "namespace": text,
+                    "namespace": k8s_name,
                     "creationTimestamp": time,
                     "deletionTimestamp": time,
                     "deletionGracePeriodSeconds": st.one_of(st.integers(0, 60), st.none()),
@@ -206,7 +210,7 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
                             {},
                             optional={
                                 "kubernetes.io/config.mirror": either(
-                                    text, "m" * (UID_MAX + 6), "m" * UID_MAX
+                                    k8s_name, "m" * (UID_MAX + 6), "m" * UID_MAX
                                 ),
                                 "kubernetes.io/config.source": either(
                                     st.sampled_from(["api", "file", ""]), "http", None
@@ -233,7 +237,7 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
             "spec": st.fixed_dictionaries(
                 {},
                 optional={
-                    "nodeName": text,
+                    "nodeName": k8s_name,
                     "terminationGracePeriodSeconds": st.one_of(st.integers(0, 60), st.none()),
                     "containers": containers,
                     "initContainers": containers,
@@ -275,11 +279,20 @@ def _typed_path_takes(pod: dict[str, Any]) -> bool:
     """Whether a well-typed pod is one the typed path must take (``wire_pod_observation``'s contract): a
     Pod (or no kind) with a name, a uid of at most 64 characters and a resourceVersion."""
     meta = pod["metadata"]
+    mirror = ((meta.get("annotations") or {}).get("kubernetes.io/config.mirror")) or ""
+    uid = mirror if 0 < len(mirror) <= UID_MAX else meta["uid"]
+    node = (pod.get("spec") or {}).get("nodeName")
     return (
         pod.get("kind", "Pod") == "Pod"
         and bool(meta["name"])
         and 0 < len(meta["uid"]) <= UID_MAX
         and bool(meta["resourceVersion"])
+        # names Kubernetes accepts (the observation contract's boundary, issue #35): a text namespace
+        # like ':' is refused by both paths alike
+        and name_problem("namespace", meta.get("namespace")) is None
+        and name_problem("name", meta["name"]) is None
+        and name_problem("node", node) is None
+        and name_problem("pod_uid", uid) is None
     )
 
 

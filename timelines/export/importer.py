@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from timelines import serialize, store
 from timelines.derivation import drain
@@ -166,8 +166,11 @@ def _verify(data: Mapping[str, Any], what: str) -> None:
     if digest.get("algorithm") != "sha256" or not isinstance(expected, str):
         raise BundleError(f"{what}: metadata.digest.observations_sha256 is missing; cannot check the content")
     sha = hashlib.sha256()
-    for item in data["observations"]:
-        sha.update(canonical_observation(item))
+    for i, item in enumerate(data["observations"]):
+        try:
+            sha.update(canonical_observation(item))
+        except (TypeError, ValueError, AttributeError) as exc:  # not an object, nested too deep, ...
+            raise BundleError(f"{what}: observations[{i}] is not an observation ({exc})") from None
     if sha.hexdigest() != expected:
         raise BundleError(
             f"{what} was modified after export: the observations' sha256 is {sha.hexdigest()[:16]}…, "
@@ -220,7 +223,7 @@ def _observations(data: Mapping[str, Any], what: str) -> list[tuple[int, Observa
             )
         except InvalidObservation as exc:
             raise BundleError(f"{where}: {'; '.join(exc.problems)}") from None
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise BundleError(f"{where}: {exc}") from None
         assert received is not None
         out.append((oid, obs, received))
@@ -371,7 +374,16 @@ def _import(
         uids = sorted({obs.pod_uid for _, obs, _ in observations if obs.pod_uid})
         # The store marked every key of the new cluster dirty; the derive stage runs here, inside this
         # transaction (no one else can see the cluster before it commits).
-        derived = drain(cluster=cluster)
+        # All or nothing: a key that cannot be derived fails the import (rolled back, named) instead of
+        # going to the quarantine of a cluster no one could write to again.
+        try:
+            derived = drain(cluster=cluster, raise_failures=True)
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            raise BundleError(
+                f"{what}: its observations could not be derived ({type(exc).__name__}: {exc})"
+            ) from exc
         report("derive", derived, derived)
         # A bundle of an older timeline schema (podlife.timeline/v1: no running phase, no kubelet grade)
         # is read and re-derived; its timelines cannot be compared with today's, and are not.

@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Q
 
 from timelines import queries
+from timelines.lifecycle.observation import time_problem
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.models import Cluster, Node, Pod, PodDisruptionBudget, Workload
 
@@ -98,6 +99,9 @@ def parse_window(since: str | datetime, until: str | datetime) -> tuple[datetime
             raise ScopeError(f"--{label}: {exc}") from None
         if parsed is None:
             raise ScopeError(f"--{label} is required (ISO 8601 with an offset, e.g. 2024-06-07T06:00:00Z)")
+        problem = time_problem(f"--{label}", parsed)
+        if problem is not None:  # the supported range (docs/configuration.md)
+            raise ScopeError(problem)
         out.append(parsed)
     start, end = out
     assert start is not None and end is not None

@@ -9,11 +9,14 @@ Kinds and their payloads are listed in ``docs/observations.md``; the constants b
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import operator
+import re
+import unicodedata
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 
@@ -268,6 +271,101 @@ class InvalidObservation(ValueError):
 
 MAX_DEDUPE_KEY = 200
 
+# The times podlife stores and derives (docs/configuration.md, "Supported time range"): from the Unix
+# epoch to the start of the year 9000. Every input passes this contract, so a time outside it (Go's zero
+# time 0001-01-01, a hostile 9999-12-31T23:59:59Z) is refused with its record, and the derive stage's
+# window arithmetic (a pod's span widened by minutes, a page's window by days, a year's rollover) has
+# centuries of room on both sides before ``datetime`` overflows.
+EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
+
+# Kubernetes' own name rules (k8s.io/apimachinery/pkg/util/validation): a namespace is a DNS-1123 label,
+# a node a DNS-1123 subdomain (below: of any case). Other object names (an audited request's object: a ClusterRole is
+# ``system:controller:...``) follow the generic path-segment rule: not ``.`` or ``..``, no ``/`` or ``%``;
+# and, here, no control or format character (NUL, U+202E) and at most 253 characters, what the store's
+# columns hold. A UID is printable ASCII without spaces (a UUID; a static pod's is a hash).
+MAX_NAMESPACE: Final = 63
+MAX_NAME: Final = 253
+MAX_UID: Final = 64
+_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# Node names: a DNS-1123 subdomain read as DNS reads it, case-insensitively. The API server stores them in
+# lower case, but a node's name as a kubelet log, a shipper's host field or an operator's --node gives it
+# may keep the host's own case (the corpus's GKE excerpt is read with --node gke-dev-default-pool-XXX); it is
+# still one host name, and no case change turns it into something the derive stage cannot handle.
+_DNS_SUBDOMAIN = re.compile(
+    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.IGNORECASE
+)
+_UID = re.compile(r"[!-~]{1,64}")
+_PLAIN_NAME = re.compile(r"[-A-Za-z0-9._:@+=~]{1,253}")  # the common case, checked without a scan
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def time_problem(field_name: str, at: datetime) -> str | None:
+    """Why ``at`` is outside the supported range (None when it is inside); ``at`` is aware."""
+    if EARLIEST <= at < LATEST:
+        return None
+    return (
+        f"{field_name} {at.isoformat()} is outside the supported range "
+        f"{EARLIEST.isoformat()} .. {LATEST.isoformat()} (exclusive)"
+    )
+
+
+def name_problem(field_name: str, value: object) -> str | None:
+    """Why ``value`` is not a valid ``field_name`` (``namespace``, ``node``, ``name`` or ``pod_uid``) by
+    Kubernetes' rules (None when it is, or is None)."""
+    if value is None or (value == "" and field_name != "pod_uid"):  # "": not given, as the store keeps it
+        return None
+    if not isinstance(value, str):
+        return f"{field_name} must be a string, got {type(value).__name__}"
+    return _string_problem(field_name, value)
+
+
+def _uncached_names_problems(uid: object, namespace: object, node: object, name: object) -> tuple[str, ...]:
+    found = (
+        name_problem("pod_uid", uid),
+        name_problem("namespace", namespace),
+        name_problem("node", node),
+        name_problem("name", name),
+    )
+    return tuple(p for p in found if p is not None)
+
+
+# A pod's observations repeat its UID, namespace, node and name, and a cluster its namespaces and nodes:
+# the answers are remembered (bounded caches, so hostile names cannot grow them), which keeps the check
+# on the watch's path at about one dictionary look-up per observation instead of four regular expressions.
+_names_problems = functools.lru_cache(maxsize=16384)(_uncached_names_problems)
+
+
+@functools.lru_cache(maxsize=16384)
+def _string_problem(field_name: str, value: str) -> str | None:
+    if field_name == "namespace":
+        if _DNS_LABEL.fullmatch(value):
+            return None
+        return f"namespace {_shown(value)} is not a DNS-1123 label (a-z, 0-9, '-'; at most {MAX_NAMESPACE})"
+    if field_name == "node":
+        if len(value) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(value):
+            return None
+        return f"node {_shown(value)} is not a DNS-1123 subdomain (a-z, 0-9, '-', '.'; at most {MAX_NAME})"
+    if field_name == "pod_uid":
+        if _UID.fullmatch(value):
+            return None
+        return f"pod_uid {_shown(value)} is not 1-{MAX_UID} printable ASCII characters without spaces"
+    if _PLAIN_NAME.fullmatch(value) and value not in (".", ".."):
+        return None
+    if not value or len(value) > MAX_NAME:
+        return f"{field_name} must be 1-{MAX_NAME} characters, got {len(value)}"
+    if value in (".", "..") or "/" in value or "%" in value:
+        return f"{field_name} {_shown(value)} may not be '.' or '..' nor contain '/' or '%'"
+    if any(unicodedata.category(c) in _UNPRINTABLE for c in value):
+        return f"{field_name} {_shown(value)} holds a control or format character"
+    return None
+
+
+def _shown(value: str) -> str:
+    """A value as an error message quotes it: escaped (NUL, U+202E shown as escapes), at most 40 characters."""
+    text = value if len(value) <= 40 else value[:40] + "..."
+    return ascii(text)
+
 
 def validation_problems(obs: AnyObservation) -> list[str]:
     """Every way ``obs`` breaks the contract (empty when valid)."""
@@ -280,14 +378,18 @@ def validation_problems(obs: AnyObservation) -> list[str]:
         problems.append(f"observed_at must be a datetime, got {type(obs.observed_at).__name__}")
     elif obs.observed_at.tzinfo is None or obs.observed_at.utcoffset() is None:
         problems.append("observed_at must be timezone-aware")
+    elif (out := time_problem("observed_at", obs.observed_at)) is not None:
+        problems.append(out)
     if not isinstance(obs.dedupe_key, str) or not obs.dedupe_key:
         problems.append("dedupe_key must be a non-empty string")
     elif len(obs.dedupe_key) > MAX_DEDUPE_KEY:
         problems.append(f"dedupe_key is longer than {MAX_DEDUPE_KEY} characters")
-    if obs.pod_uid is not None and (
-        not isinstance(obs.pod_uid, str) or not obs.pod_uid or len(obs.pod_uid) > 64
-    ):
-        problems.append("pod_uid must be null or a string of 1-64 characters")
+    try:
+        names = _names_problems(obs.pod_uid, obs.namespace, obs.node, obs.name)
+    except TypeError:  # a value that cannot be a cache key (a list): it is no name either
+        names = _uncached_names_problems(obs.pod_uid, obs.namespace, obs.node, obs.name)
+    if names:
+        problems.extend(names)
     if isinstance(obs, EncodedObservation):
         # The typed path encodes objects only; the first byte is what can be checked without decoding.
         if not isinstance(obs.payload_json, bytes) or not obs.payload_json.startswith(b"{"):

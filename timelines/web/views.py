@@ -21,7 +21,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from timelines import fleet, freshness, plotly_bundles, queries
+from timelines import dirty, fleet, freshness, plotly_bundles, queries
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.live import group_name
 from timelines.models import Finding, Observation, Workload
@@ -101,12 +101,32 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "clusters": rows,
         "health": health,
+        # The derive stage's quarantine (issue #35): keys name pods and namespaces of any cluster, so only
+        # a superuser sees them; ``manage.py derive --quarantined`` lists the same.
+        "quarantined": _quarantined() if access.superuser else [],
         "finding_counts": queries.finding_counts(access.q()),
         "observation_count": observations[0],
         "observation_estimate": observations[1],
         "database": connection.vendor,
     }
     return render(request, "timelines/overview.html", context)
+
+
+def _quarantined() -> list[dict[str, Any]]:
+    """The quarantined keys as the overview shows them: a key escaped (it may hold what the boundary
+    refuses, a right-to-left override or a NUL, if it was marked before the boundary existed)."""
+    return [
+        {
+            "cluster": q.cluster.name,
+            "kind": q.kind,
+            "key": ascii(q.key)[1:-1],
+            "failures": q.failures,
+            "first_failed_at": q.first_failed_at,
+            "last_failed_at": q.last_failed_at,
+            "error": q.error,
+        }
+        for q in dirty.quarantined()
+    ]
 
 
 @login_required

@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from timelines import fleet, live, queries, serialize
+from timelines.lifecycle.observation import EARLIEST, LATEST, time_problem
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Finding, PodDisruptionBudget, Workload
 from timelines.web import shared_reads
@@ -130,9 +131,13 @@ def parse_when(text: str | None, param: str) -> datetime | None:
     if text == "now":
         return datetime.now(UTC)
     try:
-        return parse_time(text.replace(" ", "+") if "T" in text and " " in text else text)
-    except ValueError as exc:
+        at = parse_time(text.replace(" ", "+") if "T" in text and " " in text else text)
+    except (ValueError, OverflowError) as exc:
         raise ApiError(400, f"{param}: {exc}", param=param) from None
+    problem = time_problem(param, at)
+    if problem is not None:  # the supported range (docs/configuration.md): the arithmetic below is safe
+        raise ApiError(400, problem, param=param)
+    return at
 
 
 def parse_window(
@@ -145,6 +150,9 @@ def parse_window(
     start = parse_when(request.GET.get("from"), "from")
     end = parse_when(request.GET.get("to"), "to")
     first, last = extent() if start is None or end is None else (None, None)  # a query: only when needed
+    # Rows stored before the boundary may lie outside the supported range (year 1, 9999): the window
+    # arithmetic below must not overflow on them.
+    first, last = _supported(first), _supported(last)
     now = datetime.now(UTC)
     pad = max((last - first) * 0.03, timedelta(seconds=1)) if first and last else timedelta(seconds=1)
     live = last is None or now - last < DEFAULT_WINDOW
@@ -166,6 +174,13 @@ def parse_window(
     if end - start > MAX_WINDOW:
         raise ApiError(400, f"the window is {end - start}; at most {MAX_WINDOW.days} days", param="to")
     return start, end
+
+
+def _supported(at: datetime | None) -> datetime | None:
+    """``at`` moved into the supported time range (observation.EARLIEST .. LATEST), None as None."""
+    if at is None:
+        return None
+    return min(max(at, EARLIEST), LATEST - timedelta(days=1))
 
 
 def parse_lanes(request: HttpRequest) -> tuple[str, ...] | None:

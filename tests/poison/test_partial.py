@@ -1,0 +1,98 @@
+"""Issue #35, deliverable 3: a batch stores every valid record and names what it refused.
+
+The attack run lost whole kubelet-log batches to one record: ``"timestamp":"²"`` (``str.isdigit`` is true
+and ``int`` refuses it), a 5,000-digit timestamp (past ``int``'s digit limit) or a record nested 500 deep
+(past what orjson writes) answered 500 and stored none of the 50 valid records beside it, so a retry
+could never succeed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.models import IngestToken
+from timelines import store
+from timelines.models import Observation as ObservationRow
+
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet" / "v1.27-delete-during-setup.log"
+URL = "/ingest/v1/kubelet-logs?cluster={cluster}"
+
+
+def _records() -> list[dict[str, Any]]:
+    """The real log's lines as a Fluent Bit tail input ships them (``log``, ``host``, ``date``)."""
+    return [{"date": 1692004378.5, "host": "worker-1", "log": line} for line in LOG.read_text().splitlines()]
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = {"k": value}
+    return {"host": "worker-1", "log": "I0814 09:15:31.200417    2981 kubelet.go:2344] x", "extra": value}
+
+
+POISON = {
+    "superscript_two": {"timestamp": "²", "host": "worker-1", "log": "I0814 09:15:31.2 1 k.go:1] a"},
+    "five_thousand_digits": {
+        "timestamp": "9" * 5000,
+        "host": "worker-1",
+        "log": "I0814 09:15:31.2 1 k.go:1] b",
+    },
+    "year_one": {
+        "timestamp": "0001-01-01T00:00:00Z",
+        "host": "worker-1",
+        "log": "I0814 09:15:31.2 1 k.go:1] c",
+    },
+    "nested_500": _nested(500),
+    "bad_host": {"host": "evil\u202ehost", "log": "I0814 09:15:31.2 1 k.go:1] d"},
+}
+
+
+def _post(client: Any, cluster: str, records: list[dict[str, Any]], media: str) -> Any:
+    _row, secret = IngestToken.issue(store.cluster_for(cluster))
+    # The standard library's encoder: orjson refuses to write past 254 levels, as a sender need not.
+    if media == "application/json":
+        body = json.dumps(records).encode()
+    else:
+        body = "\n".join(json.dumps(r) for r in records).encode()
+    return client.post(
+        URL.format(cluster=cluster), body, content_type=media, HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+
+
+def _keys(cluster: str) -> set[str]:
+    return set(ObservationRow.objects.filter(cluster__name=cluster).values_list("dedupe_key", flat=True))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("media", ["application/x-ndjson", "application/json"])
+@pytest.mark.parametrize("poison", sorted(POISON))
+def test_one_poisoned_record_loses_nothing_valid_and_a_retry_is_idempotent(
+    client: Any, poison: str, media: str
+) -> None:
+    """GIVEN the 49 records of a real kubelet log with one poisoned record among them WHEN the batch is
+    posted THEN 200, every observation the clean batch gives is stored, the poisoned record is counted
+    (and named, where it could not be read); posting it again stores nothing new."""
+    clean = _records()
+    assert _post(client, "reference", clean, media).status_code == 200
+    expected = _keys("reference")
+    assert len(expected) > 10
+
+    mixed = clean[:20] + [POISON[poison]] + clean[20:]
+    first = _post(client, "prod", mixed, media)
+    assert first.status_code == 200, first.content
+    report = first.json()
+    assert _keys("prod") >= expected  # nothing valid lost
+    assert report["lines_read"] == len(mixed)
+    if poison == "nested_500" and media == "application/json":
+        assert report["skipped"].get("bad_json") == 1  # past what a log record can be: refused as JSON
+    if poison == "bad_host":
+        assert report["skipped"]["bad_node"] == 1
+        assert report["errors"] and report["errors"][0].startswith("record 21: host 'evil\\u202ehost'")
+
+    again = _post(client, "prod", mixed, media)
+    assert again.status_code == 200 and again.json()["stored"] == 0
+    assert again.json()["already_stored"] == report["stored"] + report["already_stored"]
