@@ -207,7 +207,7 @@ def test_a_resealed_bundle_with_times_outside_the_range_is_refused_naming_the_re
     ("field", "value", "ok"),
     [
         ("namespace", "kube-system", True),
-        ("namespace", "Default", False),  # a DNS-1123 label is lower case
+        ("namespace", "Default", True),  # read in any case, as redacted real logs write them (below)
         ("namespace", "a" * 63, True),
         ("namespace", "a" * 64, False),
         ("namespace", "evil\x00ns", False),
@@ -255,3 +255,15 @@ def test_the_supported_time_range(at: datetime, ok: bool) -> None:
     from timelines.lifecycle.observation import time_problem
 
     assert (time_problem("observed_at", at) is None) is ok
+
+
+def test_a_redacted_namespace_in_capitals_is_a_name() -> None:
+    """A real GKE excerpt (tests/fixtures/real/kubelet/k8s-110755-gke-node-shutdown.txt, kubernetes/kubernetes
+    #110755) names its pod `XX/client-64ccc5cc77-6jrfk`: the reporter redacted the namespace in capitals.
+    It is one namespace all the same, and refusing it would lose every line that names the pod; a NUL or
+    a right-to-left override is still refused."""
+    from timelines.lifecycle.observation import name_problem
+
+    assert name_problem("namespace", "XX") is None
+    assert name_problem("namespace", "X\u202eX") is not None
+    assert name_problem("namespace", "-xx") is not None

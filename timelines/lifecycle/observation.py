@@ -280,14 +280,18 @@ EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
 
 # Kubernetes' own name rules (k8s.io/apimachinery/pkg/util/validation): a namespace is a DNS-1123 label,
-# a node a DNS-1123 subdomain (below: of any case). Other object names (an audited request's object: a ClusterRole is
+# a node a DNS-1123 subdomain (both below: of any case). Other object names (an audited request's object: a ClusterRole is
 # ``system:controller:...``) follow the generic path-segment rule: not ``.`` or ``..``, no ``/`` or ``%``;
 # and, here, no control or format character (NUL, U+202E) and at most 253 characters, what the store's
 # columns hold. A UID is printable ASCII without spaces (a UUID; a static pod's is a hash).
 MAX_NAMESPACE: Final = 63
 MAX_NAME: Final = 253
 MAX_UID: Final = 64
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# Read case-insensitively, as node names are (below): the API server only stores lower case, but a log a
+# person redacted before pasting it keeps the letters they typed (the real GKE excerpt of
+# kubernetes/kubernetes#110755 names its pods `XX/client-…`), and refusing them would lose every line
+# that names the pod; no case change turns a label into something the derive stage cannot handle.
+_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?", re.IGNORECASE)
 # Node names: a DNS-1123 subdomain read as DNS reads it, case-insensitively. The API server stores them in
 # lower case, but a node's name as a kubelet log, a shipper's host field or an operator's --node gives it
 # may keep the host's own case (the corpus's GKE excerpt is read with --node gke-dev-default-pool-XXX); it is
@@ -341,7 +345,9 @@ def _string_problem(field_name: str, value: str) -> str | None:
     if field_name == "namespace":
         if _DNS_LABEL.fullmatch(value):
             return None
-        return f"namespace {_shown(value)} is not a DNS-1123 label (a-z, 0-9, '-'; at most {MAX_NAMESPACE})"
+        return (
+            f"namespace {_shown(value)} is not a DNS-1123 label (letters, 0-9, '-'; at most {MAX_NAMESPACE})"
+        )
     if field_name == "node":
         if len(value) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(value):
             return None
