@@ -97,30 +97,27 @@ def backend_unavailable(exc: BaseException | None) -> str | None:
     return None
 
 
+def _503(path: str, message: str, seconds: int) -> HttpResponse:
+    """A 503 with Retry-After: JSON under the API and ingest routes, text elsewhere."""
+    response: HttpResponse
+    if path.startswith(JSON_PREFIXES):
+        response = JsonResponse({"error": {"status": 503, "message": message, "param": None}}, status=503)
+    else:
+        response = HttpResponse(message + "\n", status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(seconds)
+    return response
+
+
 def unavailable_response(path: str, what: str) -> HttpResponse:
     """The 503 for a request that met the database or Redis away."""
     seconds = retry_after_s()
-    message = f"the {what} is unavailable; retry in {seconds} s"
-    response: HttpResponse
-    if path.startswith(JSON_PREFIXES):
-        response = JsonResponse({"error": {"status": 503, "message": message, "param": None}}, status=503)
-    else:
-        response = HttpResponse(message + "\n", status=503, content_type="text/plain; charset=utf-8")
-    response["Retry-After"] = str(seconds)
-    return response
+    return _503(path, f"the {what} is unavailable; retry in {seconds} s", seconds)
 
 
 def busy_response(path: str, why: str) -> HttpResponse:
-    """The 503 for a request turned away: JSON under the API and ingest routes, text elsewhere."""
+    """The 503 for a request turned away because the server is busy."""
     seconds = retry_after_s()
-    message = f"{BUSY} ({why}); retry in {seconds} s"
-    response: HttpResponse
-    if path.startswith(JSON_PREFIXES):
-        response = JsonResponse({"error": {"status": 503, "message": message, "param": None}}, status=503)
-    else:
-        response = HttpResponse(message + "\n", status=503, content_type="text/plain; charset=utf-8")
-    response["Retry-After"] = str(seconds)
-    return response
+    return _503(path, f"{BUSY} ({why}); retry in {seconds} s", seconds)
 
 
 class DatabaseBusyMiddleware:
