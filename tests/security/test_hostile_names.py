@@ -9,6 +9,7 @@ UID, PDB, Deployment and a label value all carry the name) through the same pars
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from html import unescape
@@ -70,16 +71,27 @@ def uid_of(name: str) -> str:
     return name[:64]  # metadata.uid holds at most 64 characters; the parser refuses a longer one
 
 
+def names_unchecked() -> contextlib.ExitStack:
+    """The observation contract without its name check, as podlife was before issue #35. The contract
+    remembers its answers (a bounded cache), so an earlier test's refusal of the same name is patched
+    over too: patching ``name_problem`` alone would pass or fail by test order."""
+    from unittest import mock
+
+    from timelines.lifecycle import observation
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(observation, "name_problem", lambda field, value: None))
+    stack.enter_context(mock.patch.object(observation, "_names_problems", lambda *names: ()))
+    stack.enter_context(mock.patch("collectors.ingest_http.name_problem", lambda field, value: None))
+    return stack
+
+
 def load(name: str) -> Cluster:
     """The hostile list stored as an older podlife stored it, before the observation contract checked
     names against Kubernetes' rules (issue #35: today ingest refuses ``a/b`` or ``..`` as a namespace or a
     node, ``test_a_name_kubernetes_refuses_is_refused_at_ingest``): rows a database restored from then,
     or an import of its bundle, still hold, and pages must still render and link them."""
-    from unittest import mock
-
-    from timelines.lifecycle import observation
-
-    with mock.patch.object(observation, "name_problem", lambda field, value: None):
+    with names_unchecked():
         parsed = read_kubectl_output(hostile_list(name), origin="hostile.json")
         assert parsed.errors == []
         result = ingest_observations(C, parsed.observations)
@@ -216,10 +228,8 @@ def test_log_endpoint_takes_a_hostile_node_and_refuses_one_too_long(admin_user: 
     name longer than Kubernetes allows is refused with 400 naming the limit, and nothing is stored. (Since
     issue #35 ``a/b?#%`` is no node name either: posted as an older podlife took it, the contract's name
     rule set aside; ``tests/poison`` has the refusal.)"""
-    from unittest import mock
 
     from collectors.models import IngestToken
-    from timelines.lifecycle import observation
 
     _, token = IngestToken.issue(Cluster.objects.create(name=C))
     line = (
@@ -228,10 +238,7 @@ def test_log_endpoint_takes_a_hostile_node_and_refuses_one_too_long(admin_user: 
     )
     client = Client()
     for node, status in (("a/b?#%", 200), ("n" * 300, 400)):
-        with (
-            mock.patch.object(observation, "name_problem", lambda field, value: None),
-            mock.patch("collectors.ingest_http.name_problem", lambda field, value: None),
-        ):
+        with names_unchecked():
             response = client.post(
                 "/ingest/v1/kubelet-logs?"
                 + f"cluster={C}&node="
