@@ -532,6 +532,12 @@ def _term_attrs(kind: str, r: _RunInfo) -> dict[str, Any]:
 _ABSENT = "absent"  # a condition a later status no longer lists (never an interval of its own)
 
 
+def _gone_since(points: list[tuple[datetime, int, _Point]], snap: PodSnapshot) -> bool:
+    """A status that lists conditions, but not this one any more, after it was shown: it ended by then
+    (dated by the snapshot; never at or before the state it ends, which would erase that state)."""
+    return bool(points and snap.conditions and not snap.deleted and snap.at > max(p[0] for p in points))
+
+
 def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
     types = {c.type for s in facts.snapshots for c in s.conditions}
     order = [t for t in CONDITION_ORDER if t in types] + sorted(types - set(CONDITION_ORDER))
@@ -546,7 +552,7 @@ def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
                 if cond is None:
                     # A condition the status no longer lists (PodResizePending / PodResizeInProgress are
                     # removed when the resize is done) ended by that snapshot: it is no longer shown.
-                    if points and snap.conditions and not snap.deleted:
+                    if _gone_since(points, snap):
                         points.append((snap.at, i, _Point(snap.at, _ABSENT, {}, [snap.key])))
                     continue
                 at = cond.last_transition or snap.at
@@ -589,7 +595,7 @@ def _resize_lane(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
             if pending is not None and pending.status == "True":
                 cond, state = pending, "pending"
             if cond is None:
-                if points and snap.conditions and not snap.deleted:
+                if _gone_since(points, snap):
                     points.append((snap.at, i, _Point(snap.at, _ABSENT, {}, [snap.key])))
                 continue
             at = cond.last_transition or snap.at

@@ -1,0 +1,139 @@
+"""Kubernetes 1.29–1.35 pod features on the lanes: sidecars, PodReadyToStartContainers, in-place resize,
+observedGeneration and the preStop sleep (issue #33, deliverable 7).
+
+The fixtures are synthetic (tests/fixtures/k8s/README.md) and follow the API reference: a Deployment pod
+with a sidecar (an init container with ``restartPolicy: Always`` and a startupProbe) and a ``preStop``
+sleep, deleted; and a pod resized in place (deferred, then applied) with the kubelet's resize events.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from collectors.parsers.kubectl import read_kubectl_output
+from collectors.parsers.pod_wire import decode_pod_event, wire_pod_observation
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Kind
+from timelines.lifecycle.timeline import Interval, PodTimeline
+
+K8S = Path(__file__).resolve().parents[1] / "fixtures" / "k8s"
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _timeline(*names: str) -> PodTimeline:
+    observations = []
+    for name in names:
+        result = read_kubectl_output((K8S / name).read_text(), origin=name)
+        assert not result.errors, result.errors
+        observations += result.observations
+    return derive_pod_timeline(observations)
+
+
+def _spans(lane: tuple[Interval, ...]) -> list[tuple[str, datetime, datetime | None]]:
+    return [(iv.state, iv.start, iv.end) for iv in lane]
+
+
+def test_a_sidecar_runs_beside_the_main_container_and_stops_after_it() -> None:
+    t = _timeline("sidecar-watch-1.33.json")
+    sidecar, app = t.lanes["container:log-shipper"], t.lanes["container:app"]
+    run = [iv for iv in sidecar if iv.state == "running"]
+    assert len(run) == 1 and run[0].attrs["kind"] == "init" and run[0].attrs["sidecar"] is True
+    assert all(iv.attrs.get("sidecar") is True for iv in sidecar)
+    assert "sidecar" not in app[0].attrs
+    # It runs from 10:00:03 until 10:10:06, the whole life of app (10:00:07 - 10:10:05), not before it.
+    assert (run[0].start, run[0].end) == (_at("2025-06-02T10:00:03"), _at("2025-06-02T10:10:06"))
+    app_run = next(iv for iv in app if iv.state == "running")
+    assert run[0].start < app_run.start and app_run.end is not None and run[0].end > app_run.end
+    # Setup ends when the regular container started (after the sidecar started and passed its
+    # startupProbe), not when the sidecar started.
+    setup = next(iv for iv in t.lanes["worker"] if iv.state == "setup")
+    assert setup.end == _at("2025-06-02T10:00:07")
+    # Termination: the main container first, then the sidecar; the preStop sleep inside the 30 s grace.
+    terminating = next(iv for iv in t.lanes["api"] if iv.state == "terminating")
+    assert terminating.attrs["stop_order"] == ["app", "log-shipper"]
+    assert terminating.attrs["prestop_sleep_seconds"] == {"app": 5}
+    assert terminating.attrs["grace_seconds"] == 30
+
+
+def test_pod_ready_to_start_containers_is_the_sandbox_lane() -> None:
+    t = _timeline("sidecar-watch-1.33.json")
+    lane = t.lanes["condition:PodReadyToStartContainers"]
+    assert [(s, a) for s, a, _ in _spans(lane)] == [
+        ("true", _at("2025-06-02T10:00:02")),  # sandbox created and networked
+        ("false", _at("2025-06-02T10:10:07")),  # the sandbox gone after the containers stopped
+    ]
+    assert list(t.lanes).index("condition:PodReadyToStartContainers") < list(t.lanes).index(
+        "condition:Initialized"
+    )
+
+
+def test_a_resize_shows_pending_then_in_progress_and_ends_when_the_conditions_go() -> None:
+    t = _timeline("resize-watch-1.34.json", "resize-events-1.34.json")
+    resize = t.lanes["resize"]
+    assert _spans(resize) == [
+        ("pending", _at("2025-09-10T08:30:01"), _at("2025-09-10T08:30:40")),
+        ("in_progress", _at("2025-09-10T08:30:40"), _at("2025-09-10T08:30:42")),
+    ]
+    assert resize[0].attrs["reason"] == "Deferred"
+    assert resize[0].attrs["allocated"] == {"pause": {"cpu": "500m", "memory": "128Mi"}}
+    assert resize[1].attrs["allocated"] == {"pause": {"cpu": "1", "memory": "128Mi"}}
+    # The conditions are removed when the resize is done: their lanes end there, not open for ever.
+    assert _spans(t.lanes["condition:PodResizePending"]) == [
+        ("true", _at("2025-09-10T08:30:01"), _at("2025-09-10T08:30:40"))
+    ]
+    assert _spans(t.lanes["condition:PodResizeInProgress"]) == [
+        ("true", _at("2025-09-10T08:30:40"), _at("2025-09-10T08:30:42"))
+    ]
+    events = [(m.reason, m.at) for m in t.markers if m.kind == "event"]
+    assert events == [
+        ("ResizeDeferred", _at("2025-09-10T08:30:01")),
+        ("ResizeStarted", _at("2025-09-10T08:30:40")),
+        ("ResizeCompleted", _at("2025-09-10T08:30:42")),
+    ]
+    # The container ran on through the resize (NotRequired): one run.
+    assert [iv.state for iv in t.lanes["container:pause"]] == ["running"]
+
+
+def test_a_spec_change_the_kubelet_has_not_observed_yet_is_shown() -> None:
+    t = _timeline("resize-watch-1.34.json")
+    lane = t.lanes["generation"]
+    assert [(iv.state, iv.start, iv.attrs) for iv in lane] == [
+        ("observed", _at("2025-09-10T08:00:04"), {"generation": 1, "observed_generation": 1}),
+        ("pending", _at("2025-09-10T08:30:00"), {"generation": 2, "observed_generation": 1}),
+        ("observed", _at("2025-09-10T08:30:01"), {"generation": 2, "observed_generation": 2}),
+    ]
+
+
+def test_a_pod_without_1_33_fields_has_no_resize_or_generation_lane() -> None:
+    t = _timeline("pods-watch.json")
+    assert "resize" not in t.lanes and "generation" not in t.lanes
+    assert all("stop_order" not in iv.attrs or iv.attrs["stop_order"] for iv in t.lanes["api"])
+
+
+def test_the_typed_path_reads_the_new_fields_as_the_generic_one() -> None:
+    for name in ("sidecar-watch-1.33.json", "resize-watch-1.34.json"):
+        generic = read_kubectl_output((K8S / name).read_text(), origin=name).observations
+        chunks = [c for c in (K8S / name).read_text().split("\n{") if c.strip()]
+        lines = [json.dumps(json.loads(c if c.startswith("{") else "{" + c)).encode() for c in chunks]
+        assert len(lines) == len(generic)
+        for line, obs in zip(lines, generic, strict=True):
+            decoded = decode_pod_event(line)
+            assert decoded is not None
+            wire = wire_pod_observation(
+                decoded[1], watch_type=decoded[0], observed_at=obs.observed_at, source=obs.source
+            )
+            assert wire is not None and json.loads(wire.payload_json) == obs.payload
+            assert obs.kind in (Kind.POD, Kind.POD_DELETED)
+    resized = read_kubectl_output((K8S / "resize-watch-1.34.json").read_text(), origin="r").observations[-1]
+    c = resized.payload["containers"][0]
+    assert c["allocated_resources"] == {"cpu": "1", "memory": "128Mi"}
+    assert c["resources"] == {
+        "requests": {"cpu": "1", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "128Mi"},
+    }
+    assert (resized.payload["generation"], resized.payload["observed_generation"]) == (2, 2)
