@@ -326,7 +326,7 @@ def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, st
     terminating = milestones.get(ApiState.TERMINATING)
     if terminating is not None:
         order = _stop_order(inc, terminating[0])
-        if order:
+        if len(order) > 1:  # an order only when there is one (a lone container says nothing)
             terminating[1]["stop_order"] = order
     ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]], kv[0]))
     points: list[_Point] = []
