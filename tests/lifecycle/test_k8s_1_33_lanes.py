@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from collectors.parsers.audit import parse_audit
 from collectors.parsers.kubectl import read_kubectl_output
 from collectors.parsers.pod_wire import decode_pod_event, wire_pod_observation
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -137,3 +138,56 @@ def test_the_typed_path_reads_the_new_fields_as_the_generic_one() -> None:
         "limits": {"cpu": "1", "memory": "128Mi"},
     }
     assert (resized.payload["generation"], resized.payload["observed_generation"]) == (2, 2)
+
+
+def _resize_request(code: int, stamp: str) -> bytes:
+    """One ``audit.k8s.io/v1`` Event of ``kubectl patch pod --subresource resize`` (synthetic)."""
+    doc = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": f"5d1c0b6e-0000-4000-8000-00000000{code:04d}",
+        "stage": "ResponseComplete",
+        "requestURI": "/api/v1/namespaces/qos-example/pods/resize-demo/resize",
+        "verb": "patch",
+        "user": {
+            "username": "kubernetes-admin",
+            "groups": ["kubeadm:cluster-admins", "system:authenticated"],
+        },
+        "sourceIPs": ["10.0.0.12"],
+        "userAgent": "kubectl/v1.34.1 (linux/amd64) kubernetes/93248f9",
+        "objectRef": {
+            "resource": "pods",
+            "namespace": "qos-example",
+            "name": "resize-demo",
+            "apiVersion": "v1",
+            "subresource": "resize",
+        },
+        "responseStatus": {"metadata": {}, "code": code},
+        "requestReceivedTimestamp": stamp,
+        "stageTimestamp": stamp,
+    }
+    return json.dumps(doc).encode() + b"\n"
+
+
+def test_an_audited_resize_request_is_a_marker_where_the_span_was_asked_for() -> None:
+    pods = read_kubectl_output((K8S / "resize-watch-1.34.json").read_text(), origin="r").observations
+    audits = parse_audit(
+        _resize_request(422, "2025-09-10T08:29:50.120000Z")
+        + _resize_request(200, "2025-09-10T08:30:00.250000Z")
+    ).observations
+    assert [o.kind for o in audits] == [Kind.AUDIT, Kind.AUDIT]
+    t = derive_pod_timeline([*pods, *audits])
+    marks = [(m.reason, m.at, m.message) for m in t.markers if m.kind == "audit"]
+    assert marks == [
+        (
+            "ResizeRefused",
+            _at("2025-09-10T08:29:50.120000"),
+            "resize by kubernetes-admin via kubectl refused (422)",
+        ),
+        (
+            "ResizeRequested",
+            _at("2025-09-10T08:30:00.250000"),
+            "resize requested by kubernetes-admin via kubectl",
+        ),
+    ]
