@@ -59,6 +59,10 @@ def test_a_sidecar_runs_beside_the_main_container_and_stops_after_it() -> None:
     assert terminating.attrs["stop_order"] == ["app", "log-shipper"]
     assert terminating.attrs["prestop_sleep_seconds"] == {"app": 5}
     assert terminating.attrs["grace_seconds"] == 30
+    # The phase became Succeeded once the sidecar had stopped too (10:10:06), not at app's exit.
+    assert next(iv.start for iv in t.lanes["api"] if iv.state == "succeeded") == _at("2025-06-02T10:10:06")
+    worker = [(iv.state, iv.end) for iv in t.lanes["worker"]]
+    assert ("terminating", _at("2025-06-02T10:10:06")) in worker  # until the sidecar stopped
 
 
 def test_pod_ready_to_start_containers_is_the_sandbox_lane() -> None:
