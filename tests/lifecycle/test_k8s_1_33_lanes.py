@@ -14,6 +14,7 @@ from pathlib import Path
 
 from collectors.parsers.audit import parse_audit
 from collectors.parsers.kubectl import read_kubectl_output
+from collectors.parsers.kubelet_log import parse_kubelet_log
 from collectors.parsers.pod_wire import decode_pod_event, wire_pod_observation
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind
@@ -195,3 +196,28 @@ def test_an_audited_resize_request_is_a_marker_where_the_span_was_asked_for() ->
             "resize requested by kubernetes-admin via kubectl",
         ),
     ]
+
+
+# Synthetic kubelet lines (messages and keys as docs/kubelet-lines.md lists them; the pod of the sidecar
+# fixture): the preStop sleep of app, 5 s, inside the termination.
+PRESTOP_LINES = [
+    'I0602 10:10:00.012345    2310 kuberuntime_container.go:671] "Running preStop hook" pod="shop/shop-5f8c7d6b9-q4wzt" '
+    'podUID="0c7e5a42-6d1b-4f7e-9a53-2b8f1d4c6e90" containerName="app" '
+    'containerID="containerd://4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"',
+    'I0602 10:10:05.014001    2310 kuberuntime_container.go:681] "PreStop hook completed" pod="shop/shop-5f8c7d6b9-q4wzt" '
+    'podUID="0c7e5a42-6d1b-4f7e-9a53-2b8f1d4c6e90" containerName="app" '
+    'containerID="containerd://4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"',
+]
+
+
+def test_the_prestop_sleep_shows_inside_terminating() -> None:
+    pods = read_kubectl_output((K8S / "sidecar-watch-1.33.json").read_text(), origin="s").observations
+    lines = parse_kubelet_log(PRESTOP_LINES, node="worker-3", year=2025, tz=UTC).observations
+    t = derive_pod_timeline([*pods, *lines])
+    hooks = [(m.reason, m.at, m.attrs.get("container")) for m in t.markers if m.kind == "kubelet"]
+    assert hooks == [
+        ("PreStopHook", _at("2025-06-02T10:10:00.012345"), "app"),
+        ("PreStopHookDone", _at("2025-06-02T10:10:05.014001"), "app"),
+    ]
+    terminating = next(iv for iv in t.lanes["api"] if iv.state == "terminating")
+    assert all(terminating.start <= at <= (terminating.end or at) for _, at, _ in hooks)
