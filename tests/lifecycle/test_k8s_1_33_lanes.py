@@ -221,3 +221,18 @@ def test_the_prestop_sleep_shows_inside_terminating() -> None:
     ]
     terminating = next(iv for iv in t.lanes["api"] if iv.state == "terminating")
     assert all(terminating.start <= at <= (terminating.end or at) for _, at, _ in hooks)
+
+
+def test_a_prestop_hook_cut_short_by_the_grace_period_is_a_marker_with_the_grace() -> None:
+    line = (  # synthetic; message and keys as kuberuntime_container.go logs them (V2)
+        'I0602 10:10:30.000100    2310 kuberuntime_container.go:677] "PreStop hook not completed in grace period" '
+        'pod="shop/shop-5f8c7d6b9-q4wzt" podUID="0c7e5a42-6d1b-4f7e-9a53-2b8f1d4c6e90" containerName="app" '
+        'containerID="containerd://4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c" gracePeriod=30'
+    )
+    [obs] = parse_kubelet_log([line], node="worker-3", year=2025, tz=UTC).observations
+    assert (obs.kind, obs.payload["reason"], obs.payload["container"], obs.payload["grace_period"]) == (
+        Kind.KUBELET_MARKER,
+        "PreStopHookUnfinished",
+        "app",
+        30,
+    )
