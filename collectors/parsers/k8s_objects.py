@@ -339,10 +339,19 @@ def container_entry(
     ready: bool | None,
     started: bool | None,
     restart_count: int | None,
+    restart_policy: str | None = None,
+    prestop_sleep_seconds: int | None = None,
+    resources: dict[str, dict[str, str]] | None = None,
+    allocated_resources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One item of a pod payload's ``containers``; ``now`` and ``last`` are (state, reason, message,
     exit_code, signal, started_at, finished_at) as ``_container_state`` gives them (also
-    ``pod_wire``, which reads the same fields off typed structs)."""
+    ``pod_wire``, which reads the same fields off typed structs).
+
+    From the spec: ``restart_policy`` (an init container's ``Always`` makes it a sidecar, 1.29+) and
+    ``prestop_sleep_seconds`` (``lifecycle.preStop.sleep.seconds``, 1.29+). From the status (in-place
+    resize, 1.33+): ``resources`` (``{"requests": {...}, "limits": {...}}``, what the runtime applied)
+    and ``allocated_resources`` (what the kubelet admitted)."""
     return {
         "name": name,
         "kind": kind,
@@ -365,7 +374,24 @@ def container_entry(
             "started_at": last[5],
             "finished_at": last[6],
         },
+        "restart_policy": restart_policy,
+        "prestop_sleep_seconds": prestop_sleep_seconds,
+        "resources": resources,
+        "allocated_resources": allocated_resources,
     }
+
+
+def _resources(value: Any) -> dict[str, dict[str, str]] | None:
+    """``status.containerStatuses[].resources`` as ``{"requests": {...}, "limits": {...}}``, or None."""
+    if not isinstance(value, Mapping):
+        return None
+    return {"requests": _str_map(value.get("requests")), "limits": _str_map(value.get("limits"))}
+
+
+def _prestop_sleep(container: Mapping[str, Any]) -> int | None:
+    """``lifecycle.preStop.sleep.seconds`` of a container spec (0 is allowed from 1.33), or None."""
+    sleep = _map(_map(_map(container.get("lifecycle")).get("preStop")).get("sleep"))
+    return _int(sleep.get("seconds"))
 
 
 def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -378,10 +404,12 @@ def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict
             if isinstance(cs_name, str):
                 statuses[cs_name] = cs
         names: list[str] = []
+        specs: dict[str, Mapping[str, Any]] = {}
         for c in map(_map, _items(spec.get(spec_key))):
             c_name = c.get("name")
             if isinstance(c_name, str):
                 names.append(c_name)
+                specs.setdefault(c_name, c)
         if statuses:
             names += [n for n in statuses if n not in names]
         for name in names:
@@ -389,6 +417,8 @@ def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict
             now = _container_state(cs.get("state"))
             last = _container_state(cs.get("lastState"))
             ready, started = cs.get("ready"), cs.get("started")
+            c_spec = specs.get(name, empty)
+            allocated = cs.get("allocatedResources")
             out.append(
                 container_entry(
                     name,
@@ -398,6 +428,10 @@ def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict
                     ready if ready is True or ready is False else None,
                     started if started is True or started is False else None,
                     _int(cs.get("restartCount")),
+                    _str(c_spec.get("restartPolicy")),
+                    _prestop_sleep(c_spec),
+                    _resources(cs.get("resources")),
+                    _str_map(allocated) if isinstance(allocated, Mapping) else None,
                 )
             )
     return out
@@ -441,6 +475,8 @@ def normalize_pod(obj: Mapping[str, Any], *, watch: str = "SNAPSHOT") -> dict[st
         "start_time": normalize_time(status.get("startTime")),
         "conditions": _conditions(status.get("conditions")),
         "containers": _containers(spec, status),
+        "generation": _int(meta.get("generation")),
+        "observed_generation": _int(status.get("observedGeneration")),
     }
 
 

@@ -84,6 +84,9 @@ class MarkerReason:
     STATUS_FINAL = "StatusFinal"
     STATUS_READ_FAILED = "StatusReadFailed"
     DELETED_MUST_BE_KILLED = "DeletedMustBeKilled"
+    PRESTOP_STARTED = "PreStopHook"  # the preStop hook (exec, httpGet or 1.29+ sleep) begins (V3)
+    PRESTOP_DONE = "PreStopHookDone"  # V3
+    PRESTOP_UNFINISHED = "PreStopHookUnfinished"  # V2: the grace period ran out first
     # Below V4 (docs/kubelet-lines.md); those naming pods only as ns/name carry no UID.
     EVICTION_RANKED = "EvictionRanked"  # one per pod ranked, payload rank / ranked
     EVICTION_CLEANUP_WAIT = "EvictionCleanupWait"
@@ -362,6 +365,9 @@ _MARKERS: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
             False,
         ),
         (r"^pod terminating with grace period", MarkerReason.GRACE_PERIOD, False),
+        (r"^running prestop hook", MarkerReason.PRESTOP_STARTED, False),
+        (r"^prestop hook completed", MarkerReason.PRESTOP_DONE, False),
+        (r"^prestop hook not completed in grace period", MarkerReason.PRESTOP_UNFINISHED, False),
         (r"did not (kill|terminate) the pod within", MarkerReason.GRACE_EXCEEDED, False),
         (r"^error syncing pod", MarkerReason.SYNC_ERROR, False),
         (r"^eviction manager pod is evicted successfully", MarkerReason.EVICTED, False),
@@ -437,7 +443,7 @@ _LIST_MARKERS = frozenset(
 )
 # Cheap test before trying every marker rule (most kubelet lines match none).
 _MARKER_HINT = re.compile(
-    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container"
+    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container|prestop"
 )
 _KILL_ERROR = re.compile(r"kill", re.IGNORECASE)
 # Keys that identify the pod a line is about: a line cut off inside one of them says nothing usable.

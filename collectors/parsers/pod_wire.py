@@ -51,10 +51,31 @@ class _Meta(msgspec.Struct, rename="camel", gc=False):
     annotations: _Annotations | None = None
     finalizers: list[str] | None = None
     owner_references: list[_Owner] | None = None
+    generation: int | None = None
 
 
-class _Named(msgspec.Struct, gc=False):
+class _Sleep(msgspec.Struct, gc=False):
+    seconds: int | None = None
+
+
+class _Handler(msgspec.Struct, gc=False):
+    sleep: _Sleep | None = None
+
+
+class _Lifecycle(msgspec.Struct, rename="camel", gc=False):
+    pre_stop: _Handler | None = None
+
+
+class _Named(msgspec.Struct, rename="camel", gc=False):
     name: str | None = None
+    restart_policy: str | None = None
+    lifecycle: _Lifecycle | None = None
+
+    @property
+    def prestop_sleep(self) -> int | None:
+        pre_stop = self.lifecycle.pre_stop if self.lifecycle is not None else None
+        sleep = pre_stop.sleep if pre_stop is not None else None
+        return sleep.seconds if sleep is not None else None
 
 
 class _Spec(msgspec.Struct, rename="camel", gc=False):
@@ -88,6 +109,11 @@ class _State(msgspec.Struct, gc=False):
     waiting: _StateDetail | None = None
 
 
+class _Resources(msgspec.Struct, gc=False):
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
+
+
 class _ContainerStatus(msgspec.Struct, rename="camel", gc=False):
     name: str | None = None
     state: _State | None = None
@@ -95,6 +121,8 @@ class _ContainerStatus(msgspec.Struct, rename="camel", gc=False):
     ready: bool | None = None
     started: bool | None = None
     restart_count: int | None = None
+    resources: _Resources | None = None
+    allocated_resources: dict[str, str] | None = None
 
 
 class _Status(msgspec.Struct, rename="camel", gc=False):
@@ -106,6 +134,7 @@ class _Status(msgspec.Struct, rename="camel", gc=False):
     init_container_statuses: list[_ContainerStatus] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     ephemeral_container_statuses: list[_ContainerStatus] | None = None
+    observed_generation: int | None = None
 
 
 class WirePod(msgspec.Struct, gc=False):
@@ -213,15 +242,37 @@ def _containers(spec: _Spec | None, status: _Status | None) -> list[dict[str, ob
             continue
         statuses = {cs.name: cs for cs in statuses_in or () if cs.name is not None}
         names = [c.name for c in specs or () if c.name is not None]
+        by_name: dict[str, _Named] = {}
+        for c in specs or ():
+            if c.name is not None:
+                by_name.setdefault(c.name, c)
         if statuses:
             names += [n for n in statuses if n not in names]
         for name in names:
             cs = statuses.get(name)
+            c_spec = by_name.get(name)
+            policy = c_spec.restart_policy if c_spec is not None else None
+            sleep = c_spec.prestop_sleep if c_spec is not None else None
             if cs is None:
-                out.append(container_entry(name, kind, NO_STATE, NO_STATE, None, None, None))
+                out.append(container_entry(name, kind, NO_STATE, NO_STATE, None, None, None, policy, sleep))
             else:
                 now, last = _state(cs.state), _state(cs.last_state)
-                out.append(container_entry(name, kind, now, last, cs.ready, cs.started, cs.restart_count))
+                res = cs.resources
+                out.append(
+                    container_entry(
+                        name,
+                        kind,
+                        now,
+                        last,
+                        cs.ready,
+                        cs.started,
+                        cs.restart_count,
+                        policy,
+                        sleep,
+                        None if res is None else {"requests": res.requests or {}, "limits": res.limits or {}},
+                        cs.allocated_resources,
+                    )
+                )
     return out
 
 
@@ -267,6 +318,8 @@ class _PodPayload(msgspec.Struct, gc=False):
     start_time: str | None
     conditions: list[_ConditionOut]
     containers: list[dict[str, object]]
+    generation: int | None
+    observed_generation: int | None
 
 
 _encode = msgspec.json.Encoder().encode
@@ -315,6 +368,8 @@ def wire_pod_observation(
             for c in (None if status is None else status.conditions) or ()
         ],
         _containers(spec, status),
+        meta.generation,
+        None if status is None else status.observed_generation,
     )
     deleted = watch_type.upper() == "DELETED"
     try:

@@ -300,6 +300,12 @@ def marker_of(record: AuditRecord, records: Sequence[AuditRecord]) -> tuple[str,
         return "DeleteFailed", f"delete by {record.who} failed ({record.code})", attrs
     if record.verb == "create" and record.subresource is None and record.succeeded:
         return "Created", f"created by {record.who}", attrs
+    if record.subresource == "resize" and record.verb in ("patch", "update"):
+        # An in-place resize request (1.33+: only through the ``resize`` subresource): where the
+        # resize lane's span was asked for; a refused one (422 invalid, 403) changed nothing.
+        if record.succeeded:
+            return "ResizeRequested", f"resize requested by {record.who}", attrs
+        return "ResizeRefused", f"resize by {record.who} refused ({record.code})", attrs
     return None
 
 

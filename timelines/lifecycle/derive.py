@@ -104,6 +104,8 @@ def derive_from_facts(facts: PodFacts, lane: WorkerLane | None = None) -> PodTim
     }
     lanes.update(_container_lanes(facts))
     lanes.update(_condition_lanes(facts))
+    lanes.update(_resize_lane(facts))
+    lanes.update(_generation_lane(facts))
     if facts.audits:
         for name in (API_LANE, WORKER_LANE):
             lanes[name] = _with_requester(facts, lanes[name])
@@ -295,10 +297,13 @@ def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, st
         if snap.deletion_timestamp is not None:
             if snap.deletion_timestamp is not deletion[0]:  # the snapshots share one parsed time
                 deletion = (snap.deletion_timestamp, format_time(snap.deletion_timestamp))
-            attrs = {
+            attrs: dict[str, Any] = {
                 "deletion_timestamp": deletion[1],
                 "grace_seconds": snap.deletion_grace_seconds,
             }
+            sleeps = {c.name: c.prestop_sleep for c in snap.containers if c.prestop_sleep is not None}
+            if sleeps:  # the preStop sleep (1.29+) spends that much of the grace budget
+                attrs["prestop_sleep_seconds"] = sleeps
             reach(ApiState.TERMINATING, snap.deletion_requested_at, snap, attrs)
         if snap.terminal and state in (ApiState.SUCCEEDED, ApiState.FAILED):
             attrs = {"reason": snap.reason, "message": snap.message}
@@ -318,6 +323,11 @@ def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, st
             continue
         if have is None or have[0] != at:
             milestones[state] = (at, have[1] if have else {}, [key] + (have[2] if have else []))
+    terminating = milestones.get(ApiState.TERMINATING)
+    if terminating is not None:
+        order = _stop_order(inc, terminating[0])
+        if len(order) > 1:  # an order only when there is one (a lone container says nothing)
+            terminating[1]["stop_order"] = order
     ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]], kv[0]))
     points: list[_Point] = []
     best_rank = -1
@@ -331,6 +341,22 @@ def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, st
     points = _split_running_by_ready(inc, points)
     end = points[-1].at if points and points[-1].state == ApiState.DELETED else None
     return _chain(API_LANE, points, end)
+
+
+def _stop_order(inc: Incarnation, since: datetime) -> list[str]:
+    """The containers (regular ones and sidecars) in the order they stopped after ``since``: the
+    kubelet stops the regular containers first, then the sidecars in the reverse of their order (1.29+)."""
+    stops: dict[str, datetime] = {}
+    for snap in inc.snapshots:
+        for c in snap.containers:
+            if c.kind != "regular" and not c.sidecar:
+                continue
+            for run in (c.current_run, c.last):
+                if run is None or run.finished_at is None or run.finished_at < since:
+                    continue
+                if c.name not in stops or run.finished_at < stops[c.name]:
+                    stops[c.name] = run.finished_at
+    return sorted(stops, key=lambda n: (stops[n], n))
 
 
 def _split_running_by_ready(inc: Incarnation, points: list[_Point]) -> list[_Point]:
@@ -366,16 +392,25 @@ def _split_running_by_ready(inc: Incarnation, points: list[_Point]) -> list[_Poi
 
 def _container_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
     kinds: dict[str, str] = {}
+    sidecars: set[str] = set()
     for snap in facts.snapshots:
         for c in snap.containers:
             kinds[c.name] = c.kind
+            if c.sidecar:
+                sidecars.add(c.name)
     names = sorted(kinds, key=lambda n: (CONTAINER_KIND_ORDER.get(kinds[n], 3), n))
-    return {
+    lanes = {
         CONTAINER_LANE_PREFIX + n: _settle(
             iv for inc in facts.incarnations for iv in _container_lane(inc, n, kinds[n])
         )
         for n in names
     }
+    # A sidecar (1.29+: an init container with restartPolicy Always) runs beside the regular containers
+    # instead of finishing before them: its intervals say so.
+    for n in sidecars:
+        lane = CONTAINER_LANE_PREFIX + n
+        lanes[lane] = tuple(replace(iv, attrs={**iv.attrs, "sidecar": True}) for iv in lanes[lane])
+    return lanes
 
 
 @dataclass(slots=True)
@@ -494,6 +529,15 @@ def _term_attrs(kind: str, r: _RunInfo) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- conditions
 
 
+_ABSENT = "absent"  # a condition a later status no longer lists (never an interval of its own)
+
+
+def _gone_since(points: list[tuple[datetime, int, _Point]], snap: PodSnapshot) -> bool:
+    """A status that lists conditions, but not this one any more, after it was shown: it ended by then
+    (dated by the snapshot; never at or before the state it ends, which would erase that state)."""
+    return bool(points and snap.conditions and not snap.deleted and snap.at > max(p[0] for p in points))
+
+
 def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
     types = {c.type for s in facts.snapshots for c in s.conditions}
     order = [t for t in CONDITION_ORDER if t in types] + sorted(types - set(CONDITION_ORDER))
@@ -506,6 +550,10 @@ def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
             for i, snap in enumerate(inc.snapshots):
                 cond = snap.condition(ctype)
                 if cond is None:
+                    # A condition the status no longer lists (PodResizePending / PodResizeInProgress are
+                    # removed when the resize is done) ended by that snapshot: it is no longer shown.
+                    if _gone_since(points, snap):
+                        points.append((snap.at, i, _Point(snap.at, _ABSENT, {}, [snap.key])))
                     continue
                 at = cond.last_transition or snap.at
                 attrs = {"reason": cond.reason, "message": cond.message}
@@ -514,10 +562,76 @@ def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
             merged = _merge_points([p[2] for p in points], lambda pt: (pt.state, pt.attrs.get("reason")))
             gone = inc.deleted_at
             intervals.extend(
-                _chain(lane, merged, gone if merged and gone and gone >= merged[-1].at else None)
+                iv
+                for iv in _chain(lane, merged, gone if merged and gone and gone >= merged[-1].at else None)
+                if iv.state != _ABSENT
             )
         lanes[lane] = _settle(intervals)
     return lanes
+
+
+# ------------------------------------------------------------------------------------- resize, generation
+
+RESIZE_LANE = "resize"
+GENERATION_LANE = "generation"
+
+
+def _allocated(snap: PodSnapshot) -> dict[str, Any]:
+    return {c.name: dict(c.allocated) for c in snap.containers if c.allocated is not None}
+
+
+def _resize_lane(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
+    """An in-place resize (1.33+) from the kubelet's first word on it to its end: ``pending`` while
+    ``PodResizePending`` is True (``reason`` Deferred / Infeasible), ``in_progress`` while
+    ``PodResizeInProgress`` is True; it ends when the status lists neither (the resize done, or given
+    up). ``allocated`` is what the kubelet had allocated per container as the state began."""
+    intervals: list[Interval] = []
+    for inc in facts.incarnations:
+        points: list[tuple[datetime, int, _Point]] = []
+        for i, snap in enumerate(inc.snapshots):
+            pending, progress = snap.condition("PodResizePending"), snap.condition("PodResizeInProgress")
+            cond = progress if progress is not None and progress.status == "True" else None
+            state = "in_progress"
+            if pending is not None and pending.status == "True":
+                cond, state = pending, "pending"
+            if cond is None:
+                if _gone_since(points, snap):
+                    points.append((snap.at, i, _Point(snap.at, _ABSENT, {}, [snap.key])))
+                continue
+            at = cond.last_transition or snap.at
+            attrs = {"reason": cond.reason, "message": cond.message, "allocated": _allocated(snap)}
+            points.append((at, i, _Point(at, state, attrs, [snap.key])))
+        points.sort(key=lambda p: (p[0], p[1]))
+        merged = _merge_points([p[2] for p in points], lambda pt: (pt.state, pt.attrs.get("reason")))
+        gone = inc.deleted_at
+        end = gone if merged and gone and gone >= merged[-1].at else None
+        intervals.extend(iv for iv in _chain(RESIZE_LANE, merged, end) if iv.state != _ABSENT)
+    return {RESIZE_LANE: _settle(intervals)} if intervals else {}
+
+
+def _generation_lane(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
+    """Whether the kubelet had observed the pod's newest spec (``status.observedGeneration``, 1.33+):
+    ``pending`` while ``metadata.generation`` is ahead of it (a spec change, such as a resize, not yet
+    acted on), else ``observed``; from the snapshots that carry both (none before 1.33)."""
+    intervals: list[Interval] = []
+    for inc in facts.incarnations:
+        points: list[_Point] = []
+        for snap in inc.snapshots:
+            gen, seen = snap.generation, snap.observed_generation
+            if gen is None or seen is None or snap.deleted:
+                continue
+            state = "pending" if gen > seen else "observed"
+            attrs = {"generation": gen, "observed_generation": seen}
+            points.append(_Point(snap.at, state, attrs, [snap.key]))
+        points.sort(key=lambda pt: (pt.at, pt.attrs["generation"], pt.attrs["observed_generation"]))
+        merged = _merge_points(
+            points, lambda pt: (pt.state, pt.attrs["generation"], pt.attrs["observed_generation"])
+        )
+        gone = inc.deleted_at
+        intervals.extend(
+            _chain(GENERATION_LANE, merged, gone if merged and gone and gone >= merged[-1].at else None)
+        )
+    return {GENERATION_LANE: _settle(intervals)} if intervals else {}
 
 
 # ------------------------------------------------------------------------------------------- requesters

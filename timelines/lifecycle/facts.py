@@ -93,8 +93,19 @@ class ContainerStatus:
     finished_at: datetime | None
     restart_count: int
     last: Run | None
+    # 1.29+: an init container with ``restartPolicy: Always`` is a sidecar; ``preStop.sleep.seconds``;
+    # 1.33+ in-place resize: the resources applied and allocated (``{"requests"/"limits": {...}}``).
+    restart_policy: str | None = None
+    prestop_sleep: int | None = None
+    resources: Mapping[str, Any] | None = None
+    allocated: Mapping[str, Any] | None = None
     # ``current_run``, made on first use (lanes and findings ask for it many times per status).
     _current: tuple[Run | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def sidecar(self) -> bool:
+        """An init container that keeps running beside the regular ones (``restartPolicy: Always``)."""
+        return self.kind == "init" and self.restart_policy == "Always"
 
     @property
     def current_run(self) -> Run | None:
@@ -134,6 +145,8 @@ class PodSnapshot:
     conditions: tuple[Condition, ...]
     containers: tuple[ContainerStatus, ...]
     finalizers: tuple[str, ...] = ()
+    generation: int | None = None  # metadata.generation: bumped by each spec change (a resize)
+    observed_generation: int | None = None  # status.observedGeneration: the kubelet saw it (1.33+)
     # ``status_reset``, worked out on first use (it is asked several times per snapshot by lanes and
     # findings); not part of the snapshot's value.
     _status_reset: bool | None = field(default=None, init=False, repr=False, compare=False)
@@ -597,6 +610,10 @@ class _Reader:
                     time(obs, c, "finished_at"),
                     int_(obs, c, "restart_count") or 0,
                     last_run,
+                    _str(get("restart_policy")),
+                    int_(obs, c, "prestop_sleep_seconds"),
+                    self.mapping(obs, c, "resources"),
+                    self.mapping(obs, c, "allocated_resources"),
                 )
             )
         get = p.get
@@ -623,6 +640,8 @@ class _Reader:
             tuple(conditions),
             tuple(containers),
             tuple(str(f) for f in get("finalizers") or () if isinstance(f, str)),
+            int_(obs, p, "generation"),
+            int_(obs, p, "observed_generation"),
         )
 
     def process(self, obs: Observation) -> KubeletProcess | None:

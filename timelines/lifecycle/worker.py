@@ -689,11 +689,12 @@ class TerminationRequest:
 
 
 def terminal_time(snap: PodSnapshot) -> datetime:
-    """When the phase became terminal: the last regular container's finish if all are known, else ``snap.at``
-    (the API lane and the worker lane inferred from the API end there alike)."""
+    """When the phase became terminal: the last regular container's (or sidecar's: the kubelet reports a
+    terminal phase only once they stopped too) finish if all are known, else ``snap.at`` (the API lane and
+    the worker lane inferred from the API end there alike)."""
     finishes = []
     for c in snap.containers:
-        if c.kind != "regular":
+        if c.kind != "regular" and not c.sidecar:
             continue
         if c.state != "terminated" or c.finished_at is None:
             return snap.at
