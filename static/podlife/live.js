@@ -3,8 +3,8 @@
 // reconnect, and keeps the badge honest: "live" only while the socket is up, a frame (at least the server's
 // heartbeat, every `heartbeat_s` of hello) came within two heartbeats, and no collector stream of the
 // cluster is stale (the consumer's `collector` frames); otherwise the badge names what is stale. The badge
-// and every age on the page ([data-age-since]) tick once a second between frames: nothing freezes while the
-// socket is quiet. A socket silent for six heartbeats (at least 30 s) is closed and opened again: a
+// (silence, how far each stale stream is behind, the reconnect countdown) and every age on the page
+// ([data-age-since]) tick once a second between frames: nothing freezes while the socket is quiet. A socket silent for six heartbeats (at least 30 s) is closed and opened again: a
 // half-open connection never recovers on its own.
 //
 // watchLive({ ws, onDeltas(frame), onRefetch(frame | null), isPaused() }) returns { showLive } so a page's
@@ -58,18 +58,26 @@ export function watchLive({ ws, onDeltas, onRefetch, isPaused = () => false }) {
   let collector = null;
   let heartbeatMs = null; // from hello; null: a server that sends no heartbeat (no silence check)
   let lastFrame = performance.now();
+  let collectorAt = performance.now(); // when the collector health arrived: its ages grow from there
+  let reconnectAt = null; // performance.now() of the next attempt while reconnecting
   let socket = null;
 
   const showLive = () => {
     if (stopped) return;
     if (isPaused()) return setLive("paused", "paused");
-    if (!connected) return;
+    if (!connected) {
+      if (reconnectAt !== null) {
+        setLive(`reconnecting in ${(Math.max(0, reconnectAt - performance.now()) / 1000).toFixed(1)} s`, "reconnecting");
+      }
+      return;
+    }
     const silent = performance.now() - lastFrame;
     if (liveEl) liveEl.dataset.lastFrameAgoMs = String(Math.round(silent));
     const problems = [];
     if (heartbeatMs !== null && silent > 2 * heartbeatMs) problems.push(`no message for ${silentFor(silent)}`);
     const stale = collector ? collector.stale : [];
-    problems.push(...stale.map((s) => `${s.stream} (${behind(s.behind_s)})`));
+    const since = (performance.now() - collectorAt) / 1000;
+    problems.push(...stale.map((s) => `${s.stream} (${behind(s.behind_s === null ? null : s.behind_s + since)})`));
     if (!problems.length) return setLive("live", "live");
     setLive(`stale: ${problems.join(", ")}`, "stale");
   };
@@ -101,6 +109,8 @@ export function watchLive({ ws, onDeltas, onRefetch, isPaused = () => false }) {
         attempt = 0;
         connected = true;
         collector = frame.collector || null;
+        collectorAt = performance.now();
+        reconnectAt = null;
         heartbeatMs = typeof frame.heartbeat_s === "number" && frame.heartbeat_s > 0 ? frame.heartbeat_s * 1000 : null;
         startTicker();
         showLive();
@@ -114,6 +124,7 @@ export function watchLive({ ws, onDeltas, onRefetch, isPaused = () => false }) {
         onDeltas(frame);
       } else if (frame.type === "collector") {
         collector = frame;
+        collectorAt = performance.now();
         showLive();
       } else if (frame.type === "refetch") {
         showLive();
@@ -133,8 +144,12 @@ export function watchLive({ ws, onDeltas, onRefetch, isPaused = () => false }) {
       }
       attempt += 1;
       const delay = Math.min(15000, 500 * 2 ** Math.min(attempt - 1, 5)) * (0.75 + Math.random() * 0.5);
+      reconnectAt = performance.now() + delay;
       setLive(`reconnecting in ${(delay / 1000).toFixed(1)} s`, "reconnecting");
-      setTimeout(connect, delay);
+      setTimeout(() => {
+        reconnectAt = null;
+        connect();
+      }, delay);
     };
   };
   setLive("connecting", "reconnecting");

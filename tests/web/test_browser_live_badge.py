@@ -108,3 +108,34 @@ def test_badge_turns_amber_within_two_heartbeats_of_silence_and_ages_tick_betwee
     page.wait_for_selector("#live-state[data-state=live]", timeout=10_000)
     assert page.inner_text("#live-state") == "live"
     assert page.errors == []
+
+
+def test_how_far_a_stale_stream_is_behind_counts_on_between_collector_frames(
+    live_server_asgi: Any, viewer: Any, lab: Any, browser_page: Any, settings: Any
+) -> None:
+    """GIVEN lab's daemonsets watch 100 s behind (the server re-sends that age only every 30 s) WHEN a
+    viewer watches node-a THEN the badge's "N s behind" grows by itself, second by second."""
+    import re
+    import time
+
+    settings.PODLIFE_LIVE_STALE_S = 90.0
+    CollectorState.objects.create(
+        cluster=lab["lab"], resource="daemonsets", last_step_at=timezone.now() - timedelta(seconds=100)
+    )
+    server, page = live_server_asgi, browser_page
+    login(page, server.url, "viewer")
+    page.goto(f"{server.url}/c/lab/nodes/node-a/")
+    page.wait_for_selector("#live-state[data-state=stale]", timeout=10_000)
+
+    def behind() -> int:
+        m = re.fullmatch(r"stale: daemonsets \((\d+) s behind\)", page.inner_text("#live-state"))
+        assert m is not None, page.inner_text("#live-state")
+        return int(m.group(1))
+
+    first = behind()
+    assert 100 <= first < 130
+    deadline = time.monotonic() + 10
+    while behind() < first + 2:
+        assert time.monotonic() < deadline, f"still {behind()} s behind"
+        time.sleep(0.05)
+    assert page.errors == []
