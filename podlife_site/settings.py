@@ -236,6 +236,9 @@ CELERY_WORKER_CONCURRENCY = env_int(
 PODLIFE_LIVE_STALE_S = env_float(
     "PODLIFE_LIVE_STALE_S", max(PODLIFE_WATCH_TIMEOUT_S, PODLIFE_KUBELET_INTERVAL_S) + 30.0, minimum=1
 )
+# Every live socket gets a small `heartbeat` frame this often (timelines/web/fanout.py), so a page can tell a
+# quiet group from a dead socket: its badge turns amber after two heartbeats without any frame.
+PODLIFE_LIVE_HEARTBEAT_S = env_float("PODLIFE_LIVE_HEARTBEAT_S", 5.0, minimum=0.05)
 PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
 # Without a token /metrics answers 401, unless opened on purpose (the demo opens it): it names clusters and
 # carries collector lag and error counts.

@@ -12,6 +12,19 @@ observation (``Pod.last_seen``: API snapshots, events, audit) is more than
 seen something the kubelet's logs have not reached yet. The tail starts at that newest kubelet evidence.
 A node with no kubelet evidence at all has a worker lane inferred from the API, drawn as such already.
 
+**A kubelet's final status line ends the wait.** The pod worker goes one way, sync → terminating →
+terminated → done (k8s-facts.md §1): once SyncTerminatedPod has completed (volumes unmounted, cgroups
+removed: "SyncTerminatedPod exit", the span of ``syncTerminatedPod`` ending, "The pod termination is
+finished as SyncTerminatedPod completes"), the kubelet logs "Pod is terminated and will need no more status
+updates" and "Pod is complete and the worker can now stop", and the worker never runs for that UID again:
+nothing the API sees afterwards (the final DELETE, a controller's update, garbage collection) is followed
+by more kubelet evidence about the pod. The kubelet's status manager also never moves a pod out of a
+terminal phase, and (1.27+) writes Succeeded / Failed only once every container has stopped: a "Status for
+pod updated successfully" line with a terminal phase is the kubelet's final status too. So a pod with such
+a line (``final_status_at``) is never pending — unless a later line starts its worker again (a static
+pod's reused UID: "Pod is being synced for the first time", or a restart of the same UID), which reopens
+the wait. The API's own terminal phase is no such line: it may be ahead of the kubelet's logs.
+
 A reader without the whole cluster gets the answer from the kubelet evidence of the pods they may read
 only (never another namespace's activity on the node). Read-time only, two small queries per page: the newest kubelet evidence per node (bounded to a day before
 the window so the time index is used) and ``last_seen`` of the pods on the page.
@@ -24,11 +37,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db import connection
+from django.db.models import Max, Q
 
-from timelines.lifecycle.observation import Kind
+from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Observation, Pod
+from timelines.store import text_array
 
 KUBELET_KINDS = (Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 # Kubelet evidence is looked for from this long before the window on (the time index bounds the scan).
@@ -55,19 +70,89 @@ def kubelet_evidence_until(
     return out
 
 
-def pending_since(last_seen: datetime | None, kubelet_until: datetime | None) -> datetime | None:
-    """Since when the worker lane waits for kubelet evidence, or None when it is as fresh as the API."""
-    if last_seen is None or kubelet_until is None:
+# Worker lines that say the worker is done with the pod for good (see the module's docstring).
+FINAL_TRANSITIONS = (
+    Transition.TERMINATED_EXIT,
+    Transition.TERMINATION_FINISHED,
+    Transition.WORKER_DONE,
+    Transition.ORPHAN_CONTAINERS_TERMINATED,
+    Transition.FINISHED_IGNORED,
+    Transition.WORKER_STOPPED,
+    Transition.FORGOTTEN,
+    Transition.REMOVED_FROM_ETCD,
+)
+# Lines that start the worker of a UID again after it was done (static pods reuse UIDs).
+RESTART_TRANSITIONS = (Transition.FIRST_SEEN, Transition.UID_REUSE_RESTART, Transition.RESTART_REQUESTED)
+STATUS_FINAL_MARKER = "StatusFinal"  # collectors.parsers.kubelet_log.MarkerReason.STATUS_FINAL
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def final_status_at(cluster: Cluster, uids: Iterable[str], *, since: datetime) -> dict[str, datetime]:
+    """Per pod UID, when its kubelet wrote its final status (the newest such line since ``since``), for the
+    pods that have one and whose worker no later line started again (see the module's docstring)."""
+    uid_list = sorted({u for u in uids if u})
+    final: dict[str, datetime] = {}
+    restart: dict[str, datetime] = {}
+
+    def note(into: dict[str, datetime], uid: str, at: datetime) -> None:
+        if uid not in into or at > into[uid]:
+            into[uid] = at
+
+    postgres = connection.vendor == "postgresql"
+    for i in range(0, len(uid_list), 500):
+        batch = uid_list[i : i + 500]
+        qs = Observation.objects.filter(
+            Q(kind=Kind.WORKER) | Q(kind=Kind.SPAN) | Q(kind=Kind.KUBELET_MARKER),
+            cluster=cluster,
+            observed_at__gte=since,
+        )
+        if postgres:
+            # One array parameter: one statement text whatever the number of pods (queries.window_json).
+            qs = qs.extra(where=["pod_uid = ANY(%s::text[])"], params=[text_array(batch)])
+        else:
+            qs = qs.filter(pod_uid__in=batch)
+        rows = qs.values_list("pod_uid", "kind", "observed_at", "payload")
+        for uid, kind, at, payload in rows:
+            if uid is None or not isinstance(payload, dict):
+                continue
+            if kind == Kind.WORKER:
+                name = payload.get("transition")
+                if name in FINAL_TRANSITIONS or (
+                    name == Transition.STATUS_UPDATED and payload.get("phase") in TERMINAL_PHASES
+                ):
+                    note(final, uid, at)
+                elif name in RESTART_TRANSITIONS:
+                    note(restart, uid, at)
+            elif kind == Kind.KUBELET_MARKER:
+                if payload.get("reason") == STATUS_FINAL_MARKER:
+                    note(final, uid, at)
+            elif str(payload.get("name") or "").lower() == "syncterminatedpod" and payload.get("end"):
+                note(final, uid, at)  # the cleanup span ended
+            elif (
+                str(payload.get("name") or "").lower() == "syncpod" and payload.get("update_type") == "create"
+            ):
+                note(restart, uid, at)
+    return {uid: at for uid, at in final.items() if uid not in restart or restart[uid] <= at}
+
+
+def pending_since(
+    last_seen: datetime | None, kubelet_until: datetime | None, final_status: datetime | None = None
+) -> datetime | None:
+    """Since when the worker lane waits for kubelet evidence, or None when it is as fresh as the API or
+    the pod's kubelet wrote its final status at ``final_status`` (nothing more is coming)."""
+    if last_seen is None or kubelet_until is None or final_status is not None:
         return None
     slack = timedelta(seconds=settings.PODLIFE_KUBELET_PENDING_SLACK_S)
     return kubelet_until if last_seen - kubelet_until > slack else None
 
 
-def freshness_of(last_seen: datetime | None, kubelet_until: datetime | None) -> dict[str, Any]:
+def freshness_of(
+    last_seen: datetime | None, kubelet_until: datetime | None, final_status: datetime | None = None
+) -> dict[str, Any]:
     """A pod's ``freshness`` as the pages and the API send it: ``{kubelet_until, pending_since}`` (either
     null), from its ``last_seen`` and the newest kubelet evidence of its node (``kubelet_evidence_until``).
     ``queries.window_json`` adds it to every pod of a window, and ``kubelet_until`` per node beside them."""
-    pending = pending_since(last_seen, kubelet_until)
+    pending = pending_since(last_seen, kubelet_until, final_status)
     return {
         "kubelet_until": format_time(kubelet_until) if kubelet_until else None,
         "pending_since": format_time(pending) if pending else None,
@@ -81,4 +166,7 @@ def pod_freshness(cluster: Cluster, pod: Pod, *, namespaces: set[str] | None = N
         return freshness_of(None, None)
     since = (pod.created_at or pod.last_seen or datetime.now().astimezone()) - LOOKBACK
     until = kubelet_evidence_until(cluster, [pod.node], since=since, namespaces=namespaces).get(pod.node)
-    return freshness_of(pod.last_seen, until)
+    final = None
+    if pending_since(pod.last_seen, until) is not None:
+        final = final_status_at(cluster, [pod.uid], since=since).get(pod.uid)
+    return freshness_of(pod.last_seen, until, final)

@@ -485,7 +485,7 @@ def window_json(
 
     # Each pod as its JSON object but its last member (freshness, known once every pod's node is), with
     # what it sorts by, its node and last_seen; its parts are dropped as it is made.
-    pods: list[tuple[tuple[str, str, str], bytes, str, datetime | None]] = []
+    pods: list[tuple[tuple[str, str, str], bytes, str, datetime | None, str]] = []
     uids = list(first_start)
     empty = orjson.Fragment(b"[]")
     with connection.cursor() as cursor:
@@ -515,7 +515,7 @@ def window_json(
                         "deleted_at": deleted,
                     }
                 )
-                pods.append(((first_start[uid], ns, name), body, pnode, parse_time(last_seen)))
+                pods.append(((first_start[uid], ns, name), body, pnode, parse_time(last_seen), uid))
     del intervals, markers, findings, first_start
     pods.sort(key=itemgetter(0))
     truncated = len(pods) > MAX_WINDOW_PODS
@@ -523,6 +523,12 @@ def window_json(
 
     until = freshness.kubelet_evidence_until(
         cluster, (p[2] for p in pods), since=start - freshness.LOOKBACK, namespaces=namespaces
+    )
+    # Only a pod that would wait for kubelet evidence is looked up for its kubelet's final status.
+    final = freshness.final_status_at(
+        cluster,
+        (p[4] for p in pods if freshness.pending_since(p[3], until.get(p[2])) is not None),
+        since=start - freshness.LOOKBACK,
     )
     out = io.BytesIO()
     out.write(
@@ -539,11 +545,11 @@ def window_json(
     out.write(b',"pods":[')
     pods.reverse()  # written from the end of the list: each pod's bytes are dropped once written
     for n in range(len(pods)):
-        _, body, pnode, last_seen = pods.pop()
+        _, body, pnode, last_seen, uid = pods.pop()
         out.write(b"," if n else b"")
         out.write(body)
         out.write(b',"freshness":')
-        out.write(dumps(freshness.freshness_of(last_seen, until.get(pnode))))
+        out.write(dumps(freshness.freshness_of(last_seen, until.get(pnode), final.get(uid))))
         out.write(b"}")
     out.write(b"],")
     tail = {

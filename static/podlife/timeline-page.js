@@ -5,7 +5,7 @@ import {
   nextZone, toMicros, tzLabel, zoneFigure, zoneParam,
 } from "./common.js";
 import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
-import { watchLive } from "./live.js";
+import { ageAttrs, watchLive } from "./live.js";
 import { bandConfig, bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
 
 const page = pageData();
@@ -142,25 +142,17 @@ function workerCell(last, fresh) {
   if (!last) return td;
   const pending = fresh && fresh.pending_since ? toMicros(fresh.pending_since) : null;
   const source = { inferred: " (inferred)", kubelet: " (from kubelet lines)" }[last[4]] || "";
-  const now = Date.now() * 1000;
   if (pending !== null) {
     td.append(el("span", { class: "worker-pending", text: `kubelet evidence pending since ${display(pending, state.tz)}` }),
       el("br"), el("span", { class: "muted", text: `last seen: ${last[1]}${source}` }));
     return td;
   }
   const until = fresh && fresh.kubelet_until ? toMicros(fresh.kubelet_until) : null;
-  td.append(el("span", { text: `${last[1]}${source}` }), el("br"),
-    el("span", { class: "muted mono", text: `since ${display(toMicros(last[2]), state.tz).slice(0, 19)}` +
-      (until !== null ? ` · kubelet evidence ${age(now - until)} old` : "") }));
+  // The age ticks between frames (live.js tickAges): it must never freeze while the socket is quiet.
+  const since = el("span", { class: "muted mono", text: `since ${display(toMicros(last[2]), state.tz).slice(0, 19)}` });
+  if (until !== null) since.append(el("span", { class: "evidence-age", ...ageAttrs(until, " · kubelet evidence ", " old") }));
+  td.append(el("span", { text: `${last[1]}${source}` }), el("br"), since);
   return td;
-}
-
-function age(us) {
-  const s = Math.max(0, Math.round(us / 1e6));
-  if (s < 120) return `${s} s`;
-  if (s < 7200) return `${Math.round(s / 60)} min`;
-  if (s < 172800) return `${Math.round(s / 3600)} h`;
-  return `${Math.round(s / 86400)} d`;
 }
 
 async function load() {

@@ -61,6 +61,7 @@ def test_hello_then_deltas_for_readable_namespaces_only(viewer: Any) -> None:
             "type": "hello",
             "group": GROUP,
             "max_fps": 10,
+            "heartbeat_s": 5.0,
         }
         assert (
             hello["collector"]["streams"] == 0 and hello["collector"]["stale"] == []
@@ -347,6 +348,7 @@ def test_pod_page_socket_pushes_that_pods_change_only(viewer: Any) -> None:
             "type": "hello",
             "group": group_name("pod", "lab", UID_OK),
             "max_fps": 10,
+            "heartbeat_s": 5.0,
         }
         await _ingest("lab", started_pod("u-neighbour", "web-neighbour"))  # same node, other pod
         await _ingest("lab", _deleted(UID_OK, "web-ok"))
@@ -538,3 +540,51 @@ def test_pages_of_one_cluster_share_one_health_poll(admin_user: Any, lab: Any, m
     polls, after = async_to_sync(run)()
     assert 3 <= polls <= 12, polls
     assert after == 0
+
+
+def test_every_socket_hears_a_heartbeat_while_its_group_is_quiet(settings: Any, viewer: Any) -> None:
+    """GIVEN a heartbeat every 0.2 s and two pages of one node WHEN nothing changes on the node THEN each
+    socket gets ``heartbeat`` frames (version 1, the group's last sequence number, the server's clock with
+    microseconds), one per beat, and hello told the page how often they come; WHEN a delta arrives THEN the
+    next heartbeat carries its sequence number."""
+    from datetime import UTC, datetime
+
+    settings.PODLIFE_LIVE_HEARTBEAT_S = 0.2
+
+    async def run() -> None:
+        pages = [await connect(viewer), await connect(viewer)]
+        for ws in pages:
+            assert (await ws.receive_json_from())["heartbeat_s"] == 0.2
+        started = time.monotonic()
+        for ws in pages:
+            beats = [await ws.receive_json_from(timeout=2) for _ in range(3)]
+            assert [(b["type"], b["v"], b["seq"]) for b in beats] == [("heartbeat", 1, None)] * 3
+            at = datetime.fromisoformat(beats[0]["at"])
+            assert at.tzinfo is not None and abs((datetime.now(UTC) - at).total_seconds()) < 5
+        assert time.monotonic() - started < 3  # about 0.6 s: beats come on time, not after a minute
+        await get_channel_layer().group_send(GROUP, delta(7, "u-ok"))
+        for ws in pages:
+            frame = await ws.receive_json_from(timeout=2)
+            while frame["type"] == "heartbeat":
+                frame = await ws.receive_json_from(timeout=2)
+            assert frame["type"] == "deltas" and frame["seq"] == 7
+            beat = await ws.receive_json_from(timeout=2)
+            assert beat["type"] == "heartbeat" and beat["seq"] == 7
+        for ws in pages:
+            await ws.disconnect()
+
+    async_to_sync(run)()
+
+
+def test_a_refused_socket_gets_no_heartbeat(settings: Any, nobody: Any) -> None:
+    """GIVEN a user without any grant WHEN they open a node page's socket THEN the error frame and the close
+    come, and no heartbeat: only a watched group beats."""
+    settings.PODLIFE_LIVE_HEARTBEAT_S = 0.1
+
+    async def run() -> None:
+        ws = await connect(nobody)
+        frame = await ws.receive_json_from()
+        assert frame["type"] == "error" and frame["status"] == 404
+        assert (await ws.receive_output(timeout=1))["type"] == "websocket.close"
+
+    async_to_sync(run)()

@@ -12,18 +12,22 @@ and its worker column gives its state with the age of the evidence.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import ctr, pod
+from tests.lifecycle.factories import T0, ctr, pod, worker
+from tests.lifecycle.test_kubelet_truth import parse
 from tests.web.conftest import CHROMIUM, UID_OK, login
 from tests.web.factories import retarget
 from timelines import freshness
+from timelines.lifecycle.observation import Transition
 from timelines.models import Cluster, Pod
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,3 +133,87 @@ def test_pages_draw_a_pending_tail_and_say_so(
     assert not [t for t in page.evaluate(TRACES) if t["name"] == "kubelet evidence pending"]
     assert "up to" in page.inner_text("#freshness")
     assert page.errors == []
+
+
+# --- a kubelet's final status line ends the wait (real excerpt: tests/fixtures/real/kubelet/README.md) ------------
+KUEUE = Path(__file__).resolve().parents[1] / "fixtures/real/kubelet/kueue-4669-kind-1.31-v3.journal"
+KUEUE_UID = "8bb7de3e-72f0-4102-adbd-53897040775e"  # pod-e2e-dx5dg/group-0 on kind-worker
+
+
+def kueue_lines(until: str | None = None) -> list[Any]:
+    """The real journal's observations; ``until``: only its lines before the first one holding that text."""
+    lines = KUEUE.read_text(encoding="utf-8").splitlines()
+    if until is not None:
+        lines = lines[: next(i for i, line in enumerate(lines) if until in line)]
+    return parse([lines], node="kind-worker", year=2025)
+
+
+def api_after_the_kubelet(seconds_after_last_line: float) -> list[Any]:
+    """SYNTHETIC: the API's view of group-0 some time after the journal's last line (10:22:16.943833), as a
+    watch sees the Failed pod before its final removal; it makes the API newer than any kubelet evidence."""
+    seen = (
+        datetime(2025, 3, 18, 10, 22, 16, 943833, tzinfo=UTC) - T0
+    ).total_seconds() + seconds_after_last_line
+    done = [ctr(state="terminated", reason="Error", exit_code=137, started=seen - 55, finished=seen - 17)]
+    return [
+        pod(
+            KUEUE_UID,
+            900,
+            seen,
+            phase="Failed",
+            node="kind-worker",
+            namespace="pod-e2e-dx5dg",
+            name="group-0",
+            created=seen - 60,
+            start_time=seen - 58,
+            deletion=seen - 50,
+            deletion_grace=1,
+            containers=done,
+        )
+    ]
+
+
+def test_a_pod_whose_kubelet_wrote_its_final_status_has_nothing_pending(lab: Any, settings: Any) -> None:
+    """GIVEN the real kueue-4669 journal, whose kubelet ends group-0 with "The pod termination is finished as
+    SyncTerminatedPod completes its execution" (10:22:16.784665), and the API seeing the pod 40 s after the
+    journal's last line WHEN its freshness is read THEN nothing is pending: that kubelet writes no more
+    status for the pod, so no later kubelet evidence is coming. GIVEN the same journal cut before its final
+    status lines THEN the worker lane waits for kubelet evidence from the last line kept on."""
+    settings.PODLIFE_KUBELET_PENDING_SLACK_S = 10
+    ingest_observations("lab", kueue_lines() + api_after_the_kubelet(40))
+    cluster = Cluster.objects.get(name="lab")
+    p = Pod.objects.get(uid=KUEUE_UID)
+    assert p.last_seen is not None and p.last_seen > datetime(2025, 3, 18, 10, 22, 56, tzinfo=UTC)
+    assert freshness.pod_freshness(cluster, p) == {
+        "kubelet_until": "2025-03-18T10:22:16.943833+00:00",
+        "pending_since": None,
+    }
+    response = Client()
+    response.force_login(User.objects.create_superuser("fresh-root", password="x"))
+    window = "from=2025-03-18T10:20:00Z&to=2025-03-18T10:30:00Z"
+    data = orjson.loads(response.get(f"/api/v1/clusters/lab/nodes/kind-worker/timeline?{window}").content)
+    assert [p["freshness"]["pending_since"] for p in data["pods"] if p["uid"] == KUEUE_UID] == [None]
+
+
+def test_a_pod_cut_before_its_final_status_lines_is_pending(lab: Any, settings: Any) -> None:
+    settings.PODLIFE_KUBELET_PENDING_SLACK_S = 10
+    cut = kueue_lines(
+        until='"Status for pod updated successfully" pod="pod-e2e-dx5dg/group-0" statusVersion=4'
+    )
+    ingest_observations("lab", cut + api_after_the_kubelet(40))
+    fresh = freshness.pod_freshness(Cluster.objects.get(name="lab"), Pod.objects.get(uid=KUEUE_UID))
+    assert fresh["pending_since"] is not None and fresh["pending_since"] < "2025-03-18T10:22:16.78"
+
+
+def test_a_uid_started_again_after_its_final_status_waits_again(lab: Any, settings: Any) -> None:
+    """GIVEN the real journal's final status for group-0 and then (SYNTHETIC) "Pod is being synced for the
+    first time" for the same UID (a static pod's reused UID starts a new worker) THEN that new worker's
+    evidence is awaited again: the pod is pending once the API is ahead."""
+    settings.PODLIFE_KUBELET_PENDING_SLACK_S = 10
+    again = (datetime(2025, 3, 18, 10, 22, 20, tzinfo=UTC) - T0).total_seconds()
+    restart = worker(
+        KUEUE_UID, again, Transition.FIRST_SEEN, node="kind-worker", pod_ref="pod-e2e-dx5dg/group-0"
+    )
+    ingest_observations("lab", kueue_lines() + [restart] + api_after_the_kubelet(40))
+    fresh = freshness.pod_freshness(Cluster.objects.get(name="lab"), Pod.objects.get(uid=KUEUE_UID))
+    assert fresh["pending_since"] == "2025-03-18T10:22:20.000000+00:00"

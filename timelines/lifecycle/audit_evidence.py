@@ -93,6 +93,20 @@ class AuditRecord:
         )
 
     @property
+    def received_at(self) -> datetime:
+        """When the API server received the request (``requestReceivedTimestamp``, microseconds kept), else
+        the time of its stage."""
+        text = self.payload.get("requested_at")
+        if isinstance(text, str):
+            try:
+                at = datetime.fromisoformat(text)
+            except ValueError:
+                return self.at
+            if at.tzinfo is not None:
+                return at
+        return self.at
+
+    @property
     def eviction_outcome(self) -> str | None:
         """``granted`` / ``refused`` / ``forbidden`` / ``failed`` / ``unknown`` for an eviction, else None."""
         if self.subresource != "eviction" or self.dry_run:
@@ -208,7 +222,12 @@ def taken_by(records: Sequence[AuditRecord], life: Life) -> list[AuditRecord]:
     DELETE, a quarter second earlier) fall within its span: the first CREATE it takes bounds them, and a
     UID-less request before it is an earlier incarnation's."""
     mine = [r for r in records if belongs(r, life)]
-    first_create = next((r.at for r in mine if r.is_create and r.uid is None), None)
+    # Its own CREATE completes about its creation; one after its end (the name made again right after
+    # this incarnation was deleted) is the next incarnation's and bounds nothing here.
+    first_create = next(
+        (r.at for r in mine if r.is_create and r.uid is None and (life.ended is None or r.at <= life.ended)),
+        None,
+    )
     if first_create is None:
         return mine
     return [r for r in mine if r.uid is not None or r.at >= first_create]
@@ -233,6 +252,36 @@ def termination_request(
         if r.is_delete or r.eviction_outcome == "granted":
             return r
     return None
+
+
+def deletion_request(
+    records: Sequence[AuditRecord], requested: datetime, grace: int | None, since: datetime | None
+) -> AuditRecord | None:
+    """The audited request that set a pod's ``deletionTimestamp``, when that timestamp is whole-second.
+
+    The API server sets ``deletionTimestamp = now + grace`` while it handles a DELETE (an eviction deletes
+    with the pod's grace), and the object keeps it in RFC 3339 with whole seconds: ``requested``
+    (``deletionTimestamp - deletionGracePeriodSeconds``) is that ``now`` truncated, up to a second before
+    the request. A successful DELETE or granted eviction of the incarnation (from ``since``) set it when
+    its handling (received at ``received_at``, completed at ``at``) overlaps ``[requested, requested +
+    1 s)`` and, when both are known, it asked for the same grace. The first such request, or None (also
+    for a ``requested`` that has a fraction: a source that kept the microsecond needs no audit)."""
+    if requested.microsecond:
+        return None
+    for r in records:
+        if not (r.is_delete or r.eviction_outcome == "granted"):
+            continue
+        if since is not None and r.at < since - CREATE_SLACK:
+            continue
+        asked = r.delete.get("grace_period_seconds")
+        if isinstance(asked, int) and grace is not None and asked != grace:
+            continue
+        if r.received_at < requested + _ONE_SECOND and r.at >= requested:
+            return r
+    return None
+
+
+_ONE_SECOND = timedelta(seconds=1)
 
 
 def termination_attrs(records: Sequence[AuditRecord], cause: AuditRecord) -> dict[str, Any]:

@@ -22,7 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from timelines.lifecycle.audit_evidence import (
+    AuditRecord,
     audited_phases,
+    deletion_request,
     marker_of,
     termination_attrs,
     termination_request,
@@ -246,11 +248,15 @@ def _api_lane(facts: PodFacts) -> list[Interval]:
     phases = audited_phases(facts.audits) if facts.audits else []
     for inc in facts.incarnations:
         mine = [p for p in phases if _incarnation_at(facts, p[1]) is inc]
-        out.extend(_api_incarnation(inc, mine))
+        out.extend(_api_incarnation(inc, mine, facts.audits))
     return out
 
 
-def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, str]] = ()) -> list[Interval]:
+def _api_incarnation(
+    inc: Incarnation,
+    audited: Sequence[tuple[str, datetime, str]] = (),
+    audits: Sequence[AuditRecord] = (),
+) -> list[Interval]:
     # Milestones: the earliest time any snapshot proves each state was reached.
     milestones: dict[str, tuple[datetime, dict[str, Any], list[str]]] = {}
 
@@ -311,6 +317,14 @@ def _api_incarnation(inc: Incarnation, audited: Sequence[tuple[str, datetime, st
         if snap.deleted:
             reach(ApiState.DELETED, snap.at, snap)
 
+    # A whole-second deletionTimestamp dates the DELETE up to a second early: the audited request that set
+    # it (``deletion_request``) dates it to the microsecond it was received.
+    term = milestones.get(ApiState.TERMINATING)
+    if term is not None and audits:
+        grace = term[1].get("grace_seconds")
+        request = deletion_request(audits, term[0], grace, inc.created or inc.first_at)
+        if request is not None:
+            milestones[ApiState.TERMINATING] = (request.received_at, term[1], [request.key, *term[2]])
     # An audited status patch that set the phase dates the change itself (``audited_phases``), unless a
     # snapshot showed that phase before the patch (then the patch did not change it).
     dated: set[str] = set()

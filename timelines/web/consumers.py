@@ -16,7 +16,9 @@ namespace); a namespace, who may read that namespace; a pod, who may read the na
 unknown UID is answered as one the user may not read).
 
 Frames to the browser (JSON, ``type`` first):
-  ``hello``   {group, max_fps, collector}            on connect
+  ``hello``   {group, max_fps, heartbeat_s, collector} on connect
+  ``heartbeat`` {v: 1, seq, at}                       every ``PODLIFE_LIVE_HEARTBEAT_S`` (``fanout``): the page
+                                                      turns its badge amber after two heartbeats of silence
   ``collector`` {streams, stale, stale_after_s}       the cluster's collector health, when the set of stale
                                                       streams changes (and every HEALTH_REFRESH_S while some
                                                       are stale; one poll per cluster per process, see
@@ -28,7 +30,9 @@ Frames to the browser (JSON, ``type`` first):
 
 The badge on the page says "live" only while the socket is up **and** no stream is stale
 (``queries.collector_health``: no event and no finished step or pull for ``PODLIFE_LIVE_STALE_S``);
-otherwise it names the stale streams. A live socket over a stalled collector is not live.
+otherwise it names the stale streams. A live socket over a stalled collector is not live. Nor is a socket
+that went silent: a page that gets no frame (not even a heartbeat) for two heartbeats says "no message for
+N s" until frames resume.
 
 Shutdown order: ``disconnect`` cancels the socket's send under way, leaves the health watch, then the hub;
 the last socket of a group stops its hub (its renewal and reader) and leaves the group (the publisher stops
@@ -153,7 +157,15 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         group = group_name(self.group_scope, self.cluster, self.name)
         self.hub = await fanout.join_group(get_channel_layer(), group, self.max_fps, self)
         health = await _collector_frame(self.cluster)
-        await self.send_json({"type": "hello", "group": group, "max_fps": self.max_fps, "collector": health})
+        await self.send_json(
+            {
+                "type": "hello",
+                "group": group,
+                "max_fps": self.max_fps,
+                "heartbeat_s": self.hub.heartbeat_s,
+                "collector": health,
+            }
+        )
         self.health = fanout.watch_health(self.cluster, _collector_frame, self, health)
         self.busy = False
         self._send_held()
@@ -174,6 +186,10 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             self.backlog.clear()  # the refetch reads the store, which already holds all of them
         else:
             self.frames.append(frame)
+
+    def offer_heartbeat(self, frame: str) -> None:
+        if not self.busy:  # a send under way reaches the page anyway: no heartbeat queued behind it
+            self._start_sending(frame)
 
     def _start_sending(self, frame: str | None) -> None:
         self.busy = True

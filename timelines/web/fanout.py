@@ -8,6 +8,12 @@ which every socket of the group sends as it is (a restricted reader gets the fra
 namespaces, also joined once per flush). A socket still busy sending (a slow page) keeps the pods that
 arrive meanwhile, newest first, and sends them when it is free: one slow page never holds up the others.
 
+The hub also sends every socket of its group a **heartbeat** every ``PODLIFE_LIVE_HEARTBEAT_S``
+(``{"type": "heartbeat", "v": 1, "seq", "at"}``: the group's last sequence number and the server's
+clock), so a page hears from the server even when its group is quiet, and a page that hears nothing for two
+heartbeats knows its socket (or this process) is gone, not merely idle. A socket busy sending skips it:
+the frame under way says as much. One timer per group, one frame text per beat, whatever the sockets.
+
 Each group message carries a per-group sequence number (``timelines.live``); when one is skipped, arrives
 late, or comes in a form this release does not read, the hub drops what it holds and every socket tells
 its page to refetch over REST.
@@ -27,15 +33,18 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
+from django.conf import settings
 
 from timelines import live
 
 log = logging.getLogger(__name__)
 HEALTH_POLL_S = 5.0  # how often a cluster's collector health is re-read (once for all its sockets)
 HEALTH_REFRESH_S = 30.0  # while streams are stale, their ages are re-sent this often
+HEARTBEAT_VERSION = 1  # the heartbeat frame's "v": a page reads the members of the versions it knows
 
 
 class Member(Protocol):
@@ -48,6 +57,9 @@ class Member(Protocol):
 
     def offer_frame(self, frame: str, *, refetch: bool = False) -> None:
         """Send ``frame`` (a ``refetch`` drops the pods kept) now or after the send under way."""
+
+    def offer_heartbeat(self, frame: str) -> None:
+        """Send the heartbeat ``frame`` now, or drop it while a send is under way."""
 
 
 def deltas_frame(seq: int | None, texts: Any) -> str:
@@ -69,13 +81,18 @@ class GroupHub:
         self.channel: str | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.started: asyncio.Task[None] | None = None
+        self.heartbeat_s = float(settings.PODLIFE_LIVE_HEARTBEAT_S)
 
     async def _start(self) -> None:
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(self.group, self.channel)
         await live.listen(self.group)
         loop = asyncio.get_running_loop()
-        self.tasks = [loop.create_task(self._read()), loop.create_task(self._renew())]
+        self.tasks = [
+            loop.create_task(self._read()),
+            loop.create_task(self._renew()),
+            loop.create_task(self._beat()),
+        ]
 
     async def _stop(self) -> None:
         if self.timer is not None:
@@ -112,6 +129,17 @@ class GroupHub:
                 await live.listen(self.group)
             except Exception:  # Redis away for a moment: the next renewal tries again
                 log.warning("renewing the live group %s failed", self.group, exc_info=True)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            self.beat()
+
+    def beat(self) -> None:
+        """One heartbeat frame to every socket of the group (see the module's docstring)."""
+        frame = heartbeat_frame(self.last_seq)
+        for member in list(self.members):
+            member.offer_heartbeat(frame)
 
     def take(self, message: dict[str, Any]) -> None:
         """A group message: note its number (a gap makes every page refetch), keep its pods, flush when due."""
@@ -179,6 +207,12 @@ class GroupHub:
 
 def live_frame(content: dict[str, Any]) -> str:
     return orjson.dumps(content).decode()
+
+
+def heartbeat_frame(seq: int | None) -> str:
+    """A ``heartbeat`` frame: the version of its form, the group's last sequence number, the server's clock."""
+    at = datetime.now(UTC).isoformat()
+    return live_frame({"type": "heartbeat", "v": HEARTBEAT_VERSION, "seq": seq, "at": at})
 
 
 class HealthWatch:
