@@ -15,7 +15,7 @@ import pytest
 from collectors.parsers.kubectl import read_kubectl_output
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
-from timelines.lifecycle.resolve import unclaimed_life
+from timelines.lifecycle.resolve import Anchor, nameless_lives, unclaimed_life
 from timelines.lifecycle.timeline import Interval, PodTimeline
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
@@ -114,6 +114,24 @@ def test_132001_an_eviction_naming_the_pod_only_by_name_is_on_that_pods_timeline
     assert ("Evicted", at("2025-05-28T16:05:54.802914")) in {(m.reason, m.at) for m in tl.markers}
     # The same lines in any order give the same life.
     assert derive_pod_timeline(unclaimed_life(reversed(named))) == tl
+
+
+def test_132001_a_pod_only_uid_less_lines_name_is_one_stored_life_unless_a_known_pod_takes_them() -> None:
+    """The kubelet names the evicted pod only as ns/name: with no incarnation of that name on the node,
+    its lines are one life of their own, with a synthetic identity the same lines give in any order; an
+    incarnation with evidence on that node then (a UID that arrives later) takes them, and the life is none."""
+    lines = (REAL / "k8s-132001-eviction-2025.journal").read_text(encoding="utf-8").splitlines()
+    observations = parse([lines], node="192-168-250-5", year=2025)
+    named = [o for o in observations if (o.namespace, o.name) == ("sre", "infras-logstash-d484d57fc-rkx95")]
+    (life,) = nameless_lives(named, [])
+    uid = life[0].pod_uid or ""
+    assert uid.startswith("kubelet-") and {o.pod_uid for o in life} == {uid}
+    assert nameless_lives(reversed(named), []) == (life,)
+    tl = derive_pod_timeline(life)
+    assert ("Evicted", at("2025-05-28T16:05:54.802914")) in {(m.reason, m.at) for m in tl.markers}
+    first, last = named[0].observed_at, named[-1].observed_at
+    known = Anchor("1b2c", "192-168-250-5", first, last, True, "sre", "infras-logstash-d484d57fc-rkx95")
+    assert nameless_lives(named, [known]) == ()
 
 
 def test_125050_deleted_during_the_pull_is_setup_then_an_unknown_gap_then_cleanup() -> None:
