@@ -71,6 +71,7 @@ class MarkerReason:
     EVICTION_SKIPPED_CRITICAL = "EvictionSkippedCritical"
     EVICTION_RECLAIM = "EvictionReclaim"
     ADMISSION_REJECTED = "AdmissionRejected"
+    RECREATED = "Recreated"  # the status manager: the pod of oldPodUID was deleted and its name recreated
     SHUTDOWN_KILL = "ShutdownKill"
     SHUTDOWN_KILLED = "ShutdownKilled"
     SHUTDOWN_KILL_FAILED = "ShutdownKillFailed"
@@ -263,6 +264,9 @@ _SYNCLOOP = {
 }
 _PLEG = _norm("SyncLoop (PLEG): event for pod")
 _PLEG_TYPES = {"ContainerStarted": Transition.CONTAINER_STARTED, "ContainerDied": Transition.CONTAINER_DIED}
+# The status manager (1.19+, V3): "Pod was deleted and then recreated, skipping status update" oldPodUID=..
+# podUID=..: the incarnation of oldPodUID is gone, its name taken by podUID.
+_RECREATED = _norm("Pod was deleted and then recreated, skipping status update")
 _PROCESS_START = frozenset(_norm(m) for m in ("Kubelet version",))
 
 # The klog V level each recognised message is logged at (docs/kubelet-lines.md): a process whose lines
@@ -1146,7 +1150,7 @@ class KubeletLogParser:
         return (
             norm in _TRANSITIONS
             or norm in _SYNCLOOP
-            or norm == _PLEG
+            or norm in (_PLEG, _RECREATED)
             or _MARKER_HINT.search(norm) is not None
         )
 
@@ -1183,6 +1187,8 @@ class KubeletLogParser:
             if norm == _PLEG:
                 return self._pleg(parsed)
             uid, ns, name = self._pod_identity(parsed)
+            if norm == _RECREATED:
+                return self._recreated(parsed, ns, name)
         except _BadName:
             self.skipped["bad_pod_name"] += 1
             return []
@@ -1214,6 +1220,7 @@ class KubeletLogParser:
                 self.skipped["untracked_worker_message"] += 1
                 return []
             out.append(self._worker(parsed, norm, transition, uid, ns, name, pod_ref, error))
+            out.extend(self._status_extras(parsed, transition[0], uid, ns, name, pod_ref))
         if marker is not None:
             reason, node_level = marker
             if reason == MarkerReason.SYNC_ERROR and error and _KILL_ERROR.search(error):
@@ -1232,6 +1239,45 @@ class KubeletLogParser:
             key_extra = "marker" if out else None
             out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
+
+    def _status_extras(
+        self,
+        parsed: _Parsed,
+        transition: str,
+        uid: str | None,
+        ns: str | None,
+        name: str | None,
+        pod_ref: str | None,
+    ) -> list[Observation]:
+        """What a status-manager line says beside its transition: a status the kubelet wrote as it rejected
+        the pod at admission (phase Failed, "Pod was rejected: ...": the rejection, on the pod's timeline)."""
+        if transition != Transition.STATUS_UPDATED:
+            return []
+        status = parsed.values.get("status")
+        message = status.get("message") if isinstance(status, dict) else None
+        if (
+            _phase_of(status) != "Failed"
+            or not isinstance(message, str)
+            or not message.startswith("Pod was rejected")
+        ):
+            return []
+        reason = status.get("reason") if isinstance(status, dict) else None
+        marker = self._marker(
+            parsed, MarkerReason.ADMISSION_REJECTED, uid, ns, name, pod_ref, None, "rejected"
+        )
+        marker.payload["detail"] = f"{reason}: {message}" if isinstance(reason, str) and reason else message
+        return [marker]
+
+    def _recreated(self, parsed: _Parsed, ns: str | None, name: str | None) -> list[Observation]:
+        """A marker on the old incarnation (``oldPodUID``): deleted, its name now another pod's."""
+        old = _valid_uid(_as_str(parsed.values.get("oldPodUID")))
+        if old is None:
+            self.skipped["no_pod_uid"] += 1
+            return []
+        pod_ref = f"{ns}/{name}" if ns and name else name
+        marker = self._marker(parsed, MarkerReason.RECREATED, old, ns, name, pod_ref, None, None)
+        marker.payload["new_uid"] = _pod_uid(parsed.values)
+        return [marker]
 
     def _work_changed(self, uid: str | None, values: dict[str, Any]) -> bool:
         """A pending update is kept when it gives the pod's worker a work type other than the last one

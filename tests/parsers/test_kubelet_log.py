@@ -870,3 +870,16 @@ def test_what_tools_put_before_a_kubelet_line_is_taken_off(name: str, uid: str):
 def test_localized_month_is_read_from_the_klog_header():
     result = _real("k8s-117822-localized-month-1.28-eviction-v4.journal", year=2024)
     assert result.observations[0].observed_at == datetime(2024, 4, 9, 21, 43, 37, 433175, tzinfo=UTC)
+
+
+def test_admission_rejection_status_and_the_recreated_pods_old_uid():
+    # 1.28 at V10: the kubelet rejects the pod (TopologyAffinityError) and writes a Failed status "Pod was
+    # rejected: ..."; the status manager notes the name was deleted and recreated (oldPodUID -> podUID).
+    result = _real("blog-numa-1.28-topology-affinity-rejected-v10.journal", year=2024)
+    markers = [o for o in result.observations if o.kind == Kind.KUBELET_MARKER]
+    (rejected,) = [o for o in markers if o.payload["reason"] == MarkerReason.ADMISSION_REJECTED]
+    assert rejected.observed_at == datetime(2024, 8, 15, 22, 24, 53, 991866, tzinfo=UTC)
+    assert rejected.payload["detail"].startswith("TopologyAffinityError: Pod was rejected")
+    (recreated,) = [o for o in markers if o.payload["reason"] == MarkerReason.RECREATED]
+    assert recreated.pod_uid == "5e71a8a1-581b-4be8-84b9-80b507422429"
+    assert recreated.payload["new_uid"] == "563dafa2-77a7-4dab-949e-9dbf079a4a70"
