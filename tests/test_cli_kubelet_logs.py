@@ -15,7 +15,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from timelines.models import Observation
+from timelines.models import Observation, Pod
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "kubelet"
@@ -219,7 +219,7 @@ def test_explain_names_the_line_that_proves_each_worker_bound():
     )
 
 
-def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request():
+def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request(tmp_path):
     """GIVEN the real 132001 eviction excerpt (no UID anywhere) THEN `timeline --pod` draws that pod from
     the lines naming it: evicted at 16:05:54.802914."""
     real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "k8s-132001-eviction-2025.journal"
@@ -237,3 +237,30 @@ def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request():
     call_command("derive", stdout=io.StringIO())
     tl = timeline("--pod", "sre/infras-logstash-d484d57fc-rkx95")
     assert ("Evicted", "2025-05-28T16:05:54.802914+00:00") in {(m["reason"], m["at"]) for m in tl["markers"]}
+    # It is stored (the dashboard and `find_pods` see it), under a synthetic identity.
+    (pod,) = Pod.objects.filter(namespace="sre", name="infras-logstash-d484d57fc-rkx95")
+    assert pod.uid.startswith("kubelet-") and tl["pod"]["uid"] == pod.uid
+    # A line naming the pod's UID arrives (SYNTHETIC, in the 1.28 format): that incarnation takes the
+    # lines over, and the kubelet-only one is gone.
+    uid = "5d0c8a52-0a36-4a0e-9a57-1f0b8f4c2a11"
+    extra = tmp_path / "synthetic-uid-line.journal"
+    extra.write_text(
+        "May 28 16:05:52 192-168-250-5 kubelet[2269385]: I0528 16:05:52.100000 2269385 pod_workers.go:866] "
+        '"Pod is being evicted by the kubelet, begin teardown" pod="sre/infras-logstash-d484d57fc-rkx95" '
+        f'podUID="{uid}" updateType="kill"\n',
+        encoding="utf-8",
+    )
+    call_command(
+        "ingest_kubelet_log",
+        "--cluster",
+        "lab",
+        "--node",
+        "192-168-250-5",
+        "--year",
+        "2025",
+        str(extra),
+        stdout=io.StringIO(),
+    )
+    call_command("derive", stdout=io.StringIO())
+    (pod,) = Pod.objects.filter(namespace="sre", name="infras-logstash-d484d57fc-rkx95")
+    assert pod.uid == uid

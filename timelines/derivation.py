@@ -62,6 +62,7 @@ from timelines.lifecycle.resolve import (
     KUBELET_KINDS,
     Anchor,
     anchors_of,
+    nameless_lives,
     resolve_pod_observations,
     widen,
 )
@@ -442,6 +443,8 @@ def derive_pods(
 
     out.writes.append(write)
     out.count(dirty.POD, len(batch))
+    # A pod of a name UID-less kubelet lines name may take them over from a kubelet-only incarnation.
+    audited.update(read.contested)
     if audited:  # a pod of the name may take requests over from an audit-only incarnation, or give some
         out.after_writes.append(functools.partial(derive_audit_lives, cluster, audited, out, now=now))
     if rivals and read.contested:
@@ -484,12 +487,46 @@ def derive_audit_lives(
             cited = {o.dedupe_key: ids[source_key(o.dedupe_key)] for o in observations}
             batch.append(store.DerivedPod(timeline, cited, {}))
         current = {life.uid for life in lives}
+        # Kubelet lines naming only this name that no incarnation takes: a life of their own (the same
+        # synthetic identity; docs/kubelet-lines.md "Lines without a UID").
+        if not lives:
+            lines = list(_named_facts(cluster, {(namespace, name)}))
+            line_ids = {o.dedupe_key: i for i, o in lines}
+            for life_lines in nameless_lives(
+                (o for _, o in lines), _anchors(cluster, {uid for uid in own if uid})
+            ):
+                timeline = derive_pod_timeline(life_lines, thresholds=thresholds, now=now)
+                batch.append(
+                    store.DerivedPod(timeline, {o.dedupe_key: line_ids[o.dedupe_key] for o in life_lines}, {})
+                )
+                current.add(life_lines[0].pod_uid or "")
         store.forget_pods(cluster, [uid for uid, *_ in rows if uid not in own and uid not in current])
         changed = store.replace_pod_timelines(cluster, batch)
         timelines = [d.timeline for d in batch if d.timeline.uid in changed]
         if timelines:
             out.pushed.setdefault(cluster.name, []).extend(timelines)
             out.count(dirty.POD, len(timelines))
+
+
+def _anchors(cluster: Cluster, uids: Iterable[str]) -> list[Anchor]:
+    """Where the pods ``uids`` left evidence: one anchor per pod, node and kind (as rivals are read)."""
+    pods = {
+        uid: (ns, name)
+        for uid, ns, name in Pod.objects.filter(cluster=cluster, uid__in=list(uids)).values_list(
+            "uid", "namespace", "name"
+        )
+    }
+    rows = (
+        ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(pods))
+        .exclude(node="")
+        .values_list("pod_uid", "node", "kind")
+        .annotate(first=Min("observed_at"), last=Max("observed_at"))
+        .values_list("pod_uid", "node", "kind", "first", "last")
+    )
+    return [
+        Anchor(uid or "", node, first, last, kind in KUBELET_KINDS, *pods[uid or ""])
+        for uid, node, kind, first, last in rows
+    ]
 
 
 def _cordon_spans(cluster: Cluster, node: str) -> set[tuple[datetime, datetime | None]]:

@@ -16,6 +16,7 @@ on bad input: every function returns ``None`` (or a partial result) instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "KlogBody",
     "JsonRecord",
     "split_journald_prefix",
+    "unwrap_line",
     "parse_klog_header",
     "parse_klog_body",
     "parse_json_record",
@@ -141,6 +143,44 @@ class JsonRecord:
     severity: str
     values: dict[str, Any]
     level: int | None = None  # the record's ``v`` (klog verbosity), absent on error lines
+
+
+# What tools put before a log line when they quote it: indentation, a list bullet (`minikube logs`
+# "Problems detected": `  - `), `grep -n`'s line number (`4582: `, `\t 4582: `). Taken off only where a
+# journald prefix or a klog header follows.
+_WRAPPER = re.compile(r"[ \t]*(?:[-*] +|\d+:[ \t]*)?")
+_LINE_START = re.compile(r"[A-Za-z]{3} {1,2}\d{1,2} \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T|[IWEF]\d{4} \d{2}:")
+# journald's `short` prefix with a month name in another locale (`4月 09 21:43:37 host kubelet[1]: `, zh_CN;
+# `Okt`, `Mär`):
+# the month and day are read from the klog header the line carries (`I0409 ...`).
+_LOCAL_SHORT = re.compile(
+    r"(?P<mon>\S+) {1,2}(?P<day>\d{1,2}) (?P<rest>\d{2}:\d{2}:\d{2}(?:\.\d{1,9})? \S+ "
+    r"[^\s\[\]:]+(?:\[\d+\])?: ?)(?P<klog>[IWEF](?P<kmon>\d{2})(?P<kday>\d{2}) )"
+)
+# A syslog ident without the time and host (`hyperkube[1001]: I0511 ...`, a CI artifact's per-unit log).
+_BARE_IDENT = re.compile(r"(?P<ident>[A-Za-z][\w.@-]*)\[\d+\]: (?=[IWEF]\d{4} \d{2}:)")
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def unwrap_line(line: str, keep_ident: Callable[[str], bool] | None = None) -> str:
+    """``line`` without what a tool quoting it put before it, and with a localized journald month read
+    from the klog header; the line unchanged when none of these applies. ``keep_ident`` decides whether
+    a bare ``ident[pid]: `` before a klog header is the kubelet's (then taken off; else kept). Never raises.
+    """
+    if not line:
+        return line
+    m = _WRAPPER.match(line)
+    if m is not None and m.end() and _LINE_START.match(line, m.end()):
+        line = line[m.end() :]
+    local = _LOCAL_SHORT.match(line)
+    if local is not None and local.group("mon").lower()[:3] not in _MONTHS:
+        kmon, kday = int(local.group("kmon")), int(local.group("kday"))
+        if 1 <= kmon <= 12 and int(local.group("day")) == kday:
+            return f"{_MONTH_NAMES[kmon - 1]} {kday:02d} {local.group('rest')}{line[local.start('klog') :]}"
+    bare = _BARE_IDENT.match(line)
+    if bare is not None and keep_ident is not None and keep_ident(bare.group("ident")):
+        return line[bare.end() :]
+    return line
 
 
 def split_journald_prefix(line: str) -> tuple[JournaldPrefix | None, str]:

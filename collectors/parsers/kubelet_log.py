@@ -43,6 +43,7 @@ from .klog import (
     parse_klog_body,
     parse_klog_header,
     split_journald_prefix,
+    unwrap_line,
 )
 
 __all__ = [
@@ -70,6 +71,7 @@ class MarkerReason:
     EVICTION_SKIPPED_CRITICAL = "EvictionSkippedCritical"
     EVICTION_RECLAIM = "EvictionReclaim"
     ADMISSION_REJECTED = "AdmissionRejected"
+    RECREATED = "Recreated"  # the status manager: the pod of oldPodUID was deleted and its name recreated
     SHUTDOWN_KILL = "ShutdownKill"
     SHUTDOWN_KILLED = "ShutdownKilled"
     SHUTDOWN_KILL_FAILED = "ShutdownKillFailed"
@@ -261,9 +263,13 @@ _SYNCLOOP = {
     _norm("SyncLoop DELETE"): Transition.SYNCLOOP_DELETE,
     _norm("SyncLoop REMOVE"): Transition.SYNCLOOP_REMOVE,
     _norm("SyncLoop RECONCILE"): Transition.SYNCLOOP_RECONCILE,
+    _norm("SyncLoop (SYNC) pods"): Transition.SYNCLOOP_SYNC,
 }
 _PLEG = _norm("SyncLoop (PLEG): event for pod")
 _PLEG_TYPES = {"ContainerStarted": Transition.CONTAINER_STARTED, "ContainerDied": Transition.CONTAINER_DIED}
+# The status manager (1.19+, V3): "Pod was deleted and then recreated, skipping status update" oldPodUID=..
+# podUID=..: the incarnation of oldPodUID is gone, its name taken by podUID.
+_RECREATED = _norm("Pod was deleted and then recreated, skipping status update")
 _PROCESS_START = frozenset(_norm(m) for m in ("Kubelet version",))
 
 # The klog V level each recognised message is logged at (docs/kubelet-lines.md): a process whose lines
@@ -299,6 +305,7 @@ _LEVELS: dict[str, int] = {
                 "Pod termination removed cgroups",
                 "Pod is terminated and will need no more status updates",
                 "SyncLoop RECONCILE",
+                "SyncLoop (SYNC) pods",
             ),
         ),
         (
@@ -459,6 +466,65 @@ _SYNC_POD_NAMES = frozenset({"sync", "update", "create", "kill", "unknown"})
 _FORMAT_POD = re.compile(
     r"(?P<name>[a-z0-9][a-z0-9.-]*)_(?P<ns>[a-z0-9][a-z0-9-]*)\((?P<uid>[0-9a-f-]{32,36})\)"
 )
+# Kubelets before 1.20 printed these lines printf-style, with format.Pod's `name_namespace(uid)` (and
+# format.Pods: those joined by ", "); each is read as the structured message that replaced it
+# (docs/kubelet-lines.md, "Kubelets before 1.20"). 1.16-1.19 kubelet.go syncLoopIteration:
+#   SyncLoop (ADD, "api"): "a_ns(uid), b_ns(uid)"       -> "SyncLoop ADD" source=api pods=[...]
+#   SyncLoop (SYNC): 1 pods; a_ns(uid)                   -> "SyncLoop (SYNC) pods" pods=[...]
+#   SyncLoop (PLEG): "a_ns(uid)", event: &pleg.PodLifecycleEvent{ID:"uid", Type:"ContainerDied", Data:"id"}
+#                                                        -> "SyncLoop (PLEG): event for pod" pod=ns/a event={...}
+# and kubelet_pods.go: Pod "a_ns(uid)" is terminated, but some volumes have not been cleaned up.
+_OLD_SYNCLOOP = re.compile(
+    r'SyncLoop \((?P<op>ADD|UPDATE|DELETE|REMOVE|RECONCILE), "(?P<source>[^"]*)"\): "(?P<pods>.*)"'
+)
+_OLD_SYNC = re.compile(r"SyncLoop \(SYNC\): \d+ pods; (?P<pods>.*)")
+_OLD_PLEG = re.compile(
+    r'SyncLoop \(PLEG\): "(?P<pod>[^"]*)", event: &pleg\.PodLifecycleEvent\{ID:"(?P<ID>[^"]*)", '
+    r'Type:"(?P<Type>[^"]*)", Data:(?P<Data>.*)\}'
+)
+_OLD_POD_LINE = re.compile(
+    r'Pod "(?P<pod>[^"]*)" (?P<rest>is terminated, but some volumes have not been cleaned up)'
+)
+
+
+def _old_pods(text: str) -> list[str]:
+    return [item.strip() for item in text.split(", ") if item.strip()]
+
+
+def _legacy_printf(body: str) -> tuple[str, dict[str, Any]] | None:
+    """(the structured message, its values) a pre-1.20 printf-style line stands for; None otherwise."""
+    text = body.strip()
+    m = _OLD_SYNCLOOP.fullmatch(text)
+    if m is not None:
+        return f"SyncLoop {m.group('op')}", {"source": m.group("source"), "pods": _old_pods(m.group("pods"))}
+    m = _OLD_SYNC.fullmatch(text)
+    if m is not None:
+        return "SyncLoop (SYNC) pods", {"pods": _old_pods(m.group("pods"))}
+    m = _OLD_PLEG.fullmatch(text)
+    if m is not None:
+        data = m.group("Data")
+        event = {
+            "ID": m.group("ID"),
+            "Type": m.group("Type"),
+            "Data": data.strip('"') if data.startswith('"') else None,
+        }
+        return "SyncLoop (PLEG): event for pod", {"pod": m.group("pod"), "event": event}
+    m = _OLD_POD_LINE.fullmatch(text)
+    if m is not None:
+        return f"Pod {m.group('rest')}", {"pod": m.group("pod")}
+    return None
+
+
+def _format_pod(value: Any) -> tuple[str | None, str | None, str | None] | None:
+    """(uid, namespace, name) of format.Pod's ``name_namespace(uid)``; None for any other value."""
+    if not isinstance(value, str):
+        return None
+    m = _FORMAT_POD.fullmatch(value.strip().strip('"'))
+    if m is None:
+        return None
+    return _valid_uid(m.group("uid")), m.group("ns"), m.group("name")
+
+
 _OLD_KILL_GRACE = re.compile(r"with (\d+) second grace period")
 _OLD_KILL_CONTAINER = re.compile(r'^Killing (?:unwanted )?container "?([^"\s]+)"?')
 
@@ -779,7 +845,7 @@ class KubeletLogParser:
             out.extend(self.close())
             self.skipped["too_long"] += 1
             return out
-        prefix, rest = split_journald_prefix(line)
+        prefix, rest = split_journald_prefix(unwrap_line(line, is_kubelet_ident))
         pending = self._pending
         if pending is not None:
             if rest.startswith("\t"):
@@ -899,6 +965,21 @@ class KubeletLogParser:
             return []
         process = self._process(record.header.pid)
         process.saw(at, "\n".join(record.klog_lines))
+        legacy = _legacy_printf(body) if not body.startswith('"') and not record.blocks else None
+        if legacy is not None:
+            message, values = legacy
+            return self._map(
+                _Parsed(
+                    at=at,
+                    message=message,
+                    severity=record.header.severity,
+                    caller=record.header.caller,
+                    values=values,
+                    dedupe_text="\n".join(record.klog_lines),
+                    text=body,
+                    pid=record.header.pid,
+                )
+            )
         # Prefilter on the message alone before parsing every key/value.
         if body.startswith('"'):
             end = body.find('"', 1)
@@ -1075,7 +1156,7 @@ class KubeletLogParser:
         return (
             norm in _TRANSITIONS
             or norm in _SYNCLOOP
-            or norm == _PLEG
+            or norm in (_PLEG, _RECREATED)
             or _MARKER_HINT.search(norm) is not None
         )
 
@@ -1112,6 +1193,8 @@ class KubeletLogParser:
             if norm == _PLEG:
                 return self._pleg(parsed)
             uid, ns, name = self._pod_identity(parsed)
+            if norm == _RECREATED:
+                return self._recreated(parsed, ns, name)
         except _BadName:
             self.skipped["bad_pod_name"] += 1
             return []
@@ -1143,6 +1226,7 @@ class KubeletLogParser:
                 self.skipped["untracked_worker_message"] += 1
                 return []
             out.append(self._worker(parsed, norm, transition, uid, ns, name, pod_ref, error))
+            out.extend(self._status_extras(parsed, transition[0], uid, ns, name, pod_ref))
         if marker is not None:
             reason, node_level = marker
             if reason == MarkerReason.SYNC_ERROR and error and _KILL_ERROR.search(error):
@@ -1161,6 +1245,45 @@ class KubeletLogParser:
             key_extra = "marker" if out else None
             out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
+
+    def _status_extras(
+        self,
+        parsed: _Parsed,
+        transition: str,
+        uid: str | None,
+        ns: str | None,
+        name: str | None,
+        pod_ref: str | None,
+    ) -> list[Observation]:
+        """What a status-manager line says beside its transition: a status the kubelet wrote as it rejected
+        the pod at admission (phase Failed, "Pod was rejected: ...": the rejection, on the pod's timeline)."""
+        if transition != Transition.STATUS_UPDATED:
+            return []
+        status = parsed.values.get("status")
+        message = status.get("message") if isinstance(status, dict) else None
+        if (
+            _phase_of(status) != "Failed"
+            or not isinstance(message, str)
+            or not message.startswith("Pod was rejected")
+        ):
+            return []
+        reason = status.get("reason") if isinstance(status, dict) else None
+        marker = self._marker(
+            parsed, MarkerReason.ADMISSION_REJECTED, uid, ns, name, pod_ref, None, "rejected"
+        )
+        marker.payload["detail"] = f"{reason}: {message}" if isinstance(reason, str) and reason else message
+        return [marker]
+
+    def _recreated(self, parsed: _Parsed, ns: str | None, name: str | None) -> list[Observation]:
+        """A marker on the old incarnation (``oldPodUID``): deleted, its name now another pod's."""
+        old = _valid_uid(_as_str(parsed.values.get("oldPodUID")))
+        if old is None:
+            self.skipped["no_pod_uid"] += 1
+            return []
+        pod_ref = f"{ns}/{name}" if ns and name else name
+        marker = self._marker(parsed, MarkerReason.RECREATED, old, ns, name, pod_ref, None, None)
+        marker.payload["new_uid"] = _pod_uid(parsed.values)
+        return [marker]
 
     def _work_changed(self, uid: str | None, values: dict[str, Any]) -> bool:
         """A pending update is kept when it gives the pod's worker a work type other than the last one
@@ -1205,14 +1328,22 @@ class KubeletLogParser:
         )
 
     def _syncloop(self, parsed: _Parsed, transition: str) -> list[Observation]:
-        """One observation per pod a SyncLoop config line names (``pods``; no UID since 1.21)."""
-        pods = _pod_list(parsed.values.get("pods"))
+        """One observation per pod a SyncLoop config line names (``pods``; no UID since 1.21, a UID in
+        each format.Pod before 1.20)."""
+        raw = parsed.values.get("pods")
+        old = [_format_pod(item) for item in raw] if isinstance(raw, list) else []
+        pods: list[tuple[str | None, str | None, str | None]] | None
+        if old and all(o is not None for o in old):  # before 1.20: format.Pods, with the UIDs
+            pods = [o for o in old if o is not None]
+        else:
+            listed = _pod_list(raw)
+            pods = None if listed is None else [(None, ns, name) for ns, name in listed]
         if pods is None:
             self.skipped["no_pod"] += 1
             return []
         source = _as_str(parsed.values.get("source"))
         out = []
-        for i, (ns, name) in enumerate(pods):
+        for i, (uid, ns, name) in enumerate(pods):
             if name is None:
                 continue
             payload: dict[str, Any] = {
@@ -1225,9 +1356,7 @@ class KubeletLogParser:
                 "pods_in_line": len(pods),
             }
             out.append(
-                self._line_observation(
-                    parsed, Kind.WORKER, payload, None, ns, name, ("pod", i) if i else None
-                )
+                self._line_observation(parsed, Kind.WORKER, payload, uid, ns, name, ("pod", i) if i else None)
             )
         if not out:
             self.skipped["no_pod"] += 1
@@ -1237,7 +1366,8 @@ class KubeletLogParser:
         """``SyncLoop (PLEG): event for pod``: ContainerStarted / ContainerDied (the event's ID is the pod
         UID, its Data the runtime ID of a container or sandbox); other event types say nothing here."""
         event = _event(parsed.values.get("event"))
-        ns, name = _pod_ref(parsed.values.get("pod"))
+        old = _format_pod(parsed.values.get("pod"))  # before 1.20: format.Pod
+        ns, name = old[1:] if old is not None else _pod_ref(parsed.values.get("pod"))
         if event is None:
             self.skipped["malformed"] += 1
             return []

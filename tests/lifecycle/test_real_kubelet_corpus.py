@@ -15,7 +15,7 @@ import pytest
 from collectors.parsers.kubectl import read_kubectl_output
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
-from timelines.lifecycle.resolve import unclaimed_life
+from timelines.lifecycle.resolve import Anchor, nameless_lives, unclaimed_life
 from timelines.lifecycle.timeline import Interval, PodTimeline
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
@@ -114,6 +114,64 @@ def test_132001_an_eviction_naming_the_pod_only_by_name_is_on_that_pods_timeline
     assert ("Evicted", at("2025-05-28T16:05:54.802914")) in {(m.reason, m.at) for m in tl.markers}
     # The same lines in any order give the same life.
     assert derive_pod_timeline(unclaimed_life(reversed(named))) == tl
+
+
+def test_132001_a_pod_only_uid_less_lines_name_is_one_stored_life_unless_a_known_pod_takes_them() -> None:
+    """The kubelet names the evicted pod only as ns/name: with no incarnation of that name on the node,
+    its lines are one life of their own, with a synthetic identity the same lines give in any order; an
+    incarnation with evidence on that node then (a UID that arrives later) takes them, and the life is none."""
+    lines = (REAL / "k8s-132001-eviction-2025.journal").read_text(encoding="utf-8").splitlines()
+    observations = parse([lines], node="192-168-250-5", year=2025)
+    named = [o for o in observations if (o.namespace, o.name) == ("sre", "infras-logstash-d484d57fc-rkx95")]
+    (life,) = nameless_lives(named, [])
+    uid = life[0].pod_uid or ""
+    assert uid.startswith("kubelet-") and {o.pod_uid for o in life} == {uid}
+    assert nameless_lives(reversed(named), []) == (life,)
+    tl = derive_pod_timeline(life)
+    assert ("Evicted", at("2025-05-28T16:05:54.802914")) in {(m.reason, m.at) for m in tl.markers}
+    first, last = named[0].observed_at, named[-1].observed_at
+    known = Anchor("1b2c", "192-168-250-5", first, last, True, "sre", "infras-logstash-d484d57fc-rkx95")
+    assert nameless_lives(named, [known]) == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "year"),
+    [
+        ("k3s-1.30-homelab-disk-pressure-critical-pod.journal", 2024),
+        ("kubeadm-1.23-worker1-eviction-before-kubelet-stop.journal", 2022),
+    ],
+)
+def test_an_eviction_ranking_or_a_refused_critical_pod_alone_makes_no_pod(name: str, year: int) -> None:
+    """The eviction manager ranks every pod on the node and refuses to evict a critical one: those lines do
+    nothing to a pod, so they are no evidence of a life of their own."""
+    lines = (REAL / name).read_text(encoding="utf-8").splitlines()
+    observations = parse([lines], node="n", year=year)
+    assert any(o.namespace and o.name and o.pod_uid is None for o in observations)
+    assert nameless_lives(observations, []) == ()
+
+
+def test_kind_1_35_running_is_proven_from_the_observed_running_time_before_the_first_line() -> None:
+    """ "Observed pod startup duration" is logged after the pod was seen running, and says since when
+    (observedRunningTime): in an excerpt that starts with it, running is proven from that time."""
+    lines = (REAL / "kind-1.35-observed-startup-pod-update-broadcasted.journal").read_text(encoding="utf-8")
+    observations = parse([lines.splitlines()], node="devops-hw-control-plane", year=2026)
+    named = [o for o in observations if (o.namespace, o.name) == ("kube-system", "coredns-559f6c778d-bvm4l")]
+    (life,) = nameless_lives(named, [])
+    (running,) = worker(derive_pod_timeline(life), "running")
+    assert running.start == at("2026-09-17T13:28:49.216680")
+
+
+def test_pleg_container_events_are_on_the_pods_timeline() -> None:
+    """PLEG's ContainerDied (the OOM-killed container, a pre-1.20 line) and an init container's
+    "container finished" with exit code 0 are the pod's history: each is a marker at its line's time."""
+    (tl,) = pods("k8s-98157-plain-klog-docker-oomkilled-pleg-died.log", node="n", year=2021).values()
+    died = [m for m in tl.markers if m.reason == "ContainerDied"]
+    assert [(m.at, m.attrs["container_id"][:12]) for m in died] == [
+        (at("2021-01-19T11:43:14.742162"), "d01a562554dc")
+    ]
+    gke = pods("gke-1.26-multus-init-container-startup.journal", node="n", year=2023)
+    finished = [m for tl in gke.values() for m in tl.markers if m.reason == "ContainerFinished"]
+    assert (at("2023-05-02T08:56:09.232422"), 0) in {(m.at, m.attrs["exit_code"]) for m in finished}
 
 
 def test_125050_deleted_during_the_pull_is_setup_then_an_unknown_gap_then_cleanup() -> None:

@@ -786,3 +786,100 @@ def test_a_pod_value_in_format_pod_form_gives_name_namespace_and_uid(pod: str) -
         "default",
         "web-5c9d7f8b6-q2x7z",
     )
+
+
+# ---------------------------------------------------------------------------------- kubelets before 1.20
+
+_REAL = Path(__file__).resolve().parents[1] / "fixtures/real/kubelet"
+
+
+def _real(name: str, **kw: object):
+    opts: dict[str, object] = {"node": "n", "year": 2020, "tz": UTC} | kw
+    with open(_REAL / name, encoding="utf-8") as fh:
+        return parse_kubelet_log(fh, **opts)  # type: ignore[arg-type]
+
+
+def _worker(result, transition: str):
+    return [o for o in result.observations if o.kind == Kind.WORKER and o.payload["transition"] == transition]
+
+
+def test_pre_1_20_syncloop_config_lines_name_each_pod_with_its_uid():
+    # 1.16-1.19 syncLoopIteration: `SyncLoop (DELETE, "api"): %q` of format.Pods (name_namespace(uid)).
+    result = _real("k8s-92126-1.16-crio-delete-remove-same-ms.journal")
+    (delete,) = _worker(result, Transition.SYNCLOOP_DELETE)
+    (remove,) = _worker(result, Transition.SYNCLOOP_REMOVE)
+    for obs in (delete, remove):
+        assert (obs.pod_uid, obs.namespace, obs.name) == (
+            "27ce04fc-48f9-4f39-a805-12f57727d730",
+            "kube-system",
+            "metrics-server-8f9559cbb-b67qm",
+        )
+        assert obs.payload["config_source"] == "api"
+    assert remove.observed_at - delete.observed_at == timedelta(microseconds=1842)
+    # A static pod's manifest removed: source "file", the UID is the manifest hash (32 hex).
+    (static,) = _worker(
+        _real("k8s-92442-plain-klog-1.18-static-pod-file-remove.log"), Transition.SYNCLOOP_REMOVE
+    )
+    assert (static.pod_uid, static.payload["config_source"]) == ("5fda0b7885755b311057b80f00dfae7b", "file")
+
+
+def test_pre_1_20_pleg_and_sync_lines():
+    # `SyncLoop (PLEG): "name_ns(uid)", event: &pleg.PodLifecycleEvent{ID:..., Type:..., Data:...}`
+    (died,) = _worker(_real("k8s-98157-plain-klog-docker-oomkilled-pleg-died.log"), Transition.CONTAINER_DIED)
+    assert (died.pod_uid, died.namespace, died.name) == (
+        "e9a15367-9f7c-44c7-a03e-6b01bf40a705",
+        "tts-team",
+        "jumpserver-reader-589945c95c-d2nzg",
+    )
+    assert died.payload["container_id"] == "d01a562554dc9e4a7d673bdd7a0075d78efe7667f954cadeb6113c74464988f4"
+    started = _worker(_real("k8s-100803-plain-klog-1.19-pleg-started.log"), Transition.CONTAINER_STARTED)
+    assert [o.observed_at.strftime("%S.%f") for o in started] == ["27.145341", "27.146778"]
+    # `SyncLoop (SYNC): 1 pods; name_ns(uid)`: the pod is being synced (periodic resync).
+    result = _real("k8s-90950-1.18-terminated-volumes-not-cleaned.journal")
+    (sync,) = _worker(result, Transition.SYNCLOOP_SYNC)
+    assert sync.pod_uid == "2f8333ac-1939-44cf-8a2d-6a550d9aaee2"
+    # `Pod "name_ns(uid)" is terminated, but some volumes have not been cleaned up`
+    (pending,) = [o for o in result.observations if o.payload.get("reason") == MarkerReason.VOLUMES_PENDING]
+    assert (pending.pod_uid, pending.name) == ("b7c8450c-9d1b-4c36-b69a-82cfdafd3dd0", "nginx1")
+
+
+@pytest.mark.parametrize(
+    ("name", "uid"),
+    [
+        # `minikube logs` "Problems detected": `  - Apr 15 17:21:40 minikube kubelet[46838]: E0415 ...`
+        ("minikube-11105-1.20-problems-detected-static-crashloop.txt", "58559ae51deca84cd181529bc44866d9"),
+        # grep -n output: `\t 4582: E0818 02:12:02.073699 ...`
+        ("k8s-111901-1.24-grep-n-static-apiserver-restart.log", "17b60a8466d5776e928eb61d70f0ad95"),
+        # journal lines indented by two spaces
+        (
+            "microk8s-1.23-kubelite-calico-crashloop-critical-eviction.journal",
+            "144b3044-4f15-46ba-93bf-305be42d810e",
+        ),
+        # journalctl in a zh_CN locale: `4月 09 21:43:37 host kubelet[36357]: I0409 21:43:37.433175 ...`
+        ("k8s-117822-localized-month-1.28-eviction-v4.journal", "e23cf55e-509b-4106-b3da-9df51372b6f1"),
+        # a per-unit log without time or host: `hyperkube[1001]: I0511 21:33:58.454960 ...`
+        ("openshift-origin-22819-hyperkube-crio-delete.journal", "6a56e3b9-7434-11e9-951e-0a267c3af1cc"),
+    ],
+)
+def test_what_tools_put_before_a_kubelet_line_is_taken_off(name: str, uid: str):
+    result = _real(name)
+    assert any(o.pod_uid == uid for o in result.observations)
+    assert result.skipped["not_klog"] <= 1  # only the other process's line (crio) in the OpenShift file
+
+
+def test_localized_month_is_read_from_the_klog_header():
+    result = _real("k8s-117822-localized-month-1.28-eviction-v4.journal", year=2024)
+    assert result.observations[0].observed_at == datetime(2024, 4, 9, 21, 43, 37, 433175, tzinfo=UTC)
+
+
+def test_admission_rejection_status_and_the_recreated_pods_old_uid():
+    # 1.28 at V10: the kubelet rejects the pod (TopologyAffinityError) and writes a Failed status "Pod was
+    # rejected: ..."; the status manager notes the name was deleted and recreated (oldPodUID -> podUID).
+    result = _real("blog-numa-1.28-topology-affinity-rejected-v10.journal", year=2024)
+    markers = [o for o in result.observations if o.kind == Kind.KUBELET_MARKER]
+    (rejected,) = [o for o in markers if o.payload["reason"] == MarkerReason.ADMISSION_REJECTED]
+    assert rejected.observed_at == datetime(2024, 8, 15, 22, 24, 53, 991866, tzinfo=UTC)
+    assert rejected.payload["detail"].startswith("TopologyAffinityError: Pod was rejected")
+    (recreated,) = [o for o in markers if o.payload["reason"] == MarkerReason.RECREATED]
+    assert recreated.pod_uid == "5e71a8a1-581b-4be8-84b9-80b507422429"
+    assert recreated.payload["new_uid"] == "563dafa2-77a7-4dab-949e-9dbf079a4a70"

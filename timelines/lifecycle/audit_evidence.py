@@ -367,18 +367,21 @@ def marker_of(record: AuditRecord, records: Sequence[AuditRecord]) -> tuple[str,
 # ``audit-`` and 32 hex digits of the name and its first request's dedupe key (its CREATE when the log
 # has it): the same requests give the same identity in any order, and a real UID that arrives later (a
 # watch snapshot, a RequestResponse body) takes the requests over (docs/audit.md "Audit alone").
+# Kubelet lines naming a pod only as NAMESPACE/NAME that no incarnation takes get the same kind of
+# identity, ``kubelet-`` and the digest (``resolve.nameless_lives``, docs/kubelet-lines.md).
 SYNTHETIC_UID_PREFIX: Final = "audit-"
+KUBELET_SYNTHETIC_PREFIX: Final = "kubelet-"
 
 
-def synthetic_uid(namespace: str, name: str, anchor_key: str) -> str:
-    """The identity of an incarnation known only from UID-less requests (see above)."""
+def synthetic_uid(namespace: str, name: str, anchor_key: str, prefix: str = SYNTHETIC_UID_PREFIX) -> str:
+    """The identity of an incarnation known only from UID-less requests or kubelet lines (see above)."""
     digest = hashlib.sha256(f"{namespace}/{name}\n{anchor_key}".encode()).hexdigest()[:32]
-    return SYNTHETIC_UID_PREFIX + digest
+    return prefix + digest
 
 
 def is_synthetic_uid(uid: str) -> bool:
-    """Whether ``uid`` is ``synthetic_uid``'s (no Kubernetes UID starts with ``audit-``)."""
-    return uid.startswith(SYNTHETIC_UID_PREFIX)
+    """Whether ``uid`` is ``synthetic_uid``'s (no Kubernetes UID starts with ``audit-`` or ``kubelet-``)."""
+    return uid.startswith((SYNTHETIC_UID_PREFIX, KUBELET_SYNTHETIC_PREFIX))
 
 
 @record(frozen=True)

@@ -40,7 +40,7 @@ from timelines.lifecycle.facts import (
     snapshot_api_state,
 )
 from timelines.lifecycle.findings import DEFAULT_THRESHOLDS, Thresholds, detect_facts_findings
-from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.observation import Observation, Transition
 from timelines.lifecycle.timeline import (
     API_LANE,
     CONDITION_LANE_PREFIX,
@@ -709,6 +709,28 @@ def _container_finishes(m: KubeletMarkerRecord) -> list[Marker]:
     return out
 
 
+# PLEG's word on a container (or the sandbox, which PLEG reports as one): each is on the pod's timeline.
+_PLEG_MARKERS = {
+    Transition.CONTAINER_STARTED: ("ContainerStarted", "container {id} started (PLEG)"),
+    Transition.CONTAINER_DIED: ("ContainerDied", "container {id} died (PLEG)"),
+    Transition.CONTAINER_FINISHED: ("ContainerFinished", "container {id} exited ({code}) (PLEG)"),
+}
+
+
+def _pleg_markers(facts: PodFacts) -> list[Marker]:
+    out = []
+    for ev in facts.worker_events:
+        made = _PLEG_MARKERS.get(ev.name)
+        if made is None:
+            continue
+        cid = str(ev.payload.get("container_id") or "")
+        code = ev.payload.get("exit_code")
+        attrs = {"container_id": cid or None, "exit_code": code, "from": "pleg"}
+        message = made[1].format(id=cid[:12] or "?", code=code if code is not None else "?")
+        out.append(Marker(ev.at, "kubelet", made[0], message, attrs, (ev.key,)))
+    return out
+
+
 def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     by_uid: dict[str, list[Any]] = {}
     for ev in facts.events:
@@ -735,6 +757,7 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
         markers.append(Marker(m.at, "kubelet", m.reason, m.message, attrs, (m.key,)))
         if m.reason == "ContainerState":
             markers.extend(_container_finishes(m))
+    markers.extend(_pleg_markers(facts))
     for record in facts.audits:
         made = marker_of(record, facts.audits)
         if made is not None:

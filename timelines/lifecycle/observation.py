@@ -119,6 +119,7 @@ class Transition:
     SYNCLOOP_DELETE: Final = "syncloop_delete"  # V2 a change while deletionTimestamp is set (graceful delete)
     SYNCLOOP_REMOVE: Final = "syncloop_remove"  # V2 the object is gone from its config source
     SYNCLOOP_RECONCILE: Final = "syncloop_reconcile"  # V4 status-only change
+    SYNCLOOP_SYNC: Final = "syncloop_sync"  # V4 "SyncLoop (SYNC) pods": a periodic resync of the pods listed
     CONTAINER_STARTED: Final = "container_started"  # V2 "SyncLoop (PLEG): event for pod" ContainerStarted
     CONTAINER_DIED: Final = "container_died"  # V2 PLEG ContainerDied
     CONTAINER_FINISHED: Final = "container_finished"  # V2 "Generic (PLEG): container finished" (exit code)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, TypeVar
 
+from timelines.lifecycle.audit_evidence import KUBELET_SYNTHETIC_PREFIX, synthetic_uid
 from timelines.lifecycle.observation import Kind, Observation, Transition
 
 # Kubelet-side kinds: same node clock as the lines being resolved.
@@ -301,3 +302,51 @@ def unclaimed_life(lines: Iterable[Observation]) -> tuple[Observation, ...]:
     ]
     life = _lives(here)[-1]
     return tuple(sorted((replace(o, pod_uid=UNRESOLVED_UID) for o in life.lines), key=lambda o: o.sort_key))
+
+
+# Eviction-manager lines that list pods (ranked, waited for, cleaned up) or refuse one (critical): they
+# name every pod on the node, and do nothing to it, so they make no pod of their own.
+_LISTING_MARKERS: Final = frozenset(
+    {
+        "EvictionRanked",
+        "EvictionCleanupWait",
+        "EvictionCleanedUp",
+        "EvictionCleanupTimeout",
+        "EvictionSkippedCritical",
+    }
+)
+
+
+def _acts_on_pod(obs: Observation) -> bool:
+    """A line about one pod that shows the kubelet doing something to it: a worker transition, or a
+    marker other than the eviction manager's lists and refusals."""
+    if obs.kind == Kind.WORKER:
+        return True
+    return obs.kind == Kind.KUBELET_MARKER and obs.payload.get("reason") not in _LISTING_MARKERS
+
+
+def nameless_lives(
+    lines: Iterable[Observation], anchors: Iterable[Anchor]
+) -> tuple[tuple[Observation, ...], ...]:
+    """The incarnations that only UID-less lines naming ``ns/name`` show: per node and name, the lines
+    no incarnation in ``anchors`` takes (``resolve_names``), cut into lives (``_lives``: ADD after
+    REMOVE); a life needs a line that acts on the pod (``_acts_on_pod``: an eviction ranking alone makes
+    no pod). Each line given the life's synthetic identity (``audit_evidence.synthetic_uid`` with the
+    ``kubelet-`` prefix, from its first line's dedupe key: the same lines give the same identity in any
+    order). A UID-bearing line or pod that arrives later takes the lines over, and the life goes away.
+    Order-free."""
+    named = [o for o in lines if o.pod_uid is None and _names_pod(o) and o.node]
+    owners = resolve_names(named, anchors)
+    by_place: dict[tuple[str, str, str], list[Observation]] = {}
+    for obs in named:
+        if obs.dedupe_key not in owners:
+            by_place.setdefault((obs.node or "", obs.namespace or "", obs.name or ""), []).append(obs)
+    out = []
+    for (_, ns, name), group in sorted(by_place.items()):
+        for life in _lives(group):
+            if not any(_acts_on_pod(o) for o in life.lines):
+                continue
+            first = min(life.lines, key=lambda o: (o.observed_at, o.dedupe_key))
+            uid = synthetic_uid(ns, name, first.dedupe_key, KUBELET_SYNTHETIC_PREFIX)
+            out.append(tuple(sorted((replace(o, pod_uid=uid) for o in life.lines), key=lambda o: o.sort_key)))
+    return tuple(sorted(out, key=lambda life: (life[0].observed_at, life[0].pod_uid or "")))

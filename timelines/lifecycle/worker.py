@@ -1418,7 +1418,11 @@ def _split_sync(
         return [piece]
     split = _Bound(best.at, True, best.grade, best.name, best.key)
     if best.at <= lo:
-        # Already running when this evidence begins (a restart's re-sync, an excerpt from mid-life).
+        # Already running when this evidence begins (a restart's re-sync, an excerpt from mid-life). Where
+        # the piece's start is not in the evidence and a line dates the start of running before it
+        # ("Observed pod startup duration": its observedRunningTime), running is proven from there.
+        if not piece.start.known and best.at < lo and best.name == "startup_observed":
+            piece.start = _Bound(best.at, True, best.grade, best.name, best.key)
         piece.drawn = WorkerPhase.RUNNING
         return [piece]
     setup = _Piece(
