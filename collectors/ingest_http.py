@@ -353,6 +353,9 @@ def _log_error(status: int, message: str, **headers: str) -> HttpResponse:
     return JsonResponse({"error": message}, status=status, headers=headers)
 
 
+_LOGS_WHERE = "POST /ingest/v1/kubelet-logs"  # each observation's payload ``where``: this, line or record N
+
+
 def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
     cluster = token.cluster
     asked = request.GET.get("cluster", "").strip()
@@ -410,8 +413,8 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
             )
         assert node is not None
         ingest = ingest_for(node, None)
-        for line in body_lines(body):
-            ingest.feed(line)
+        for number, line in enumerate(body_lines(body), 1):
+            ingest.feed(line, f"{_LOGS_WHERE} line {number}")  # --explain names it
     else:
         records = _json_records(body) if kind == "json" else _ndjson_records(body)
         for text, record in records:
@@ -437,8 +440,9 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
             except Exception as exc:
                 report.refuse("bad_record", f"record {report.lines_read}: {type(exc).__name__}: {exc}"[:300])
                 continue
+            where = f"{_LOGS_WHERE} record {report.lines_read}"  # --explain names it
             for line in lines:
-                ingest.feed(line)  # never raises: the parser counts what it cannot use
+                ingest.feed(line, where)  # never raises: the parser counts what it cannot use
 
     for node_name, ingest in ingests.items():
         report.result.merge(ingest.close())

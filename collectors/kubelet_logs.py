@@ -33,16 +33,19 @@ class KubeletLogIngest:
         year: int,
         tz: tzinfo,
         prefix_tz: tzinfo | None = None,
+        source: str | None = None,
         flush_every: int = FLUSH_EVERY,
     ) -> None:
         self.cluster = cluster
-        self.parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz)
+        # ``source`` (a file's name): each observation's payload says ``where: "source:N"`` (--explain).
+        self.parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz, source=source)
         self.result = store.SaveResult()
         self._pending: list[Observation] = []
         self._flush_every = flush_every
 
-    def feed(self, line: str) -> None:
-        self._pending.extend(self.parser.feed(line))
+    def feed(self, line: str, where: str | None = None) -> None:
+        """One physical line; ``where`` says where it came from when the parser's ``source:N`` cannot."""
+        self._pending.extend(self.parser.feed(line, where))
         if len(self._pending) >= self._flush_every:
             self.flush()
 

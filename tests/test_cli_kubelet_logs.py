@@ -219,6 +219,66 @@ def test_explain_names_the_line_that_proves_each_worker_bound():
     )
 
 
+def test_explain_names_the_file_and_line_that_proves_each_bound(tmp_path):
+    """GIVEN the real kueue excerpt ingested from its file WHEN `timeline --explain` THEN each bound names
+    first the file and 1-based line that proves it: setup's start the pod's SyncLoop ADD line, cleanup's
+    end its "The pod termination is finished" line (found here by reading the file, as a person would)."""
+    name = "kueue-4669-kind-1.31-v3.journal"
+    real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / name
+    uid = "8bb7de3e-72f0-4102-adbd-53897040775e"
+    call_command(
+        "ingest_kubelet_log",
+        "--cluster",
+        "lab",
+        "--node",
+        "kind-worker",
+        "--year",
+        "2025",
+        str(real),
+        stdout=io.StringIO(),
+    )
+    call_command("derive", stdout=io.StringIO())
+    pod = Pod.objects.get(uid=uid)
+    text = real.read_text().splitlines()
+    add = next(
+        n
+        for n, line in enumerate(text, 1)
+        if '"SyncLoop ADD"' in line and f"{pod.namespace}/{pod.name}" in line
+    )
+    done = next(
+        n for n, line in enumerate(text, 1) if "The pod termination is finished" in line and uid in line
+    )
+    out = io.StringIO()
+    call_command("timeline", "--cluster", "lab", "--uid", uid, "--explain", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert any(
+        line.strip().startswith("start") and f"syncloop_add: proved by {real}:{add} #" in line
+        for line in lines
+    )
+    assert any(
+        line.strip().startswith("end") and f"termination_finished: proved by {real}:{done} #" in line
+        for line in lines
+    )
+    # The same lines from a second file stay the same observations: the first stored keeps its place.
+    copy = tmp_path / "again.journal"
+    copy.write_bytes(real.read_bytes())
+    before = Observation.objects.count()
+    call_command(
+        "ingest_kubelet_log",
+        "--cluster",
+        "lab",
+        "--node",
+        "kind-worker",
+        "--year",
+        "2025",
+        str(copy),
+        stdout=io.StringIO(),
+    )
+    assert Observation.objects.count() == before
+    assert not Observation.objects.filter(payload__where__startswith=str(copy)).exists()
+    assert Observation.objects.filter(payload__where=f"{real}:{add}").exists()
+
+
 def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request(tmp_path):
     """GIVEN the real 132001 eviction excerpt (no UID anywhere) THEN `timeline --pod` draws that pod from
     the lines naming it: evicted at 16:05:54.802914."""

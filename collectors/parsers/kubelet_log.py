@@ -551,6 +551,7 @@ class _Record:
     segments: list[str]  # body, then the text after each block's closing " >"
     blocks: list[list[str]]
     open: bool = False
+    where: str | None = None  # where its first physical line came from (``source:line``), if known
 
 
 @dataclass(slots=True)
@@ -792,8 +793,21 @@ class KubeletLogParser:
     the order lines arrived in.
     """
 
-    def __init__(self, *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        node: str,
+        year: int,
+        tz: tzinfo,
+        prefix_tz: tzinfo | None = None,
+        source: str | None = None,
+    ) -> None:
         self.node = node
+        # The name of the input (a file's name as given): each observation's payload then says in
+        # ``where`` which line proves it (``source:N``, N the 1-based physical line of the record's first
+        # line). Never part of a dedupe key: the same line from two inputs is still one observation.
+        self.source = source
+        self._where: str | None = None
         self.tz = tz
         self.prefix_tz = prefix_tz
         self.lines_read = 0
@@ -809,12 +823,17 @@ class KubeletLogParser:
 
     # -- input -----------------------------------------------------------------------------------------
 
-    def feed(self, line: str | bytes) -> list[Observation]:
+    def feed(self, line: str | bytes, where: str | None = None) -> list[Observation]:
         """Consume one physical line; return the observations it completed (possibly for earlier lines).
 
-        Never raises: a line that cannot be used is counted in ``skipped`` under a reason.
+        ``where`` says where this line came from (put in each observation's payload, never in a dedupe
+        key); without it, ``source:N`` when the parser was given a ``source``. Never raises: a line that
+        cannot be used is counted in ``skipped`` under a reason.
         """
         self.lines_read += 1
+        if where is None and self.source is not None:
+            where = f"{self.source}:{self.lines_read}"
+        self._where = where
         try:
             return self._feed(line)
         except Exception:  # a parser bug must not lose the rest of the file; count it instead
@@ -869,12 +888,12 @@ class KubeletLogParser:
             return out
         if prefix is not None and not is_kubelet_ident(prefix.ident):
             if prefix.ident == "systemd" and "kubelet" in rest.lower():
-                out.extend(self._systemd_line(prefix, rest))
+                out.extend(_stamp(self._systemd_line(prefix, rest), self._where))
                 return out
             self.skipped["not_kubelet"] += 1
             return out
         if rest.startswith("{"):
-            out.extend(self._json_line(rest, prefix))
+            out.extend(_stamp(self._json_line(rest, prefix), self._where))
             return out
         parsed_header = parse_klog_header(rest)
         if parsed_header is None:
@@ -886,7 +905,7 @@ class KubeletLogParser:
                 self.skipped["not_klog"] += 1
             return out
         header, body = parsed_header
-        record = _Record([rest], prefix, header, [body], [])
+        record = _Record([rest], prefix, header, [body], [], where=self._where)
         if opens_block(body):
             record.blocks.append([])
             record.open = True
@@ -954,6 +973,9 @@ class KubeletLogParser:
         return timezone(offset)
 
     def _finish(self, record: _Record) -> list[Observation]:
+        return _stamp(self._finish_record(record), record.where)
+
+    def _finish_record(self, record: _Record) -> list[Observation]:
         year = self._year_for(record.header, record.prefix)
         body = record.segments[0]
         at = self._klog_time(record.header, year, record.prefix)
@@ -1543,8 +1565,22 @@ def top_unrecognized(counts: Counter[str], n: int = 10) -> list[tuple[str, int]]
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
+def _stamp(observations: list[Observation], where: str | None) -> list[Observation]:
+    """Say in each observation's payload where its line came from (``where``), when known."""
+    if where is not None:
+        for obs in observations:
+            obs.payload["where"] = where
+    return observations
+
+
 def parse_kubelet_log(
-    lines: Iterable[str], *, node: str, year: int, tz: tzinfo, prefix_tz: tzinfo | None = None
+    lines: Iterable[str],
+    *,
+    node: str,
+    year: int,
+    tz: tzinfo,
+    prefix_tz: tzinfo | None = None,
+    source: str | None = None,
 ) -> LogParseResult:
     """Parse a kubelet log (klog text or JSON, with or without journald prefixes) into observations.
 
@@ -1554,12 +1590,14 @@ def parse_kubelet_log(
     a line's journald prefix tells it: a ``short-iso`` prefix carries its offset, and ``prefix_tz`` is the
     zone of ``short`` / ``short-precise`` prefixes when known (``journalctl --utc``: UTC). The header is
     then read in the zone that makes it the prefix's instant (``KubeletLogParser._header_zone``).
+    ``source`` names the input (a file's name as given): each observation's payload then has
+    ``where: "source:N"``, N the 1-based line its record starts on (not part of any dedupe key).
     Observations are returned in input order with ``observed_at`` in UTC, microseconds kept; the kubelet
     processes the lines show are in ``processes`` (``kubelet_process``, node level). Lines that give
     nothing are counted in ``skipped`` by reason (``SKIP_REASONS``). Never raises on bad input (bytes
     elements are decoded as UTF-8 with replacement).
     """
-    parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz)
+    parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz, source=source)
     result = LogParseResult()
     out = result.observations
     try:

@@ -143,7 +143,7 @@ class Command(BaseCommand):
         self, cluster: Cluster, path: str, stream: IO[bytes], *, node: str, year: int, zone: tzinfo
     ) -> tuple[set[str], Counter[str]]:
         # The same parser and batching as the HTTP endpoint (collectors/ingest_http.py).
-        ingest = KubeletLogIngest(cluster, node=node, year=year, tz=zone)
+        ingest = KubeletLogIngest(cluster, node=node, year=year, tz=zone, source=path)
         stopped_early = False
         try:
             for line in text_lines(stream):

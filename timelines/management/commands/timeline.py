@@ -80,7 +80,13 @@ def _line_of(row: Observation) -> str:
     what = p.get("message") or p.get("name") or p.get("transition") or p.get("reason") or row.kind
     pod = p.get("pod_ref") or (f"{row.namespace}/{row.name}" if row.name else "")
     pid = f", pid {p['pid']}" if p.get("pid") is not None else ""
-    return f"#{row.pk} {row.kind} on {row.node or '-'}{pid} at {format_time(row.observed_at)}: {what} {pod}".rstrip()
+    # Where the line came from first (file:line, or the request's line / record), else a span's ids;
+    # observations stored before ingest recorded ``where`` have neither, and print as before.
+    where = p.get("where")
+    if not where and p.get("span_id"):
+        where = f"span {p.get('trace_id') or '-'}/{p['span_id']}"
+    at = f"{where} " if isinstance(where, str) and where else ""
+    return f"{at}#{row.pk} {row.kind} on {row.node or '-'}{pid} at {format_time(row.observed_at)}: {what} {pod}".rstrip()
 
 
 def explain_text(timeline: PodTimeline, proofs: dict[str, Observation]) -> str:
