@@ -135,6 +135,21 @@ def test_tz_moves_klog_times(ingest: Ingest):
     assert process.payload["first_at"] == "2023-08-14T07:15:00.000000+00:00"  # the minute it logged in
 
 
+def test_each_line_says_where_in_the_request_it_came_from(ingest: Ingest):
+    """GIVEN a text body and an NDJSON body (synthetic lines) WHEN posted THEN each stored line names its
+    position in its request (`timeline --explain` prints it): the text line, or the NDJSON record."""
+    line = (
+        'I0814 09:15:31.200734    2981 kubelet.go:1683] "SyncPod enter" pod="default/p" '
+        "podUID=9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1"
+    )
+    ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023", f"\n{line}\n".encode(), "text/plain")
+    assert Observation.objects.get(kind="worker").payload["where"] == "POST /ingest/v1/kubelet-logs line 2"
+    Observation.objects.all().delete()
+    body = b"\n".join(orjson.dumps({"log": text}) for text in ("not kubelet", line.replace("31.2", "32.2")))
+    ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023", body, "application/x-ndjson")
+    assert Observation.objects.get(kind="worker").payload["where"] == "POST /ingest/v1/kubelet-logs record 2"
+
+
 # --------------------------------------------------------------------------------------------- NDJSON
 
 

@@ -480,6 +480,23 @@ def test_multi_line_block_with_journald_prefix_on_each_line():
     assert result.lines_read == 4
 
 
+def test_source_names_the_first_line_of_each_record_and_never_changes_a_key():
+    """A record over several physical lines (a key=< block) is proved by its first line; naming the input
+    changes no dedupe key (the same line from two files is one observation). Synthetic lines."""
+    lines = [
+        "",
+        'E0814 09:15:40.118204    2981 pod_workers.go:1300] "Error syncing pod, skipping" err=<',
+        "\tline one",
+        ' > pod="default/api" podUID=c3a1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e',
+        'I0814 09:15:41.000001    2981 kubelet.go:2407] "SyncLoop ADD" source="api" pods=["default/web"]',
+    ]
+    named = parse_kubelet_log(lines, node="w2", year=2023, tz=UTC, source="logs/w2.log")
+    plain = parse_kubelet_log(lines, node="w2", year=2023, tz=UTC)
+    assert [o.payload.get("where") for o in named.observations] == ["logs/w2.log:2"] * 2 + ["logs/w2.log:5"]
+    assert [o.dedupe_key for o in named.observations] == [o.dedupe_key for o in plain.observations]
+    assert all("where" not in o.payload for o in plain.observations)
+
+
 def test_block_cut_off_by_a_new_record_keeps_both():
     result = parse_kubelet_log(
         [
