@@ -64,7 +64,8 @@ def utc(*args: int) -> datetime:
 def test_a_worker_first_seen_terminated_has_no_setup_and_never_started() -> None:
     """GIVEN a pod rejected at admission (1.29, V4): its ADD gets no worker; when its controller deletes
     it, the worker is "synced for the first time" with workType="terminated" and runs SyncTerminatedPod
-    THEN the lane is cleanup alone, from that first sight, and never_started is raised.
+    THEN the lane is cleanup alone, from that first sight, and never_started is raised naming the
+    rejection the kubelet wrote.
 
     Before: a 46 µs observed `setup` from the first sight to SyncTerminatedPod, and no finding."""
     tl = timelines(parse([lines_of("v1.29-first-seen-terminated.journal")], node="worker-4", year=2024))[
@@ -79,7 +80,8 @@ def test_a_worker_first_seen_terminated_has_no_setup_and_never_started() -> None
     assert (cleanup.attrs["start_from"], cleanup.attrs["end_from"]) == ("first_seen", "worker_done")
     (finding,) = tl.findings
     assert finding.kind == "never_started"
-    assert "first seen already terminated" in finding.message
+    # The cause the kubelet itself wrote (its status line: phase Failed, "Pod was rejected: ...").
+    assert "rejected it at admission (TopologyAffinityError: Pod was rejected" in finding.message
 
 
 # --------------------------------------------------------------------------------------- kubelet restart

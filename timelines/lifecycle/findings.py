@@ -391,7 +391,8 @@ def never_started(ctx: _Context) -> list[Finding]:
             break
     for m in facts.kubelet_markers:
         if m.reason == "AdmissionRejected":
-            signals.append((1, m.at, f"the kubelet rejected it at admission ({m.message})", m.key))
+            why = m.payload.get("detail") or m.message  # "TopologyAffinityError: Pod was rejected: ..."
+            signals.append((1, m.at, f"the kubelet rejected it at admission ({why})", m.key))
     for ev in facts.worker_events:
         if ev.name == Transition.CANNOT_START_EVER:
             signals.append((2, ev.at, "the kubelet logged 'Pod cannot start ever'", ev.key))
