@@ -186,7 +186,10 @@ def catch_up(sim) -> None:
     pull_kubelet_metrics(CLUSTER)
 
 
-def _settle(sim, seconds: float, step: float = 1.0, pause: float = 0.03) -> None:
+def _settle(sim, seconds: float, step: float = 1.0, pause: float = 0.1) -> None:
+    """Advance the story. The watch stamps arrivals with the demo's clock (``on_virtual_time``), so a
+    delivery lag of L real seconds lengthens a span by L x (step / pause) virtual seconds: at 10 virtual
+    seconds a real one, a loaded machine needs a 6 s stall to push a 10 s grace past its 60 s slack."""
     for _ in range(int(seconds / step)):
         sim.advance(step)
         time.sleep(pause)
