@@ -21,7 +21,8 @@ pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "kubelet"
 
 
-def ingest(node: str, name: str, *extra: str) -> str:
+def ingest(node: str, name: str | Path, *extra: str) -> str:
+    """Ingest a fixture (a name under tests/fixtures/kubelet, or any path) into cluster "lab", then derive."""
     out = io.StringIO()
     call_command(
         "ingest_kubelet_log", "--cluster", "lab", "--node", node, *extra, str(FIXTURES / name), stdout=out
@@ -176,23 +177,11 @@ def test_explain_names_the_line_that_proves_each_worker_bound():
     SyncTerminatedPod completes its execution", each cited as its stored observation; and the ingest
     summary lists the most frequent unrecognised texts."""
     real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "kueue-4669-kind-1.31-v3.journal"
-    out = io.StringIO()
-    call_command(
-        "ingest_kubelet_log",
-        "--cluster",
-        "lab",
-        "--node",
-        "kind-worker",
-        "--year",
-        "2025",
-        str(real),
-        stdout=out,
-    )
+    out = ingest("kind-worker", real, "--year", "2025")
     assert (
         "unrecognised messages (top 10 of 16 texts): 'Generating pod status' 5; 'Patch status for pod' 5"
-        in (out.getvalue())
+        in out
     )
-    call_command("derive", stdout=io.StringIO())
     out = io.StringIO()
     call_command(
         "timeline",
@@ -226,18 +215,7 @@ def test_explain_names_the_file_and_line_that_proves_each_bound(tmp_path):
     name = "kueue-4669-kind-1.31-v3.journal"
     real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / name
     uid = "8bb7de3e-72f0-4102-adbd-53897040775e"
-    call_command(
-        "ingest_kubelet_log",
-        "--cluster",
-        "lab",
-        "--node",
-        "kind-worker",
-        "--year",
-        "2025",
-        str(real),
-        stdout=io.StringIO(),
-    )
-    call_command("derive", stdout=io.StringIO())
+    ingest("kind-worker", real, "--year", "2025")
     pod = Pod.objects.get(uid=uid)
     text = real.read_text().splitlines()
     add = next(
@@ -263,17 +241,7 @@ def test_explain_names_the_file_and_line_that_proves_each_bound(tmp_path):
     copy = tmp_path / "again.journal"
     copy.write_bytes(real.read_bytes())
     before = Observation.objects.count()
-    call_command(
-        "ingest_kubelet_log",
-        "--cluster",
-        "lab",
-        "--node",
-        "kind-worker",
-        "--year",
-        "2025",
-        str(copy),
-        stdout=io.StringIO(),
-    )
+    ingest("kind-worker", copy, "--year", "2025")
     assert Observation.objects.count() == before
     assert not Observation.objects.filter(payload__where__startswith=str(copy)).exists()
     assert Observation.objects.filter(payload__where=f"{real}:{add}").exists()
@@ -283,18 +251,7 @@ def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request(tmp_path):
     """GIVEN the real 132001 eviction excerpt (no UID anywhere) THEN `timeline --pod` draws that pod from
     the lines naming it: evicted at 16:05:54.802914."""
     real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "k8s-132001-eviction-2025.journal"
-    call_command(
-        "ingest_kubelet_log",
-        "--cluster",
-        "lab",
-        "--node",
-        "192-168-250-5",
-        "--year",
-        "2025",
-        str(real),
-        stdout=io.StringIO(),
-    )
-    call_command("derive", stdout=io.StringIO())
+    ingest("192-168-250-5", real, "--year", "2025")
     tl = timeline("--pod", "sre/infras-logstash-d484d57fc-rkx95")
     assert ("Evicted", "2025-05-28T16:05:54.802914+00:00") in {(m["reason"], m["at"]) for m in tl["markers"]}
     # It is stored (the dashboard and `find_pods` see it), under a synthetic identity.
@@ -310,17 +267,6 @@ def test_a_pod_only_uid_less_lines_name_has_a_timeline_on_request(tmp_path):
         f'podUID="{uid}" updateType="kill"\n',
         encoding="utf-8",
     )
-    call_command(
-        "ingest_kubelet_log",
-        "--cluster",
-        "lab",
-        "--node",
-        "192-168-250-5",
-        "--year",
-        "2025",
-        str(extra),
-        stdout=io.StringIO(),
-    )
-    call_command("derive", stdout=io.StringIO())
+    ingest("192-168-250-5", extra, "--year", "2025")
     (pod,) = Pod.objects.filter(namespace="sre", name="infras-logstash-d484d57fc-rkx95")
     assert pod.uid == uid
