@@ -47,15 +47,9 @@ def test_a_failing_pod_is_quarantined_and_the_rest_derive(
     """GIVEN 4 pods of cluster a (one whose derivation raises) and 3 of cluster b, all in one batch
     WHEN the stage drains THEN the 6 others have their rows, the bad one is quarantined after 3 failures
     with its error; /metrics, --quarantined and --retry (after the fix) behave as documented."""
-    real = core.derive_pod_timeline
-
-    def broken(observations: Any, **kwargs: Any) -> Any:
-        observations = list(observations)
-        if any(o.pod_uid == BAD for o in observations):
-            raise RuntimeError("a rule that breaks on this pod")
-        return real(observations, **kwargs)
-
-    monkeypatch.setattr(derivation, "derive_pod_timeline", broken)
+    monkeypatch.setattr(
+        derivation, "derive_pod_timeline", _raising_for(BAD, "a rule that breaks on this pod")
+    )
     for i in range(3):
         store.save_observations("a", pod_history(uid(i), f"web-{i}"))
         store.save_observations("b", pod_history(uid(10 + i), f"web-{i}"))
@@ -91,7 +85,7 @@ def test_a_failing_pod_is_quarantined_and_the_rest_derive(
     derivation.drain()
     assert QuarantinedKey.objects.get().released_at is None and not DirtyKey.objects.exists()
 
-    monkeypatch.setattr(derivation, "derive_pod_timeline", real)  # the fix
+    monkeypatch.setattr(derivation, "derive_pod_timeline", core.derive_pod_timeline)  # the fix
     out = io.StringIO()
     call_command("derive", "--retry", stdout=out)
     assert "put back 1 quarantined key" in out.getvalue()
@@ -121,13 +115,14 @@ def test_a_failing_key_backs_off_and_is_retried_alone(
     assert Pod.objects.filter(uid__in=[uid(1), uid(2)]).count() == 2
 
 
-def _raising_for(bad: str) -> Any:
+def _raising_for(bad: str, message: str = "boom") -> Any:
+    """The lifecycle core, raising ``RuntimeError(message)`` for the pod ``bad``."""
     real = core.derive_pod_timeline
 
     def broken(observations: Any, **kwargs: Any) -> Any:
         observations = list(observations)
         if any(o.pod_uid == bad for o in observations):
-            raise RuntimeError("boom")
+            raise RuntimeError(message)
         return real(observations, **kwargs)
 
     return broken
