@@ -50,7 +50,7 @@ from collectors.parsers.k8s_objects import (
     pdb_observation,
     pod_observation,
 )
-from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
+from timelines.lifecycle.observation import Kind, Observation, Source, digest_key, name_problem
 
 __all__ = [
     "REJECT_REASONS",
@@ -1175,6 +1175,10 @@ class AuditParser:
         )
         if uid is None and isinstance(response, Mapping) and response.get("kind") == kind:
             uid = _str(_map(response.get("metadata")).get("uid"))
+        if uid is not None and (problem := name_problem("pod_uid", uid)) is not None:
+            # The pod is joined by this UID (timelines.lifecycle.audit_evidence): one that is not a UID is refused
+            # here, where it enters, rather than stored to fail every derivation of the name.
+            raise ValueError(problem.replace("pod_uid", "the object's uid", 1))
         node: str | None = None
         binding_node: str | None = None
         if resource == "nodes":

@@ -38,7 +38,12 @@ def _pod_create() -> list[dict[str, Any]]:
 
 
 def _hostile(
-    events: list[dict[str, Any]], tag: str, *, namespace: str | None = None, at: str | None = None
+    events: list[dict[str, Any]],
+    tag: str,
+    *,
+    namespace: str | None = None,
+    at: str | None = None,
+    uid: str | None = None,
 ) -> list[dict[str, Any]]:
     out = []
     for event in copy.deepcopy(events):
@@ -50,6 +55,8 @@ def _hostile(
                     event[body].setdefault("metadata", {})["namespace"] = namespace
         if at is not None:
             event["stageTimestamp"] = event["requestReceivedTimestamp"] = at
+        if uid is not None:
+            event["objectRef"]["uid"] = uid
         out.append(event)
     return out
 
@@ -59,7 +66,8 @@ def test_hostile_audit_events_are_refused_by_name_and_the_valid_one_is_stored(
     client: Any, token: str
 ) -> None:
     """GIVEN one EventList with the three poisoned pod creates of the attack run (a namespace holding NUL,
-    a namespace of 200 x U+202E, stageTimestamp 9999-12-31T23:59:59Z) and the valid create WHEN it is
+    a namespace of 200 x U+202E, stageTimestamp 9999-12-31T23:59:59Z), one naming the uid '\\x82' (it
+    failed every derivation of the name, found by bench/fuzz.py) and the valid create WHEN it is
     posted to /ingest/v1/audit THEN the answer is 200 naming each refused record and its field, the
     valid pod is stored and derived, and no key is left dirty or quarantined."""
     create = _pod_create()
@@ -68,6 +76,7 @@ def test_hostile_audit_events_are_refused_by_name_and_the_valid_one_is_stored(
         _hostile(create, "1", namespace="evil\x00ns")
         + _hostile(create, "2", namespace="\u202e" * 200)
         + _hostile(create, "3", at="9999-12-31T23:59:59Z")
+        + _hostile(create, "4", uid="\x82")
         + create
     )
     body = orjson.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": events})
@@ -80,6 +89,7 @@ def test_hostile_audit_events_are_refused_by_name_and_the_valid_one_is_stored(
     assert "namespace 'evil\\x00ns' is not a DNS-1123 label" in problems
     assert "namespace '\\u202e\\u202e" in problems
     assert "9999-12-31T23:59:59+00:00 is outside the supported range" in problems
+    assert "the object's uid '\\x82' is not 1-64 printable ASCII" in problems
     assert report["stored"] >= 1
     assert set(ObservationRow.objects.values_list("namespace", flat=True)) == {"shop"}
     derivation.drain()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.observation import Kind, Observation, Source, name_problem
 from timelines.lifecycle.record import record
 from timelines.lifecycle.timeline import format_time
 
@@ -160,7 +160,8 @@ def read_audit(obs: Observation) -> AuditRecord | None:
         at=obs.observed_at,
         verb=str(p.get("verb") or ""),
         subresource=sub if isinstance(sub, str) and sub else None,
-        uid=uid if isinstance(uid, str) and uid else None,
+        # A row stored before the audit parser refused a UID that is not one names no incarnation.
+        uid=uid if isinstance(uid, str) and name_problem("pod_uid", uid) is None else None,
         namespace=obs.namespace,
         name=obs.name,
         who=who_of(p),
