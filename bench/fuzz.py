@@ -178,7 +178,14 @@ def run(limit: int, seconds: float | None, chunk: int) -> int:
     )
     for row in QuarantinedKey.objects.filter(released_at__isnull=True)[:5]:
         print(f"  quarantined {row.kind} {row.key!a}: {row.error[:160]}")
-    ok = errors == 0 and not sum(lost.values()) and stuck == 0 and not failing and not quarantined and bystander
+    ok = (
+        errors == 0
+        and not sum(lost.values())
+        and stuck == 0
+        and not failing
+        and not quarantined
+        and bystander
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

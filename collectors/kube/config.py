@@ -28,7 +28,7 @@ class Tunables:
     lease_ttl_s: float = 150.0  # a chain not renewed for this long is dead and gets re-armed
     list_page_size: int = 200  # peak memory grows with a page (decoded JSON + its observations)
     batch_size: int = 500  # observations per ingest call while watching
-    batch_seconds: float = 0.2  # ... or after this long, whichever comes first (a live page waits this long at most)
+    batch_seconds: float = 0.2  # ... or after this long (a live page waits this long at most)
     writers: int = 2  # threads (and database connections) a step stores its batches with, on PostgreSQL
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
