@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -134,6 +135,20 @@ def test_unmanaged_pods_flagged_only_where_the_controller_lookup_happens():
     scaled = derive_pdb_timeline([pdb(0, 1, max_unavailable=1)], pods=pods)
     [finding] = [f for f in scaled.findings if f.kind == "pdb_unmanaged_pods"]
     assert "shop/solo-1" in finding.message and finding.attrs["pods"] == ["u1"]
+
+
+def test_a_percentage_min_available_looks_for_controllers_and_meets_the_unmanaged_pods():
+    """GIVEN a PDB with ``minAvailable: "50%"`` over a pod with no controller WHEN it is derived THEN
+    pdb_unmanaged_pods is raised: the disruption controller's getExpectedScale runs for maxUnavailable
+    and for a percentage minAvailable (its expected count is the controllers' scale), and collects the
+    pods without a controller there (k8s-facts §7, PR #103414); only an integer minAvailable skips it."""
+    pods = [pod("u1", "solo-1", controller=False), pod("u2", "web-2")]
+    plain = pdb(0, 1)
+    percent = replace(plain, payload={**plain.payload, "min_available": "50%"})
+    [finding] = [
+        f for f in derive_pdb_timeline([percent], pods=pods).findings if f.kind == "pdb_unmanaged_pods"
+    ]
+    assert finding.attrs["pods"] == ["u1"]
 
 
 def test_unmanaged_pods_event_is_a_finding():

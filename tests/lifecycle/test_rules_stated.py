@@ -1,0 +1,87 @@
+"""Rules stated from Kubernetes' semantics, each at its edge (issue #38: small wrong changes to these rules
+were made one at a time and no test caught them).
+
+The observations are hand-written (tests/lifecycle/factories.py), not real lines: what each test holds is
+the rule its docstring states, with the source of that rule.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lifecycle import scenarios
+from tests.lifecycle.factories import at, cond, ctr, finding_rows, pod, rows
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
+
+UID = scenarios.UID
+
+
+def two_containers_start(first: float, second: float) -> list[Observation]:
+    """The API's view of a pod with two regular containers, ``app`` started at ``first`` and ``log`` at
+    ``second`` (each snapshot 0.2 s after what it shows), then deleted with 30 s of grace at 20."""
+    run = {"phase": "Running", "start_time": 2}
+    return [
+        pod(UID, 100, 0.05, node=None, watch="ADDED"),
+        pod(UID, 101, 1.02, conditions=[cond("PodScheduled", "True", 1)]),
+        pod(UID, 102, 2.3, start_time=2, containers=[ctr("app", reason="ContainerCreating"), ctr("log")]),
+        pod(UID, 103, first + 0.2, **run, containers=[ctr("app", "running", started=first), ctr("log")]),
+        pod(
+            UID,
+            104,
+            second + 0.2,
+            **run,
+            containers=[ctr("app", "running", started=first), ctr("log", "running", started=second)],
+        ),
+    ]
+
+
+def test_setup_lasts_until_every_regular_container_has_started() -> None:
+    """GIVEN a pod whose two regular containers start at 4 s and at 9 s, and no kubelet line WHEN its
+    timeline is derived THEN the worker's setup lasts until 9 s, when the last of them started: the
+    kubelet's SyncPod starts every container of the pod (kuberuntime_manager.go SyncPod, step 7: "start
+    the normal containers"), so setup is not over while one is still being created, whichever was first."""
+    tl = derive_pod_timeline(two_containers_start(4, 9))
+    assert rows(tl, "worker")[:2] == [
+        ("setup", at(1), at(9), "inferred"),
+        ("running", at(9), None, "inferred"),
+    ]
+    # Order-free: the later container first in the spec changes nothing.
+    swapped = derive_pod_timeline(two_containers_start(9, 4))
+    assert rows(swapped, "worker")[0] == ("setup", at(1), at(9), "inferred")
+
+
+def deleted_with_grace(finished: float) -> list[Observation]:
+    """A pod deleted at 20 s with a 5 s grace period (deletionTimestamp 25 s) whose container stopped at
+    ``finished`` (the API's whole-second finishedAt)."""
+    common = {"start_time": 2, "deletion": 25, "deletion_grace": 5}
+    return scenarios.api_start() + [
+        pod(UID, 105, 20.4, phase="Running", **common, containers=[ctr(state="running", started=4)]),
+        pod(
+            UID,
+            106,
+            finished + 0.5,
+            phase="Failed",
+            **common,
+            containers=[ctr(state="terminated", reason="Error", exit_code=137, started=4, finished=finished)],
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("finished", "exceeded"),
+    [
+        (25, False),  # stopped as the grace period ended
+        (27, False),  # 2 s later: within what whole-second API times can make of a stop in time
+        (28, True),  # 3 s later: more than rounding can explain
+        (40, True),
+    ],
+)
+def test_grace_exceeded_allows_the_api_times_rounding_and_no_more(finished: float, exceeded: bool) -> None:
+    """GIVEN a pod whose termination was requested at 20 s with 5 s of grace WHEN its container stops at
+    ``finished`` THEN grace_exceeded is raised only beyond 2 s of slack: the API writes deletionTimestamp
+    and a container's finishedAt in whole seconds (metav1.Time is RFC 3339 to the second), so each may be
+    up to a second off and a stop within the grace period can show as up to 2 s late, but not 3."""
+    tl = derive_pod_timeline(deleted_with_grace(finished))
+    kinds = [row[0] for row in finding_rows(tl)]
+    assert ("grace_exceeded" in kinds) is exceeded, finding_rows(tl)
