@@ -152,11 +152,11 @@ k8s_like = st.recursive(
 )
 
 
-# Real objects of every kind the parser supports (and a Service, which it refuses), with up to two fields of
+# Hand-written objects (tests/fixtures/k8s, in kubectl's output shapes) of every kind the parser supports (and a Service, which it refuses), with up to two fields of
 # metadata, spec or status (or the top level) replaced by fuzz: most stay acceptable, some not.
-REAL_OBJECTS = json.loads(
-    (Path(__file__).resolve().parent.parent / "fixtures/k8s/mixed-list.json").read_text()
-)["items"]
+OBJECTS = json.loads((Path(__file__).resolve().parent.parent / "fixtures/k8s/mixed-list.json").read_text())[
+    "items"
+]
 FIELDS = ["kind", "name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "phase", "nodeName"]
 
 
@@ -171,7 +171,7 @@ def _edited(obj: dict, edits: list[tuple[str | None, str, object]]) -> dict:
 
 edited_objects = st.builds(
     _edited,
-    st.sampled_from(REAL_OBJECTS),
+    st.sampled_from(OBJECTS),
     st.lists(
         st.tuples(
             st.sampled_from([None, "metadata", "spec", "status"]), st.sampled_from(FIELDS), json_values

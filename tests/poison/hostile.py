@@ -5,8 +5,9 @@ hypothesis strategies that build a body of valid records with hostile ones mixed
 overrides, names past every limit, times at and past the ends of the calendar, malformed times, deep
 nesting, values of the wrong type), and ``Target``\\ s that post such a body and check the answer.
 
-Valid records are real: the pod create of the audit webhook fixture, the lines of a real kubelet log
-(tests/fixtures), kubelet sync spans shaped as the kubelet's OTLP exporter sends them. A hostile
+Valid records are hand-written fixtures in real formats (none is copied from a cluster): the pod create
+of the audit webhook fixture, the lines of a kubelet log fixture (tests/fixtures/kubelet), kubelet sync
+spans shaped as the kubelet's OTLP exporter sends them. A hostile
 record is a copy of a valid one with one or more fields replaced, or a whole record replaced.
 """
 
@@ -164,7 +165,7 @@ def audit_body(draw: st.DrawFn) -> tuple[bytes, list[dict[str, Any]]]:
 
 
 def kubelet_records() -> list[dict[str, Any]]:
-    """A real kubelet log as Fluent Bit's tail input ships it."""
+    """The hand-written kubelet log fixture as Fluent Bit's tail input ships it."""
     return [
         {"date": 1692004378.5, "host": "worker-1", "log": line}
         for line in KUBELET_LOG.read_text().splitlines()
@@ -184,7 +185,7 @@ KUBELET_PATHS = [
 
 @st.composite
 def kubelet_body(draw: st.DrawFn) -> tuple[bytes, str]:
-    """NDJSON (or a JSON array) of the real log's records with 1-4 hostile records among them; returns
+    """NDJSON (or a JSON array) of the log fixture's records with 1-4 hostile records among them; returns
     the body and its media type."""
     records: list[Any] = kubelet_records()
     for _ in range(draw(st.integers(1, 4))):

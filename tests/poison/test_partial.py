@@ -23,7 +23,7 @@ URL = "/ingest/v1/kubelet-logs?cluster={cluster}"
 
 
 def _records() -> list[dict[str, Any]]:
-    """The real log's lines as a Fluent Bit tail input ships them (``log``, ``host``, ``date``)."""
+    """The log fixture's lines (hand-written in a 1.27 kubelet's format) as a Fluent Bit tail input ships them (``log``, ``host``, ``date``)."""
     return [{"date": 1692004378.5, "host": "worker-1", "log": line} for line in LOG.read_text().splitlines()]
 
 
@@ -73,7 +73,7 @@ def _keys(cluster: str) -> set[str]:
 def test_one_poisoned_record_loses_nothing_valid_and_a_retry_is_idempotent(
     client: Any, poison: str, media: str
 ) -> None:
-    """GIVEN the 49 records of a real kubelet log with one poisoned record among them WHEN the batch is
+    """GIVEN the 49 records of a kubelet log fixture with one poisoned record among them WHEN the batch is
     posted THEN 200, every observation the clean batch gives is stored, the poisoned record is counted
     (and named, where it could not be read); posting it again stores nothing new."""
     clean = _records()
