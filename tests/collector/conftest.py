@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
+from collectors.kube.kubelet import pull_kubelet_logs, pull_kubelet_metrics
+from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.watch import StepControl, StepResult, run_step
 from collectors.sim import SimServer, run_sim
 from timelines import derivation
@@ -41,6 +46,7 @@ class SimCluster:
 
     server: SimServer
     kubeconfig: Path
+    pods_checked_rv: int = 0  # pod watch events up to this resourceVersion are stored (``pods_stored``)
 
     @property
     def store(self) -> Any:
@@ -69,6 +75,51 @@ class SimCluster:
                 return
         raise AssertionError(f"no pod {uid} in the demo cluster")
 
+    def advance_watched(self, seconds: float, step: float = 1.0, timeout: float = 60.0) -> None:
+        """Tell the story ``step`` virtual seconds at a time, each step only once the running collector
+        stored every pod event the demo cluster made so far (``pods_stored``). With arrivals stamped in
+        the demo's time (``on_virtual_time``), a delivery lag can then never stretch a span: the clock
+        does not move while the watch is behind, however loaded the machine. The pods must have been
+        listed first (``step`` of each resource): the events before that list are not waited for, only
+        the pods' state it returned."""
+        if not self.pods_checked_rv:
+            with self.store.cond:
+                self.pods_checked_rv = self.store.rv
+        for _ in range(round(seconds / step)):
+            self.advance(step)
+            self.pods_stored(timeout)
+
+    def pods_stored(self, timeout: float = 60.0) -> None:
+        """Wait until the observation of every pod watch event made so far is stored (its dedupe key is
+        ``pod:<uid>:<resourceVersion>``, ``:deleted`` for a DELETED), failing after ``timeout`` s."""
+        store = self.store
+        with store.cond:
+            start = bisect.bisect_right(store._hist_rvs, self.pods_checked_rv)
+            made = [(e.rv, e.type, e.data) for e in store._hist[start:] if e.resource == "pods"]
+        if not made:
+            return
+        keys = set()
+        for rv, kind, data in made:
+            meta = orjson.loads(data)["metadata"]
+            mirror_of = (meta.get("annotations") or {}).get("kubernetes.io/config.mirror")
+            uid = mirror_of or meta["uid"]  # a mirror pod is keyed by its static pod's UID (``uids``)
+            keys.add(f"pod:{uid}:{rv}:deleted" if kind == "DELETED" else f"pod:{uid}:{rv}")
+        deadline = time.monotonic() + timeout
+        while True:
+            have = Observation.objects.filter(cluster__name=CLUSTER, dedupe_key__in=keys)
+            missing = keys - set(have.values_list("dedupe_key", flat=True))
+            if not missing:
+                break
+            if time.monotonic() >= deadline:
+                uids = {k.split(":")[1] for k in missing}
+                near = Observation.objects.filter(cluster__name=CLUSTER, pod_uid__in=uids, kind="pod")
+                raise AssertionError(
+                    f"{len(missing)} pod events not stored after {timeout} s: {sorted(missing)[:5]}; "
+                    f"stored of those pods: {sorted(near.values_list('dedupe_key', flat=True))[:10]}"
+                )
+            time.sleep(0.01)
+        self.pods_checked_rv = max(rv for rv, _, _ in made)
+
     def uids(self, resource: str) -> set[str]:
         """UIDs as the collector keys them (a mirror pod by its static pod's uid)."""
         return {
@@ -76,6 +127,16 @@ class SimCluster:
             or o["metadata"]["uid"]
             for o in self.store.iter_objects(resource)
         }
+
+
+def catch_up(sim) -> None:
+    """With the collector stopped: one more watch step of every resource (from the version each reached,
+    to the end of the stream) and one kubelet pull, so everything the story produced is stored."""
+    for resource in ALL_RESOURCES:
+        result = sim.step(resource)
+        assert result.ok, (resource, result.error)
+    pull_kubelet_logs(CLUSTER)
+    pull_kubelet_metrics(CLUSTER)
 
 
 def stored(kind: str | tuple[str, ...], **filters: Any) -> Any:

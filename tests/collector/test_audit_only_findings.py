@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import io
 import re
-import time
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
+from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import Finding, Interval, Observation, Pod
 
-from .conftest import CLUSTER, FAST, on_virtual_time
+from .conftest import CLUSTER, FAST, catch_up, on_virtual_time
 from .test_scenario_findings import EXPECTED
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -60,15 +60,14 @@ def test_audit_alone_gives_the_collectors_findings(make_sim, monkeypatch, derive
     # The watch stamps arrivals with the demo's clock, as the audit log does: a loaded machine's delivery
     # lag would otherwise lengthen the watched terminating spans alone (a stuck_terminating the log lacks).
     on_virtual_time(monkeypatch, engine)
+    for resource in ALL_RESOURCES:  # the first lists, before anything happens: every pod from its start
+        assert sim.step(resource).ok
     collector = Collector([CLUSTER], tunables=FAST).start()
-    time.sleep(5.0)  # the first lists, before anything happens: the watch sees every pod from its start
     try:
-        for _ in range(170):  # virtual seconds: the longest scenario takes 137
-            sim.advance(1.0)
-            time.sleep(0.1)
-        time.sleep(3.0)
+        sim.advance_watched(170)  # virtual seconds: the longest scenario takes 137
     finally:
         collector.stop()
+    catch_up(sim)
     derive_worker.stop()
     derivation.drain()
     out = io.StringIO()

@@ -40,7 +40,6 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from collectors.kube.kubelet import pull_kubelet_logs, pull_kubelet_metrics
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from collectors.sim.truth import TruthEntry
@@ -49,7 +48,7 @@ from timelines import derivation
 from timelines.lifecycle.findings import Thresholds
 from timelines.models import Finding
 
-from .conftest import CLUSTER, FAST, on_virtual_time
+from .conftest import CLUSTER, FAST, catch_up, on_virtual_time
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -176,25 +175,6 @@ def check(title: str, scores: dict[str, Score]) -> None:
         assert s.recall >= MIN_SCORE, f"{kind}: recall {s.recall:.3f}, missing {missing}"
 
 
-def catch_up(sim) -> None:
-    """With the collector stopped: one more watch step of every resource (from the version each reached,
-    to the end of the stream) and one kubelet pull, so everything the story produced is stored."""
-    for resource in ALL_RESOURCES:
-        result = sim.step(resource)
-        assert result.ok, (resource, result.error)
-    pull_kubelet_logs(CLUSTER)
-    pull_kubelet_metrics(CLUSTER)
-
-
-def _settle(sim, seconds: float, step: float = 1.0, pause: float = 0.1) -> None:
-    """Advance the story. The watch stamps arrivals with the demo's clock (``on_virtual_time``), so a
-    delivery lag of L real seconds lengthens a span by L x (step / pause) virtual seconds: at 10 virtual
-    seconds a real one, a loaded machine needs a 6 s stall to push a 10 s grace past its 60 s slack."""
-    for _ in range(int(seconds / step)):
-        sim.advance(step)
-        time.sleep(pause)
-
-
 def test_every_scenarios_findings_against_the_truth(make_sim, monkeypatch, derive_worker, tmp_path):
     """GIVEN every scenario at once WHEN the collector watches ~3 virtual minutes (each scenario runs
     at least once) THEN each finding kind's precision and recall against the cluster's truth ≥ 0.99."""
@@ -206,7 +186,7 @@ def test_every_scenarios_findings_against_the_truth(make_sim, monkeypatch, deriv
         assert sim.step(resource).ok
     collector = Collector([CLUSTER], tunables=FAST).start()
     try:
-        _settle(sim, 200)
+        sim.advance_watched(200)
     finally:
         collector.stop()
     catch_up(sim)

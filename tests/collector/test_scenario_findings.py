@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from timelines.models import Finding, Interval
 
@@ -38,15 +39,14 @@ def test_every_scenario_produces_its_findings(make_sim, monkeypatch, derive_work
     sim = make_sim("mixed", advance=0)
     engine = sim.server.cluster.engine
     on_virtual_time(monkeypatch, engine)
+    for resource in ALL_RESOURCES:  # the first lists, before anything happens: every pod from its start
+        assert sim.step(resource).ok
     collector = Collector([CLUSTER], tunables=FAST).start()
     try:
-        for _ in range(170):  # virtual seconds: the longest scenario takes 137
-            sim.advance(1.0)
-            time.sleep(0.03)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not _all_found():
-            sim.advance(1.0)
-            time.sleep(0.2)
+        sim.advance_watched(170)  # virtual seconds: the longest scenario takes 137
+        deadline = time.monotonic() + 60  # the derive worker's last batches
+        while not _all_found() and time.monotonic() < deadline:
+            sim.advance_watched(1.0)
     finally:
         collector.stop()
     found = {(f.kind, f.subject_name) for f in Finding.objects.filter(cluster__name=CLUSTER)}
