@@ -106,7 +106,7 @@ PODLIFE_DB_POOL_MAX = env_int(
 PODLIFE_DB_POOL_TIMEOUT_S = env_float("PODLIFE_DB_POOL_TIMEOUT_S", 5.0, minimum=0.1)
 # Connections the pool keeps open, made when the process first uses the database: in the web server the
 # whole pool, so that none is made during a load's peak and kept after it (each pinned a mostly empty 1 MiB
-# pymalloc arena: docs/performance.md "Load"); the connections are within the budget above either way.
+# pymalloc arena: docs/performance-history.md "Load"); the connections are within the budget above either way.
 PODLIFE_DB_POOL_MIN = env_int(
     "PODLIFE_DB_POOL_MIN", PODLIFE_DB_POOL_MAX if PODLIFE_PROCESS == "web" else 1, minimum=1, maximum=1000
 )
@@ -137,7 +137,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Observations older than this are dropped in bulk by the retention task; 0 keeps everything.
 PODLIFE_RETENTION_DAYS = env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0, maximum=3650)
 # PostgreSQL: observations are range partitions of this many days (timelines/partitions.py; a day was
-# measured against a week in bench/scale.py, docs/performance.md "Fleet scale"), created this many spans
+# measured against a week in bench/scale.py, docs/performance-history.md "Fleet scale"), created this many spans
 # ahead by beat; retention drops whole partitions.
 PODLIFE_PARTITION_DAYS = env_int("PODLIFE_PARTITION_DAYS", 1, minimum=1, maximum=31)
 PODLIFE_PARTITIONS_AHEAD = env_int("PODLIFE_PARTITIONS_AHEAD", 3, minimum=1, maximum=60)
