@@ -190,7 +190,7 @@ def worker_slots(clusters: int) -> int:
 
 
 # Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
-# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
+# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/pipeline.md, "Kick").
 # Each queue binds its own routing key on the deployment's exchange (Celery's defaults would give both queues the
 # default queue's key).
 CELERY_TASK_QUEUES = [
@@ -269,7 +269,7 @@ PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty 
 # A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
 PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
 # A key whose derivation fails is retried alone after a back-off (this, doubled per failure, at most the
-# maximum), and quarantined at the Nth failure (docs/architecture.md, "Derive"; issue #35).
+# maximum), and quarantined at the Nth failure (docs/pipeline.md, "Derive"; issue #35).
 PODLIFE_DERIVE_MAX_FAILURES = env_int("PODLIFE_DERIVE_MAX_FAILURES", 5, minimum=1)
 PODLIFE_DERIVE_RETRY_S = env_float("PODLIFE_DERIVE_RETRY_S", 10.0, minimum=0)
 PODLIFE_DERIVE_RETRY_MAX_S = env_float("PODLIFE_DERIVE_RETRY_MAX_S", 600.0, minimum=0)
