@@ -288,7 +288,7 @@ def throughput(pods: int, repeat: int) -> None:
         cursor.execute("ANALYZE")
     new = one_new_observation(pods)
     # The goal's two sides taken in turn, so that both are measured at the machine's speed of the same
-    # minutes (a shared machine's speed drifts by a fifth within minutes: docs/performance.md, Derivation).
+    # minutes (a shared machine's speed drifts by a fifth within minutes: docs/performance-history.md, Derivation).
     bases, ones = [], []
     for _ in range(repeat):
         bases.append(raw_baseline(cluster, uids))

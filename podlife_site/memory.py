@@ -16,7 +16,7 @@ the free pages of every heap back. Busy, it never runs (each new request or sock
 C library without ``malloc_trim`` (musl) it does nothing. What it cannot return: the database pool's
 connections (kept by design), heaps too fragmented to have whole free pages, and pymalloc's arenas (1 MiB
 each, returned only when wholly empty) that one object made at the load's peak still holds
-(docs/performance.md "Load").
+(docs/performance-history.md "Load").
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     came out of the heap of the thread that asked for it, so the heaps grew with the load's peak and kept
     what ``malloc_trim`` cannot hand back (pages with a live block in them). Setting the threshold turns
     that raise off; the 200-page load of bench/load.py then peaks about 16 MiB lower and ends about 3 lower
-    (docs/performance.md "Load")."""
+    (docs/performance-history.md "Load")."""
     return _mallopt(M_MMAP_THRESHOLD, threshold, tunable="mmap_threshold", variable="MALLOC_MMAP_THRESHOLD_")
 
 
@@ -114,7 +114,7 @@ def one_arena() -> bool:
     In the web process the threads are the request threads and the listeners' pool; almost all they
     allocate is Python's, under the interpreter lock, so one heap costs them no contention worth
     measuring (bench/load.py: no delivery or API latency lost), while each thread's own heap kept the free
-    memory of its part of the peak (about 2–3 MiB after the 200-page load, docs/performance.md "Load")."""
+    memory of its part of the peak (about 2–3 MiB after the 200-page load, docs/performance-history.md "Load")."""
     return _mallopt(M_ARENA_MAX, 1, tunable="arena_max", variable="MALLOC_ARENA_MAX")
 
 

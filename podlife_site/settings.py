@@ -106,7 +106,7 @@ PODLIFE_DB_POOL_MAX = env_int(
 PODLIFE_DB_POOL_TIMEOUT_S = env_float("PODLIFE_DB_POOL_TIMEOUT_S", 5.0, minimum=0.1)
 # Connections the pool keeps open, made when the process first uses the database: in the web server the
 # whole pool, so that none is made during a load's peak and kept after it (each pinned a mostly empty 1 MiB
-# pymalloc arena: docs/performance.md "Load"); the connections are within the budget above either way.
+# pymalloc arena: docs/performance-history.md "Load"); the connections are within the budget above either way.
 PODLIFE_DB_POOL_MIN = env_int(
     "PODLIFE_DB_POOL_MIN", PODLIFE_DB_POOL_MAX if PODLIFE_PROCESS == "web" else 1, minimum=1, maximum=1000
 )
@@ -137,7 +137,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Observations older than this are dropped in bulk by the retention task; 0 keeps everything.
 PODLIFE_RETENTION_DAYS = env_int("PODLIFE_RETENTION_DAYS", 14, minimum=0, maximum=3650)
 # PostgreSQL: observations are range partitions of this many days (timelines/partitions.py; a day was
-# measured against a week in bench/scale.py, docs/performance.md "Fleet scale"), created this many spans
+# measured against a week in bench/scale.py, docs/performance-history.md "Fleet scale"), created this many spans
 # ahead by beat; retention drops whole partitions.
 PODLIFE_PARTITION_DAYS = env_int("PODLIFE_PARTITION_DAYS", 1, minimum=1, maximum=31)
 PODLIFE_PARTITIONS_AHEAD = env_int("PODLIFE_PARTITIONS_AHEAD", 3, minimum=1, maximum=60)
@@ -190,7 +190,7 @@ def worker_slots(clusters: int) -> int:
 
 
 # Two queues: the deployment's own, and one for the derive stage, so long watch steps never delay it. A plain
-# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/architecture.md).
+# `celery worker` consumes both; `-Q <deployment>.derive` makes a worker that only derives (docs/pipeline.md, "Kick").
 # Each queue binds its own routing key on the deployment's exchange (Celery's defaults would give both queues the
 # default queue's key).
 CELERY_TASK_QUEUES = [
@@ -269,7 +269,7 @@ PODLIFE_DERIVE_BATCH = env_int("PODLIFE_DERIVE_BATCH", 200, minimum=1)  # dirty 
 # A worker that dies holding keys leaves them to others after this; a batch takes well under a second.
 PODLIFE_DERIVE_CLAIM_S = env_float("PODLIFE_DERIVE_CLAIM_S", 60.0, minimum=1)
 # A key whose derivation fails is retried alone after a back-off (this, doubled per failure, at most the
-# maximum), and quarantined at the Nth failure (docs/architecture.md, "Derive"; issue #35).
+# maximum), and quarantined at the Nth failure (docs/pipeline.md, "Derive"; issue #35).
 PODLIFE_DERIVE_MAX_FAILURES = env_int("PODLIFE_DERIVE_MAX_FAILURES", 5, minimum=1)
 PODLIFE_DERIVE_RETRY_S = env_float("PODLIFE_DERIVE_RETRY_S", 10.0, minimum=0)
 PODLIFE_DERIVE_RETRY_MAX_S = env_float("PODLIFE_DERIVE_RETRY_MAX_S", 600.0, minimum=0)

@@ -1,4 +1,4 @@
-"""permessage-deflate compressed once per frame, not once per socket (docs/performance.md "Load").
+"""permessage-deflate compressed once per frame, not once per socket (docs/performance-history.md "Load").
 
 Every browser offers permessage-deflate and uvicorn accepts it, with context takeover: each socket keeps a
 compressor of its own, so the same ``deltas`` frame sent to the 200 pages of a node was compressed 200
@@ -7,7 +7,7 @@ times (about half of the web process's CPU under bench/load.py). Here the server
 is compressed on its own, so the same text compresses to the same bytes on every socket, and the last few
 are kept (``_recent``) to be reused by the next socket that sends them. What the browser sends is untouched
 (it may keep its context). The price is the ratio: a message no longer refers back to the ones before it
-(measured in docs/performance.md "Load").
+(measured in docs/performance-history.md "Load").
 
 ``install()`` (called by podlife_site/asgi.py) makes uvicorn's websocket protocol negotiate it;
 ``uvicorn --ws-per-message-deflate=false`` still turns compression off for a deployment that prefers CPU
@@ -90,7 +90,7 @@ class SharedDeflateFactory(ServerPerMessageDeflateFactory):
 def forget_recent() -> None:
     """Drop the kept compressed messages (podlife_site/memory.py calls it when the process goes idle):
     kept past the load that sent them, they and their keys would hold memory until the next frames push
-    them out (docs/performance.md "Load")."""
+    them out (docs/performance-history.md "Load")."""
     with _recent_lock:
         _recent.clear()
 

@@ -1017,7 +1017,7 @@ class _Waker:
 
     The collector's writers commit a batch every few milliseconds during a burst; asking on their thread
     (one Redis ``SET NX``, and a task queued when none is pending) made each batch wait on Redis, and the
-    first ask on the broker's imports (docs/performance.md "Watch", "The foreign key"). Here a commit only
+    first ask on the broker's imports (docs/performance-history.md "Watch", "The foreign key"). Here a commit only
     sets a flag; the thread clears it and then asks, so a commit made while it asks is asked for again:
     no wake-up is lost, and a burst costs one ask per ask's round trip instead of one per batch. What is
     still wanted when the process exits is asked for then (and the beat's periodic run derives it

@@ -159,7 +159,7 @@ def batch_params(
 
     One plain INSERT of the keys as orjson text, which the database parses into its JSON column. Through
     the ORM (the JSONField's standard-library ``json``) and with two ISO times a pod key, marking cost the
-    store about 12 µs of CPU a stored pod snapshot; this way about 1.6 µs (docs/performance.md, Watch)."""
+    store about 12 µs of CPU a stored pod snapshot; this way about 1.6 µs (docs/performance-history.md, Watch)."""
     payload = _json_keys(keys)
     if payload == b"[]":
         return None

@@ -2,7 +2,7 @@
 (one GROUP BY per table, never a row per pod), pod search over indexed prefixes, and the level of detail
 of a wide Gantt window (the server folds thousands of pod rows into a few hundred bands of pods).
 
-Reads only; the indexes behind them are migration 0015 (docs/performance.md, "Pages at fleet scale").
+Reads only; the indexes behind them are migration 0015 (docs/performance-history.md, "Pages at fleet scale").
 """
 
 from __future__ import annotations

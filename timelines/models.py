@@ -1,5 +1,6 @@
 """Storage. Observations are the append-only source of truth; intervals, markers and findings are derived
-from them (``manage.py rederive`` rebuilds them). ``timelines/store.py`` is the only writer."""
+from them (``manage.py rederive`` rebuilds them). ``timelines/store.py`` writes both; the other tables' writers
+are listed in docs/architecture.md."""
 
 from __future__ import annotations
 

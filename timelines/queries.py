@@ -328,7 +328,7 @@ def _streaming_cursor() -> Any:
     of them, least recently used): with the name in each ``DECLARE``, every read put three new statements
     in that cache and pushed three out, and each web request runs on a thread of its own. What stayed in
     the cache after a load were objects made at its peak, scattered over pymalloc's arenas, each keeping a
-    mostly empty arena from being given back (docs/performance.md "Load"). A read opens its cursors one
+    mostly empty arena from being given back (docs/performance-history.md "Load"). A read opens its cursors one
     after the other, each closed (``with``) before the next, so one name per connection is enough."""
     if connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS") or connection.vendor != "postgresql":
         return connection.cursor()
@@ -388,7 +388,7 @@ def window_json(
         # PostgreSQL: one array parameter, so each query has one text whatever the number of values.
         # An IN list of N placeholders is a new statement per N: psycopg parses and caches each text
         # (up to 50 parameters), and a statement first met at a load's peak stays in that cache after it,
-        # keeping a mostly empty pymalloc arena from being given back (docs/performance.md "Load").
+        # keeping a mostly empty pymalloc arena from being given back (docs/performance-history.md "Load").
         # The array goes as one literal (store.text_array: psycopg would dump a list value by value).
         # SQLite has no arrays: placeholders there (IN_BATCH at most: it caps bound parameters).
         values = list(values)

@@ -1,4 +1,4 @@
-"""The one writer of podlife's tables.
+"""The one writer of podlife's observations and derived rows (other tables' writers: docs/architecture.md).
 
 ``save_observations`` appends observations idempotently: each carries a dedupe key unique per cluster, so a
 re-delivered watch event, a re-ingested log line or a re-sent span is stored once. On PostgreSQL the

@@ -1,7 +1,7 @@
 """Compile the lifecycle core's hot modules with mypyc, in place: ``make core-ext`` (``make clean`` removes them).
 
 The derive stage spends about half of a key's CPU in ``timelines/lifecycle``; compiled, that part takes
-about 40 % less (docs/performance.md, Derivation, seventh round). The sources are unchanged and stay the
+about 40 % less (docs/performance-history.md, Derivation, seventh round). The sources are unchanged and stay the
 truth: Python imports a module's compiled copy (``NAME.cpython-*.so`` beside ``NAME.py``) when there is one,
 and ``timelines/lifecycle/__init__.py`` refuses a copy built from other sources than those beside it (the
 stamp this writes), so an edit is never silently shadowed. Without a compiled copy everything runs as

@@ -159,7 +159,7 @@ def _settle_process() -> None:
 # derive stage's wake-up in Redis) and gets it back only when the step's thread, busy decoding the
 # stream, is made to hand it over: up to 5 ms each time. A batch's store took 66-95 ms instead of the
 # 53-65 ms of 7f87b14's two-exchange autocommit COPY, and the step's thread waited on its writers for
-# two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %; docs/performance.md, Watch).
+# two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %; docs/performance-history.md, Watch).
 WRITER_SWITCH_INTERVAL_S = 0.0005
 
 

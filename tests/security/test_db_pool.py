@@ -100,7 +100,7 @@ def test_many_concurrent_requests_use_at_most_the_pools_connections(serve: Any, 
 def test_the_web_server_opens_its_whole_pool_when_it_first_uses_the_database(serve: Any, lab: Any) -> None:
     """GIVEN a web server process with PODLIFE_DB_POOL_MAX=3 (PODLIFE_DB_POOL_MIN unset) WHEN one request
     is answered, one at a time THEN the process soon holds all 3 connections, not only the one that
-    request used: they are made before any load, not at its peak (docs/performance.md "Load")."""
+    request used: they are made before any load, not at its peak (docs/performance-history.md "Load")."""
     token = create_token(User.objects.create_superuser("root", "root@example.invalid", "pw"))
     s = connection.settings_dict
     name = "podlife-pool-test-whole"

@@ -304,7 +304,7 @@ def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
     second read of the same view runs the very statements of the first, and psycopg's cache of parsed
     statements (128, least recently used) gains nothing. Django's ``chunked_cursor()`` named each cursor
     after its thread and a counter: every read put three new ``DECLARE`` texts in that cache, which kept
-    them past the load that made them (docs/performance.md "Load")."""
+    them past the load that made them (docs/performance-history.md "Load")."""
     from psycopg import _queries  # the statement cache itself: what the behaviour is about
 
     cluster = Cluster.objects.create(name="busy-named")
@@ -329,7 +329,7 @@ def test_window_reads_of_any_number_of_pods_run_the_same_statements() -> None:
     cache of parsed statements gains nothing: the pods' UIDs are one array parameter, so the query's text
     does not change with their number. An ``IN`` list of N placeholders was a new statement per N (padded
     to powers of two: still one per power), first met when a node grew, often at a load's peak, and kept
-    by that cache after it (docs/performance.md "Load")."""
+    by that cache after it (docs/performance-history.md "Load")."""
     from psycopg import _queries  # the statement cache itself: what the behaviour is about
 
     cluster = Cluster.objects.create(name="busy-counts")

@@ -17,7 +17,7 @@ of a compiled module a native class, whose fields compiled code reads straight f
 when every decorator of it is one it knows, and the only dataclass decorator it knows is that one. Under a
 decorator of our own (``dataclass_transform``, as this was before) every record stayed a Python class,
 and compiled code read each field through Python's generic attribute look-up: a fifth of the core's time
-(docs/performance.md, Derivation, eighth round). mypyc still calls the decorator found at run time (the
+(docs/performance-history.md, Derivation, eighth round). mypyc still calls the decorator found at run time (the
 function below), so a compiled record is native *and* unfrozen: made as fast as a plain one.
 
 A cache set on first use, through ``object.__setattr__`` as on a frozen value, stays possible.

@@ -1,7 +1,7 @@
 """PostgreSQL only: pattern indexes that answer pod search by prefix (``timelines/fleet.py``).
 
 ``LIKE 'prefix%'`` uses a B-tree only under the C collation, or with the ``varchar_pattern_ops`` operator
-class under any other (docs/performance.md, "Pages at fleet scale"). One index per searched column, led by
+class under any other (docs/performance-history.md, "Pages at fleet scale"). One index per searched column, led by
 the cluster, so a search over 150,000 pods reads a few index pages. The pod UID and the finding kind get
 theirs too; name, node and namespace replace nothing (the existing indexes also serve equality and order).
 SQLite (the embedded default) searches by scanning, with the same results.

@@ -2,7 +2,7 @@
 made deferrable in 0010).
 
 The key was checked row by row at every COMMIT (a look-up and a row lock of the cluster per stored row):
-about an eighth of the database's time per stored observation (docs/performance.md, "Watch"). Instead each
+about an eighth of the database's time per stored observation (docs/performance-history.md, "Watch"). Instead each
 transaction that writes observations locks the cluster's row once, FOR KEY SHARE (``timelines/store.py``
 ``_LOCK_CLUSTER``), and a cluster is deleted only after locking its row FOR UPDATE
 (``models.ClusterQuerySet.delete``, ``Cluster.delete``), which keeps the key's promise: no observation

@@ -14,7 +14,7 @@ function, and the INSERT of its dirty keys. The function
 Any of them rolls back the COPY with it; the store then takes its look-up-first path. Before this the
 look-up, the lock and the marks went first, inside an explicit transaction: four exchanges with the server
 a batch (BEGIN with them, the COPY's two, COMMIT) where a plain autocommit COPY takes two, and the
-writer threads waited on the other two (docs/performance.md, "Watch").
+writer threads waited on the other two (docs/performance-history.md, "Watch").
 """
 
 from django.db import migrations

@@ -19,7 +19,7 @@ Per process and in memory: each web process reads once per herd. A kept result i
 ``PODLIFE_SHARED_READ_S`` are up, by a reaper thread (one per process, started with the first kept
 result), not when the next request happens to come: a node's answer is megabytes, and after a load the
 last few were kept until the next request (8.3 MB of a web process's memory after bench/load.py, found
-with heaptrack; docs/performance.md "Load"). ``stats`` counts reads and shared answers (tests,
+with heaptrack; docs/performance-history.md "Load"). ``stats`` counts reads and shared answers (tests,
 bench/load.py).
 """
 
