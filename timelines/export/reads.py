@@ -15,7 +15,7 @@ other JSON columns as text for orjson: no ORM row machinery, no datetime round t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -167,16 +167,21 @@ def interval_doc(
 
 def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, TimelineDoc]]:
     """``(pod, its podlife.timeline/v2 document)`` for each of ``pods``, in order, reading ``CHUNK`` pods
-    per query."""
+    per query. Evidence cites dedupe keys, as ``queries.pod_timeline`` does: the stored ids of a chunk
+    are translated with one more query (``queries.observation_keys``)."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
+        interval_rows = list(_interval_rows(cluster, uids))
+        marker_rows = list(_marker_rows(cluster, uids))
+        finding_rows = list(_finding_rows(cluster, uids))
+        keys = _evidence_keys(cluster, (interval_rows, marker_rows, finding_rows))
         lanes: dict[str, dict[str, list[IntervalDoc]]] = {u: {} for u in uids}
-        for uid, lane, state, start, end, source, attrs, evidence in _interval_rows(cluster, uids):
+        for uid, lane, state, start, end, source, attrs, evidence in interval_rows:
             lanes[uid].setdefault(lane, []).append(
-                interval_doc(state, start, end, source, attrs, ids(evidence))
+                interval_doc(state, start, end, source, attrs, keys(evidence))
             )
         markers: dict[str, list[MarkerDoc]] = {u: [] for u in uids}
-        for uid, at, kind, reason, message, attrs, evidence in _marker_rows(cluster, uids):
+        for uid, at, kind, reason, message, attrs, evidence in marker_rows:
             markers[uid].append(
                 MarkerDoc(
                     at=at,
@@ -184,11 +189,11 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     reason=reason,
                     message=message,
                     attrs=_attrs(attrs),
-                    evidence=ids(evidence),
+                    evidence=keys(evidence),
                 )
             )
         findings: dict[str, list[FindingDoc]] = {u: [] for u in uids}
-        for uid, kind, severity, message, start, end, attrs, evidence in _finding_rows(cluster, uids):
+        for uid, kind, severity, message, start, end, attrs, evidence in finding_rows:
             findings[uid].append(
                 FindingDoc(
                     kind=kind,
@@ -196,7 +201,7 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     message=message,
                     start=start,
                     end=end,
-                    evidence=ids(evidence),
+                    evidence=keys(evidence),
                     attrs=_attrs(attrs),
                 )
             )
@@ -207,6 +212,20 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     cluster.name, pod, lanes[pod.uid], markers[pod.uid], findings[pod.uid]
                 ),
             )
+
+
+def _evidence_keys(
+    cluster: Cluster, row_sets: Iterable[Sequence[tuple[Any, ...]]]
+) -> Callable[[str | None], list[str]]:
+    """The evidence of rows (their last column: ``ids_text``) as sorted dedupe keys, from ONE query for
+    all of them; an id whose observation is gone (retention) is left out, as ``queries.evidence_keys``."""
+    cited = {i for rows in row_sets for row in rows for i in ids(row[-1])}
+    key_of = {str(i): k for i, k in queries.observation_keys(cluster, map(int, cited)).items()}
+
+    def keys(value: str | None) -> list[str]:
+        return sorted({key_of[i] for i in ids(value) if i in key_of})
+
+    return keys
 
 
 def _interval_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]:
