@@ -281,7 +281,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     findings = [
         {
             **f,
-            "evidence_ids": [id_of[k] for k in f["evidence"] if k in id_of],
+            "evidence_ids": sorted(id_of[k] for k in f["evidence"] if k in id_of),
             "zoom": finding_zoom(f["start"], f["end"] or timeline["pod"].get("last_observed") or f["start"]),
             # A finding still open, or lasting past the newest kubelet evidence, may change when it arrives.
             "waits_for_kubelet": bool(pending and (not f["end"] or f["end"] >= pending)),
