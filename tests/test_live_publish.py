@@ -191,3 +191,32 @@ def test_the_deployments_layer_takes_the_one_script_path_and_others_the_locked_o
         assert sent == [1, 1] and uids_of(first) == ["u1"] and second["seq"] == first["seq"] + 1
     finally:
         channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "scenario", ["graceful_delete", "delete_during_setup", "crash_loop", "static_uid_reuse", "orphaned"]
+)
+def test_a_live_frame_and_the_rest_read_are_the_same_document(
+    monkeypatch: pytest.MonkeyPatch, scenario: str
+) -> None:
+    """GIVEN a scenario's observations stored and derived, the derive stage's pushes captured
+    WHEN each pushed pod's document (what its live frame carries) is set beside the stored read the REST
+    API and the pod page serve (``queries.pod_timeline``)
+    THEN they are the same podlife.timeline/v2 document, evidence included: both cite dedupe keys (the
+    stored ids are translated on read), so a page drawn from either highlights the same observations."""
+    from tests.flow import ingest
+    from tests.lifecycle import scenarios
+    from timelines import queries
+
+    pushed: list[PodTimeline] = []
+    monkeypatch.setattr(live, "publish_timelines", lambda cluster, tls: pushed.extend(tls) or 0)
+    ingest("lab", getattr(scenarios, scenario)())
+    cluster = queries.get_cluster("lab")
+    latest = {t.uid: t for t in pushed}
+    assert latest
+    for uid, frame in latest.items():
+        read = queries.pod_timeline(cluster, queries.resolve_pod(cluster, uid=uid)).to_json("lab")
+        assert frame.to_json("lab") == read, uid
+        cited = {k for ivs in read["lanes"].values() for iv in ivs for k in iv["evidence"]}
+        assert cited and not any(k.isdigit() for k in cited)

@@ -40,7 +40,7 @@ from timelines.models import (
     PodDisruptionBudget,
     Workload,
 )
-from timelines.store import text_array
+from timelines.store import int_array, text_array
 
 _M = TypeVar("_M", bound=Model)
 
@@ -82,14 +82,52 @@ def resolve_pod(cluster: Cluster, *, uid: str | None = None, pod_ref: str | None
     return pods[0]
 
 
-def _evidence(ids: list[int]) -> tuple[str, ...]:
-    return tuple(str(i) for i in ids)
+def observation_keys(cluster: Cluster, ids: Iterable[int]) -> dict[int, str]:
+    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the id index of
+    each partition, the primary key on SQLite), however many ids: the ids travel as one array parameter
+    (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
+    stored (dropped by retention) is absent from the answer."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    table = connection.ops.quote_name(Observation._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
+        param: str = int_array(wanted)
+    else:
+        sql = (
+            f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s "
+            "AND id IN (SELECT value FROM json_each(%s))"
+        )
+        param = orjson.dumps(wanted).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [cluster.pk, param])
+        return dict(cursor.fetchall())
+
+
+def evidence_keys(ids: Iterable[int] | None, key_of: Mapping[int, str]) -> tuple[str, ...]:
+    """A stored evidence column (observation ids) as the document cites it: the observations' dedupe keys,
+    sorted (the same event reads the same in any cluster or database; ids differ between them). An id
+    ``key_of`` does not know (an observation retention dropped) is left out: its key is gone with it."""
+    return tuple(sorted({key_of[i] for i in ids or () if i in key_of}))
 
 
 def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
-    """The stored timeline of ``pod``; evidence cites observation ids."""
+    """The stored timeline of ``pod``; evidence cites the observations' dedupe keys (the stored rows hold
+    ids, translated here with one query for the whole document: ``observation_keys``)."""
+    intervals = list(
+        Interval.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("lane", "start", "id")
+    )
+    marker_rows = list(Marker.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("at", "id"))
+    finding_rows = list(
+        Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
+    )
+    key_of = observation_keys(
+        cluster,
+        (i for rows in (intervals, marker_rows, finding_rows) for r in rows for i in r.evidence or ()),
+    )
     lanes: dict[str, list[IntervalT]] = {"worker": [], "api": []}
-    for row in Interval.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("lane", "start", "id"):
+    for row in intervals:
         lanes.setdefault(row.lane, []).append(
             IntervalT(
                 row.lane,
@@ -98,18 +136,26 @@ def pod_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
                 row.end,
                 cast(IntervalSource, row.source),
                 row.attrs,
-                _evidence(row.evidence),
+                evidence_keys(row.evidence, key_of),
             )
         )
     markers = tuple(
-        MarkerT(m.at, cast(MarkerKind, m.kind), m.reason, m.message, m.attrs, _evidence(m.evidence))
-        for m in Marker.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("at", "id")
+        MarkerT(
+            m.at, cast(MarkerKind, m.kind), m.reason, m.message, m.attrs, evidence_keys(m.evidence, key_of)
+        )
+        for m in marker_rows
     )
     findings = tuple(
         FindingT(
-            f.kind, cast(Severity, f.severity), f.message, f.start, f.end, _evidence(f.evidence), f.attrs
+            f.kind,
+            cast(Severity, f.severity),
+            f.message,
+            f.start,
+            f.end,
+            evidence_keys(f.evidence, key_of),
+            f.attrs,
         )
-        for f in Finding.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
+        for f in finding_rows
     )
     owner = {"kind": pod.owner_kind, "name": pod.owner_name, "uid": pod.owner_uid} if pod.owner_kind else None
 
@@ -729,6 +775,19 @@ def observations_by_id(
     cluster: Cluster, ids: Iterable[int], namespaces: set[str] | None
 ) -> list[Observation]:
     qs = _ns_filter(Observation.objects.filter(cluster=cluster, id__in=list(ids)[:1000]), namespaces)
+    return list(qs.order_by("observed_at", "id"))
+
+
+MAX_KEYS = 1000  # observations asked for by key in one request
+
+
+def observations_by_key(
+    cluster: Cluster, keys: Iterable[str], namespaces: set[str] | None
+) -> list[Observation]:
+    """The observations of ``cluster`` with these dedupe keys (what a timeline document cites as
+    evidence), over the ``(cluster, dedupe_key)`` index; at most ``MAX_KEYS``."""
+    wanted = sorted(set(keys))[:MAX_KEYS]
+    qs = _ns_filter(Observation.objects.filter(cluster=cluster, dedupe_key__in=wanted), namespaces)
     return list(qs.order_by("observed_at", "id"))
 
 

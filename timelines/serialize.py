@@ -181,7 +181,7 @@ class PdbBundleDoc(PdbDoc):
     lanes: dict[str, list[IntervalDoc]]
     samples: list[PdbSample]
     covered_pods: list[str]
-    evidence_outside_bundle: int
+    evidence_outside_bundle: int  # cited observations the bundle does not carry (left out of evidence)
 
 
 def _workload_fields(w: Workload) -> dict[str, Any]:
@@ -431,8 +431,8 @@ def node_bundle_doc(
 
 
 class FindingBundleDoc(msgspec.Struct):
-    """A bundle's ``findings`` item: a stored finding of one of its pods or PDBs (evidence: observation ids
-    of the bundle, as strings, as in its pods' timelines; no database id, no cluster)."""
+    """A bundle's ``findings`` item: a stored finding of one of its pods or PDBs (evidence: dedupe keys, as
+    in its pods' timelines; no database id, no cluster)."""
 
     subject: Subject
     subject_name: str

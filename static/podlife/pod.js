@@ -67,18 +67,40 @@ async function draw() {
   renderTimes(tz);
 }
 
-export function highlight(ids) {
+// Evidence arrives two ways: the pod's own document (chart, live frames) cites observations by dedupe key;
+// the findings list and the node / namespace pages link here with observation ids (`?evidence=ID,…`, what
+// their bulk reads carry). A row answers to both: `id="obs-ID"` and `data-key="KEY"`.
+const rowByKey = new Map();
+for (const row of document.querySelectorAll("#observations tr[data-key]")) rowByKey.set(row.dataset.key, row);
+
+function evidenceRow(token) {
+  return rowByKey.get(token) || (/^\d+$/.test(token) ? document.getElementById(`obs-${token}`) : null);
+}
+
+// The `?evidence=` of a selection: a row's id where the page has it (short, what other pages link with),
+// else the key as cited.
+function evidenceParam(tokens) {
+  return tokens.map((t) => { const row = evidenceRow(t); return row ? row.id.slice("obs-".length) : t; }).join(",") || null;
+}
+
+export function highlight(tokens) {
   for (const row of document.querySelectorAll("tr.evidence")) row.classList.remove("evidence");
   let first = null;
-  for (const id of ids) {
-    const row = document.getElementById(`obs-${id}`);
+  const shown = [];
+  for (const token of tokens) {
+    const row = evidenceRow(token);
     if (row) {
       row.classList.add("evidence");
+      shown.push(row.id.slice("obs-".length));
       first = first || row;
     }
   }
   const note = document.getElementById("evidence-note");
-  note.textContent = ids.length ? `evidence: observation${ids.length > 1 ? "s" : ""} ${ids.join(", ")}` : "";
+  const missing = tokens.length - shown.length;
+  note.textContent = tokens.length
+    ? `evidence: observation${shown.length === 1 ? "" : "s"} ${shown.join(", ") || "—"}` +
+      (missing ? ` (${missing} not among this pod's observations)` : "")
+    : "";
   if (first) first.scrollIntoView({ block: "center" });
 }
 
@@ -100,9 +122,9 @@ await draw();
 chart.on("plotly_click", (ev) => {
   const custom = ev.points && ev.points[0] && ev.points[0].customdata;
   if (!custom) return;
-  const ids = custom[1] ? custom[1].split(",") : [];
-  setParams({ evidence: ids.join(",") || null });
-  highlight(ids);
+  const keys = custom[1] ? custom[1].split(",") : [];
+  setParams({ evidence: evidenceParam(keys) });
+  highlight(keys);
   if (custom[2] === "finding") { // zoom to finding
     const [z0, z1] = findingZoom(custom[3], custom[4]);
     setParams({ x0: isoUTC(z0), x1: isoUTC(z1) });

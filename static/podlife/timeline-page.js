@@ -246,7 +246,10 @@ function onClick(ev) {
   const point = ev.points && ev.points[0];
   const custom = point && point.customdata;
   if (!custom || String(custom[0]).startsWith("node:") || String(custom[0]).startsWith("band:")) return;
-  const evidence = custom[1] ? `#obs-${custom[1].split(",")[0]}` : "";
+  // A window read's row cites observation ids (`#obs-ID` anchors the pod page's row); a row a live frame
+  // redrew cites dedupe keys, which the pod page resolves itself (docs/api.md, "Evidence: keys and ids").
+  const first = custom[1] ? custom[1].split(",")[0] : "";
+  const evidence = /^\d+$/.test(first) ? `#obs-${first}` : "";
   const q = new URLSearchParams();
   if (custom[1]) q.set("evidence", custom[1]);
   if (custom[2] === "finding") { // zoom to finding: the pod page opens on its span

@@ -11,6 +11,7 @@ import random
 from datetime import datetime
 from pathlib import Path
 
+import orjson
 import pytest
 from django.core.management import call_command
 
@@ -26,6 +27,7 @@ from timelines.lifecycle.audit_evidence import (
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
+from timelines.models import Observation as ObservationRow
 from timelines.models import Pod
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "audit"
@@ -163,6 +165,38 @@ def test_a_refused_eviction_names_its_budget_and_leaves_the_pod_alive(name: str)
     assert marker.attrs["who"] == "aksService via cluster-autoscaler"
     states = {iv.state for ivs in timeline.lanes.values() for iv in ivs}
     assert not states & {"terminating", "deleted", "cleanup"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_refused_eviction_reads_the_same_in_two_clusters() -> None:
+    """GIVEN AKS's real 429 eviction ingested twice, wrapped in its Azure record into one cluster and as the
+    bare event it holds into another (so the same request is stored as two rows with two ids)
+    WHEN each cluster prints the pod's timeline as podlife.timeline/v2 JSON (``manage.py timeline``)
+    THEN the refusal markers are byte for byte the same, and cite the request by its dedupe key (the
+    auditID's), which both clusters hold, never by a row id."""
+    ingest("aks", str(REAL / AKS))
+    ingest("aksraw", str(REAL / AKS_RAW))
+    markers = {}
+    for cluster in ("aks", "aksraw"):
+        out = io.StringIO()
+        call_command(
+            "timeline",
+            "--cluster",
+            cluster,
+            "--pod",
+            "entity-service-blue/shard-sport2-58ff578d97-gsxxc",
+            "--format",
+            "json",
+            stdout=out,
+        )
+        markers[cluster] = orjson.dumps(orjson.loads(out.getvalue())["markers"])
+    assert markers["aks"] == markers["aksraw"]
+    (marker,) = orjson.loads(markers["aks"])
+    (key,) = marker["evidence"]
+    assert key.startswith("audit:") and marker["reason"] == "EvictionRefused"
+    rows = ObservationRow.objects.filter(dedupe_key=key).values_list("cluster__name", "id")
+    ids = dict(rows)
+    assert set(ids) == {"aks", "aksraw"} and ids["aks"] != ids["aksraw"]
 
 
 def test_variant_drain_two_refusals_then_a_granted_eviction_and_the_kubelet_final_delete() -> None:

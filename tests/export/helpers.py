@@ -24,17 +24,11 @@ def row_counts() -> dict[str, int]:
 
 
 def normalized_pods(bundle: dict[str, Any]) -> dict[str, Any]:
-    """Pods keyed by UID, evidence ids replaced by dedupe keys, the cluster name dropped."""
-    key_of = {str(o["id"]): o["dedupe_key"] for o in bundle["observations"]}
+    """Pods keyed by UID, the cluster name dropped (evidence cites dedupe keys, the same in any database)."""
     out = {}
     for tl in bundle["pods"]:
         tl = orjson.loads(orjson.dumps(tl))
         tl.pop("cluster")
-        for ivs in tl["lanes"].values():
-            for iv in ivs:
-                iv["evidence"] = sorted(key_of[e] for e in iv["evidence"])
-        for item in tl["markers"] + tl["findings"]:
-            item["evidence"] = sorted(key_of[e] for e in item["evidence"])
         out[tl["pod"]["uid"]] = tl
     return out
 

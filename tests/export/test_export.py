@@ -99,11 +99,11 @@ def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):
     }
     assert meta["podlife_version"] and meta["generated_at"].endswith("+00:00")
     assert all(p["schema"] == "podlife.timeline/v2" for p in bundle["pods"])
-    # every evidence reference of a pod resolves to an observation in the bundle
-    ids = {str(o["id"]) for o in bundle["observations"]}
+    # every evidence reference of a pod is the dedupe key of an observation in the bundle
+    keys = {o["dedupe_key"] for o in bundle["observations"]}
     refs = {e for p in bundle["pods"] for ivs in p["lanes"].values() for iv in ivs for e in iv["evidence"]}
     refs |= {e for p in bundle["pods"] for m in p["markers"] + p["findings"] for e in m["evidence"]}
-    assert refs and refs <= ids
+    assert refs and refs <= keys
     # node, PDB and workload sections; the node's snapshot from before the window came along
     (node,) = bundle["nodes"]
     assert [iv["state"] for iv in node["lanes"]["node:cordoned"]] == ["cordoned"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from io import StringIO
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
 from django.core.management import call_command
@@ -134,11 +135,25 @@ def test_node_timeline_window_and_errors(admin_user: Any, lab: Any) -> None:
 
 
 def test_observations_and_diff_endpoints(admin_user: Any, lab: Any) -> None:
+    """GIVEN a pod whose finding cites its observations (the timeline by dedupe key, /findings by id)
+    WHEN the pod's observations are asked for by those keys (``keys=``, repeated) and by those ids
+    THEN both give exactly the cited observations; keys given with ids, or an empty key, is a 400 naming
+    ``keys``; and two observations of the pod diff by id."""
     token, c = token_for("root"), Client()
     status, body = get(c, f"/api/v1/clusters/lab/pods/{UID_KILLED}/timeline", token)
-    ids = body["findings"][0]["evidence"]
-    status, obs = get(c, f"/api/v1/clusters/lab/pods/{UID_KILLED}/observations?ids={','.join(ids)}", token)
-    assert sorted(str(o["id"]) for o in obs["observations"]) == sorted(ids)
+    keys = body["findings"][0]["evidence"]
+    assert keys and all(not k.isdigit() for k in keys)
+    url = f"/api/v1/clusters/lab/pods/{UID_KILLED}/observations"
+    status, obs = get(c, f"{url}?{urlencode([('keys', k) for k in keys])}", token)
+    assert status == 200 and sorted(o["dedupe_key"] for o in obs["observations"]) == sorted(keys)
+    status, listed = get(c, f"/api/v1/findings?kind={body['findings'][0]['kind']}", token)
+    ids = [str(i) for i in listed["findings"][0]["evidence"]]
+    status, by_id = get(c, f"{url}?ids={','.join(ids)}", token)
+    assert sorted(str(o["id"]) for o in by_id["observations"]) == sorted(ids)
+    assert sorted(o["dedupe_key"] for o in by_id["observations"]) == sorted(keys)
+    for bad in (f"ids={ids[0]}&keys={quote(keys[0])}", "keys="):
+        status, err = get(c, f"{url}?{bad}", token)
+        assert status == 400 and err["error"]["param"] == "keys", bad
     pod_ids = [
         o["id"]
         for o in get(c, f"/api/v1/clusters/lab/pods/{UID_KILLED}/observations", token)[1]["observations"]

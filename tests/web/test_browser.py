@@ -8,6 +8,7 @@ as it does in the one-process demo.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -123,4 +124,39 @@ def test_findings_page_leads_to_evidence(
     page.click("#findings a.evidence-link")
     page.wait_for_selector("tr.evidence")
     assert page.locator("tr.evidence").count() >= 1
+    assert page.errors == []
+
+
+def test_pod_page_highlights_evidence_its_document_cites_by_key(
+    live_server_asgi: Any, viewer: Any, browser_page: Any
+) -> None:
+    """GIVEN a pod whose podlife.timeline/v2 document (the chart's data, as live frames) cites its finding's
+    evidence by dedupe key
+    WHEN the finding is clicked on the Gantt, and the page is later opened with those keys as ``?evidence=``
+    (the link a live-updated node page makes)
+    THEN exactly the observation rows with those keys are highlighted both times, and the URL the click
+    leaves carries their observation ids (the short form other pages link with)."""
+    page, base = browser_page, live_server_asgi.url
+    login(page, base, "viewer")
+    page.goto(f"{base}/c/lab/pods/{UID_KILLED}/")
+    page.wait_for_selector("#gantt .main-svg")
+    finding = page.evaluate(
+        "document.getElementById('gantt').data.flatMap((t) => t.customdata || [])"
+        ".find((c) => Array.isArray(c) && c[2] === 'finding')"
+    )
+    keys = sorted(finding[1].split(","))
+    assert keys and not any(k.isdigit() for k in keys)
+    page.evaluate(
+        "(c) => document.getElementById('gantt').emit('plotly_click', {points: [{customdata: c}]})", finding
+    )
+    page.wait_for_selector("tr.evidence")
+    rows = "rows => rows.map(r => [r.id, r.dataset.key])"
+    highlighted = page.locator("tr.evidence").evaluate_all(rows)
+    assert sorted(key for _, key in highlighted) == keys
+    ids = sorted(row_id.removeprefix("obs-") for row_id, _ in highlighted)
+    assert sorted(parse_qs(urlsplit(page.url).query)["evidence"][0].split(",")) == ids
+
+    page.goto(f"{base}/c/lab/pods/{UID_KILLED}/?{urlencode({'evidence': ','.join(keys)})}")
+    page.wait_for_selector("tr.evidence")
+    assert sorted(key for _, key in page.locator("tr.evidence").evaluate_all(rows)) == keys
     assert page.errors == []

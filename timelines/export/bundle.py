@@ -118,7 +118,8 @@ def metadata(resolved: Resolved, *, digest: str, counts: Mapping[str, int]) -> d
         "timeline_schema": TIMELINE_SCHEMA,
         "namespaces": None if resolved.namespaces is None else sorted(resolved.namespaces),
         "counts": dict(counts),
-        "evidence": "evidence lists hold observations[].id values of this bundle, as strings",
+        "evidence": "evidence lists hold observations[].dedupe_key values (sorted; a key may name an "
+        "observation the bundle does not carry)",
         "notes": list(resolved.notes),
         "digest": {"algorithm": "sha256", "over": "observations", "observations_sha256": digest},
     }

@@ -33,7 +33,6 @@ from timelines.lifecycle.observation import InvalidObservation, Observation
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Pod, cluster_name_validator
-from timelines.models import Observation as ObservationRow
 
 
 def max_bytes() -> int:
@@ -233,10 +232,13 @@ def _observations(data: Mapping[str, Any], what: str) -> list[tuple[int, Observa
 
 # --- comparing what was re-derived with what the bundle says ------------------------------------------------
 def _normalized(timeline: Mapping[str, Any], key_of: Mapping[str, str]) -> dict[str, Any]:
-    """A timeline dict with evidence ids replaced by dedupe keys (ids differ between databases)."""
+    """A timeline dict with its evidence as sorted dedupe keys. A bundle written since timeline documents
+    cite keys holds them already; an older bundle cited its own ``observations[].id`` values, which
+    ``key_of`` (bundle id text → key) translates. A dedupe key never reads as a bundle's id (it names its
+    kind, ``pod:…``, ``audit:…``, or is a 40-character digest), so the two cannot be mistaken."""
 
     def ev(items: Iterable[str]) -> list[str]:
-        return sorted(key_of.get(i, f"?{i}") for i in items)
+        return sorted({key_of.get(i, i) for i in items})
 
     out = dict(timeline)
     out.pop("cluster", None)
@@ -268,15 +270,12 @@ def _describe(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
 def compare_pods(
     cluster: Cluster, bundle_pods: list[dict[str, Any]], bundle_key_of: Mapping[str, str]
 ) -> list[str]:
-    """Every pod whose re-derived timeline differs from the bundle's, as one line each."""
-    key_of = {
-        str(i): k for i, k in ObservationRow.objects.filter(cluster=cluster).values_list("id", "dedupe_key")
-    }
+    """Every pod whose re-derived timeline differs from the bundle's, as one line each (the re-derived
+    timelines cite dedupe keys already: ``reads.pod_timelines``)."""
     expected = {tl["pod"]["uid"]: _normalized(tl, bundle_key_of) for tl in bundle_pods}
     pods = list(Pod.objects.filter(cluster=cluster).order_by("namespace", "name", "uid"))
     got = {
-        pod.uid: _normalized(serialize.to_builtins(tl), key_of)
-        for pod, tl in reads.pod_timelines(cluster, pods)
+        pod.uid: _normalized(serialize.to_builtins(tl), {}) for pod, tl in reads.pod_timelines(cluster, pods)
     }
     differences = []
     for uid in sorted(set(expected) | set(got)):

@@ -5,17 +5,19 @@ answer in a few dozen queries. The reads here only fetch rows: every item they g
 of ``timelines/serialize.py`` (``TimelineDoc`` for a pod, built by ``serialize.timeline_doc`` from
 ``IntervalDoc`` / ``MarkerDoc`` / ``FindingDoc``; ``NodeBundleDoc``, ``PdbBundleDoc``,
 ``WorkloadBundleDoc``, ``FindingBundleDoc``), so field names, order, time spelling, lane order and evidence
-ids have one declaration (tests/export/test_export.py holds a pod's to ``queries.pod_timeline(...)
+have one declaration (tests/export/test_export.py holds a pod's to ``queries.pod_timeline(...)
 .to_json()``, the API's). Status samples and node / PDB lanes are ``queries.py``'s reads.
 
 On PostgreSQL the per-pod tables are read with one lateral lookup per UID (``_per_pod_rows``), times come
 as text from ``queries.time_text_sql`` (``to_char``), evidence as the ids' text (``ids_text``) and the
-other JSON columns as text for orjson: no ORM row machinery, no datetime round trip.
+other JSON columns as text for orjson: no ORM row machinery, no datetime round trip. Every evidence list
+of a bundle cites dedupe keys (as the pod document does): the ids a chunk's rows hold are translated with
+one more query for the whole chunk (``_evidence_keys``, ``queries.observation_keys``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -167,16 +169,21 @@ def interval_doc(
 
 def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, TimelineDoc]]:
     """``(pod, its podlife.timeline/v2 document)`` for each of ``pods``, in order, reading ``CHUNK`` pods
-    per query."""
+    per query. Evidence cites dedupe keys, as ``queries.pod_timeline`` does: the stored ids of a chunk
+    are translated with one more query (``queries.observation_keys``)."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
+        interval_rows = list(_interval_rows(cluster, uids))
+        marker_rows = list(_marker_rows(cluster, uids))
+        finding_rows = list(_finding_rows(cluster, uids))
+        keys = _evidence_keys(cluster, (interval_rows, marker_rows, finding_rows))
         lanes: dict[str, dict[str, list[IntervalDoc]]] = {u: {} for u in uids}
-        for uid, lane, state, start, end, source, attrs, evidence in _interval_rows(cluster, uids):
+        for uid, lane, state, start, end, source, attrs, evidence in interval_rows:
             lanes[uid].setdefault(lane, []).append(
-                interval_doc(state, start, end, source, attrs, ids(evidence))
+                interval_doc(state, start, end, source, attrs, keys(evidence))
             )
         markers: dict[str, list[MarkerDoc]] = {u: [] for u in uids}
-        for uid, at, kind, reason, message, attrs, evidence in _marker_rows(cluster, uids):
+        for uid, at, kind, reason, message, attrs, evidence in marker_rows:
             markers[uid].append(
                 MarkerDoc(
                     at=at,
@@ -184,11 +191,11 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     reason=reason,
                     message=message,
                     attrs=_attrs(attrs),
-                    evidence=ids(evidence),
+                    evidence=keys(evidence),
                 )
             )
         findings: dict[str, list[FindingDoc]] = {u: [] for u in uids}
-        for uid, kind, severity, message, start, end, attrs, evidence in _finding_rows(cluster, uids):
+        for uid, kind, severity, message, start, end, attrs, evidence in finding_rows:
             findings[uid].append(
                 FindingDoc(
                     kind=kind,
@@ -196,7 +203,7 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     message=message,
                     start=start,
                     end=end,
-                    evidence=ids(evidence),
+                    evidence=keys(evidence),
                     attrs=_attrs(attrs),
                 )
             )
@@ -207,6 +214,20 @@ def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, 
                     cluster.name, pod, lanes[pod.uid], markers[pod.uid], findings[pod.uid]
                 ),
             )
+
+
+def _evidence_keys(
+    cluster: Cluster, row_sets: Iterable[Sequence[tuple[Any, ...]]]
+) -> Callable[[str | None], list[str]]:
+    """The evidence of rows (their last column: ``ids_text``) as sorted dedupe keys, from ONE query for
+    all of them; an id whose observation is gone (retention) is left out, as ``queries.evidence_keys``."""
+    cited = {i for rows in row_sets for row in rows for i in ids(row[-1])}
+    key_of = {str(i): k for i, k in queries.observation_keys(cluster, map(int, cited)).items()}
+
+    def keys(value: str | None) -> list[str]:
+        return sorted({key_of[i] for i in ids(value) if i in key_of})
+
+    return keys
 
 
 def _interval_rows(cluster: Cluster, uids: list[str]) -> Iterable[tuple[Any, ...]]:
@@ -456,11 +477,17 @@ def _side_lanes(
     how many ids were cut."""
     lanes: dict[str, list[IntervalDoc]] = {}
     dropped: list[int] = []
-    for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
-        cluster.id, since=since, until=until, **subject
-    ).values_list("lane", "state", iso("start"), iso("end"), "source", "attrs", "evidence"):
-        kept = list(map(str, _kept(evidence, included, dropped)))
-        lanes.setdefault(lane, []).append(interval_doc(state, start, end, source, attrs, kept))
+    rows = [
+        (lane, state, start, end, source, attrs, _kept(evidence, included, dropped))
+        for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
+            cluster.id, since=since, until=until, **subject
+        ).values_list("lane", "state", iso("start"), iso("end"), "source", "attrs", "evidence")
+    ]
+    key_of = queries.observation_keys(cluster, (i for *_, kept in rows for i in kept))
+    for lane, state, start, end, source, attrs, kept in rows:
+        lanes.setdefault(lane, []).append(
+            interval_doc(state, start, end, source, attrs, list(queries.evidence_keys(kept, key_of)))
+        )
     return lanes, len(set(dropped))
 
 
@@ -525,7 +552,7 @@ def findings(
         ids_text("evidence"),
     )
 
-    def item(row: tuple[Any, ...], *, cut: bool) -> FindingBundleDoc:
+    def item(row: tuple[Any, ...], keys: Callable[[str | None], list[str]], *, cut: bool) -> FindingBundleDoc:
         (
             fid,
             subject,
@@ -541,9 +568,8 @@ def findings(
             attrs,
             evidence,
         ) = row
-        cited = ids(evidence)
         if cut:
-            cited = [i for i in cited if int(i) in included_side]
+            evidence = ",".join(i for i in ids(evidence) if int(i) in included_side)
         return FindingBundleDoc(
             subject=subject,
             subject_name=subject_name,
@@ -556,7 +582,7 @@ def findings(
             start=start,
             end=end,
             attrs=_attrs(attrs),
-            evidence=cited,
+            evidence=keys(evidence),
         )
 
     for chunk in chunks(pod_uids):
@@ -577,19 +603,24 @@ def findings(
                 .order_by("pod_uid", "start", "kind", "id")
                 .values_list(*fields)
             )
+        rows = list(rows)
+        keys = _evidence_keys(cluster, [rows])
         for row in rows:
             seen.add(row[0])
-            yield item(row, cut=row[1] != "pod")
+            yield item(row, keys, cut=row[1] != "pod")
     if pdb_uids:
         q = Q()
         for uid in pdb_uids:
             q |= Q(attrs__pdb_uid=uid)
-        for row in (
-            Finding.objects.filter(
+        rows = [
+            row
+            for row in Finding.objects.filter(
                 queries.overlapping(since, until), q, cluster=cluster, subject="pdb", pod_uid=None
             )
             .order_by("start", "kind", "id")
             .values_list(*fields)
-        ):
-            if row[0] not in seen:
-                yield item(row, cut=True)
+            if row[0] not in seen
+        ]
+        keys = _evidence_keys(cluster, [rows])
+        for row in rows:
+            yield item(row, keys, cut=True)

@@ -31,6 +31,15 @@ Source = Annotated[
 ]
 MarkerKind = Annotated[str, msgspec.Meta(extra_json_schema={"enum": sorted(MARKER_KINDS)})]
 SeverityName = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(SEVERITIES)})]
+# What a timeline row cites: its observations' dedupe keys (content-derived, so the same event reads the
+# same in any cluster or database), sorted.
+Evidence = Annotated[
+    list[str],
+    msgspec.Meta(
+        description="dedupe keys of the observations behind this item, sorted "
+        "(raw lines: /clusters/C/pods/UID/observations?keys=KEY)"
+    ),
+]
 
 
 def check_times(doc: msgspec.Struct, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
@@ -61,7 +70,7 @@ class IntervalDoc(msgspec.Struct):
     end: Time | None
     source: Source
     attrs: dict[str, Any] = {}
-    evidence: list[str] = []
+    evidence: Evidence = []
 
     def __post_init__(self) -> None:
         _one_of("source", self.source, sorted(INTERVAL_SOURCES))
@@ -76,7 +85,7 @@ class MarkerDoc(msgspec.Struct):
     reason: str
     message: str
     attrs: dict[str, Any] = {}
-    evidence: list[str] = []
+    evidence: Evidence = []
 
     def __post_init__(self) -> None:
         _one_of("kind", self.kind, sorted(MARKER_KINDS))
@@ -91,7 +100,7 @@ class FindingDoc(msgspec.Struct):
     message: str
     start: Time
     end: Time | None
-    evidence: list[str] = []
+    evidence: Evidence = []
     attrs: dict[str, Any] = {}
 
     def __post_init__(self) -> None:

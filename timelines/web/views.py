@@ -267,6 +267,8 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     fresh = freshness.pod_freshness(c, p, namespaces=access.namespace_filter(c))
     observations = queries.pod_observations(c, p)
     by_id = {o.id: o for o in observations}
+    # The document cites dedupe keys; the table's rows are anchored by id (``#obs-ID``, ``?evidence=``).
+    id_of = {o.dedupe_key: o.id for o in observations}
     diff = None
     a, b = request.GET.get("a", ""), request.GET.get("b", "")
     if a.isdigit() and b.isdigit() and int(a) in by_id and int(b) in by_id:
@@ -279,7 +281,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     findings = [
         {
             **f,
-            "evidence_ids": [int(e) for e in f["evidence"] if str(e).isdigit()],
+            "evidence_ids": sorted(id_of[k] for k in f["evidence"] if k in id_of),
             "zoom": finding_zoom(f["start"], f["end"] or timeline["pod"].get("last_observed") or f["start"]),
             # A finding still open, or lasting past the newest kubelet evidence, may change when it arrives.
             "waits_for_kubelet": bool(pending and (not f["end"] or f["end"] >= pending)),
@@ -304,7 +306,10 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "pod": p,
         "timeline": timeline,
         "findings": findings,
-        "markers": timeline["markers"],
+        "markers": [
+            {**m, "evidence_links": [{"key": k, "id": id_of.get(k)} for k in m["evidence"]]}
+            for m in timeline["markers"]
+        ],
         "observations": [
             {"row": o, "at": format_time(o.observed_at), "summary": _summary(o)} for o in observations
         ],

@@ -180,14 +180,29 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _obj({"pods": {"type": "array", "items": _ref("PodRowDoc")}}),
         ),
         "/clusters/{cluster}/pods/{uid}/timeline": _get(
-            f"One pod's timeline, exactly {TIMELINE_SCHEMA}", [CLUSTER, pod_uid], _ref("TimelineDoc")
+            f"One pod's timeline, exactly {TIMELINE_SCHEMA}",
+            [CLUSTER, pod_uid],
+            _ref("TimelineDoc"),
+            "Evidence (of intervals, markers and findings) cites observations by dedupe key, the same for the "
+            "same event in any cluster or database: fetch them with `observations?keys=`.",
         ),
         "/clusters/{cluster}/pods/{uid}/observations": _get(
-            "The raw observations of a pod (the evidence ids of intervals, markers and findings)",
+            "The raw observations of a pod (the evidence of its intervals, markers and findings)",
             [
                 CLUSTER,
                 pod_uid,
-                _param("ids", "query", "Comma-separated observation ids; default all."),
+                _param(
+                    "ids",
+                    "query",
+                    "Comma-separated observation ids (what the window reads and /findings cite); default all.",
+                ),
+                _param(
+                    "keys",
+                    "query",
+                    "An observation's dedupe key (what the pod timeline cites), one a parameter, repeated "
+                    "(`keys=K1&keys=K2`: a key may hold a comma); at most 1000, not with `ids`.",
+                    {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}},
+                ),
                 _param("limit", "query", "1-20000, default 5000.", {"type": "integer"}),
             ],
             _obj({"observations": {"type": "array", "items": _ref("ObservationDoc")}}),

@@ -275,7 +275,14 @@ def pod_observations(request: HttpRequest, access: Access, cluster: str, uid: st
     c = readable_cluster(access, cluster)
     pod = readable_pod(access, c, uid)
     ids_text = request.GET.get("ids", "")
-    if ids_text:
+    keys = request.GET.getlist("keys")
+    if keys:
+        rows = [
+            o
+            for o in queries.observations_by_key(c, parse_keys(keys, ids_text), None)
+            if o.pod_uid == pod.uid
+        ]
+    elif ids_text:
         if not all(x.strip().isdigit() for x in ids_text.split(",")):
             raise ApiError(400, f"ids {ids_text!r} must be comma-separated observation ids", param="ids")
         rows = [
@@ -286,6 +293,22 @@ def pod_observations(request: HttpRequest, access: Access, cluster: str, uid: st
     else:
         rows = queries.pod_observations(c, pod, limit=parse_limit(request, 5000, 20000))
     return {"cluster": c.name, "pod_uid": pod.uid, "observations": [observation_json(o) for o in rows]}
+
+
+def parse_keys(keys: list[str], ids_text: str) -> list[str]:
+    """``keys`` (one dedupe key a parameter, repeated: a key may hold any character, commas too), checked."""
+    if ids_text:
+        raise ApiError(400, "keys: give ids or keys, not both", param="keys")
+    if len(keys) > queries.MAX_KEYS:
+        raise ApiError(400, f"keys: at most {queries.MAX_KEYS} dedupe keys, got {len(keys)}", param="keys")
+    for key in keys:
+        if not key or len(key) > 200:
+            raise ApiError(
+                400,
+                f"keys {key[:60]!r} must be an observation's dedupe key (1 to 200 characters)",
+                param="keys",
+            )
+    return keys
 
 
 def observation_json(o: Any) -> serialize.ObservationDoc:
