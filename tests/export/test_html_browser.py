@@ -162,7 +162,8 @@ def test_html_export_draws_with_the_pages_gantt_js_as_static_serves_it(
     THEN its one module script begins with gantt.js byte for byte, the import map resolves gantt.js's
     ./common.js to common.js byte for byte (with its SRI hash), the CSP allows exactly the page's scripts
     and common.js by hash (no inline wildcard, no data: or blob: source); and a gantt.js changed in static/
-    is what the next export holds (read at export time: one renderer, not a copy)."""
+    is what the next export holds (read at export time: one renderer, not a copy), while a common.js that
+    imports another module is refused (it could not resolve from a data: URL)."""
     text = html_file.read_text()
     gantt, common = (STATIC / "gantt.js").read_text(), (STATIC / "common.js").read_bytes()
     scripts = _inline_scripts(text)
@@ -187,6 +188,10 @@ def test_html_export_draws_with_the_pages_gantt_js_as_static_serves_it(
     buf = io.BytesIO()
     export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "html", buf)
     assert b"// changed in static/ after the last export\n" in buf.getvalue()
+    # A module gantt.js imports may not import another: from a data: URL that could not resolve offline.
+    (changed / "common.js").write_bytes(common + b'export { other } from "./other.js";\n')
+    with pytest.raises(RuntimeError, match="common.js imports another module"):
+        export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "html", io.BytesIO())
 
 
 def _duration_seconds(line: str) -> float | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -80,18 +81,32 @@ def _inlinable(path: Path) -> bytes:
     return code
 
 
+# A static import of a module next to the importer: `... from "./name.js"` (also `export ... from`).
+RELATIVE_IMPORT = re.compile(rb"""\bfrom\s*["'](\./[\w.-]+\.js)["']""")
+
+
 def app_js() -> tuple[bytes, bytes, str]:
     """The inline module (gantt.js as it is in static/, then the export's page code) and its CSP hash; and
-    the import map that resolves gantt.js's ``./common.js`` to common.js as it is in static/, with its
-    CSP hash. Read at every export, so the file holds the renderer the pages serve at that moment."""
-    module = _inlinable(STATIC / "gantt.js") + b"\n" + _inlinable(TEMPLATES / "incident.js")
-    common = (STATIC / "common.js").read_bytes()
-    url = "data:text/javascript;base64," + base64.b64encode(common).decode()
-    integrity = _csp_hash(common).strip("'")
-    importmap = orjson.dumps({"imports": {"./common.js": url}, "integrity": {url: integrity}})
-    # The module's hash, the import map's, and common.js's (a hash source allows a fetched script whose
-    # integrity metadata it matches: CSP 3, "external scripts with hash").
-    return module, importmap, f"{_csp_hash(module)} {_csp_hash(importmap)} '{integrity}'"
+    the import map that resolves each module gantt.js imports (``./common.js``) to that file as it is in
+    static/, with its SRI hash, plus those hashes. Read at every export, so the file holds the renderer the
+    pages serve at that moment."""
+    gantt = _inlinable(STATIC / "gantt.js")
+    module = gantt + b"\n" + _inlinable(TEMPLATES / "incident.js")
+    imports: dict[str, str] = {}
+    integrity: dict[str, str] = {}
+    for specifier in sorted({m.decode() for m in RELATIVE_IMPORT.findall(module)}):
+        code = (STATIC / specifier).read_bytes()
+        if RELATIVE_IMPORT.search(code):
+            # A data: URL is no base for a relative specifier: such an import could not resolve offline.
+            raise RuntimeError(f"{STATIC / specifier} imports another module and cannot be inlined as data:")
+        url = "data:text/javascript;base64," + base64.b64encode(code).decode()
+        imports[specifier] = url
+        integrity[url] = _csp_hash(code).strip("'")
+    importmap = orjson.dumps({"imports": imports, "integrity": integrity})
+    # The module's hash, the import map's, and each imported file's (a hash source allows a fetched script
+    # whose integrity metadata it matches: CSP 3, "external scripts with hash").
+    hashes = [_csp_hash(module), _csp_hash(importmap), *(f"'{h}'" for h in integrity.values())]
+    return module, importmap, " ".join(hashes)
 
 
 def _rows(lane: str, intervals: list[dict[str, Any]]) -> list[list[Any]]:
