@@ -19,6 +19,7 @@ import * as podlifeCommon from "./common.js";
   const since = toMicros(meta.since);
   const until = toMicros(meta.until);
   const chart = document.getElementById("gantt");
+  document.getElementById("no-chart").remove(); // shown only where this module cannot run
   let tz = zoneParam(); // UTC, or ?tz=local / ?tz=Area/City in the file's URL, as on the pages
   let view = null; // the zoomed span [x0, x1] in µs, else the stretch where something happened
 

@@ -99,6 +99,7 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
         rows = page.locator("#findings tr").count()
         modebar = page.locator("#gantt .modebar-btn").count()
         cloud = page.locator('#gantt .modebar-btn[data-title^="Share chart"]').count()
+        apology = page.locator("#no-chart").count()
     finally:
         browser.close()
         p.stop()
@@ -114,6 +115,7 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
     assert injected == 0
     assert rows == len(data["findings"]) + 1  # header row
     assert modebar > 0 and cloud == 0  # no button sends the incident to Plotly's cloud
+    assert apology == 0  # the "could not draw" note is for browsers that cannot run the module
 
 
 def test_html_bundle_inlines_plotly_and_escapes_the_data_block(html_file):
@@ -314,7 +316,8 @@ def test_html_export_rows_in_time_order_labels_beside_bars_hover_with_duration_i
 def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
     """GIVEN the HTML bundle of one pod (web-b: deleted during setup, with findings, events, kubelet lines)
     WHEN Chromium opens it offline
-    THEN the page and its heading are titled by the pod's namespace/name, and its one row is labelled so."""
+    THEN the page and its heading are titled by the pod's namespace/name, and its one row is labelled so;
+    in a browser that runs no script the page says why it shows no chart."""
     from tests.export.conftest import uid_for
 
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -327,10 +330,15 @@ def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
         heading = page.locator("#title").text_content()
         title = page.title()
         ticks = page.locator("#gantt g.ytick text").all_text_contents()
+        # Where the module cannot run (here: no script at all), the page says why there is no chart.
+        still = browser.new_context(offline=True, java_script_enabled=False).new_page()
+        still.goto(path.as_uri(), wait_until="load")
+        apology = still.locator("#no-chart").text_content()
     finally:
         browser.close()
         p.stop()
     assert attempted == [] and errors == []
+    assert "import maps" in apology and "JSON bundle" in apology
     assert heading == "Pod shop/web-b"
     assert title.startswith("Pod shop/web-b ·")
     assert ticks == ["shop/web-b"]

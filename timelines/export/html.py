@@ -6,7 +6,7 @@ appended in the same inline module (an inline module's exports cannot be importe
 share its scope). gantt.js imports ``./common.js``; an import map resolves that to a ``data:`` URL of
 ``static/podlife/common.js``, byte for byte too, with its SRI hash (the import map's ``integrity``), which
 the Content-Security-Policy lists: no ``data:`` wildcard, nothing fetched. Needs a browser with import
-maps and their ``integrity`` (Chrome 127, Firefox 138, Safari 18).
+maps and their ``integrity`` (Chromium 127 and later); elsewhere the page says it could not draw.
 
 Inside: ``templates/export/incident.html`` (the page), the data as JSON in a ``<script
 type="application/json">`` block, the import map, the partial plotly.js bundle
