@@ -8,7 +8,7 @@
 import * as podlifeCommon from "./common.js";
 
 {
-  const { PLOT_CONFIG, axisValue, display, duration, fromDisplay, renderTimes, toMicros, zoneParam } = podlifeCommon;
+  const { PLOT_CONFIG, axisValue, display, duration, fromDisplay, getParams, renderTimes, toMicros, zoneParam } = podlifeCommon;
   const data = JSON.parse(document.getElementById("incident-data").textContent);
   const meta = data.meta;
   const pods = data.pods || [];
@@ -20,7 +20,18 @@ import * as podlifeCommon from "./common.js";
   const until = toMicros(meta.until);
   const chart = document.getElementById("gantt");
   document.getElementById("no-chart").remove(); // shown only where this module cannot run
-  let tz = zoneParam(); // UTC, or ?tz=local / ?tz=Area/City in the file's URL, as on the pages
+  // The zone the exporter's page showed (meta.tz), unless the file's URL names one (?tz=local,
+  // ?tz=Area/City, as on the pages); the switch goes through UTC, local time and that zone.
+  const known = (zone) => {
+    try {
+      return zone === "utc" || zone === "local" || !!new Intl.DateTimeFormat("en-US", { timeZone: zone });
+    } catch {
+      return false; // a name this browser's zone data lacks: UTC, as zoneParam does
+    }
+  };
+  const exporters = meta.tz && known(meta.tz) ? meta.tz : "utc";
+  let tz = getParams().get("tz") ? zoneParam() : exporters;
+  const zones = [...new Set(["utc", "local", exporters, tz])];
   let view = null; // the zoomed span [x0, x1] in µs, else the stretch where something happened
 
   const title = (p) => `${p.namespace}/${p.name || p.uid}`;
@@ -76,10 +87,10 @@ import * as podlifeCommon from "./common.js";
     chart.appendChild(none);
     renderTimes(tz);
   }
-  // The pages' switch: UTC → local → UTC (a zone named with ?tz= goes back to UTC). The file's URL is left
-  // as it is: a file opened from disk has no page state to share.
+  // The pages' switch, with the exporter's zone kept in the round. The file's URL is left as it is: a file
+  // opened from disk has no page state to share.
   document.getElementById("tz-toggle").addEventListener("click", () => {
-    tz = tz === "utc" ? "local" : "utc";
+    tz = zones[(zones.indexOf(tz) + 1) % zones.length];
     if (rows.length) draw();
     else renderTimes(tz);
   });

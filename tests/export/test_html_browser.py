@@ -342,3 +342,42 @@ def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
     assert heading == "Pod shop/web-b"
     assert title.startswith("Pod shop/web-b ·")
     assert ticks == ["shop/web-b"]
+
+
+def test_html_export_opens_in_the_exporters_zone_and_the_switch_keeps_it(source_cluster, tmp_path):
+    """GIVEN the HTML bundle of node-a exported by someone whose page showed Asia/Tokyo (UTC+09:00)
+    WHEN a reader in Asia/Kolkata (UTC+05:30) opens it and presses the zone switch three times
+    THEN it opens in Tokyo time, then shows UTC, the reader's local time, and Tokyo time again."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    buf = io.BytesIO()
+    export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "html", buf, tz="Asia/Tokyo")
+    path = tmp_path / "tokyo.html"
+    path.write_bytes(buf.getvalue())
+    p, browser, page, attempted, dialogs, errors = _open_offline(sync_api, path, timezone_id="Asia/Kolkata")
+    seen: list[tuple[str, str]] = []
+    try:
+        for click in range(4):
+            if click:
+                page.click("#tz-toggle")
+                page.wait_for_function(
+                    "(before) => document.getElementById('tz-toggle').textContent !== before", arg=seen[-1][1]
+                )
+            seen.append(
+                (
+                    page.locator("header span[data-time]").first.text_content(),
+                    page.locator("#tz-toggle").text_content(),
+                )
+            )
+    finally:
+        browser.close()
+        p.stop()
+    assert attempted == [] and errors == []
+    since = SINCE.replace(tzinfo=None)
+    hours = [timedelta(hours=9), timedelta(0), timedelta(hours=5, minutes=30), timedelta(hours=9)]
+    assert [_wall(text) for text, _ in seen] == [since + h for h in hours], seen
+    assert (
+        "Asia/Tokyo" in seen[0][1]
+        and "UTC" in seen[1][1]
+        and "local" in seen[2][1]
+        and "Asia/Tokyo" in seen[3][1]
+    )

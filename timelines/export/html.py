@@ -148,7 +148,7 @@ def export_title(resolved: Resolved) -> str:
     return resolved.scope.label()
 
 
-def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterator[bytes]:
+def iter_html(resolved: Resolved, *, progress: Progress | None = None, tz: str = "utc") -> Iterator[bytes]:
     counter = _Counter(progress or _quiet, len(resolved.pods) + 1)
     plotly_code, plotly_hash = plotly_js()
     module, importmap, module_hashes = app_js()
@@ -162,6 +162,7 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterat
         "podlife_version": podlife_version(),
         "notes": resolved.notes,
         "title": export_title(resolved),
+        "tz": tz,  # the zone the file opens in: the exporter's (scope.parse_zone)
     }
     page = get_template("export/incident.html").render(
         {
