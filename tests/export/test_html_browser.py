@@ -8,6 +8,7 @@ import hashlib
 import io
 import os
 import re
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -48,17 +49,14 @@ def html_file(source_cluster, tmp_path) -> Path:
     return path
 
 
-def _open_offline(sync_api, path: Path, *, query: str = "", timezone_id: str | None = None):  # type: ignore[no-untyped-def]
-    """Chromium on ``path`` with every request but the file itself blocked and recorded; returns the
-    browser, the page, the attempted requests, the dialogs and the console errors and page errors."""
+@contextmanager
+def _open_offline(sync_api, path: Path, *, timezone_id: str | None = None):  # type: ignore[no-untyped-def]
+    """Chromium on ``path`` (drawn) with every request but the file itself blocked and recorded: yields the
+    browser, the page, the attempted requests, the dialogs, and the console errors and page errors."""
     file_url = path.as_uri()
     attempted: list[str] = []
     dialogs: list[str] = []
     errors: list[str] = []
-    p = sync_api.sync_playwright().start()
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    context = browser.new_context(offline=True, timezone_id=timezone_id)
-    page = context.new_page()
 
     def route(r):  # type: ignore[no-untyped-def]
         if r.request.url.split("?")[0] == file_url:
@@ -67,14 +65,26 @@ def _open_offline(sync_api, path: Path, *, query: str = "", timezone_id: str | N
             attempted.append(r.request.url)
             r.abort()
 
-    page.route("**/*", route)
-    page.on("request", lambda req: None if req.url.split("?")[0] == file_url else attempted.append(req.url))
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(file_url + query, wait_until="load")
-    page.wait_for_selector("#gantt[data-drawn] .main-svg", timeout=20_000)
-    return p, browser, page, attempted, dialogs, errors
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_context(offline=True, timezone_id=timezone_id).new_page()
+            page.route("**/*", route)
+            page.on(
+                "request",
+                lambda req: None if req.url.split("?")[0] == file_url else attempted.append(req.url),
+            )
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(file_url, wait_until="load")
+            try:
+                page.wait_for_selector("#gantt[data-drawn] .main-svg", timeout=20_000)
+            except sync_api.TimeoutError:
+                raise AssertionError(f"the chart was not drawn; errors: {errors}") from None
+            yield browser, page, attempted, dialogs, errors
+        finally:
+            browser.close()
 
 
 def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(html_file):
@@ -83,8 +93,7 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
     THEN no other request is attempted, no dialog opens, the Gantt has a bar for every worker interval,
     and the hostile name shows as plain text in the axis and the summary table."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    p, browser, page, attempted, dialogs, errors = _open_offline(sync_api, html_file)
-    try:
+    with _open_offline(sync_api, html_file) as (browser, page, attempted, dialogs, errors):
         page.wait_for_timeout(300)
         data = page.evaluate("JSON.parse(document.getElementById('incident-data').textContent)")
         # Bars of the intervals (the finding bands are a bar trace of their own, named "finding").
@@ -100,9 +109,6 @@ def test_html_bundle_renders_offline_with_no_request_and_no_script_injection(htm
         modebar = page.locator("#gantt .modebar-btn").count()
         cloud = page.locator('#gantt .modebar-btn[data-title^="Share chart"]').count()
         apology = page.locator("#no-chart").count()
-    finally:
-        browser.close()
-        p.stop()
     worker = sum(1 for pod in data["pods"] for iv in pod["intervals"] if iv[0] == "worker")
     assert attempted == []
     assert dialogs == []
@@ -238,10 +244,13 @@ def test_html_export_rows_in_time_order_labels_beside_bars_hover_with_duration_i
     (+05:30); nothing is requested, nothing is logged as an error. A ?tz=Area/City in the file's URL
     opens in that zone, as on the pages."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    p, browser, page, attempted, dialogs, errors = _open_offline(
-        sync_api, html_file, timezone_id="Asia/Kolkata"
-    )
-    try:
+    with _open_offline(sync_api, html_file, timezone_id="Asia/Kolkata") as (
+        browser,
+        page,
+        attempted,
+        dialogs,
+        errors,
+    ):
         data = page.evaluate("JSON.parse(document.getElementById('incident-data').textContent)")
         geometry = page.evaluate(GEOMETRY)
         pitch = abs(geometry["ticks"][1]["y"] - geometry["ticks"][0]["y"])
@@ -276,9 +285,6 @@ def test_html_export_rows_in_time_order_labels_beside_bars_hover_with_duration_i
         page.goto(html_file.as_uri() + "?tz=America/New_York", wait_until="load")
         page.wait_for_selector("#gantt[data-drawn] .main-svg", timeout=20_000)
         since_new_york = page.locator("header span[data-time]").first.text_content()
-    finally:
-        browser.close()
-        p.stop()
     assert attempted == [] and dialogs == [] and errors == []
 
     def first_start(pod: dict) -> datetime:
@@ -325,8 +331,7 @@ def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
     export_incident(source_cluster, Scope.one("pods", uid_for("web-b")), SINCE, UNTIL, "html", buf)
     path = tmp_path / "pod.html"
     path.write_bytes(buf.getvalue())
-    p, browser, page, attempted, dialogs, errors = _open_offline(sync_api, path)
-    try:
+    with _open_offline(sync_api, path) as (browser, page, attempted, dialogs, errors):
         heading = page.locator("#title").text_content()
         title = page.title()
         ticks = page.locator("#gantt g.ytick text").all_text_contents()
@@ -334,9 +339,6 @@ def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
         still = browser.new_context(offline=True, java_script_enabled=False).new_page()
         still.goto(path.as_uri(), wait_until="load")
         apology = still.locator("#no-chart").text_content()
-    finally:
-        browser.close()
-        p.stop()
     assert attempted == [] and errors == []
     assert "import maps" in apology and "JSON bundle" in apology
     assert heading == "Pod shop/web-b"
@@ -353,9 +355,14 @@ def test_html_export_opens_in_the_exporters_zone_and_the_switch_keeps_it(source_
     export_incident(source_cluster, Scope.one("node", "node-a"), SINCE, UNTIL, "html", buf, tz="Asia/Tokyo")
     path = tmp_path / "tokyo.html"
     path.write_bytes(buf.getvalue())
-    p, browser, page, attempted, dialogs, errors = _open_offline(sync_api, path, timezone_id="Asia/Kolkata")
     seen: list[tuple[str, str]] = []
-    try:
+    with _open_offline(sync_api, path, timezone_id="Asia/Kolkata") as (
+        browser,
+        page,
+        attempted,
+        dialogs,
+        errors,
+    ):
         for click in range(4):
             if click:
                 page.click("#tz-toggle")
@@ -368,9 +375,6 @@ def test_html_export_opens_in_the_exporters_zone_and_the_switch_keeps_it(source_
                     page.locator("#tz-toggle").text_content(),
                 )
             )
-    finally:
-        browser.close()
-        p.stop()
     assert attempted == [] and errors == []
     since = SINCE.replace(tzinfo=None)
     hours = [timedelta(hours=9), timedelta(0), timedelta(hours=5, minutes=30), timedelta(hours=9)]
