@@ -2,9 +2,10 @@
 // one inline module, so the Gantt is drawn by the pages' renderer: buildFigure and unknownBounds below are
 // gantt.js's, in scope. Everything of this file sits in a block (its names cannot clash with gantt.js's)
 // but the import, whose name is unlikely to be one gantt.js ever declares.
-// The rows are built as the node and namespace pages build them (static/podlife/timeline-page.js): one
-// row a pod, in time order (first start), its worker lane (the API lane for a pod with none). Text goes
-// into the DOM with textContent only; gantt.js escapes what it hands to Plotly.
+// The rows are built as the node and namespace pages build them (static/podlife/timeline-page.js): a row
+// a pod, in time order (first start), its worker lane (the API lane for a pod with none); one pod's as
+// its pod page builds them (static/podlife/pod.js): a row a lane, then its events and kubelet lines.
+// Text goes into the DOM with textContent only; gantt.js escapes what it hands to Plotly.
 import * as podlifeCommon from "./common.js";
 
 {
@@ -35,10 +36,11 @@ import * as podlifeCommon from "./common.js";
   let view = null; // the zoomed span [x0, x1] in µs, else the stretch where something happened
 
   const title = (p) => `${p.namespace}/${p.name || p.uid}`;
+  // An interval as gantt.js takes it: its last member the hover's note on unknown bounds (as pod.js).
+  const withNote = ([lane, state, s, e, source, evidence, attrs]) => [lane, state, s, e, source, evidence, unknownBounds(attrs || {})];
   const rows = pods.map((p) => {
     const worker = p.intervals.filter((iv) => iv[0] === "worker");
-    const drawn = worker.length ? worker : p.intervals.filter((iv) => iv[0] === "api");
-    const intervals = drawn.map(([lane, state, s, e, source, evidence, attrs]) => [lane, state, s, e, source, evidence, unknownBounds(attrs || {})]);
+    const intervals = (worker.length ? worker : p.intervals.filter((iv) => iv[0] === "api")).map(withNote);
     const starts = intervals.map((iv) => toMicros(iv[2]));
     return {
       ...p, key: p.uid, label: title(p), title: title(p), intervals,
@@ -46,11 +48,24 @@ import * as podlifeCommon from "./common.js";
     };
   });
   rows.sort((a, b) => a.first - b.first || a.label.localeCompare(b.label));
+  // One pod is drawn as its pod page draws it (static/podlife/pod.js): a row a lane, its findings on the
+  // first, then a row of its events and kubelet lines if it has any.
+  function podRows(p) {
+    const out = [];
+    for (const lane of ["worker", "api"]) {
+      const intervals = p.intervals.filter((iv) => iv[0] === lane).map(withNote);
+      if (intervals.length) out.push({ key: lane, label: lane, title: title(p), intervals, markers: [], findings: [], last_observed: p.last_observed });
+    }
+    const markers = { key: "markers", label: "events / kubelet", title: "markers", intervals: [], markers: p.markers, findings: [] };
+    (out[0] || markers).findings = p.findings;
+    return p.markers.length || !out.length ? [...out, markers] : out; // no empty row (Plotly leaves it out)
+  }
+  const drawn = pods.length === 1 ? podRows(pods[0]) : rows;
 
   // Open on the stretch where something happened (the window can be hours around a minute of activity).
   let lo = Infinity, hi = -Infinity;
   const see = (t) => { const v = toMicros(t); if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } };
-  for (const r of rows) {
+  for (const r of drawn) {
     for (const iv of r.intervals) { see(iv[2]); see(iv[3] || r.last_observed); }
     for (const m of r.markers) see(m[0]);
   }
@@ -62,7 +77,7 @@ import * as podlifeCommon from "./common.js";
 
   function draw() {
     const [x0, x1] = view || [lo, hi];
-    const fig = buildFigure(rows, cfg, {
+    const fig = buildFigure(drawn, cfg, {
       tz, windowEnd: until, x0: view && x0, x1: view && x1, viewUs: x1 - x0, plotPx: chart.clientWidth - 200,
     });
     if (!view) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
@@ -70,7 +85,7 @@ import * as podlifeCommon from "./common.js";
     return window.Plotly.react(chart, fig.data, fig.layout, { ...PLOT_CONFIG, scrollZoom: true });
   }
 
-  if (rows.length) {
+  if (drawn.length) {
     draw().then(() => {
       chart.on("plotly_relayout", (ev) => {
         if (ev["xaxis.autorange"]) view = null;
@@ -91,7 +106,7 @@ import * as podlifeCommon from "./common.js";
   // opened from disk has no page state to share.
   document.getElementById("tz-toggle").addEventListener("click", () => {
     tz = zones[(zones.indexOf(tz) + 1) % zones.length];
-    if (rows.length) draw();
+    if (drawn.length) draw();
     else renderTimes(tz);
   });
   document.getElementById("notes").textContent = (meta.notes || []).join(" · ");

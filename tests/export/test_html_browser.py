@@ -320,30 +320,40 @@ def test_html_export_rows_in_time_order_labels_beside_bars_hover_with_duration_i
 
 
 def test_one_pod_html_export_is_titled_by_the_pod(source_cluster, tmp_path):
-    """GIVEN the HTML bundle of one pod (web-b: deleted during setup, with findings, events, kubelet lines)
+    """GIVEN the HTML bundle of one pod (web-c: a crash loop, with findings and events)
     WHEN Chromium opens it offline
-    THEN the page and its heading are titled by the pod's namespace/name, and its one row is labelled so;
+    THEN the page and its heading are titled by the pod's namespace/name, and it is drawn as its pod page
+    draws it: a row a lane, then a row of its events and kubelet lines, each lane's bars on its own row;
     in a browser that runs no script the page says why it shows no chart."""
     from tests.export.conftest import uid_for
 
     sync_api = pytest.importorskip("playwright.sync_api")
     buf = io.BytesIO()
-    export_incident(source_cluster, Scope.one("pods", uid_for("web-b")), SINCE, UNTIL, "html", buf)
+    export_incident(source_cluster, Scope.one("pods", uid_for("web-c")), SINCE, UNTIL, "html", buf)
     path = tmp_path / "pod.html"
     path.write_bytes(buf.getvalue())
     with _open_offline(sync_api, path) as (browser, page, attempted, dialogs, errors):
         heading = page.locator("#title").text_content()
         title = page.title()
         ticks = page.locator("#gantt g.ytick text").all_text_contents()
+        lanes = page.evaluate(
+            """() => { const out = {};
+              for (const t of document.getElementById("gantt").data)
+                for (let i = 0; i < (t.customdata || []).length; i++)
+                  if (t.type === "bar" && t.customdata[i][2] !== "pending") (out[t.y[i]] ||= []).push(t.customdata[i][2]);
+              return out; }"""
+        )
+        lanes = {int(y): set(names) for y, names in lanes.items()}
         # Where the module cannot run (here: no script at all), the page says why there is no chart.
         still = browser.new_context(offline=True, java_script_enabled=False).new_page()
         still.goto(path.as_uri(), wait_until="load")
         apology = still.locator("#no-chart").text_content()
     assert attempted == [] and errors == []
     assert "import maps" in apology and "JSON bundle" in apology
-    assert heading == "Pod shop/web-b"
-    assert title.startswith("Pod shop/web-b ·")
-    assert ticks == ["shop/web-b"]
+    assert heading == "Pod shop/web-c"
+    assert title.startswith("Pod shop/web-c ·")
+    assert ticks == ["worker", "api", "events / kubelet"]
+    assert lanes == {0: {"worker"}, 1: {"api"}}, lanes
 
 
 def test_html_export_opens_in_the_exporters_zone_and_the_switch_keeps_it(source_cluster, tmp_path):
