@@ -96,7 +96,7 @@ def test_html_export_opens_in_the_zone_the_exporter_picked(client, admin, source
         "/c/src/export/jobs", {"node": "node-a", **WINDOW, "format": "html", "tz": "Asia/Tokyo"}
     ).json()
     assert _html_meta(body(client.get(job["download_url"])))["tz"] == "Asia/Tokyo"
-    for bad in ("Mars/Olympus", "../../etc/passwd"):
+    for bad in ("Mars/Olympus", "../../etc/passwd", "Europe"):  # Europe: a folder of zones, not one
         r = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "html", "tz": bad})
         assert r.status_code == 400 and repr(bad) in r.json()["error"]
         r = client.post("/c/src/export/jobs", {"node": "node-a", **WINDOW, "format": "html", "tz": bad})

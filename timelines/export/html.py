@@ -17,9 +17,9 @@ the page puts every text into the DOM as text, and gantt.js escapes what goes in
 subset of HTML in labels).
 
 The data block is streamed pod by pod like the JSON bundle; ``<``, ``>`` and ``&`` are written as JSON
-``\\u003c`` escapes so no string can close the block. Pods are in the rows shape gantt.js draws
-(``intervals``: ``[lane, state, start, end, source, evidence, attrs]``, the attrs turned into hover text
-by gantt.js's ``unknownBounds``; ``markers``; ``findings``), as the pages' window API gives them.
+``\\u003c`` escapes so no string can close the block. Pods are in the row shape gantt.js draws, as
+pod.js builds it from a timeline (``intervals``: ``[lane, state, start, end, source, evidence, attrs]``,
+the attrs turned into hover text by gantt.js's ``unknownBounds`` in the page; ``markers``; ``findings``).
 """
 
 from __future__ import annotations
