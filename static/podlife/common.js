@@ -158,7 +158,7 @@ export function renderTimes(tz) {
 // an empty server URL makes its handler refuse even if a figure turned the button back on. The bundles'
 // other foreign default, topojsonURL (maps for geo traces, fetched from Plotly's CDN), points at our own
 // origin: podlife draws no geo trace, and no chart may ever ask another host for anything.
-// templates/export/incident.js sets the same for the offline HTML export.
+// The offline HTML export inlines this file and uses this very object (timelines/export/html.py).
 export const PLOT_CONFIG = {
   responsive: true, displaylogo: false, displayModeBar: "hover", showSendToCloud: false, plotlyServerURL: "",
   topojsonURL: "./",

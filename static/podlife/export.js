@@ -1,7 +1,7 @@
-// The Export button: start a background export of this page's scope and window, show its progress
-// live, then download the file. The window is the one on screen (set by the page's own module on
+// The Export button: start a background export of this page's scope, window and time zone, show its
+// progress live, then download the file. The window is the one on screen (set by the page's own module on
 // document.body.dataset), else the URL's from / to.
-import { getParams } from "./common.js";
+import { getParams, zoneParam } from "./common.js";
 
 const form = document.getElementById("export-form");
 const bar = document.getElementById("export-progress");
@@ -29,6 +29,10 @@ async function exportNow(ev) {
   const { since, until } = windowBounds();
   if (since) body.set("since", since);
   if (until) body.set("until", until);
+  // The zone this page shows: an HTML export opens in it. "local" is this browser's zone, which only the
+  // browser knows: sent by its IANA name.
+  const tz = zoneParam();
+  if (tz !== "utc") body.set("tz", tz === "local" ? Intl.DateTimeFormat().resolvedOptions().timeZone : tz);
   const button = form.querySelector("button[type=submit]");
   button.disabled = true;
   bar.hidden = false;

@@ -192,6 +192,23 @@ def test_command_writes_json_to_stdout_and_gzip_to_a_file(source_cluster, tmp_pa
     assert not (tmp_path / "incident.json.gz.part").exists()
     call_command("export_incident", *args, "--format", "html", "-o", str(tmp_path / "i.html"), stderr=err)
     assert (tmp_path / "i.html").read_bytes().startswith(b"<!DOCTYPE html>")
+    # --tz: the zone the HTML file opens in (data stay UTC); a name that is no zone is refused, naming it
+    call_command(
+        "export_incident", *args, "--format", "html", "--tz", "Europe/Paris", "-o", str(tmp_path / "p.html")
+    )
+    assert b'"tz":"Europe/Paris"' in (tmp_path / "p.html").read_bytes()
+    with pytest.raises(CommandError, match="'Mars/Olympus' is not a time zone"):
+        call_command(
+            "export_incident",
+            *args,
+            "--format",
+            "html",
+            "--tz",
+            "Mars/Olympus",
+            "-o",
+            str(tmp_path / "m.html"),
+        )
+    assert not (tmp_path / "m.html").exists()
 
 
 def test_command_csv_output_is_a_zip_and_pod_takes_namespace_slash_name(source_cluster, tmp_path):

@@ -75,6 +75,34 @@ def test_bad_requests_say_what_is_wrong(client, admin, source_cluster, monkeypat
     assert r.status_code == 413 and "/c/src/export/jobs" in r.json()["error"]
 
 
+def _html_meta(html: bytes) -> dict:
+    block = html.split(b'<script type="application/json" id="incident-data">', 1)[1].split(b"</script>", 1)[0]
+    return orjson.loads(block)["meta"]
+
+
+def test_html_export_opens_in_the_zone_the_exporter_picked(client, admin, source_cluster):
+    """GIVEN a user whose page shows Europe/Paris time
+    WHEN they download the HTML bundle with tz=Europe/Paris, or start a job with it, or give no zone
+    THEN the file says it opens in Europe/Paris (UTC without one), its data stay UTC, and a zone that is
+    not one is refused naming it."""
+    client.force_login(admin)
+    paris = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "html", "tz": "Europe/Paris"})
+    assert paris.status_code == 200
+    meta = _html_meta(body(paris))
+    assert meta["tz"] == "Europe/Paris" and meta["since"].endswith("+00:00")
+    plain = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "html"})
+    assert _html_meta(body(plain))["tz"] == "utc"
+    job = client.post(
+        "/c/src/export/jobs", {"node": "node-a", **WINDOW, "format": "html", "tz": "Asia/Tokyo"}
+    ).json()
+    assert _html_meta(body(client.get(job["download_url"])))["tz"] == "Asia/Tokyo"
+    for bad in ("Mars/Olympus", "../../etc/passwd", "Europe"):  # Europe: a folder of zones, not one
+        r = client.get("/c/src/export", {"node": "node-a", **WINDOW, "format": "html", "tz": bad})
+        assert r.status_code == 400 and repr(bad) in r.json()["error"]
+        r = client.post("/c/src/export/jobs", {"node": "node-a", **WINDOW, "format": "html", "tz": bad})
+        assert r.status_code == 400 and repr(bad) in r.json()["error"]
+
+
 def test_background_job_reports_progress_and_serves_the_file(client, admin, source_cluster):
     """GIVEN a logged-in user WHEN they start a job (run eagerly here; on a real Celery worker in
     test_worker.py) THEN its status is done with progress at its total, and the download holds the pods."""

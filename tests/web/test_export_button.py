@@ -57,7 +57,7 @@ def test_export_from_a_pod_page_uses_its_recorded_life(
 ) -> None:
     page = browser_page
     login(page, live_server_asgi.url, "viewer")
-    page.goto(f"{live_server_asgi.url}/c/lab/pods/{UID_KILLED}/")
+    page.goto(f"{live_server_asgi.url}/c/lab/pods/{UID_KILLED}/?tz=Asia/Tokyo")  # the page shows Tokyo time
     page.wait_for_selector("#gantt .main-svg")
     page.select_option("#export-form select[name=format]", "html")
     with page.expect_download(timeout=20_000) as download:
@@ -67,4 +67,5 @@ def test_export_from_a_pod_page_uses_its_recorded_life(
     html = path.read_text()
     assert html.startswith("<!doctype html") or html.lower().startswith("<!doctype html")
     assert UID_KILLED in html
+    assert '"tz":"Asia/Tokyo"' in html  # the file opens in the zone the page showed
     assert page.errors == []

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import IO
 
 from timelines.export.bundle import SCHEMA, Progress, iter_json
-from timelines.export.scope import Resolved, Scope, ScopeError, parse_window, resolve
+from timelines.export.scope import Resolved, Scope, ScopeError, parse_window, parse_zone, resolve
 from timelines.models import Cluster
 
 FORMATS = ("json", "csv", "html")
@@ -41,8 +41,11 @@ class ExportSummary:
     bytes_written: int
 
 
-def iter_export(resolved: Resolved, fmt: str, *, progress: Progress | None = None) -> Iterator[bytes]:
-    """The bundle of ``resolved`` in format ``fmt`` as byte chunks (uncompressed; see ``gzip_chunks``)."""
+def iter_export(
+    resolved: Resolved, fmt: str, *, progress: Progress | None = None, tz: str = "utc"
+) -> Iterator[bytes]:
+    """The bundle of ``resolved`` in format ``fmt`` as byte chunks (uncompressed; see ``gzip_chunks``).
+    ``tz`` (``scope.parse_zone``): the zone an HTML file opens in; the data are UTC in every format."""
     if fmt == "json":
         return iter_json(resolved, progress=progress)
     if fmt == "csv":
@@ -52,7 +55,7 @@ def iter_export(resolved: Resolved, fmt: str, *, progress: Progress | None = Non
     if fmt == "html":
         from timelines.export.html import iter_html
 
-        return iter_html(resolved, progress=progress)
+        return iter_html(resolved, progress=progress, tz=tz)
     raise ScopeError(f"format {fmt!r} is not one of {list(FORMATS)}")
 
 
@@ -91,16 +94,19 @@ def export_incident(
     namespaces: set[str] | None = None,
     gzip_output: bool = False,
     progress: Progress | None = None,
+    tz: str = "utc",
 ) -> ExportSummary:
     """Write the bundle of ``scope`` over ``[since, until)`` to the binary stream ``out``.
 
     ``namespaces`` narrows to readable namespaces (None: all). ``gzip_output`` compresses (the CLI sets
     it for a ``.gz`` name; JSON only makes sense, the others are compressed already or meant to open).
+    ``tz``: the zone an HTML file opens in (``utc`` or an IANA name; the reader can switch).
     Raises ScopeError / ``queries.NotFound`` with a message naming the input.
     """
     if fmt not in FORMATS:
         raise ScopeError(f"format {fmt!r} is not one of {list(FORMATS)}")
     start, end = parse_window(since, until)
+    zone = parse_zone(tz)
     resolved = resolve(cluster, scope, start, end, namespaces=namespaces)
     counter = _CountingWriter(out)
     if gzip_output and fmt == "json":
@@ -115,7 +121,7 @@ def export_incident(
         else counter
     )  # type: ignore[assignment]
     try:
-        for chunk in iter_export(resolved, fmt, progress=progress):
+        for chunk in iter_export(resolved, fmt, progress=progress, tz=zone):
             sink.write(chunk)
     finally:
         if gzip_output:
@@ -156,5 +162,6 @@ __all__ = [
     "import_incident",
     "iter_export",
     "parse_window",
+    "parse_zone",
     "resolve",
 ]

@@ -1,21 +1,32 @@
 """The HTML bundle: one self-contained file that opens from disk, offline, with the interactive timeline.
 
+One renderer: the Gantt is drawn by the pages' own ``static/podlife/gantt.js``, read from ``static/`` at
+export time and inlined byte for byte, with the export's page code (``templates/export/incident.js``)
+appended in the same inline module (an inline module's exports cannot be imported, so the page code must
+share its scope). gantt.js imports ``./common.js``; an import map resolves that to a ``data:`` URL of
+``static/podlife/common.js``, byte for byte too, with its SRI hash (the import map's ``integrity``), which
+the Content-Security-Policy lists: no ``data:`` wildcard, nothing fetched. Needs a browser with import
+maps and their ``integrity`` (Chromium 127 and later); elsewhere the page says it could not draw.
+
 Inside: ``templates/export/incident.html`` (the page), the data as JSON in a ``<script
-type="application/json">`` block, the partial plotly.js bundle (``timelines/plotly_bundles.py``: bar and
-scatter traces are all the export draws; it keeps a one-pod file near 1.2 MB), and
-``templates/export/incident.js`` (draws the Gantt and the tables). A Content-Security-Policy allows
-exactly those two scripts (by hash) and no network at all, so a hostile string in the data can neither run
-nor fetch anything; on top of that the page puts every text into the DOM as text, and escapes what goes
-into Plotly (which renders a subset of HTML in labels).
+type="application/json">`` block, the import map, the partial plotly.js bundle
+(``timelines/plotly_bundles.py``: bar and scatter traces, all the export draws, since it never switches to
+WebGL; it keeps a one-pod file near 1.2 MB), and the module. The CSP allows exactly those scripts (by hash)
+and no network at all, so a hostile string in the data can neither run nor fetch anything; on top of that
+the page puts every text into the DOM as text, and gantt.js escapes what goes into Plotly (which renders a
+subset of HTML in labels).
 
 The data block is streamed pod by pod like the JSON bundle; ``<``, ``>`` and ``&`` are written as JSON
-``\\u003c`` escapes so no string can close the block.
+``\\u003c`` escapes so no string can close the block. Pods are in the row shape gantt.js draws, as
+pod.js builds it from a timeline (``intervals``: ``[lane, state, start, end, source, evidence, attrs]``,
+the attrs turned into hover text by gantt.js's ``unknownBounds`` in the page; ``markers``; ``findings``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -30,8 +41,10 @@ from timelines.export.bundle import Progress, _Counter, _quiet, derived_sections
 from timelines.export.scope import Resolved
 from timelines.lifecycle.timeline import format_time
 from timelines.plotly_bundles import PARTIAL_PATH
+from timelines.web import figures
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "export"
+STATIC = Path(__file__).resolve().parents[2] / "static" / "podlife"
 PLOTLY_PATH = PARTIAL_PATH
 DATA_MARK = "<!--PODLIFE-DATA-->"
 SCRIPTS_MARK = "<!--PODLIFE-SCRIPTS-->"
@@ -60,13 +73,48 @@ def plotly_js() -> tuple[bytes, str]:
     return _plotly(PLOTLY_PATH.stat().st_mtime)
 
 
-def app_js() -> tuple[bytes, str]:
-    code = (TEMPLATES / "incident.js").read_bytes()
-    return code, _csp_hash(code)
+def _inlinable(path: Path) -> bytes:
+    code = path.read_bytes()
+    # Inside <script>, "</script" ends the element and "<!--" changes how the parser reads what follows.
+    if b"</script" in code.lower() or b"<!--" in code:
+        raise RuntimeError(f"{path} contains '</script' or '<!--' and cannot be inlined")
+    return code
 
 
-def _rows(intervals: list[dict[str, Any]]) -> list[list[Any]]:
-    return [[iv["state"], iv["start"], iv["end"], iv["source"]] for iv in intervals]
+# A static import of a module next to the importer: `... from "./name.js"` (also `export ... from`).
+RELATIVE_IMPORT = re.compile(rb"""\bfrom\s*["'](\./[\w.-]+\.js)["']""")
+
+
+def app_js() -> tuple[bytes, bytes, str]:
+    """The inline module (gantt.js as it is in static/, then the export's page code) and its CSP hash; and
+    the import map that resolves each module gantt.js imports (``./common.js``) to that file as it is in
+    static/, with its SRI hash, plus those hashes. Read at every export, so the file holds the renderer the
+    pages serve at that moment."""
+    gantt = _inlinable(STATIC / "gantt.js")
+    module = gantt + b"\n" + _inlinable(TEMPLATES / "incident.js")
+    imports: dict[str, str] = {}
+    integrity: dict[str, str] = {}
+    for specifier in sorted({m.decode() for m in RELATIVE_IMPORT.findall(module)}):
+        code = (STATIC / specifier).read_bytes()
+        if RELATIVE_IMPORT.search(code):
+            # A data: URL is no base for a relative specifier: such an import could not resolve offline.
+            raise RuntimeError(f"{STATIC / specifier} imports another module and cannot be inlined as data:")
+        url = "data:text/javascript;base64," + base64.b64encode(code).decode()
+        imports[specifier] = url
+        integrity[url] = _csp_hash(code).strip("'")
+    importmap = orjson.dumps({"imports": imports, "integrity": integrity})
+    # The module's hash, the import map's, and each imported file's (a hash source allows a fetched script
+    # whose integrity metadata it matches: CSP 3, "external scripts with hash").
+    hashes = [_csp_hash(module), _csp_hash(importmap), *(f"'{h}'" for h in integrity.values())]
+    return module, importmap, " ".join(hashes)
+
+
+def _rows(lane: str, intervals: list[dict[str, Any]]) -> list[list[Any]]:
+    # attrs as they are (gantt.js's unknownBounds reads them), or 0 when empty (most intervals).
+    return [
+        [lane, iv["state"], iv["start"], iv["end"], iv["source"], iv["evidence"], iv.get("attrs") or 0]
+        for iv in intervals
+    ]
 
 
 def compact_pod(timeline: dict[str, Any]) -> dict[str, Any]:
@@ -81,13 +129,13 @@ def compact_pod(timeline: dict[str, Any]) -> dict[str, Any]:
         "created_at": pod["created_at"],
         "deleted_at": pod["deleted_at"],
         "last_observed": pod["last_observed"],
-        "lanes": {lane: _rows(timeline["lanes"].get(lane, [])) for lane in HTML_LANES},
+        "intervals": [row for lane in HTML_LANES for row in _rows(lane, timeline["lanes"].get(lane, []))],
         "markers": [
-            [m["at"], m["kind"], m["reason"], m["message"], m["attrs"].get("type")]
-            for m in timeline["markers"]
+            [m["at"], m["kind"], m["reason"], m["message"], m["evidence"]] for m in timeline["markers"]
         ],
         "findings": [
-            [f["kind"], f["severity"], f["start"], f["end"], f["message"]] for f in timeline["findings"]
+            [f["kind"], f["severity"], f["message"], f["start"], f["end"], f["evidence"]]
+            for f in timeline["findings"]
         ],
     }
 
@@ -100,10 +148,10 @@ def export_title(resolved: Resolved) -> str:
     return resolved.scope.label()
 
 
-def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterator[bytes]:
+def iter_html(resolved: Resolved, *, progress: Progress | None = None, tz: str = "utc") -> Iterator[bytes]:
     counter = _Counter(progress or _quiet, len(resolved.pods) + 1)
     plotly_code, plotly_hash = plotly_js()
-    app_code, app_hash = app_js()
+    module, importmap, module_hashes = app_js()
     cluster = resolved.cluster
     meta = {
         "cluster": cluster.name,
@@ -114,11 +162,12 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterat
         "podlife_version": podlife_version(),
         "notes": resolved.notes,
         "title": export_title(resolved),
+        "tz": tz,  # the zone the file opens in: the exporter's (scope.parse_zone)
     }
     page = get_template("export/incident.html").render(
         {
             "meta": meta,
-            "csp": f"default-src 'none'; script-src {plotly_hash} {app_hash}; style-src 'unsafe-inline'; "
+            "csp": f"default-src 'none'; script-src {plotly_hash} {module_hashes}; style-src 'unsafe-inline'; "
             "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'",
         }
     )
@@ -126,6 +175,7 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterat
     middle, tail = rest.split(SCRIPTS_MARK)
     yield head.encode()
     yield b'<script type="application/json" id="incident-data">{"meta":' + safe_json(meta)
+    yield b',"gantt":' + safe_json(figures.gantt_config())
     sections = {"pods": 0, "nodes": 0, "pdbs": 0, "findings": 0}
     current = None
     for section, item in derived_sections(resolved, set(), counter):
@@ -142,6 +192,7 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None) -> Iterat
         sections[section] += 1
     yield (b"]" if current else b"") + b"}</script>\n"
     yield middle.encode()
-    yield b"<script>" + plotly_code + b"</script>\n<script>" + app_code + b"</script>\n"
+    yield b'<script type="importmap">' + importmap + b"</script>\n"
+    yield b"<script>" + plotly_code + b'</script>\n<script type="module">' + module + b"</script>\n"
     yield tail.encode()
     counter.add("done", counter.total)

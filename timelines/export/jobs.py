@@ -24,7 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from timelines.export import Scope, export_incident, filename
-from timelines.export.scope import parse_window, require_known
+from timelines.export.scope import parse_window, parse_zone, require_known
 from timelines.lifecycle.timeline import format_time
 from timelines.queries import get_cluster
 
@@ -76,6 +76,7 @@ def start_export(
     gz: bool = False,
     user_id: int | None = None,
     namespaces: set[str] | None = None,
+    tz: str = "utc",
 ) -> str:
     """Record an export job and enqueue it; returns the job id. Raises ScopeError / NotFound now, not
     later in the worker, when the request is malformed."""
@@ -96,6 +97,7 @@ def start_export(
             "until": format_time(end),
             "format": fmt,
             "gzip": gz and fmt == "json",
+            "tz": parse_zone(tz),
             "user_id": user_id,
             "namespaces": None if namespaces is None else sorted(namespaces),
             "created_at": format_time(timezone.now()),
@@ -144,6 +146,7 @@ def run_export_job(job_id: str, *, report: Any = None) -> dict[str, Any] | None:
                 namespaces=None if status["namespaces"] is None else set(status["namespaces"]),
                 gzip_output=status["gzip"],
                 progress=progress,
+                tz=status.get("tz", "utc"),  # a job queued before the field existed: UTC
             )
         os.replace(partial, target)
     except Exception as exc:

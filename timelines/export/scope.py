@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import Q
 
@@ -82,6 +83,21 @@ class Scope:
         if self.kind == "pods":
             return f"{len(self.values)} pod{'s' if len(self.values) != 1 else ''}"
         return f"{self.kind} {self.values[0]}"
+
+
+def parse_zone(value: str | None) -> str:
+    """The time zone an HTML export opens in: ``utc`` (also for nothing given) or an IANA name such as
+    ``Europe/Paris`` (the zone the exporter's page showed; a browser's "local" is resolved by the browser
+    to its IANA name before it asks, since the server cannot know it)."""
+    if not value or value.lower() == "utc":
+        return "utc"
+    try:
+        ZoneInfo(value)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise ScopeError(
+            f"tz {value!r} is not a time zone: give utc or an IANA name such as Europe/Paris"
+        ) from None
+    return value
 
 
 def parse_window(since: str | datetime, until: str | datetime) -> tuple[datetime, datetime]:

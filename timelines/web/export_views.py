@@ -1,7 +1,8 @@
 """Export and import over HTTP: the dashboard's Export button, the REST endpoints, the upload form.
 
 * ``GET c/<cluster>/export?node=N|namespace=NS|pod=UID&pod=UID|workload=K/NS/N|pdb=NS/N&since=&until=&format=``
-  streams the bundle (``format``: ``json`` (default), ``json.gz``, ``csv``, ``html``) as a download.
+  streams the bundle (``format``: ``json`` (default), ``json.gz``, ``csv``, ``html``) as a download;
+  ``tz`` (``utc`` or an IANA name) is the zone an HTML file opens in.
   Past ``SYNC_MAX_PODS`` pods it answers 413 and names the job endpoint instead.
 * ``POST c/<cluster>/export/jobs`` (same parameters, form or query) starts a background export and
   answers 202 ``{job, status_url, download_url}``; ``GET export/jobs/<job>`` is its status and progress,
@@ -37,7 +38,7 @@ from timelines.export import (
     jobs,
 )
 from timelines.export.importer import BundleConflict, BundleError, import_incident, max_bytes
-from timelines.export.scope import parse_window, resolve
+from timelines.export.scope import parse_window, parse_zone, resolve
 from timelines.models import Cluster
 from timelines.queries import NotFound
 from timelines.web.access import Access, BadToken, access_for, user_from_bearer
@@ -119,6 +120,7 @@ def export_download(request: HttpRequest, access: Access, cluster: str) -> HttpR
         scope = parse_scope(request.GET)
         fmt, gz = _format(request.GET)
         since, until = parse_window(request.GET.get("since") or "", request.GET.get("until") or "")
+        tz = parse_zone(request.GET.get("tz"))
         resolved = resolve(c, scope, since, until, namespaces=access.namespace_filter(c))
     except (ScopeError, NotFound) as exc:
         return _error(404 if isinstance(exc, NotFound) else 400, str(exc))
@@ -128,7 +130,7 @@ def export_download(request: HttpRequest, access: Access, cluster: str) -> HttpR
             f"{len(resolved.pods)} pods are more than {SYNC_MAX_PODS} for a direct download: POST the same "
             f"parameters to {reverse('export-job-create', args=[c.name])} to export in the background",
         )
-    chunks = iter_export(resolved, fmt)
+    chunks = iter_export(resolved, fmt, tz=tz)
     response = StreamingHttpResponse(
         gzip_chunks(chunks) if gz else chunks, content_type=CONTENT_TYPES["json.gz" if gz else fmt]
     )
@@ -162,6 +164,7 @@ def export_job_create(request: HttpRequest, access: Access, cluster: str) -> Htt
             gz=gz,
             user_id=request.user.pk,
             namespaces=access.namespace_filter(c),
+            tz=params.get("tz") or "utc",
         )
     except (ScopeError, NotFound) as exc:
         return _error(404 if isinstance(exc, NotFound) else 400, str(exc))

@@ -81,6 +81,11 @@ class Command(BaseCommand):
             "-o", "--output", help="file to write (.gz: gzip); JSON goes to stdout without it"
         )
         parser.add_argument("--progress", action="store_true", help="draw a progress bar on stderr")
+        parser.add_argument(
+            "--tz",
+            default="utc",
+            help="the zone an HTML file opens in: utc (default) or an IANA name such as Europe/Paris",
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         fmt = options["format"]
@@ -115,7 +120,14 @@ class Command(BaseCommand):
                 target = getattr(self.stdout._out, "buffer", None)
                 out = target if target is not None else _TextSink(self.stdout._out)
                 export_incident(
-                    cluster, scope, options["since"], options["until"], fmt, out, progress=progress
+                    cluster,
+                    scope,
+                    options["since"],
+                    options["until"],
+                    fmt,
+                    out,
+                    progress=progress,
+                    tz=options["tz"],
                 )
         except (ScopeError, NotFound) as exc:
             raise CommandError(str(exc)) from None
@@ -139,6 +151,7 @@ class Command(BaseCommand):
                     f,
                     gzip_output=path.name.endswith(".gz"),
                     progress=progress,
+                    tz=options["tz"],
                 )
             os.replace(partial, path)
         except BaseException:
