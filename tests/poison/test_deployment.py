@@ -8,7 +8,8 @@ file). No REDIS_URL: tasks run in the web process, so the derive stage runs as e
 The user and the tokens are made as ``createsuperuser``, ``api_token`` and ``ingest_token`` make them.
 
 Each reproduction must get a 4xx, a 503 or a partial-acceptance answer; meanwhile a second cluster
-(``demo``) keeps getting kubelet sync spans of new pods, and each must derive (the derive stage never
+(``demo``) keeps getting kubelet sync spans of new pods (synthetic, shaped as the kubelet's OTLP exporter
+sends them: tests/poison/hostile.py), and each must derive (the derive stage never
 stalls); at the end nothing waits dirty, nothing fails, and the quarantine (``/metrics``, ``manage.py
 derive --quarantined``) shows what was set aside: nothing, since every reproduction is now refused where
 it enters.
@@ -160,6 +161,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         # process (each command is a Django start-up: seconds on a loaded machine).
         made = json.loads(manage(env, "shell", "-v0", "-c", SETUP).stdout)
         server = Served(env)
+        missing = requests.get(f"{server.url}/no-such-page", timeout=30)
+        assert missing.status_code == 404 and "URLconf" not in missing.text  # DEBUG off: no debug page
         yield Deployment(
             server=server, env=env, api_token=made["api"], postgres_db=postgres_db, admin_url=base,
             ingest_tokens=made["ingest"],
