@@ -9,6 +9,7 @@ events there name the config hash; events written from the API object (the node 
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,7 +67,9 @@ def mirror(
     )
 
 
-def event(involved_uid: str, n: int, seconds: float, reason: str = "NodeNotReady") -> Observation:
+def event(
+    involved_uid: str, n: int, seconds: float, reason: str = "NodeNotReady", *, host: str | None = None
+) -> Observation:
     obj = {
         "kind": "Event",
         "metadata": {
@@ -83,7 +86,7 @@ def event(involved_uid: str, n: int, seconds: float, reason: str = "NodeNotReady
         },
         "reason": reason,
         "message": "Node is not ready",
-        "source": {"component": "node-controller"},
+        "source": {"component": "kubelet", "host": host} if host else {"component": "node-controller"},
         "firstTimestamp": stamp(seconds),
         "lastTimestamp": stamp(seconds),
         "count": 1,
@@ -144,8 +147,75 @@ def test_rederive_forgets_a_pod_kept_from_before_the_mapping() -> None:
     assert pods() == {STATIC: ("Running", False)}
 
 
+MIRROR_OLD = "c4e1f0a2-5b6d-4e7f-8a9b-0c1d2e3f4a5b"  # a mirror the API server replaced before the watch began
+ORDINARY = "0b7d3e9c-4c1a-4b7e-9f55-2f0e8d6a1c42"  # an ordinary pod, later, of the same name
+
+
+def _in_every_order(batches: list[list[Observation]], check: Any) -> None:
+    """Store ``batches`` in every order (a fresh cluster each time) and ``check`` the derived pods."""
+    for n, order in enumerate(itertools.permutations(batches)):
+        Cluster.objects.filter(name="minikube").delete()
+        for batch in order:
+            save(*batch)
+        check(n)
+
+
+def test_events_of_a_mirror_no_snapshot_names_are_the_static_pods_in_any_order() -> None:
+    """GIVEN a static pod's mirror (a snapshot at 0), events naming it, and events naming a mirror no
+    snapshot names (MIRROR_2: the API server recreated the mirror and the watch never saw that one; its
+    events do come, with the list of events) WHEN they are stored in any order THEN there is one pod, the
+    static one, live and Running, with every event: the name was held by the static pod's mirror then,
+    so MIRROR_2 can have been nothing else (before, it was a pod with events only, never a phase or a
+    deletion: counted live for ever)."""
+
+    def check(n: int) -> None:
+        assert pods() == {STATIC: ("Running", False)}, n
+        assert markers_of(STATIC) == ["NodeNotReady", "Started"], n
+
+    _in_every_order(
+        [[mirror(MIRROR_1, 428, 0)], [event(MIRROR_1, 1, 5)], [event(MIRROR_2, 2, 30, reason="Started")]],
+        check,
+    )
+
+
+def test_events_of_a_mirror_replaced_before_the_watch_began_are_the_static_pods() -> None:
+    """GIVEN events of a mirror replaced before the collector started (older than the first snapshot of
+    the static pod, as the first list of events holds them) WHEN stored before or after the snapshot
+    THEN they are the static pod's."""
+
+    def check(n: int) -> None:
+        assert pods() == {STATIC: ("Running", False)}, n
+        assert markers_of(STATIC) == ["NodeNotReady"], n
+
+    _in_every_order([[mirror(MIRROR_1, 428, 0)], [event(MIRROR_OLD, 1, -600)]], check)
+
+
 def test_a_pod_that_only_shares_the_name_is_not_taken() -> None:
-    """An ordinary pod of the same name (no snapshot ties it to a mirror) stays a pod of its own."""
-    other = "0b7d3e9c-4c1a-4b7e-9f55-2f0e8d6a1c42"
-    save(mirror(MIRROR_1, 428, 0), event(other, 1, 5))
-    assert set(pods()) == {STATIC, other}
+    """GIVEN a static pod whose mirror was deleted at 10 (its manifest removed) and, ten minutes later,
+    events about an ordinary pod of the same name (the name was free again) WHEN stored in any order
+    THEN the ordinary pod is a pod of its own and the static pod stays deleted: also when its events
+    were taken for the static pod's before its deletion was stored (they are derived again then)."""
+
+    def check(n: int) -> None:
+        assert set(pods()) == {STATIC, ORDINARY}, n
+        assert pods()[STATIC][1] is True, n
+        assert markers_of(STATIC) == [] and markers_of(ORDINARY) == ["Scheduled"], n
+
+    _in_every_order(
+        [
+            [mirror(MIRROR_1, 428, 0)],
+            [mirror(MIRROR_1, 440, 10, deleted=True)],
+            [event(ORDINARY, 1, 600, reason="Scheduled")],
+        ],
+        check,
+    )
+
+
+def test_an_ordinary_pod_of_the_name_on_another_node_is_not_taken() -> None:
+    """GIVEN events about a pod of the static pod's name whose kubelet (the event's source host) is
+    another node WHEN stored THEN it is a pod of its own."""
+    save(mirror(MIRROR_1, 428, 0))
+    save(event(ORDINARY, 1, 5, reason="Started", host="worker-2"))
+    assert set(pods()) == {STATIC, ORDINARY}
+    save(event(MIRROR_2, 2, 6, reason="Started", host="minikube"))  # the static pod's node: its mirror
+    assert set(pods()) == {STATIC, ORDINARY}

@@ -430,6 +430,8 @@ def derive_pods(
         batch.append(store.DerivedPod(timeline, {o.dedupe_key: i for i, o in rows}, labels))
     if joined.forget:
         out.writes.append(functools.partial(store.forget_pods, cluster, sorted(joined.forget)))
+    if joined.recheck:  # known by events alone, no longer this batch's static pods' mirrors: derived again
+        out.mark(cluster, dirty.POD, sorted(joined.recheck))
     if not batch:
         return
 

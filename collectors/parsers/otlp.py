@@ -44,6 +44,7 @@ __all__ = [
     "MalformedRequest",
     "RpcCode",
     "RpcStatus",
+    "Decoded",
     "SpanExtraction",
     "decode_request",
     "encode_response",
@@ -73,11 +74,30 @@ class MalformedRequest(ValueError):
 # --------------------------------------------------------------------------------------------- decoding
 
 
-def decode_request(body: bytes, encoding: Encoding) -> ExportTraceServiceRequest:
+@dataclass
+class Decoded:
+    """A decoded export request, and what of an OTLP/JSON body could not be read as a span: by reason,
+    each naming where it was (``resourceSpans[0].scopeSpans[0].spans[3] is a string, not an object``)."""
+
+    request: ExportTraceServiceRequest
+    refused: Counter[str] = field(default_factory=Counter)
+
+
+_PARSE_ERRORS: Final = (json_format.ParseError, ValueError, TypeError, AttributeError, RecursionError)
+MAX_REASON_CHARS: Final = 200
+
+
+def decode_request(body: bytes, encoding: Encoding) -> Decoded:
     """Decode an (already decompressed) OTLP/HTTP trace export body.
 
     Raises ``MalformedRequest`` naming the problem when ``body`` is not a valid request in ``encoding``.
     An empty body is a valid, empty request (protobuf encodes an empty message as zero bytes).
+
+    In OTLP/JSON a span the protobuf mapping cannot read (one that is not an object: a bare string would
+    otherwise be read as an empty span and vanish uncounted; an id that is not hex; a field of the wrong
+    type), or an entry of ``resourceSpans``/``scopeSpans`` that is not an object, is left out and counted
+    in ``refused`` under a reason naming it; the rest of the body is read (issue #35: one bad record
+    never costs the batch). Only what lies outside every span can still make the body malformed.
     """
     request = ExportTraceServiceRequest()
     if encoding == "protobuf":
@@ -85,7 +105,7 @@ def decode_request(body: bytes, encoding: Encoding) -> ExportTraceServiceRequest
             request.ParseFromString(body)
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise MalformedRequest(f"body is not a protobuf ExportTraceServiceRequest ({exc})") from None
-        return request
+        return Decoded(request)
     try:
         document = orjson.loads(body) if body.strip() else {}
     except orjson.JSONDecodeError as exc:
@@ -94,34 +114,104 @@ def decode_request(body: bytes, encoding: Encoding) -> ExportTraceServiceRequest
         raise MalformedRequest(
             f"OTLP/JSON body must be an object with resourceSpans, got {type(document).__name__}"
         )
+    refused: Counter[str] = Counter()
+    spans = _json_spans(document, refused)
+    bad: set[int] = set()
+    for where, span, _scope in spans:
+        try:
+            _span_ids_to_base64(span)
+        except MalformedRequest as exc:
+            refused[_reason(f"{where}: {exc}")] += 1
+            bad.add(id(span))
+    _leave_out(spans, bad)
     try:
-        _hex_ids_to_base64(document)
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError, AttributeError, RecursionError) as exc:
+        return Decoded(request, refused)
+    except _PARSE_ERRORS:
+        pass
+    # Some span the mapping cannot read: try each alone, leave out those that fail, read the rest. Only a
+    # broken or hostile body comes here; a sound one is read in the one pass above.
+    for where, span, _scope in spans:
+        if id(span) in bad:
+            continue
+        try:
+            json_format.ParseDict(span, Span(), ignore_unknown_fields=True)
+        except _PARSE_ERRORS as exc:
+            refused[_reason(f"{where} is not an OTLP span ({exc})")] += 1
+            bad.add(id(span))
+    _leave_out(spans, bad)
+    request = ExportTraceServiceRequest()  # the failed pass may have filled part of the first one
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except _PARSE_ERRORS as exc:
         raise MalformedRequest(f"body is not an OTLP/JSON ExportTraceServiceRequest ({exc})") from None
-    return request
+    return Decoded(request, refused)
 
 
-def _hex_ids_to_base64(document: dict[str, Any]) -> None:
-    """Rewrite OTLP/JSON's hex trace/span ids in place into the base64 the protobuf JSON mapping reads."""
-    for resource_spans in _objects(document, "resourceSpans", "resource_spans"):
-        for scope_spans in _objects(resource_spans, "scopeSpans", "scope_spans"):
-            for span in _objects(scope_spans, "spans"):
-                _rewrite_ids(
-                    span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
-                )
-                for link in _objects(span, "links"):
-                    _rewrite_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
+def _reason(text: str) -> str:
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def _objects(parent: Any, *keys: str) -> Iterable[dict[str, Any]]:
-    if not isinstance(parent, dict):
-        return ()
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else type(value).__name__
+
+
+def _entries(
+    parent: dict[str, Any], keys: tuple[str, ...], where: str, refused: Counter[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The objects of the list under the first of ``keys`` that ``parent`` holds as a list, each with
+    where it is; what is not an object is taken out of the list and counted in ``refused``."""
     for key in keys:
         value = parent.get(key)
-        if isinstance(value, list):
-            return [v for v in value if isinstance(v, dict)]
-    return ()
+        if not isinstance(value, list):
+            continue
+        kept: list[tuple[str, dict[str, Any]]] = []
+        for i, item in enumerate(value):
+            here = f"{where}{key}[{i}]"
+            if isinstance(item, dict):
+                kept.append((here, item))
+            else:
+                refused[_reason(f"{here} is {_json_type(item)}, not an object")] += 1
+        parent[key] = [item for _, item in kept]
+        return kept
+    return []
+
+
+Located = tuple[str, dict[str, Any], dict[str, Any]]  # where, the span, its scopeSpans entry
+
+
+def _json_spans(document: dict[str, Any], refused: Counter[str]) -> list[Located]:
+    out: list[Located] = []
+    for rs_where, resource_spans in _entries(document, ("resourceSpans", "resource_spans"), "", refused):
+        scopes = _entries(resource_spans, ("scopeSpans", "scope_spans"), f"{rs_where}.", refused)
+        for ss_where, scope_spans in scopes:
+            for where, span in _entries(scope_spans, ("spans",), f"{ss_where}.", refused):
+                out.append((where, span, scope_spans))
+    return out
+
+
+def _leave_out(spans: list[Located], bad: set[int]) -> None:
+    """Take the spans whose ``id`` is in ``bad`` out of their scopeSpans entries."""
+    for scope in {id(scope): scope for _, span, scope in spans if id(span) in bad}.values():
+        scope["spans"] = [span for span in scope["spans"] if id(span) not in bad]
+
+
+def _span_ids_to_base64(span: dict[str, Any]) -> None:
+    """Rewrite OTLP/JSON's hex trace/span ids of ``span`` (and its links) in place into the base64 the
+    protobuf JSON mapping reads."""
+    _rewrite_ids(span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
+    links = span.get("links")
+    for link in links if isinstance(links, list) else ():
+        if isinstance(link, dict):
+            _rewrite_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
 
 
 def _rewrite_ids(obj: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -201,18 +291,26 @@ class SpanExtraction:
     spans: int = 0  # every span in the request
     ignored: int = 0  # spans that are not kubelet sync spans: counted, not stored, not an error
     rejected: Counter[str] = field(default_factory=Counter)  # kubelet sync spans unusable, by reason
+    unreadable: Counter[str] = field(default_factory=Counter)  # what decoding refused (``Decoded.refused``)
 
     @property
     def rejected_count(self) -> int:
-        return sum(self.rejected.values())
+        return sum(self.rejected.values()) + sum(self.unreadable.values())
 
     def rejection_message(self) -> str:
         """One line for ``partial_success.error_message``: the most common reasons with their counts."""
-        parts = [f"{count} {reason}" for reason, count in self.rejected.most_common(MAX_REJECTION_MESSAGES)]
-        return "rejected kubelet spans: " + "; ".join(parts) if parts else ""
+        parts = []
+        for title, reasons in (
+            ("unreadable spans", self.unreadable),
+            ("rejected kubelet spans", self.rejected),
+        ):
+            top = [f"{count} {reason}" for reason, count in reasons.most_common(MAX_REJECTION_MESSAGES)]
+            if top:
+                parts.append(f"{title}: " + "; ".join(top))
+        return "; ".join(parts)
 
 
-def spans_to_observations(request: ExportTraceServiceRequest) -> SpanExtraction:
+def spans_to_observations(decoded: Decoded) -> SpanExtraction:
     """The kubelet sync spans of ``request`` as ``span`` observations (docs/observations.md).
 
     Contract: a span becomes an observation when its resource has ``service.name=kubelet`` and its name
@@ -220,11 +318,13 @@ def spans_to_observations(request: ExportTraceServiceRequest) -> SpanExtraction:
     ``dedupe_key`` is ``span:<span id hex>``, ``node`` is the resource's ``host.name``; pod identity comes
     from ``k8s.pod.uid``, ``k8s.namespace.name``, ``k8s.pod.name`` (or ``k8s.pod`` = ``ns/name``). A span
     with status ERROR carries its status message (or its exception event's message) as ``error``. Other
-    spans are counted in ``ignored``; unusable sync spans are counted in ``rejected`` by reason. Never
+    spans are counted in ``ignored``; unusable sync spans are counted in ``rejected`` by reason, and what
+    decoding could not read as a span in ``unreadable`` (both are refused: ``rejected_count``). Never
     raises.
     """
-    out = SpanExtraction()
-    for resource_spans in request.resource_spans:
+    out = SpanExtraction(unreadable=Counter(decoded.refused))
+    out.spans = out.unreadable.total()
+    for resource_spans in decoded.request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
         is_kubelet = resource.get("service.name") == KUBELET_SERVICE
         host = _text(resource.get("host.name"))

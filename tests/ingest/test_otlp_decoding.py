@@ -72,7 +72,7 @@ def test_otlp_json_span_becomes_a_span_observation():
 
 
 def test_protobuf_round_trip_and_other_services_are_ignored():
-    request = otlp.decode_request(kubelet_json(SPAN, service="containerd"), "json")
+    request = otlp.decode_request(kubelet_json(SPAN, service="containerd"), "json").request
     again = otlp.decode_request(request.SerializeToString(), "protobuf")
     extraction = otlp.spans_to_observations(again)
     assert (extraction.spans, extraction.ignored, extraction.observations) == (1, 1, [])
@@ -95,8 +95,8 @@ def test_unusable_sync_spans_are_rejected_with_a_reason(change: dict, reason: st
 
 
 def test_empty_bodies_are_empty_requests():
-    assert otlp.decode_request(b"", "protobuf").resource_spans == []
-    assert otlp.decode_request(b"", "json").resource_spans == []
+    assert otlp.decode_request(b"", "protobuf").request.resource_spans == []
+    assert otlp.decode_request(b"", "json").request.resource_spans == []
 
 
 def test_inflate_reads_concatenated_members_and_stops_bombs():

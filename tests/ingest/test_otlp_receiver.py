@@ -274,10 +274,6 @@ BAD_REQUESTS = {
     "not-json": (b'{"resourceSpans": [', JSON, {}, {}, 400, "body is not JSON"),
     "json-array": (b"[]", JSON, {}, {}, 400, "must be an object with resourceSpans"),
     "json-wrong-shape": (b'{"resourceSpans": "x"}', JSON, {}, {}, 400, "not an OTLP/JSON ExportTraceServiceRequest"),
-    "json-base64-id": (
-        b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"AAAAAAAAAAE=","name":"syncPod"}]}]}]}',
-        JSON, {}, {}, 400, "is not a hex string",
-    ),
     "text-plain": (b"hello", "text/plain", {}, {}, 415, "Content-Type text/plain is not supported"),
     "no-content-type": (b"x", "", {}, {}, 415, "Content-Type (none) is not supported"),
     "brotli": (b"x", PROTOBUF, {"Content-Encoding": "br"}, {}, 415, "Content-Encoding 'br' is not supported"),

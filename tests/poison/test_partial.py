@@ -96,3 +96,48 @@ def test_one_poisoned_record_loses_nothing_valid_and_a_retry_is_idempotent(
     again = _post(client, "prod", mixed, media)
     assert again.status_code == 200 and again.json()["stored"] == 0
     assert again.json()["already_stored"] == report["stored"] + report["already_stored"]
+
+
+OTLP_POISON = {
+    "bare_string": ("oops", "spans[1] is a string, not an object"),
+    "null": (None, "spans[1] is null, not an object"),
+    "number": (5, "spans[1] is a number, not an object"),
+    "array": ([1], "spans[1] is an array, not an object"),
+    # a sender writing the protobuf JSON mapping's base64 ids: read as hex they would be other ids
+    "base64_id": ({"spanId": "AAAAAAAAAAE=", "name": "syncPod"}, "spans[1]: spanId 'AAAAAAAAAAE=' is not a hex"),
+    "wrong_type": ({"name": {"not": "a string"}, "spanId": "00000000000000aa"}, "spans[1] is not an OTLP span"),
+}  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("poison", sorted(OTLP_POISON))
+def test_an_otlp_span_that_is_no_span_object_is_refused_by_name_and_the_rest_stored(
+    client: Any, token: str, poison: str
+) -> None:
+    """GIVEN an OTLP/JSON export of three kubelet sync spans with one entry of ``spans`` that cannot be
+    read as a span (a bare string, which the protobuf JSON mapping read as an empty span and counted as
+    ignored; null, a number or an array, which made the whole body a 400; an id that is not hex, a field
+    of the wrong type) WHEN it is posted THEN 200 with a partial success of one rejected span whose
+    message names where it was, and the three valid spans are stored."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    from tests.poison.hostile import VALID_SPAN_START, otlp_document, otlp_span
+
+    entry, named = OTLP_POISON[poison]
+    uid = "3f2a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b"
+    valid = [
+        otlp_span(uid, name, VALID_SPAN_START + i * 1_000_000_000)
+        for i, name in enumerate(("syncPod", "syncTerminatingPod", "syncTerminatedPod"))
+    ]
+    body = json.dumps(otlp_document([valid[0], entry, *valid[1:]])).encode()
+    answer = client.post(
+        "/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert answer.status_code == 200, answer.content
+    response = json_format.Parse(answer.content, ExportTraceServiceResponse())
+    assert response.partial_success.rejected_spans == 1
+    message = response.partial_success.error_message
+    assert f"unreadable spans: 1 resourceSpans[0].scopeSpans[0].{named}" in message, message
+    assert answer["X-Podlife-Ingest"].startswith("spans=4 stored=3 ")
+    assert _keys("prod") == {f"span:{s['spanId']}" for s in valid}
