@@ -26,7 +26,7 @@ from .k8s_objects import (
     pod_observation,
     workload_observation,
 )
-from .kubectl import OfflineResult, read_cluster_info_dump, read_kubectl_output
+from .kubectl import OfflineResult, dump_member, read_kubectl_output
 from .kubelet_log import (
     SKIP_REASONS,
     KubeletLogParser,
@@ -54,7 +54,7 @@ __all__ = [
     "parse_kubelet_log",
     "pdb_observation",
     "pod_observation",
-    "read_cluster_info_dump",
+    "dump_member",
     "read_kubectl_output",
     "workload_observation",
 ]

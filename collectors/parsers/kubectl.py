@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 from typing import Any, Final
 
 import yaml  # no stubs in the venv (types-PyYAML)
@@ -32,7 +32,7 @@ from timelines.lifecycle.timeline import parse_time
 
 from .k8s_objects import SUPPORTED_KINDS, object_observation
 
-__all__ = ["OfflineResult", "read_cluster_info_dump", "read_kubectl_output", "OFFLINE_SKIP_REASONS"]
+__all__ = ["OfflineResult", "dump_member", "read_kubectl_output", "OFFLINE_SKIP_REASONS"]
 
 OFFLINE_SKIP_REASONS: Final = {
     "empty": "an empty file or document",
@@ -404,49 +404,12 @@ def read_kubectl_output(text: str, *, origin: str) -> OfflineResult:
 _DUMP_SUFFIXES: Final = frozenset({".json", ".yaml", ".yml"})
 
 
-def read_cluster_info_dump(path: Path) -> OfflineResult:
-    """Observations from ``kubectl cluster-info dump``: an ``--output-directory`` folder or a stdout file.
-
-    In a folder, every ``.json``/``.yaml`` file is read (``nodes.json``, ``<ns>/pods.json``,
-    ``<ns>/events.json``, ``<ns>/{replicasets,deployments,daemonsets,statefulsets}.json``, ...) in
-    sorted order; container logs (``<ns>/<pod>/logs.txt``) and other files are skipped. A file is read
-    as the stdout form. Errors name the file; never raises.
-    """
-    result = OfflineResult()
-    try:
-        path = Path(path)
-        if path.is_file():
-            result.merge(_read_file(path, str(path)))
-            return result
-        if not path.is_dir():
-            result.errors.append(
-                f"{path}: expected a cluster-info dump folder or file, but it does not exist"
-            )
-            return result
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        if not files:
-            result.errors.append(
-                f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty"
-            )
-        for file in files:
-            rel = str(file.relative_to(path))
-            if file.suffix.lower() in _DUMP_SUFFIXES:
-                result.merge(_read_file(file, rel))
-            elif file.name == "logs.txt":
-                result.skipped["container_logs"] += 1
-            else:
-                result.skipped["other_file"] += 1
-    except Exception as exc:
-        result.errors.append(f"{path}: could not read cluster-info dump ({type(exc).__name__}: {exc})")
-    return result
-
-
-def _read_file(path: Path, origin: str) -> OfflineResult:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        failed = OfflineResult()
-        failed.errors.append(f"{origin}: expected a readable file ({exc.strerror or exc})")
-        failed.unreadable.append(origin)
-        return failed
-    return read_kubectl_output(text, origin=origin)
+def dump_member(name: str) -> str | None:
+    """How the file ``name`` of a ``kubectl cluster-info dump --output-directory`` folder is read: None
+    when it is kubectl output to read (``nodes.json``, ``<ns>/pods.json``, ``<ns>/events.json``,
+    ``<ns>/{replicasets,deployments,daemonsets,statefulsets}.json``, any ``.json``/``.yaml``), else the
+    reason it is skipped: ``container_logs`` (``<ns>/<pod>/logs.txt``) or ``other_file``. The folder is
+    walked, and each file read, by the caller (``manage.py ingest_k8s_json``): parsers do no I/O."""
+    if PurePath(name).suffix.lower() in _DUMP_SUFFIXES:
+        return None
+    return "container_logs" if PurePath(name).name == "logs.txt" else "other_file"

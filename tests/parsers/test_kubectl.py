@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from collectors.parsers.kubectl import read_cluster_info_dump, read_kubectl_output
+from collectors.management.commands.ingest_k8s_json import read_path
+from collectors.parsers.kubectl import dump_member, read_kubectl_output
 from timelines.lifecycle.observation import Kind, Source
 
 WEB = "6b0f2a4e-91c3-4d2a-8f7e-3c5d9a1b2e47"
@@ -74,7 +75,7 @@ def test_watch_error_event_and_garbage():
 
 
 def test_cluster_info_dump_folder(k8s_fixture: Path):
-    result = read_cluster_info_dump(k8s_fixture / "cluster-info-dump")
+    result = read_path(k8s_fixture / "cluster-info-dump")
     assert result.errors == []
     assert result.read == Counter(Node=1, Pod=2, Event=1, Deployment=1, ReplicaSet=1, DaemonSet=1)
     assert result.skipped["container_logs"] == 1
@@ -85,16 +86,25 @@ def test_cluster_info_dump_folder(k8s_fixture: Path):
 
 
 def test_cluster_info_dump_stdout_skips_log_blocks(k8s_fixture: Path):
-    result = read_cluster_info_dump(k8s_fixture / "cluster-info-dump.txt")
+    result = read_path(k8s_fixture / "cluster-info-dump.txt")
     assert result.errors == []
     assert result.read == Counter(Node=1, Event=1, ReplicaSet=1, Pod=2, DaemonSet=1)
     assert result.skipped["container_logs"] == 1
 
 
 def test_missing_dump_is_an_error_not_an_exception(tmp_path: Path):
-    result = read_cluster_info_dump(tmp_path / "nope")
+    result = read_path(tmp_path / "nope")
     assert result.observations == [] and "does not exist" in result.errors[0]
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "nodes.json").write_text('{"kind": "NodeList", "items": [')
-    result = read_cluster_info_dump(tmp_path / "d")
+    result = read_path(tmp_path / "d")
     assert result.errors and result.errors[0].startswith("nodes.json: line 1")
+
+
+def test_which_files_of_a_dump_folder_are_read():
+    """GIVEN the names in a `kubectl cluster-info dump --output-directory` folder WHEN classified THEN the
+    JSON/YAML files are read and the container logs and anything else are skipped, each by its reason
+    (the folder is walked by the caller: parsers do no I/O)."""
+    assert dump_member("nodes.json") is None and dump_member("shop/pods.JSON") is None
+    assert dump_member("shop/web-1/logs.txt") == "container_logs"
+    assert dump_member("README") == "other_file" and dump_member("shop/pods.json.gz") == "other_file"

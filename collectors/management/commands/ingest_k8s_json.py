@@ -12,34 +12,62 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from collectors.parsers.kubectl import OfflineResult, read_cluster_info_dump, read_kubectl_output
+from collectors.parsers.kubectl import OfflineResult, dump_member, read_kubectl_output
 from timelines import store
 from timelines.models import Cluster
 
 MAX_FILE_BYTES = 2 * 1024**3  # a larger file is refused rather than read into memory
 
 
-def read_path(path: Path) -> OfflineResult:
-    """Parse one file or cluster-info dump folder; errors are in the result, never raised."""
+def read_path(path: Path, origin: str | None = None) -> OfflineResult:
+    """Parse one file (kubectl output, or a cluster-info dump's stdout form) or one ``kubectl cluster-info
+    dump --output-directory`` folder; errors name ``origin`` (the path by default), never raised."""
+    origin = origin or str(path)
     if path.is_dir():
-        return read_cluster_info_dump(path)
+        return read_dump_folder(path)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             return OfflineResult(
-                errors=[f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes accepted"],
-                unreadable=[str(path)],
+                errors=[f"{origin}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes accepted"],
+                unreadable=[origin],
             )
         data = path.read_bytes()
+    except FileNotFoundError:
+        return OfflineResult(
+            errors=[f"{origin}: expected kubectl output or a cluster-info dump folder, but it does not exist"],
+            unreadable=[origin],
+        )
     except OSError as exc:
-        return OfflineResult(errors=[f"{path}: cannot read ({exc.strerror or exc})"], unreadable=[str(path)])
+        return OfflineResult(errors=[f"{origin}: cannot read ({exc.strerror or exc})"], unreadable=[origin])
     if b"\x00" in data[:8192]:
         return OfflineResult(
-            errors=[f"{path}: binary data; expected kubectl JSON or YAML output"], unreadable=[str(path)]
+            errors=[f"{origin}: binary data; expected kubectl JSON or YAML output"], unreadable=[origin]
         )
-    result = read_kubectl_output(data.decode("utf-8", errors="replace"), origin=str(path))
+    result = read_kubectl_output(data.decode("utf-8", errors="replace"), origin=origin)
     if not result.observations and result.errors and not result.unreadable:
-        result.unreadable.append(str(path))  # nothing in it could be read
+        result.unreadable.append(origin)  # nothing in it could be read
+    return result
+
+
+def read_dump_folder(path: Path) -> OfflineResult:
+    """Every file of a cluster-info dump folder, in sorted order, read as ``dump_member`` says (container
+    logs and other files counted as skipped); errors name the file relative to the folder."""
+    result = OfflineResult()
+    try:
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+    except OSError as exc:
+        result.errors.append(f"{path}: cannot list the cluster-info dump folder ({exc.strerror or exc})")
+        return result
+    if not files:
+        result.errors.append(f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty")
+    for file in files:
+        rel = str(file.relative_to(path))
+        skip = dump_member(rel)
+        if skip is not None:
+            result.skipped[skip] += 1
+        else:
+            result.merge(read_path(file, rel))
     return result
 
 
