@@ -1,0 +1,188 @@
+"""Dense views in Chromium (issue #34, deliverable 4), on the export tests' cluster
+(``tests/export/conftest.py``: Deployment web → ReplicaSet web-7d9 → pods web-a … web-e on node-a, which is
+cordoned, then NotReady) and on synthetic pods added per test (named as such).
+
+The node page opens on its last quarter hour or its drain; the namespace page groups its rows by owner and
+labels each; markers too close to tell apart are one marker with a count; the row filters match a part of a
+name, UID or node.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.export.conftest import T0, source_observations
+from tests.flow import ingest as ingest_observations
+from tests.web.conftest import CHROMIUM, login, wait_for_js
+from tests.web.factories import started_pod
+from timelines.lifecycle.timeline import parse_time
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+
+WINDOW = "from=2024-06-07T06:00:00Z&to=2024-06-07T08:00:00Z"
+
+# What the chart shows: its row labels (tick texts, in order), its trace names and the clustered markers.
+DRAWN = """() => {
+  const gd = document.getElementById("gantt");
+  const ticks = gd._fullLayout.yaxis.ticktext || [];
+  const clusters = gd.data.filter((t) => t.name === "markers (count)");
+  return {
+    ticks: [...ticks],
+    drawnTicks: [...gd.querySelectorAll(".ytick text")].map((t) => t.textContent),
+    rowCount: Number(gd.dataset.rows),
+    counts: clusters.flatMap((t) => t.text),
+    groups: [...new Set(gd.data.map((t) => t.legendgroup).filter(Boolean))],
+    range: gd._fullLayout.xaxis.range.slice(),
+  };
+}"""
+
+
+# The pod rows drawn (no owner headers). Polled through wait_for_js as a called function: Playwright takes a
+# bare expression holding "=>" for a function and would return the function, never its value.
+POD_ROWS = "() => window.__podlifeRows().filter((r) => !r.header)"
+
+
+def trimmed(at: datetime) -> str:
+    """Wall time as the pages show it: the fraction to its precision in groups of three digits."""
+    text = re.sub(r"\.(\d{3})000$", r".\1", at.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    return text.removesuffix(".000")
+
+
+@pytest.fixture
+def src(live_server_asgi: Any, admin_user: Any) -> Any:
+    live_server_asgi.run_in_loop(ingest_observations, "src", source_observations())
+    return live_server_asgi
+
+
+def test_namespace_rows_are_grouped_by_owner_labelled_and_the_chart_comes_first(
+    src: Any, browser_page: Any
+) -> None:
+    """GIVEN namespace shop with Deployment web (ReplicaSet web-7d9, its five pods and one pod with a
+    hostile name) WHEN its page opens THEN the Gantt is above the list of workloads, the rows read
+    Deployment web › ReplicaSet web-7d9 › its pods by start, every row is labelled, and the legend is
+    grouped by lane."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/ns/shop/?{WINDOW}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    drawn = page.evaluate(DRAWN)
+    ticks = drawn["ticks"]
+    assert "Deployment web" in ticks[0] and "<b>" in ticks[0], ticks
+    assert "ReplicaSet web-7d9" in ticks[1], ticks
+    pods = ticks[2:]
+    assert len(pods) == drawn["rowCount"] - 2 == 6, ticks
+    assert all(t.startswith("\u2002" * 4) for t in pods), ticks  # indented under their ReplicaSet
+    # Every row has its label drawn, in the same order.
+    assert len(drawn["drawnTicks"]) == drawn["rowCount"], drawn["drawnTicks"]
+    # Sorted by start: web-c (first seen first in this fixture) … in the order the pods began.
+    rows = page.evaluate("() => window.__podlifeRows().filter((r) => !r.header).map((r) => r._first)")
+    assert rows == sorted(rows), rows
+    # The chart before the workloads' list.
+    above = page.evaluate(
+        "() => document.getElementById('gantt').getBoundingClientRect().top < "
+        "document.querySelector('.cards').getBoundingClientRect().top"
+    )
+    assert above
+    assert "worker" in drawn["groups"] and "findings" in drawn["groups"], drawn["groups"]
+    assert page.errors == []
+
+
+def test_node_page_opens_on_the_last_quarter_hour_or_the_drain(src: Any, browser_page: Any) -> None:
+    """GIVEN node-a with pods from 06:54 and a cordon (the start of a drain) of the fixture, and node-b
+    with a synthetic pod whose data spans an hour with no cordon WHEN each node page opens with no window
+    in its URL THEN node-b's window is its last 15 minutes and node-a's starts before its cordon began."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    # Synthetic: one pod started at T0 on node-b, then another an hour later.
+    early = started_pod("dddddddd-0000-4000-8000-0000000000d1", "early", node="node-b")
+    late = started_pod(
+        "dddddddd-0000-4000-8000-0000000000d2", "late", node="node-b", shift=timedelta(hours=1)
+    )
+    src.run_in_loop(ingest_observations, "src", early + late)
+    page.goto(f"{base}/c/src/nodes/node-b/")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    start = parse_time(page.evaluate("() => document.body.dataset.windowFrom"))
+    end = parse_time(page.evaluate("() => document.body.dataset.windowTo"))
+    assert start is not None and end is not None
+    assert end - start == timedelta(minutes=15), (start, end)
+    # The input shows the instant to its precision: milliseconds here, no trailing zeros.
+    assert page.input_value("#win-from") == trimmed(start)
+    assert start.microsecond % 1000 == 0 and not page.input_value("#win-from").endswith("000")
+
+    page.goto(f"{base}/c/src/nodes/node-a/")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    start = parse_time(page.evaluate("() => document.body.dataset.windowFrom"))
+    lanes = page.evaluate("() => window.__podlifeRows().filter((r) => r.key === 'node:node:cordoned')")
+    assert lanes, "node-a's cordon lane is drawn"
+    cordon = min(parse_time(iv[2]) for iv in lanes[0]["intervals"] if iv[1] == "cordoned")
+    assert start is not None and start < cordon, (start, cordon)
+    assert page.errors == []
+
+
+def test_close_markers_cluster_with_a_count_and_separate_when_zoomed(src: Any, browser_page: Any) -> None:
+    """GIVEN pods whose events are a second or less apart WHEN the namespace page shows two hours THEN
+    those events are one marker with their count; WHEN zoomed to a few seconds THEN they are apart."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/ns/shop/?{WINDOW}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    drawn = page.evaluate(DRAWN)
+    counts = [int(c) for c in drawn["counts"]]
+    assert counts and all(c >= 2 for c in counts), drawn
+    # The count is drawn on the marker, as text.
+    texts = page.evaluate(
+        "() => [...document.querySelectorAll('#gantt .scatterlayer .textpoint text')].map((t) => t.textContent)"
+    )
+    assert sorted(texts) == sorted(drawn["counts"]), texts
+    total = sum(counts)
+    # Zoomed in to 40 ms around the first events, the cluster splits (fewer markers per cluster).
+    first = T0 + timedelta(seconds=1)
+    x0 = (first - timedelta(milliseconds=20)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    x1 = (first + timedelta(milliseconds=20)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    page.goto(f"{base}/c/src/ns/shop/?{WINDOW}&x0={x0}&x1={x1}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    zoomed = page.evaluate(DRAWN)
+    assert sum(int(c) for c in zoomed["counts"]) < total, (drawn, zoomed)
+    assert page.errors == []
+
+
+def test_row_filters_match_a_part_of_a_name_uid_or_node_and_finding_kinds(
+    src: Any, browser_page: Any
+) -> None:
+    """GIVEN the namespace page of shop WHEN "EB-D" (the middle of web-d, in capitals), then a piece of a UID, then a
+    finding kind are chosen THEN only the pods that match keep their rows, and the URL keeps the filter."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/ns/shop/?{WINDOW}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    pods = f"() => ({POD_ROWS})().map((r) => r.name)"
+    page.fill("#row-search", "EB-D")  # typed in capitals
+    wait_for_js(page, f"({POD_ROWS})().length === 1")
+    assert page.evaluate(pods) == ["web-d"]
+    assert "q=EB-D" in page.url
+    uid = page.evaluate("() => window.__podlifeRows().find((r) => r.name === 'web-d').uid")
+    page.fill("#row-search", uid[-5:])  # the end of its UID (the fixture's UIDs differ in their last digit)
+    wait_for_js(page, f"({POD_ROWS})().length === 1")
+    assert page.evaluate(pods) == ["web-d"]
+    page.fill("#row-search", "")
+    page.select_option("#finding-kind", "killed_during_setup")
+    wait_for_js(page, f"({POD_ROWS})().length === 1")
+    assert page.evaluate(pods) == ["web-b"]
+    page.select_option("#finding-kind", "")
+    reasons = page.evaluate(
+        "() => [...document.querySelectorAll('#event-reason option')].map((o) => o.value).filter(Boolean)"
+    )
+    assert reasons, "the event reasons of the window are offered"
+    page.select_option("#event-reason", reasons[0])
+    wait_for_js(page, f"({POD_ROWS})().length >= 1")
+    kept = page.evaluate("() => window.__podlifeRows().filter((r) => !r.header)")
+    assert all(any(m[2] == reasons[0] for m in r["markers"]) for r in kept)
+    assert page.errors == []
