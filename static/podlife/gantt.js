@@ -228,9 +228,9 @@ export function buildFigure(rows, cfg, opts) {
   }
   const groupOrder = cfg.legend_groups || [];
   const order = (k) => {
-    const i = cfg.worker_order.indexOf(k.state);
+    const i = (cfg.state_order || cfg.worker_order).indexOf(k.state);
     const lg = groupOrder.indexOf(k.lane);
-    return (lg < 0 ? 99 : lg) * 1e4 + (i < 0 ? 99 : i) * 3 + ({ observed: 0, kubelet: 1 }[k.source] ?? 2);
+    return (lg < 0 ? 99 : lg) * 1e4 + (i < 0 ? 999 : i) * 3 + ({ observed: 0, kubelet: 1 }[k.source] ?? 2);
   };
   const titled = new Set();
   const legendGroup = (lane) => {

@@ -32,6 +32,10 @@ export function ownerPath(row, owners) {
   return path;
 }
 
+function podName(row) {
+  return row.name || row.uid;
+}
+
 function byStart(a, b) {
   return a.start - b.start || a.label.localeCompare(b.label);
 }
@@ -39,8 +43,8 @@ function byStart(a, b) {
 // Pod rows → display rows grouped by owner: a header row for each owner ({header: true, depth, label
 // "Deployment web"}) followed by what it owns (ReplicaSets, then pods at depth + 1), every level sorted by
 // its first start; a pod without owner stands at the top level among the groups, by its start.
-// label(row): a pod row's label.
-export function groupByOwner(pods, owners, label) {
+// label(row): a pod row's label (default: its name).
+export function groupByOwner(pods, owners, label = podName) {
   const root = { children: new Map(), pods: [] };
   for (const pod of pods) {
     let node = root;
@@ -89,7 +93,7 @@ export function isFinished(row) {
 // row ({collapsed: true, key "finished:ns/Kind/name", members: their UIDs}) that carries all their intervals, markers
 // and findings; an owner in `expanded` (a Set of those keys) keeps its pods, and so does an owner with one
 // finished pod, or a pod without owner (folding them hides nothing). Sorted by first start.
-export function collapseFinished(pods, owners, expanded, label) {
+export function collapseFinished(pods, owners, expanded, label = podName) {
   const folds = new Map();
   const out = [];
   for (const pod of pods) {

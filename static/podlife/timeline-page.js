@@ -155,7 +155,10 @@ async function draw() {
   }
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
-  chart.dataset.rows = String(all.length);
+  // Rows that stand for pods (or bands, or the node's lanes); owners' header rows counted apart.
+  const headers = all.filter((r) => r.header).length;
+  chart.dataset.rows = String(all.length - headers);
+  chart.dataset.headers = String(headers);
   chart.dataset.detail = state.bands ? "bands" : "full";
   requestAnimationFrame(() => {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });

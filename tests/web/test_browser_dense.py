@@ -37,7 +37,7 @@ DRAWN = """() => {
   return {
     ticks: [...ticks],
     drawnTicks: [...gd.querySelectorAll(".ytick text")].map((t) => t.textContent),
-    rowCount: Number(gd.dataset.rows),
+    rowCount: Number(gd.dataset.rows) + Number(gd.dataset.headers),
     counts: clusters.flatMap((t) => t.text),
     groups: [...new Set(gd.data.map((t) => t.legendgroup).filter(Boolean))],
     range: gd._fullLayout.xaxis.range.slice(),
@@ -185,4 +185,32 @@ def test_row_filters_match_a_part_of_a_name_uid_or_node_and_finding_kinds(
     wait_for_js(page, f"({POD_ROWS})().length >= 1")
     kept = page.evaluate("() => window.__podlifeRows().filter((r) => !r.header)")
     assert all(any(m[2] == reasons[0] for m in r["markers"]) for r in kept)
+    assert page.errors == []
+
+
+def test_finished_pods_fold_into_their_owner_and_unfold_on_click(src: Any, browser_page: Any) -> None:
+    """GIVEN node-a, where pods of Deployment web finished (deleted, Succeeded or Failed) and others still
+    run WHEN its page opens THEN the finished ones are one row "Deployment web: N finished pods" carrying
+    their bars; WHEN that row is clicked THEN each finished pod has its row again; the table lists every
+    pod throughout."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/nodes/node-a/?{WINDOW}")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    folded = page.evaluate("() => window.__podlifeRows().filter((r) => r.collapsed)")
+    assert len(folded) == 1 and re.fullmatch(r"Deployment web: (\d+) finished pods ▸", folded[0]["name"]), folded
+    members = folded[0]["members"]
+    assert len(members) >= 2 and folded[0]["intervals"]
+    ticks = page.evaluate("() => document.getElementById('gantt')._fullLayout.yaxis.ticktext.slice()")
+    assert any(t.startswith("Deployment web: ") for t in ticks), ticks
+    listed = page.locator("#pods-body tr").count()
+    page.evaluate(
+        """() => { const gd = document.getElementById("gantt");
+          const t = gd.data.find((d) => d.customdata && d.customdata.some((c) => String(c[0]).startsWith("finished:")));
+          gd.emit("plotly_click", { points: [{ customdata: t.customdata.find((c) => String(c[0]).startsWith("finished:")) }] }); }"""
+    )
+    wait_for_js(page, "(() => window.__podlifeRows().every(function (r) { return !r.collapsed; }))()")
+    uids = page.evaluate("() => window.__podlifeRows().map((r) => r.uid)")
+    assert set(members) <= set(uids)
+    assert page.locator("#pods-body tr").count() == listed
     assert page.errors == []

@@ -82,6 +82,25 @@ MARKER_CLUSTER_PX = 12
 LIVE_MAX_FPS = 10
 
 WORKER_ORDER = ("setup", "running", "unknown", "terminating", "cleanup", "done")
+# The order of a lane group's legend entries: a pod's life from first to last (states not named here come
+# after, by name).
+STATE_ORDER = (
+    *WORKER_ORDER,
+    "pending",
+    "scheduled",
+    "initializing",
+    "waiting",
+    "succeeded",
+    "failed",
+    "terminated",
+    "deleted",
+    "true",
+    "True",
+    "false",
+    "False",
+    "false (unexpected)",
+    "False (unexpected)",
+)
 
 # How each interval source is drawn (gantt.js), so a bound the kubelet logged, one inferred from its V0–V3
 # lines and one inferred from the API never look alike: solid; cross-hatched with dashed WebGL lines;
@@ -103,6 +122,7 @@ def gantt_config() -> dict[str, Any]:
         "label_limit": LABEL_LIMIT,
         "row_px": ROW_PX,
         "worker_order": list(WORKER_ORDER),
+        "state_order": list(STATE_ORDER),
         "provenance": PROVENANCE_STYLES,
         "pending": PENDING_STYLE,
         "min_bar_px": MIN_BAR_PX,
