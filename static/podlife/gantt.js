@@ -333,6 +333,12 @@ export function buildFigure(rows, cfg, opts) {
       marker: { symbol: "x", size: gl ? 6 : 8, color: findingPts.map((p) => cfg.severity[p.severity] || "#CC3311") },
     });
   }
+  // Legend groups in lane order (worker, API, containers, conditions, node, markers, findings) whatever the
+  // order the traces are drawn in (the findings' band is drawn first, behind everything).
+  traces.forEach((t, i) => {
+    const g = groupOrder.indexOf(t.legendgroup);
+    t.legendrank = 1000 * (g < 0 ? groupOrder.length : g) + i;
+  });
   const labels = rows.length <= cfg.label_limit;
   // The legend: one column a lane group (worker, API, containers, conditions, node, markers, findings),
   // each titled, side by side below the axis; the bottom margin grows with its tallest column.
@@ -345,7 +351,11 @@ export function buildFigure(rows, cfg, opts) {
   // times a 400 px one in software GL); box-zoom on y to separate rows.
   const rowPx = cfg.row_px || 16;
   const plotHeight = opts.height || (gl && !labels ? 800 : labels ? Math.max(260, rows.length * rowPx + 40) : Math.min(Math.max(260, rows.length * 3 + 120), 2400));
-  const height = plotHeight + legendPx;
+  // A chart taller than a screen (hundreds of labelled rows) has its time axis and legend on top, where
+  // the reader starts, not thousands of pixels below.
+  const tall = plotHeight > 900;
+  const top = tall ? 34 + 40 + legendPx : 34;
+  const height = plotHeight + legendPx + (tall ? 40 : 0);
   const tick = (r) => {
     const text = plotlyText(r.label.length > 60 ? r.label.slice(0, 59) + "…" : r.label);
     const indent = "\u2002".repeat(2 * (r.depth || 0)); // en spaces: Plotly keeps them, unlike spaces
@@ -356,8 +366,8 @@ export function buildFigure(rows, cfg, opts) {
     barmode: "overlay",
     height,
     // Top margin: room for Plotly's mode bar above the first lane, never over it.
-    margin: { t: 34, l: labels ? Math.min(440, 20 + 7 * labelChars) : 40, r: 20, b: bottom },
-    xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f" },
+    margin: { t: top, l: labels ? Math.min(440, 20 + 7 * labelChars) : 40, r: 20, b: tall ? 30 : bottom },
+    xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f", side: tall ? "top" : "bottom" },
     yaxis: {
       // Every row, first at the top: an explicit range, so a row without bars (an owner's header) keeps
       // its place; double-click goes back to it.
@@ -370,7 +380,9 @@ export function buildFigure(rows, cfg, opts) {
       zeroline: false,
       tickfont: { size: 11 },
     },
-    legend: { orientation: "h", traceorder: "grouped", yanchor: "top", y: -40 / Math.max(height - 34 - bottom, 100), groupclick: "toggleitem" },
+    legend: tall
+      ? { orientation: "h", traceorder: "grouped", yanchor: "bottom", y: 1 + 40 / (height - top - 30), groupclick: "toggleitem" }
+      : { orientation: "h", traceorder: "grouped", yanchor: "top", y: -40 / Math.max(height - 34 - bottom, 100), groupclick: "toggleitem" },
     hovermode: "closest",
     dragmode: "zoom",
     uirevision: "keep",

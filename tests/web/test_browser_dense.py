@@ -17,9 +17,11 @@ import pytest
 
 from tests.export.conftest import T0, source_observations
 from tests.flow import ingest as ingest_observations
-from tests.web.conftest import CHROMIUM, login, wait_for_js
+from tests.web.bulk import make_pods
+from tests.web.conftest import CHROMIUM, SHOTS, login, wait_for_js
 from tests.web.factories import started_pod
 from timelines.lifecycle.timeline import parse_time
+from timelines.models import Cluster
 
 pytestmark = [
     pytest.mark.browser,
@@ -198,7 +200,9 @@ def test_finished_pods_fold_into_their_owner_and_unfold_on_click(src: Any, brows
     page.goto(f"{base}/c/src/nodes/node-a/?{WINDOW}")
     page.wait_for_selector("#gantt .main-svg .bars path")
     folded = page.evaluate("() => window.__podlifeRows().filter((r) => r.collapsed)")
-    assert len(folded) == 1 and re.fullmatch(r"Deployment web: (\d+) finished pods ▸", folded[0]["name"]), folded
+    assert len(folded) == 1 and re.fullmatch(r"Deployment web: (\d+) finished pods ▸", folded[0]["name"]), (
+        folded
+    )
     members = folded[0]["members"]
     assert len(members) >= 2 and folded[0]["intervals"]
     ticks = page.evaluate("() => document.getElementById('gantt')._fullLayout.yaxis.ticktext.slice()")
@@ -213,4 +217,47 @@ def test_finished_pods_fold_into_their_owner_and_unfold_on_click(src: Any, brows
     uids = page.evaluate("() => window.__podlifeRows().map((r) => r.uid)")
     assert set(members) <= set(uids)
     assert page.locator("#pods-body tr").count() == listed
+    assert page.errors == []
+
+
+LABEL_BOXES = """() => {
+  const boxes = [...document.querySelectorAll("#gantt .ytick text")].map((t) => t.getBoundingClientRect())
+    .map((r) => ({ top: r.top, bottom: r.bottom, h: r.height }));
+  const bars = [...document.querySelectorAll("#gantt .barlayer .point path")].map((p) => p.getBoundingClientRect())
+    .filter((r) => r.width || r.height).map((r) => r.height);
+  const gd = document.getElementById("gantt");
+  const legend = gd.querySelector(".legend").getBoundingClientRect();
+  const plot = gd.querySelector(".nsewdrag").getBoundingClientRect();
+  return { boxes, minBar: Math.min(...bars), page: document.documentElement.scrollWidth, view: window.innerWidth,
+           legendAbove: legend.bottom <= plot.top, axisSide: gd._fullLayout.xaxis.side };
+}"""
+
+
+def test_a_namespace_of_243_pods_labels_every_row_without_overlap(
+    live_server_asgi: Any, admin_user: Any, request: Any
+) -> None:
+    """GIVEN a synthetic namespace of 243 pods (tests/web/bulk.py: 40 ReplicaSets, two hours) WHEN its page
+    opens THEN every pod and every owner has its label, no two labels overlap, no bar is under 3 px high
+    (the issue saw a diagonal of 1-2 px bars without labels) and nothing is wider than the page."""
+    make_pods(Cluster.objects.create(name="mid"), pods=243, namespace="mid", span=timedelta(hours=2))
+    page = request.getfixturevalue("browser_page")
+    base = live_server_asgi.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/mid/ns/mid/?from=2024-06-07T00:00:00Z&to=2024-06-07T03:00:00Z")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    assert page.get_attribute("#gantt", "data-rows") == "243"
+    headers = int(page.get_attribute("#gantt", "data-headers") or 0)
+    assert headers == 40, headers  # one a ReplicaSet (no Deployment is known in this synthetic data)
+    seen = page.evaluate(LABEL_BOXES)
+    boxes = sorted(seen["boxes"], key=lambda b: b["top"])
+    assert len(boxes) == 243 + headers
+    overlaps = [(a, b) for a, b in zip(boxes, boxes[1:], strict=False) if b["top"] < a["bottom"] - 0.5]
+    assert overlaps == [], overlaps[:3]
+    assert seen["minBar"] >= 3, seen["minBar"]
+    assert seen["page"] <= seen["view"], seen
+    # A chart this tall has its time axis and legend above the rows, where the reader starts.
+    assert seen["axisSide"] == "top" and seen["legendAbove"], seen
+    page.screenshot(
+        path=str(SHOTS / "namespace-243.png"), clip={"x": 0, "y": 0, "width": 1400, "height": 1600}
+    )
     assert page.errors == []

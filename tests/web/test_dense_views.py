@@ -14,6 +14,7 @@ from django.test import Client, RequestFactory
 
 from timelines.lifecycle.cluster_objects import selector_text
 from timelines.models import Workload
+from timelines.templatetags.times import wall_time
 from timelines.web.api.views import NODE_WINDOW, node_window
 
 T = datetime(2024, 6, 7, 6, 0, tzinfo=UTC)  # synthetic data: an hour of a node's history from here
@@ -95,3 +96,27 @@ def test_the_namespace_page_hands_its_rows_their_owners(admin_user: Any, lab: An
     assert html.index('id="gantt"') < html.index('class="cards"')
     node = client.get("/c/lab/nodes/node-a/").content.decode()
     assert '"owners": {"default/ReplicaSet/web-7d9": ["Deployment", "web"]}' in node
+
+
+@pytest.mark.parametrize(
+    ("at", "text"),
+    [
+        (datetime(2024, 6, 7, 6, 54, 47, tzinfo=UTC), "2024-06-07 06:54:47"),  # an API timestamp: whole s
+        (datetime(2024, 6, 7, 6, 54, 47, 250000, tzinfo=UTC), "2024-06-07 06:54:47.250"),  # a kubelet line
+        (datetime(2024, 6, 7, 6, 54, 47, 250001, tzinfo=UTC), "2024-06-07 06:54:47.250001"),  # a span
+        (None, ""),
+    ],
+)
+def test_server_printed_times_are_trimmed_to_their_precision(at: datetime | None, text: str) -> None:
+    assert wall_time(at) == text
+
+
+def test_the_findings_page_prints_no_trailing_zeros(admin_user: Any, lab: Any) -> None:
+    """GIVEN findings of the lab cluster (starts on whole milliseconds) WHEN the findings page is read THEN
+    no start ends in ".000000" and each is its instant to the millisecond."""
+    client = Client()
+    client.force_login(admin_user)
+    html = client.get("/findings/").content.decode()
+    starts = re.findall(r'<tr><td class="mono">([^<]*)</td>', html)
+    assert starts and not any(s.endswith("000") for s in starts), starts
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3}|\.\d{6})?", s) for s in starts), starts
