@@ -288,3 +288,19 @@ def test_the_band_table_names_each_finding_kind_of_a_pod_once(
     assert data is not None
     [row] = [r for r in data["table"] if r["uid"] == first.pod_uid]
     assert row["findings"] == ["slow_cleanup"]
+
+
+@pytest.mark.postgres
+def test_a_part_of_a_name_uid_or_node_is_answered_by_a_trigram_index(fleet_cluster: Cluster) -> None:
+    """GIVEN PostgreSQL with migration 0022 WHEN a name, UID or node is searched by a part of it THEN the
+    plan reads the pg_trgm index of that column (a part cannot use 0015's prefix B-trees), not the table."""
+    # The term alone (no cluster): on 300 rows the planner would rather read the cluster's B-tree, which
+    # says nothing about whether the trigram index can answer the pattern.
+    for key, index in (("name", "pod_name_trgm"), ("uid", "pod_uid_trgm"), ("node", "pod_node_trgm")):
+        qs = Pod.objects.filter(fleet._term_q(fleet_cluster, fleet.SearchTerm(key, "kd2mp")))
+        sql, params = qs.order_by().values_list("id").query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(r[0] for r in cursor.fetchall())
+        assert index in plan, plan
