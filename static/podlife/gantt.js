@@ -184,7 +184,7 @@ export function buildFigure(rows, cfg, opts) {
       findingBands.push({ y, s0, e0, severity, text, custom: [r.key, (evidence || []).join(","), "finding"] });
       // custom[3], custom[4]: the finding's span (µs), for "zoom to finding" on click.
       // The ✕ sits on the row's top edge, above the bar: it marks the start without covering the phase.
-      findingPts.push({ x: axisValue(s0, tz), y: y - 0.36, severity, text, custom: [r.key, (evidence || []).join(","), "finding", s0, e0] });
+      findingPts.push({ x: axisValue(s0, tz), y: y - 0.47, severity, text, custom: [r.key, (evidence || []).join(","), "finding", s0, e0] });
     }
   });
 
@@ -330,7 +330,9 @@ export function buildFigure(rows, cfg, opts) {
       type: gl ? "scattergl" : "scatter", mode: "markers", name: "finding start",
       x: findingPts.map((p) => p.x), y: findingPts.map((p) => p.y), hovertext: findingPts.map((p) => p.text),
       hovertemplate: "%{hovertext}<extra></extra>", customdata: findingPts.map((p) => p.custom),
-      marker: { symbol: "x", size: gl ? 6 : 8, color: findingPts.map((p) => cfg.severity[p.severity] || "#CC3311") },
+      // Not clipped where the first row's edge is the plot's; sized below, once the rows' height is known.
+      cliponaxis: false,
+      marker: { symbol: "x", size: gl ? 5 : 7, color: findingPts.map((p) => cfg.severity[p.severity] || "#CC3311") },
     });
   }
   // Legend groups in lane order (worker, API, containers, conditions, node, markers, findings) whatever the
@@ -388,6 +390,12 @@ export function buildFigure(rows, cfg, opts) {
     uirevision: "keep",
   };
   if (opts.x0 && opts.x1) layout.xaxis.range = [axisValue(opts.x0, tz), axisValue(opts.x1, tz)];
+  // The ✕ of a finding sits on its row's top edge (0.47 of a row above the centre) and must end above the
+  // bar's top (0.3 above): at most a third of a row's pixels across, so it never covers a phase.
+  const drawnRowPx = (height - layout.margin.t - layout.margin.b) / Math.max(rows.length, 1);
+  for (const t of traces) {
+    if (t.name === "finding start") t.marker.size = Math.max(3, Math.min(9, Math.floor(0.3 * drawnRowPx)));
+  }
   return { data: traces, layout, gl };
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.export.conftest import T0, source_observations
+from tests.export.conftest import T0, source_observations, uid_for
 from tests.flow import ingest as ingest_observations
 from tests.web.bulk import make_pods
 from tests.web.conftest import CHROMIUM, SHOTS, login, wait_for_js
@@ -260,4 +260,47 @@ def test_a_namespace_of_243_pods_labels_every_row_without_overlap(
     page.screenshot(
         path=str(SHOTS / "namespace-243.png"), clip={"x": 0, "y": 0, "width": 1400, "height": 1600}
     )
+    assert page.errors == []
+
+
+# Every finding's ✕ and every phase bar, as page rectangles with their row (the pod page: a row a lane).
+MARKS_AND_BARS = """() => {
+  const gd = document.getElementById("gantt");
+  const rects = (selector) => [...gd.querySelectorAll(selector)].map((e) => e.getBoundingClientRect())
+    .filter((r) => r.width || r.height).map((r) => ({ l: r.left, r: r.right, t: r.top, b: r.bottom }));
+  const k = gd.data.findIndex((t) => t.name === "finding start");
+  const layers = [...gd.querySelectorAll(".scatterlayer .trace")];
+  const scatter = gd.data.map((t, i) => i).filter((i) => gd.data[i].type === "scatter");
+  const marks = rects(`.scatterlayer .trace:nth-child(${scatter.indexOf(k) + 1}) .point`);
+  const bars = gd.data.filter((t) => t.type === "bar");
+  const barLayers = [...gd.querySelectorAll(".barlayer .trace")];
+  const phases = bars.flatMap((t, j) => (t.name === "finding" ? [] : [...barLayers[j].querySelectorAll("path")]))
+    .map((e) => e.getBoundingClientRect()).filter((r) => r.width && r.height)
+    .map((r) => ({ l: r.left, r: r.right, t: r.top, b: r.bottom }));
+  return { marks, phases, layers: layers.length };
+}"""
+
+
+def test_a_findings_mark_never_covers_a_phase(src: Any, browser_page: Any) -> None:
+    """GIVEN pods with findings (web-b killed during setup; web-d stuck terminating) WHEN their pod pages
+    and the node page draw THEN no finding's ✕ overlaps a phase bar: it sits on the row's top edge, the
+    band behind the row (the issue: "finding boxes hide the phase colours")."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    for path in (
+        f"/c/src/pods/{uid_for('web-b')}/",
+        f"/c/src/pods/{uid_for('web-d')}/",
+        f"/c/src/nodes/node-a/?{WINDOW}",
+    ):
+        page.goto(base + path)
+        page.wait_for_selector("#gantt .main-svg .bars path")
+        seen = page.evaluate(MARKS_AND_BARS)
+        assert seen["marks"] and seen["phases"], (path, seen)
+        hits = [
+            (m, b)
+            for m in seen["marks"]
+            for b in seen["phases"]
+            if m["l"] < b["r"] and b["l"] < m["r"] and m["t"] < b["b"] - 0.5 and b["t"] < m["b"] - 0.5
+        ]
+        assert hits == [], (path, hits[:3])
     assert page.errors == []

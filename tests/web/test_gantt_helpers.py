@@ -188,3 +188,47 @@ def test_filters_match_a_part_of_a_name_uid_or_node_and_kinds() -> None:
     assert passes(findingKind="stuck_terminating") and not passes(findingKind="crash_loop")
     assert passes(eventReason="BackOff") and not passes(eventReason="Killing")
     assert passes()
+
+
+def test_the_gantt_draws_close_markers_as_one_with_their_count_until_zoomed() -> None:
+    """GIVEN a synthetic pod row with three events within 0.4 s and one 5 s later WHEN drawn two hours wide
+    over 1,000 px (7.2 s a pixel) THEN one marker says "4"; WHEN drawn 40 s wide THEN the three are one
+    marker saying "3" and the fourth stands alone; the legend groups are the lanes'."""
+    from timelines.web.figures import gantt_config
+
+    at = [
+        "2024-06-07T06:54:41.000Z",
+        "2024-06-07T06:54:41.200Z",
+        "2024-06-07T06:54:41.400Z",
+        "2024-06-07T06:54:46Z",
+    ]
+    row = {
+        "key": "u1",
+        "label": "web-a",
+        "title": "shop/web-a",
+        "intervals": [["worker", "setup", "2024-06-07T06:54:40Z", "2024-06-07T06:55:00Z", "observed", []]],
+        "markers": [
+            [t, "event", r, "synthetic", []]
+            for t, r in zip(at, ("Scheduled", "Pulling", "Pulled", "Started"), strict=True)
+        ],
+        "findings": [],
+    }
+    end = 1_717_743_300_000_000
+
+    def clusters(view_us: int) -> tuple[list[str], list[str]]:
+        fig = run(
+            "gantt.js",
+            "buildFigure",
+            [row],
+            gantt_config(),
+            {"tz": "utc", "windowEnd": end, "viewUs": view_us, "plotPx": 1000},
+        )
+        counted = [t for t in fig["data"] if t["name"] == "markers (count)"]
+        singles = [n for t in fig["data"] if t["name"] == "event" for n in t["x"]]
+        return (counted[0]["text"] if counted else []), singles
+
+    assert clusters(7_200_000_000) == (["4"], [])
+    texts, singles = clusters(40_000_000)  # 40 ms a pixel: 12 px are 0.48 s
+    assert texts == ["3"] and len(singles) == 1
+    fig = run("gantt.js", "buildFigure", [row], gantt_config(), {"tz": "utc", "windowEnd": end})
+    assert {t.get("legendgroup") for t in fig["data"]} == {"worker", "markers"}
