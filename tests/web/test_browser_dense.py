@@ -304,3 +304,25 @@ def test_a_findings_mark_never_covers_a_phase(src: Any, browser_page: Any) -> No
         ]
         assert hits == [], (path, hits[:3])
     assert page.errors == []
+
+
+def test_a_findings_sentence_names_its_instant_in_the_picked_zone(src: Any, browser_page: Any) -> None:
+    """GIVEN web-b, whose killed_during_setup finding says "... at 2024-06-07 06:54:46.450 UTC ..." WHEN its
+    pod page is shown in Asia/Kolkata THEN the sentence says 12:24:46.450 Asia/Kolkata beside columns in
+    that zone, never "UTC"; back under UTC it reads as written."""
+    page, base = browser_page, src.url
+    login(page, base, "root")
+    page.goto(f"{base}/c/src/pods/{uid_for('web-b')}/?tz=Asia/Kolkata")
+    page.wait_for_selector("#gantt .main-svg .bars path")
+    row = page.inner_text("#findings tr:nth-child(2)")
+    assert "2024-06-07 12:24:46.450 Asia/Kolkata" in row and " UTC" not in row, row
+    hovers = page.evaluate(
+        "() => document.getElementById('gantt').data.filter((t) => t.name === 'finding start')"
+        ".flatMap((t) => t.hovertext)"
+    )
+    assert any("12:24:46.450 Asia/Kolkata" in h for h in hovers) and not any(" UTC" in h for h in hovers), (
+        hovers
+    )
+    page.click("#tz-toggle")  # a picked zone goes back to UTC
+    assert "2024-06-07 06:54:46.450 UTC" in page.inner_text("#findings tr:nth-child(2)")
+    assert page.errors == []
