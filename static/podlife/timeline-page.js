@@ -160,6 +160,12 @@ async function draw() {
   chart.dataset.rows = String(all.length - headers);
   chart.dataset.headers = String(headers);
   chart.dataset.detail = state.bands ? "bands" : "full";
+  // Bands of pods (a crowded namespace) are folded on the server: the row filters apply once zoomed to pods.
+  for (const input of Object.values(filterEls)) {
+    if (!input) continue;
+    input.disabled = !!state.bands;
+    input.title = state.bands ? "zoom in until the chart shows a row a pod to filter its rows" : "";
+  }
   requestAnimationFrame(() => {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
