@@ -101,8 +101,9 @@ class SearchTerm:
 
 
 def parse_search(text: str) -> list[SearchTerm]:
-    """``text`` → terms, all of which a pod must match: ``KEY:PREFIX`` (KEY one of name, uid, owner,
-    node, ns, finding) and bare PREFIXes matching any of them, separated by spaces. A text without any
+    """``text`` → terms, all of which a pod must match: ``KEY:TEXT`` (KEY one of name, uid, owner,
+    node, ns, finding) and bare TEXTs matching any of them, separated by spaces; a name, UID or node
+    matches a TEXT anywhere in it, an owner, namespace or finding kind one it starts with. A text without any
     ``KEY:`` is one bare prefix, spaces and all (an imported name may hold any character). Every
     character is literal (``%`` and ``_`` are no wildcards); control characters, a term over 253
     characters, more than six terms or an empty text are refused with a ``SearchError``."""
@@ -132,7 +133,9 @@ def parse_search(text: str) -> list[SearchTerm]:
 
 def _term_q(cluster: Cluster, term: SearchTerm) -> Q:
     # ``startswith`` is a LIKE 'prefix%' with the wildcards of the term escaped; on PostgreSQL the pattern
-    # indexes of migration 0015 answer it. Kubernetes names and UIDs are lower case: a prefix typed with
+    # indexes of migration 0015 answer it. ``contains`` (names, UIDs, nodes) is a LIKE '%part%' with the
+    # same escaping: no b-tree index answers it, so it scans the cluster's pods (at most
+    # SEARCH_CANDIDATES matches are read before ordering). Kubernetes names and UIDs are lower case: a prefix typed with
     # capitals matches as typed or lowercased (SQLite's LIKE ignores ASCII case anyway).
     q = Q()
     for prefix in dict.fromkeys((term.prefix, term.prefix.lower())):
@@ -142,10 +145,13 @@ def _term_q(cluster: Cluster, term: SearchTerm) -> Q:
 
 def _prefix_q(cluster: Cluster, key: str, prefix: str) -> Q:
     by_key = {
-        "name": Q(name__startswith=prefix),
-        "uid": Q(uid__startswith=prefix),
+        # Names, UIDs and nodes match anywhere in them: a pod is named by the random tail of its name
+        # ("kd2mp" of web-7d9f-kd2mp) as often as by its start. Owners, namespaces and finding kinds
+        # match by prefix (their indexes answer it).
+        "name": Q(name__contains=prefix),
+        "uid": Q(uid__contains=prefix),
         "owner": Q(owner_name__startswith=prefix),
-        "node": Q(node__startswith=prefix),
+        "node": Q(node__contains=prefix),
         "ns": Q(namespace__startswith=prefix),
         "finding": Q(
             uid__in=Subquery(

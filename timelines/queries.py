@@ -326,6 +326,18 @@ def data_extent(
     return agg["first"], last
 
 
+def latest_cordon(cluster: Cluster, node: str) -> tuple[datetime, datetime | None] | None:
+    """The start and end (None while it lasts) of the node's latest ``cordoned`` interval (its own
+    ``node:*`` lanes), or None when it was never seen cordoned: a drain begins with a cordon."""
+    row = (
+        Interval.objects.filter(cluster=cluster, node=node, pod_uid__isnull=True, state="cordoned")
+        .order_by("-start")
+        .values_list("start", "end")
+        .first()
+    )
+    return (row[0], row[1]) if row else None
+
+
 def time_text_sql(column: str, vendor: str | None = None) -> str:
     """SQL for a timestamp column (already quoted where it must be) as the text ``format_time`` writes
     (``2024-06-07T06:54:41.100000+00:00``), made by the database: rows read as text need no parsing.
@@ -681,6 +693,15 @@ def workloads(cluster: Cluster, namespaces: set[str] | None, *, namespace: str =
     return list(qs.order_by("namespace", "kind", "name"))
 
 
+def owned_workloads(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") -> list[Workload]:
+    """The workloads that have an owner (a Deployment's ReplicaSets): what a page needs to group pods
+    Deployment → ReplicaSet → pods, without every workload of the cluster."""
+    qs = _ns_filter(Workload.objects.filter(cluster=cluster).exclude(owner_name=""), namespaces)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    return list(qs.only("namespace", "kind", "name", "owner_kind", "owner_name"))
+
+
 def get_pdb(cluster: Cluster, namespace: str, name: str) -> PodDisruptionBudget:
     qs = PodDisruptionBudget.objects.filter(cluster=cluster, namespace=namespace, name=name)
     return _current_incarnation(qs, f"PodDisruptionBudget {namespace}/{name}", cluster)
@@ -695,6 +716,7 @@ def pdbs(cluster: Cluster, namespaces: set[str] | None, *, namespace: str = "") 
 
 # metav1.LabelSelector semantics live in the pure core; re-exported for views, export and scope.
 selector_matches = cluster_objects.selector_matches
+selector_text = cluster_objects.selector_text
 
 
 def pdb_findings(pdb: PodDisruptionBudget, *, limit: int = 200) -> list[Finding]:

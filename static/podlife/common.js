@@ -86,7 +86,7 @@ function offsetMicros(us, tz) {
 // figures through zoneFigure) goes through this one helper, so axis, hover and tables agree.
 export function axisValue(us, tz) {
   if (us === null || us === undefined) return null;
-  return display(us, tz);
+  return wallTime(us, tz);
 }
 
 // Civil date from days since 1970-01-01 (H. Hinnant's algorithm): no Date object per call.
@@ -102,8 +102,9 @@ function civil(days) {
   return [yoe + era * 400 + (m <= 2 ? 1 : 0), m, d];
 }
 
-// Microseconds → "YYYY-MM-DD HH:MM:SS.ffffff" in UTC or local time (hover text, inputs, tables).
-export function display(us, tz) {
+// Microseconds → "YYYY-MM-DD HH:MM:SS.ffffff" in the picked zone, all six digits: what Plotly's axis reads
+// (axisValue) and what isoUTC writes into links.
+export function wallTime(us, tz) {
   if (us === null || us === undefined) return null;
   const shifted = us + offsetMicros(us, tz);
   const days = Math.floor(shifted / 86400e6);
@@ -116,6 +117,20 @@ export function display(us, tz) {
   const ss = Math.floor(rest / 1e6);
   const micro = Math.round(rest - ss * 1e6);
   return `${y}-${pad(m)}-${pad(d)} ${pad(hh)}:${pad(mm)}:${pad(ss)}.${pad(micro, 6)}`;
+}
+
+// A wall time as people read it (hover text, inputs, tables): the fraction trimmed to the precision the
+// instant has, in groups of three digits. A whole-second timestamp (the API's metav1.Time) shows no
+// ".000000", one to the millisecond three digits, one to the microsecond all six. Nothing is rounded: the
+// digits dropped are zeros.
+export function trimFraction(text) {
+  return text.replace(/\.(\d{3})(\d{3})$/, (_, ms, us) => (us !== "000" ? `.${ms}${us}` : ms !== "000" ? `.${ms}` : ""));
+}
+
+// Microseconds → "YYYY-MM-DD HH:MM:SS[.fff[fff]]" in the picked zone (UTC, local, or an IANA name).
+export function display(us, tz) {
+  if (us === null || us === undefined) return null;
+  return trimFraction(wallTime(us, tz));
 }
 
 // Inverse of display(): a Plotly axis value (display string) → UTC microseconds.
@@ -140,12 +155,27 @@ export function zoneFigure(fig, tz) {
   return { data, layout };
 }
 
-// Every cell that holds an instant (data-time="ISO in UTC") shows it in the picked zone, and the switch
-// says which zone that is.
+// A sentence with instants written in UTC ("… since 2024-06-07 06:54:47.250 UTC": finding messages, made
+// on the server) → the same sentence with each instant in the picked zone and named so, so it never says
+// "UTC" beside columns shown in another zone. Under UTC the text is unchanged.
+const UTC_IN_TEXT = /(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?) UTC\b/g;
+export function zoneText(text, tz) {
+  if (text === null || text === undefined || tz === "utc" || !tz) return text;
+  return String(text).replace(UTC_IN_TEXT, (all, day, time) => {
+    const us = toMicros(`${day}T${time}Z`);
+    return us === null ? all : `${display(us, tz)} ${tz === "local" ? "local time" : tz}`;
+  });
+}
+
+// Every cell that holds an instant (data-time="ISO in UTC") shows it in the picked zone, every sentence
+// marked data-utc-text has its UTC instants moved to it (zoneText), and the switch says which zone that is.
 export function renderTimes(tz) {
   for (const cell of document.querySelectorAll("[data-time]")) {
     const us = toMicros(cell.dataset.time);
     if (us !== null) cell.textContent = display(us, tz);
+  }
+  for (const cell of document.querySelectorAll("[data-utc-text]")) {
+    cell.textContent = zoneText(cell.dataset.utcText, tz);
   }
   const toggle = document.getElementById("tz-toggle");
   if (toggle) toggle.textContent = `times: ${tzLabel(tz)}`;
@@ -165,7 +195,7 @@ export const PLOT_CONFIG = {
 };
 
 export function isoUTC(us) {
-  return display(us, "utc").replace(" ", "T") + "Z";
+  return wallTime(us, "utc").replace(" ", "T") + "Z";
 }
 
 export function tzLabel(tz) {
@@ -175,13 +205,22 @@ export function tzLabel(tz) {
   return tz === "local" ? `local (${utc})` : `${tz} (${utc})`;
 }
 
+// A duration as people say it: three significant digits under a minute ("850 µs", "12.3 ms", "2.97 s"),
+// whole units above ("1 m 30 s", "2 h 5 m", "3 d 4 h"); null is an interval still open.
 export function duration(us) {
   if (us === null || us === undefined) return "open";
-  const s = us / 1e6;
-  if (s < 1) return `${(us / 1000).toFixed(3)} ms`;
-  if (s < 120) return `${s.toFixed(6)} s`;
-  if (s < 7200) return `${Math.floor(s / 60)} min ${(s % 60).toFixed(3)} s`;
-  return `${(s / 3600).toFixed(2)} h`;
+  const sig = (v) => String(Number(v.toPrecision(3)));
+  const a = Math.abs(us);
+  if (a < 1e3) return `${sig(us)} µs`;
+  if (a < 1e6) return `${sig(us / 1e3)} ms`;
+  if (a < 59.95e6) return `${sig(us / 1e6)} s`;
+  const s = Math.round(us / 1e6);
+  const units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+  const i = units.findIndex(([, n]) => s >= n);
+  const [big, n] = units[i];
+  const [small, k] = units[i + 1];
+  const rest = Math.floor((s % n) / k);
+  return `${Math.floor(s / n)} ${big}` + (rest ? ` ${rest} ${small}` : "");
 }
 
 // Plotly decodes numeric references and only a few named ones (no &quot;): quotes go as &#34; / &#39;, so a

@@ -7,6 +7,7 @@ import {
 import { buildFigure, findingZoom, rowFromTimeline } from "./gantt.js";
 import { ageAttrs, watchLive } from "./live.js";
 import { bandConfig, bandRows, isBands, lodURL, renderBandTable } from "./lod.js";
+import { collapseFinished, filterChoices, firstStart, groupByOwner, matchesFilters } from "./rows.js";
 
 const page = pageData();
 const cfg = page.gantt;
@@ -25,7 +26,17 @@ const state = {
   seq: null,
   timing: {},
   bands: null, // a crowded window as bands of pods (lod.js), else null: a row a pod
+  expanded: new Set(), // node page: owners whose finished pods are listed, not folded
+  expandAll: false,
 };
+const owners = page.owners || {}; // "ns/Kind/name" → [owner kind, owner name] (views.owner_map)
+const filterEls = {
+  text: document.getElementById("row-search"),
+  findingKind: document.getElementById("finding-kind"),
+  eventReason: document.getElementById("event-reason"),
+};
+const params0 = getParams();
+if (filterEls.text) filterEls.text.value = params0.get("q") || "";
 window.__podlifeDraws = []; // timings after each draw (tests and bench/live.py read it)
 window.__podlifeRows = () => rows(); // for benchmarks and tests
 
@@ -44,23 +55,23 @@ function apiURL() {
 }
 
 function rowLabel(r) {
-  if (page.group_by_owner) return `${r.owner_name || "(no owner)"} ▸ ${r.name}`;
   if (page.kind === "node") return `${r.namespace}/${r.name}`;
-  return r.name + (r.node ? ` @ ${r.node}` : "");
+  return r.name || r.uid;
 }
 
+function filters() {
+  const p = getParams();
+  return { text: p.get("q") || "", findingKind: p.get("finding") || "", eventReason: p.get("reason") || "" };
+}
+
+// The rows drawn: the node's own lanes first; then the pods that pass the filters, grouped by owner
+// (namespace and workload pages: Deployment → ReplicaSet → pods, every row labelled) or, on a node page,
+// in order of start with the finished pods of each owner folded into one row until expanded.
 function rows() {
   if (state.bands) return bandRows(state.bands);
-  const pods = [...state.pods.values()];
-  for (const r of pods) {
-    if (r._first === undefined) r._first = r.intervals.reduce((m, iv) => Math.min(m, toMicros(iv[2])), Infinity);
-  }
-  const first = (r) => r._first;
-  pods.sort((a, b) =>
-    page.group_by_owner
-      ? (a.owner_name || "").localeCompare(b.owner_name || "") || first(a) - first(b)
-      : first(a) - first(b) || a.name.localeCompare(b.name),
-  );
+  const all = [...state.pods.values()];
+  const f = filters();
+  const pods = all.filter((r) => matchesFilters(r, f));
   const out = [];
   for (const [lane, items] of Object.entries(state.nodeLanes)) {
     out.push({
@@ -68,10 +79,56 @@ function rows() {
       intervals: items.map(([st, s, e, src, ev]) => [lane, st, s, e, src, ev]), markers: [], findings: [],
     });
   }
-  for (const r of pods) {
-    out.push({ ...r, key: r.uid, label: rowLabel(r), title: `${r.namespace}/${r.name}` });
+  const withTitle = (r) => ({ ...r, key: r.key ?? r.uid, title: r.collapsed ? r.name : `${r.namespace}/${r.name}` });
+  if (page.kind === "node") {
+    const expanded = state.expandAll ? null : state.expanded;
+    const shown = state.expandAll ? pods.slice().sort((a, b) => firstStart(a) - firstStart(b)) : collapseFinished(pods, owners, expanded, rowLabel);
+    for (const r of shown) out.push({ ...withTitle(r), label: r.collapsed ? r.name : rowLabel(r) });
+  } else {
+    for (const r of groupByOwner(pods, owners, rowLabel)) out.push(r.header ? r : withTitle(r));
   }
+  updateFilterChoices(all, pods.length);
   return out;
+}
+
+// The finding-kind and event-reason choices from the pods loaded; the count of pods the filters keep.
+function updateFilterChoices(all, kept) {
+  const { kinds, reasons } = filterChoices(all);
+  const f = filters();
+  for (const [select, values, current, none] of [
+    [filterEls.findingKind, kinds, f.findingKind, "any finding"],
+    [filterEls.eventReason, reasons, f.eventReason, "any event"],
+  ]) {
+    if (!select) continue;
+    const want = [...new Set([...values, ...(current ? [current] : [])])].sort();
+    const have = [...select.options].slice(1).map((o) => o.value);
+    if (want.join("\n") !== have.join("\n")) {
+      select.replaceChildren(el("option", { value: "", text: none }), ...want.map((v) => el("option", { value: v, text: v })));
+    }
+    select.value = current;
+  }
+  const count = document.getElementById("row-count");
+  if (count) count.textContent = kept === all.length ? "" : `${kept} of ${all.length} pods match`;
+}
+
+for (const [key, param] of [["text", "q"], ["findingKind", "finding"], ["eventReason", "reason"]]) {
+  const input = filterEls[key];
+  if (!input) continue;
+  input.addEventListener(key === "text" ? "input" : "change", () => {
+    setParams({ [param]: input.value || null });
+    if (state.window) draw();
+  });
+}
+
+const expandButton = document.getElementById("expand-all");
+if (expandButton) {
+  expandButton.addEventListener("click", () => {
+    state.expandAll = !state.expandAll;
+    state.expanded.clear();
+    expandButton.setAttribute("aria-pressed", String(state.expandAll));
+    expandButton.textContent = state.expandAll ? "fold finished pods" : "expand finished pods";
+    draw();
+  });
 }
 
 function windowEnd() {
@@ -98,8 +155,17 @@ async function draw() {
   }
   state.timing.plotted = performance.now();
   chart.dataset.renderer = fig.gl ? "webgl" : "svg";
-  chart.dataset.rows = String(all.length);
+  // Rows that stand for pods (or bands, or the node's lanes); owners' header rows counted apart.
+  const headers = all.filter((r) => r.header).length;
+  chart.dataset.rows = String(all.length - headers);
+  chart.dataset.headers = String(headers);
   chart.dataset.detail = state.bands ? "bands" : "full";
+  // Bands of pods (a crowded namespace) are folded on the server: the row filters apply once zoomed to pods.
+  for (const input of Object.values(filterEls)) {
+    if (!input) continue;
+    input.disabled = !!state.bands;
+    input.title = state.bands ? "zoom in until the chart shows a row a pod to filter its rows" : "";
+  }
   requestAnimationFrame(() => {
     window.__podlifeDraws.push({ pods: state.pods.size, t: performance.timeOrigin + performance.now(), ms: performance.now() - started, ...state.timing });
   });
@@ -114,7 +180,7 @@ async function draw() {
 function renderTable(all) {
   if (!table) return;
   const frag = document.createDocumentFragment();
-  const pods = all.filter((r) => !r.key.startsWith("node:"));
+  const pods = all.filter((r) => !r.key.startsWith("node:") && !r.header).flatMap((r) => (r.collapsed ? foldedPods(r) : [r]));
   for (const r of pods.slice(0, 2000)) {
     const link = el("a", { href: podURL(page.pod_url, r.uid), text: r.name || r.uid });
     const workers = r.intervals.filter((iv) => iv[0] === "worker");
@@ -133,6 +199,11 @@ function renderTable(all) {
   }
   table.replaceChildren(frag);
   document.getElementById("pod-count").textContent = `${pods.length} pod${pods.length === 1 ? "" : "s"}` + (pods.length > 2000 ? " (first 2,000 listed)" : "");
+}
+
+// The pods behind a folded row (the table lists every pod the filters keep, folded or not).
+function foldedPods(row) {
+  return row.members.map((uid) => state.pods.get(uid)).filter(Boolean);
 }
 
 // The worker column: the last worker state with how old it is (since when, and how old the node's newest
@@ -236,7 +307,7 @@ async function refine() {
     state.pods = new Map(state.bands ? [] : data.pods.map((r) => [r.uid, r]));
     await draw();
     // Rows changed meaning (bands ↔ pods): a y zoom kept from before would show the wrong rows.
-    if (wasBands !== !!state.bands) await Plotly.relayout(chart, { "yaxis.autorange": "reversed" });
+    if (wasBands !== !!state.bands) await Plotly.relayout(chart, { "yaxis.range": [rows().length - 0.5, -0.5] });
   } catch (err) {
     statusEl.textContent = `could not load: ${err.message}`;
   }
@@ -245,6 +316,11 @@ async function refine() {
 function onClick(ev) {
   const point = ev.points && ev.points[0];
   const custom = point && point.customdata;
+  if (custom && String(custom[0]).startsWith("finished:")) { // a folded row: list its pods
+    state.expanded.add(String(custom[0]));
+    draw();
+    return;
+  }
   if (!custom || String(custom[0]).startsWith("node:") || String(custom[0]).startsWith("band:")) return;
   // A window read's row cites observation ids (`#obs-ID` anchors the pod page's row); a row a live frame
   // redrew cites dedupe keys, which the pod page resolves itself (docs/api.md, "Evidence: keys and ids").

@@ -12,6 +12,7 @@ picked zone: UTC wall time under "UTC", the browser zone's wall time under "loca
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -62,7 +63,10 @@ def wall(at: datetime, zone: str | None) -> datetime:
 
 
 def shown(at: datetime, zone: str | None) -> str:
-    return wall(at, zone).strftime("%Y-%m-%d %H:%M:%S.%f")
+    """As the pages show an instant: the fraction trimmed to its precision (groups of three digits), so a
+    whole second has none and 06:54:41.100000 reads 06:54:41.100."""
+    text = re.sub(r"\.(\d{3})000$", r".\1", wall(at, zone).strftime("%Y-%m-%d %H:%M:%S.%f"))
+    return text.removesuffix(".000")
 
 
 @pytest.fixture

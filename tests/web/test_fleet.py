@@ -106,12 +106,34 @@ def test_hostile_search_text_is_searched_literally(
     assert Pod.objects.filter(cluster=fleet_cluster).count() == 300
 
 
-def test_a_text_without_keys_is_one_prefix_spaces_and_all(fleet_cluster: Cluster) -> None:
+def test_a_text_without_keys_is_one_term_spaces_and_all(fleet_cluster: Cluster) -> None:
     Pod.objects.filter(uid="bulk-big-000003").update(name="sp ace ", owner_name="Web-Caps")
     assert uids(fleet.search_pods(fleet_cluster, "sp ace", None)) == {"bulk-big-000003"}
     assert uids(fleet.search_pods(fleet_cluster, "Web-C", None)) == {"bulk-big-000003"}  # as typed
-    assert fleet.search_pods(fleet_cluster, "ace ns:big", None) == []  # with a key: words are terms
+    # With a key, words are terms: "ace" alone is a part of the name "sp ace ", "ace ns:other" none.
+    assert uids(fleet.search_pods(fleet_cluster, "ace ns:big", None)) == {"bulk-big-000003"}
+    assert fleet.search_pods(fleet_cluster, "ace ns:other", None) == []
     assert uids(fleet.search_pods(fleet_cluster, "sp ns:big", None)) == {"bulk-big-000003"}
+
+
+def test_names_uids_and_nodes_match_a_part_anywhere(fleet_cluster: Cluster, admin_user: User) -> None:
+    """GIVEN a pod named like a ReplicaSet's pod (web-7d9f-kd2mp) among 300 others WHEN its random tail,
+    a middle piece of its UID or the end of a node name is searched (bare or keyed, through the API and
+    the cluster page) THEN it is found; an owner still matches only by its start (rs-39, not s-39)."""
+    c = fleet_cluster
+    Pod.objects.filter(uid="bulk-big-000003").update(name="web-7d9f-kd2mp")
+    assert uids(fleet.search_pods(c, "kd2mp", None)) == {"bulk-big-000003"}
+    assert uids(fleet.search_pods(c, "name:7d9f-kd", None)) == {"bulk-big-000003"}
+    assert uids(fleet.search_pods(c, "KD2MP", None)) == {"bulk-big-000003"}  # as typed or lowercased
+    assert uids(fleet.search_pods(c, "uid:big-000003", None)) == {"bulk-big-000003"}
+    assert uids(fleet.search_pods(c, "node:0003", None, limit=1000)) == expect(c, node="node-0003")
+    assert fleet.search_pods(c, "owner:s-39", None) == []
+    client = Client()
+    client.force_login(admin_user)
+    body = json.loads(client.get("/api/v1/clusters/fleet/pods", {"q": "kd2mp"}).content)
+    assert [p["uid"] for p in body["pods"]] == ["bulk-big-000003"]
+    page = client.get("/c/fleet/", {"q": "kd2mp"}).content.decode()
+    assert "web-7d9f-kd2mp" in page and "bulk-big-000003" in page
 
 
 def test_search_api_and_page_list_matches(fleet_cluster: Cluster, admin_user: User) -> None:
@@ -266,3 +288,19 @@ def test_the_band_table_names_each_finding_kind_of_a_pod_once(
     assert data is not None
     [row] = [r for r in data["table"] if r["uid"] == first.pod_uid]
     assert row["findings"] == ["slow_cleanup"]
+
+
+@pytest.mark.postgres
+def test_a_part_of_a_name_uid_or_node_is_answered_by_a_trigram_index(fleet_cluster: Cluster) -> None:
+    """GIVEN PostgreSQL with migration 0022 WHEN a name, UID or node is searched by a part of it THEN the
+    plan reads the pg_trgm index of that column (a part cannot use 0015's prefix B-trees), not the table."""
+    # The term alone (no cluster): on 300 rows the planner would rather read the cluster's B-tree, which
+    # says nothing about whether the trigram index can answer the pattern.
+    for key, index in (("name", "pod_name_trgm"), ("uid", "pod_uid_trgm"), ("node", "pod_node_trgm")):
+        qs = Pod.objects.filter(fleet._term_q(fleet_cluster, fleet.SearchTerm(key, "kd2mp")))
+        sql, params = qs.order_by().values_list("id").query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(r[0] for r in cursor.fetchall())
+        assert index in plan, plan

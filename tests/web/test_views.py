@@ -361,6 +361,8 @@ def test_workload_and_pdb_pages(admin_user: Any, lab: Any) -> None:
     assert '"status_figure"' in page
     pdb_page = client.get("/c/lab/ns/default/pdb/web-pdb/").content.decode()
     assert "still blocked" in pdb_page and "InsufficientPods" in pdb_page
+    # The selector as kubectl writes it, never a Python dict.
+    assert '<code id="pdb-selector">app=web</code>' in pdb_page and "matchLabels" not in pdb_page
     assert (
         "drain of node-a blocked by web-pdb" in pdb_page and "other-pdb" not in pdb_page
     )  # its own findings

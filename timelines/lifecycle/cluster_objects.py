@@ -292,6 +292,28 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return True
 
 
+def selector_text(selector: Mapping[str, Any] | None) -> str:
+    """A metav1.LabelSelector as ``kubectl`` writes one (``labels.Selector.String()``): requirements
+    sorted by key, joined by commas: ``app=web,tier in (a,b),tier notin (c),canary,!legacy``. An empty
+    selector is ``(every pod)`` (policy/v1 matches all), a missing one ``(none)``."""
+    if selector is None:
+        return "(none)"
+    parts: list[tuple[str, str]] = []
+    for key, value in (selector.get("match_labels") or selector.get("matchLabels") or {}).items():
+        parts.append((str(key), f"{key}={value}"))
+    for expr in selector.get("match_expressions") or selector.get("matchExpressions") or []:
+        key, op = str(expr.get("key")), expr.get("operator")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or []))
+        text = {
+            "In": f"{key} in ({values})",
+            "NotIn": f"{key} notin ({values})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(str(op), f"{key} {op} ({values})")
+        parts.append((key, text))
+    return ",".join(t for _, t in sorted(parts, key=lambda p: p[0])) or "(every pod)"
+
+
 @dataclass(frozen=True, slots=True)
 class CoveredPod:
     """What a PDB rule needs to know about a pod (from the pod's current row and derived lanes)."""

@@ -16,45 +16,53 @@ from typing import Any
 
 from timelines.lifecycle.timeline import format_time
 
-# Worker phases are the heart of the page: three clearly distinct hues (also used in templates/base.html).
+# One palette for every chart, safe for the common colour-vision deficiencies: the hues of Okabe & Ito's
+# "Color Universal Design" set (https://jfly.uni-koeln.de/color/), with Paul Tol's indigo, wine and pale
+# green for the few states that set lacks, and three greys of clearly different lightness (light: not
+# happening / over; mid: not known; dark: gone). A state means the same in every lane it appears in
+# (running is green in the API and container lanes as in the worker's); two states that sit side by side
+# never share a colour ("running" green, a true condition indigo).
 STATE_COLOURS: dict[str, str] = {
     # worker
-    "setup": "#2f7ed8",
-    "terminating": "#e4892b",
-    "cleanup": "#7b5ea7",
-    "done": "#9aa3ad",
+    "setup": "#0072B2",  # blue
+    "running": "#009E73",  # bluish green
+    "terminating": "#E69F00",  # orange
+    "cleanup": "#CC79A7",  # reddish purple
+    "unknown": "#999999",  # mid grey: not known
+    "done": "#DDDDDD",  # light grey: over
     # api
-    "pending": "#c5cbd3",
-    "scheduled": "#a8b6c8",
-    "initializing": "#7fa7d1",
-    "running": "#3fa34d",
-    "succeeded": "#6b8f71",
-    "failed": "#c43c39",
-    "deleted": "#5a6270",
+    "pending": "#F0E442",  # yellow: waiting for something
+    "scheduled": "#56B4E9",  # sky blue
+    "initializing": "#0072B2",  # the API's view of setup
+    "succeeded": "#117733",  # dark green
+    "failed": "#D55E00",  # vermillion
+    "deleted": "#555555",  # dark grey: gone
     # containers
-    "waiting": "#d8c15a",
-    "terminated": "#8a8f98",
-    # conditions: false is grey (normal: not yet ready, or done); red only where it is an anomaly, e.g. a
-    # pod that was Ready going not ready while it runs (pod.js names that state "false (unexpected)")
-    "true": "#3fa34d",
-    "false": "#b7bcc4",
-    "True": "#3fa34d",
-    "False": "#b7bcc4",
-    "false (unexpected)": "#d9534f",
-    "False (unexpected)": "#d9534f",
-    "unknown": "#b0b6bf",
+    "waiting": "#F0E442",
+    "terminated": "#555555",
+    # conditions: false is light grey (normal: not yet ready, or done); a strong colour only where it is an
+    # anomaly, e.g. a pod that was Ready going not ready while it runs (pod.js names that state
+    # "false (unexpected)")
+    "true": "#332288",  # indigo
+    "false": "#DDDDDD",
+    "True": "#332288",
+    "False": "#DDDDDD",
+    "false (unexpected)": "#882255",  # wine: never the failed vermillion
+    "False (unexpected)": "#882255",
     # pdb / node
-    "allowed": "#3fa34d",
-    "blocked": "#c43c39",
-    "ready": "#3fa34d",
-    "not_ready": "#c43c39",
-    "cordoned": "#8e5b3c",  # brown: never the terminating orange
-    "schedulable": "#a8c5a0",
-    "shutting_down": "#7b1f1f",
+    "allowed": "#009E73",
+    "blocked": "#D55E00",
+    "ready": "#009E73",
+    "not_ready": "#D55E00",
+    "cordoned": "#8E5B3C",  # brown: never the terminating orange
+    "schedulable": "#CCDDAA",  # pale green
+    "shutting_down": "#000000",
 }
 FALLBACK_COLOUR = "#6c7a89"
-# info is teal, never the setup blue; warning amber, critical red.
-SEVERITY_COLOURS = {"info": "#138d90", "warning": "#d9a400", "critical": "#c43c39"}
+# info is teal, never the setup blue; warning amber, critical red (bands behind a row, at low opacity).
+SEVERITY_COLOURS = {"info": "#44AA99", "warning": "#DDAA33", "critical": "#CC3311"}
+# The legend's groups, in order: a lane's name → its group's title (gantt.js laneGroup does the mapping).
+LEGEND_GROUPS = ["worker", "API", "containers", "conditions", "node", "markers", "findings"]
 # The worker lane's tail while its node's kubelet evidence is older than the API's (timelines/freshness.py).
 PENDING_STYLE = {"label": "kubelet evidence pending", "colour": "#5a6270"}
 # Minimum drawn width of a bar, in pixels at the current zoom (the hover keeps the true duration).
@@ -62,12 +70,37 @@ MIN_BAR_PX = 3
 
 # Bars (SVG) up to this many segments; WebGL lines (scattergl) past it, so 10,000 pods draw in seconds.
 WEBGL_THRESHOLD = 1000
-# Row labels on the y axis only up to this many rows (past it they would overlap; hover names the pod).
-LABEL_LIMIT = 120
+# Row labels on the y axis only up to this many rows; up to it every row gets ROW_PX pixels of height, so
+# no two labels overlap (a 243-pod namespace is a 4,000 px chart with every pod named, not a diagonal of
+# 1-2 px bars). Past it (the level of detail's bands take over from 2,000 pods) hover names the pod.
+LABEL_LIMIT = 600
+ROW_PX = 16
+# Markers (events, kubelet lines) of one row closer than this many pixels at the current zoom are drawn
+# as one, with their count.
+MARKER_CLUSTER_PX = 12
 # The live consumer sends at most this many frames a second to one browser.
 LIVE_MAX_FPS = 10
 
 WORKER_ORDER = ("setup", "running", "unknown", "terminating", "cleanup", "done")
+# The order of a lane group's legend entries: a pod's life from first to last (states not named here come
+# after, by name).
+STATE_ORDER = (
+    *WORKER_ORDER,
+    "pending",
+    "scheduled",
+    "initializing",
+    "waiting",
+    "succeeded",
+    "failed",
+    "terminated",
+    "deleted",
+    "true",
+    "True",
+    "false",
+    "False",
+    "false (unexpected)",
+    "False (unexpected)",
+)
 
 # How each interval source is drawn (gantt.js), so a bound the kubelet logged, one inferred from its V0–V3
 # lines and one inferred from the API never look alike: solid; cross-hatched with dashed WebGL lines;
@@ -87,10 +120,14 @@ def gantt_config() -> dict[str, Any]:
         "severity": SEVERITY_COLOURS,
         "webgl_threshold": WEBGL_THRESHOLD,
         "label_limit": LABEL_LIMIT,
+        "row_px": ROW_PX,
         "worker_order": list(WORKER_ORDER),
+        "state_order": list(STATE_ORDER),
         "provenance": PROVENANCE_STYLES,
         "pending": PENDING_STYLE,
         "min_bar_px": MIN_BAR_PX,
+        "legend_groups": LEGEND_GROUPS,
+        "marker_cluster_px": MARKER_CLUSTER_PX,
     }
 
 
@@ -119,7 +156,7 @@ def series_figure(
     if rows and until is not None and until > rows[-1]["at"]:
         x.append(format_time(until))
     traces = []
-    palette = ["#2f7ed8", "#3fa34d", "#e4892b", "#7b5ea7", "#c43c39"]
+    palette = ["#0072B2", "#009E73", "#E69F00", "#CC79A7", "#D55E00"]  # the Gantt's palette
     for i, (field, label) in enumerate(fields):
         y = [r[field] for r in rows]
         if len(x) > len(y) and y:

@@ -64,6 +64,16 @@ def _export(
     }
 
 
+def owner_map(workloads: Any) -> dict[str, list[str]]:
+    """Each workload that has an owner, as ``namespace/Kind/name`` → ``[owner kind, owner name]`` (a
+    ReplicaSet → its Deployment): what ``static/podlife/rows.js`` climbs to group pods by owner."""
+    return {
+        f"{w.namespace}/{w.kind}/{w.name}": [w.owner_kind, w.owner_name]
+        for w in workloads
+        if w.owner_kind and w.owner_name
+    }
+
+
 def _gantt_page(
     request: HttpRequest, template: str, context: dict[str, Any], page: dict[str, Any]
 ) -> HttpResponse:
@@ -169,6 +179,8 @@ def node(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
         "ws": node_ws_path(c.name, node),
         "pod_url": reverse("pod", args=[c.name, "UID"]),
         "group": group_name("node", c.name, node),
+        # Finished pods fold into their owner: ReplicaSets climb to their Deployment.
+        "owners": owner_map(queries.owned_workloads(c, access_for(request).namespace_filter(c))),
     }
     context = {"cluster": c, "node": node, **_export("node", node)}
     return _gantt_page(request, "timelines/node.html", context, page)
@@ -193,10 +205,12 @@ def namespace(request: HttpRequest, cluster: str, namespace: str) -> HttpRespons
         "group": group_name("ns", c.name, namespace),
         "lod": True,  # crowded windows come as bands of pods (fleet.window_overview)
     }
+    workloads = queries.workloads(c, access.namespace_filter(c), namespace=namespace)
+    page["owners"] = owner_map(workloads)  # rows grouped Deployment → ReplicaSet → pods
     context = {
         "cluster": c,
         "namespace": namespace,
-        "workloads": queries.workloads(c, access.namespace_filter(c), namespace=namespace),
+        "workloads": workloads,
         "pdbs": queries.pdbs(c, access.namespace_filter(c), namespace=namespace),
         **_export("namespace", namespace),
     }
@@ -226,7 +240,9 @@ def workload(request: HttpRequest, cluster: str, namespace: str, kind: str, name
         "title": f"{kind} {namespace}/{name}",
         "api": reverse("api-workload-timeline", args=[c.name, namespace, kind, name]),
         "pod_url": reverse("pod", args=[c.name, "UID"]),
-        "group_by_owner": True,
+        "owners": owner_map(
+            queries.owned_workloads(c, access_for(request).namespace_filter(c), namespace=namespace)
+        ),
         "status_figure": figures.series_figure(
             samples, fields, title="replicas over time", until=w.deleted_at or datetime.now(UTC)
         )
@@ -383,6 +399,7 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     context = {
         "cluster": c,
         "pdb": p,
+        "selector_text": queries.selector_text(p.selector),
         "samples": samples,
         "blocked": blocked,
         "covered": queries.pdb_covered_pods(p),

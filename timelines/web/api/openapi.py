@@ -164,14 +164,17 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
             _obj({"namespaces": {"type": "array"}}),
         ),
         "/clusters/{cluster}/pods": _get(
-            "Search pods by prefix of name, UID, owner, node, namespace or finding kind",
+            "Search pods by a part of their name, UID or node, or the start of their owner, namespace or "
+            "finding kind",
             [
                 CLUSTER,
                 _param(
                     "q",
                     "query",
-                    "Terms, all of which a pod matches: `KEY:PREFIX` (KEY one of name, uid, owner, node, ns, "
-                    "finding) or bare PREFIXes matching any of them; without a KEY the whole text is one prefix. "
+                    "Terms, all of which a pod matches: `KEY:TEXT` (KEY one of name, uid, owner, node, ns, "
+                    "finding) or bare TEXTs matching any of them; a name, UID or node matches a text anywhere "
+                    "in it, an owner, namespace or finding kind a text it starts with; without a KEY the whole "
+                    "text is one term. "
                     "Literal characters; control characters or a term over 253 characters are a 400.",
                     required=True,
                 ),
@@ -219,6 +222,7 @@ def document(server: str = "/api/v1") -> dict[str, Any]:
         ),
         "/clusters/{cluster}/nodes/{node}/timeline": _get(
             "Every readable pod on a node in a window (the node page's data), plus the node's own lanes",
+            # Without `from`, a node's window is its last 15 minutes or its recent drain (node_window).
             [CLUSTER, _param("node", "path", "Node name."), *WINDOW],
             _ref("Window"),
         ),

@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 MAX_WINDOW = timedelta(days=31)
 DEFAULT_WINDOW = timedelta(hours=1)
 MIN_LIVE_WINDOW = timedelta(minutes=5)
+# A node page opens on its last quarter hour (pods that lived 10 s are bars, not piles of markers), or on
+# its latest drain when that drain is under way or ended within it.
+NODE_WINDOW = timedelta(minutes=15)
+DRAIN_PAD = timedelta(seconds=30)
 
 
 class ApiError(Exception):
@@ -174,6 +178,25 @@ def parse_window(
     if end - start > MAX_WINDOW:
         raise ApiError(400, f"the window is {end - start}; at most {MAX_WINDOW.days} days", param="to")
     return start, end
+
+
+def node_window(
+    request: HttpRequest,
+    extent: Callable[[], tuple[datetime | None, datetime | None]],
+    drain: Callable[[], tuple[datetime, datetime | None] | None],
+) -> tuple[datetime, datetime]:
+    """A node's window: as ``parse_window`` when the query names ``from``; else its end as
+    ``parse_window`` picks it (now when live, else just after the newest data) and its start
+    ``NODE_WINDOW`` before, or, when the node's latest cordon (``drain()``: its start and end, None while
+    cordoned) is under way or ended inside that span, from just before the cordon began to the end."""
+    start, end = parse_window(request, extent)
+    if request.GET.get("from"):
+        return start, end
+    recent = end - NODE_WINDOW
+    cordon = drain()
+    if cordon is not None and (cordon[1] is None or cordon[1] >= recent) and cordon[0] < end:
+        return min(cordon[0] - DRAIN_PAD, recent), end
+    return max(start, recent), end
 
 
 def _supported(at: datetime | None) -> datetime | None:
@@ -355,10 +378,15 @@ def _window_response(
             c, node=kw.get("node", ""), namespace=kw.get("namespace", ""), pod_uids=kw.get("pod_uids")
         )
 
+    def window() -> tuple[datetime, datetime]:
+        if kw.get("node"):
+            return node_window(request, extent, lambda: queries.latest_cordon(c, kw["node"]))
+        return parse_window(request, extent)
+
     namespaces = access.namespace_filter(c)
     px = parse_detail(request) if kw.get("namespace") else None
     if px is not None:  # level of detail (issue #17): bands of pods when the window is crowded
-        start, end = parse_window(request, extent)
+        start, end = window()
         bands = fleet.window_overview(
             c,
             start=start,
@@ -372,7 +400,7 @@ def _window_response(
             return json_response(bands, request=request)
 
     def read() -> bytes:
-        start, end = parse_window(request, extent)
+        start, end = window()
         # Each pod with its read-time freshness ("kubelet evidence pending since …"), the node's own lanes
         # only for a reader of the whole cluster.
         return queries.window_json(
