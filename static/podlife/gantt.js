@@ -83,7 +83,8 @@ function style(cfg, source) {
 }
 
 // rows: [{key, label, title, intervals: [[lane,state,start,end,source,evidence]], markers, findings}]
-// opts: {tz, windowEnd (µs, for open intervals), height, viewUs (visible span), plotPx (its width)}
+// opts: {tz, windowEnd (µs, for open intervals), height, viewUs (visible span), chartPx (the chart's width;
+// or plotPx, the plot area's own)}
 // The zoom (x0, x1 in µs) that shows a finding's span with a margin on both sides.
 export function findingZoom(s0, e0) {
   const pad = Math.max((e0 - s0) * 0.15, 2e6);
@@ -93,14 +94,19 @@ export function findingZoom(s0, e0) {
 export function buildFigure(rows, cfg, opts) {
   const tz = opts.tz;
   const end = opts.windowEnd;
+  const labels = rows.length <= cfg.label_limit;
+  const labelChars = labels ? Math.max(8, ...rows.map((r) => Math.min(60, r.label.length) + 2 * (r.depth || 0))) : 0;
+  const margin = { l: labels ? Math.min(440, 20 + 7 * labelChars) : 40, r: 20 };
+  // The plot's own width: the chart's (opts.chartPx) less the labels' column and the right margin.
+  const plotPx = Math.max(opts.chartPx ? opts.chartPx - margin.l - margin.r : opts.plotPx || 1000, 200);
   // Minimum drawn width: a 3-second phase in a 6-hour view still shows as cfg.min_bar_px pixels; the hover
   // keeps its true start, end and duration. The pages redraw on zoom, so the floor follows the view.
-  const minMs = opts.viewUs ? (opts.viewUs / Math.max(opts.plotPx || 1000, 200)) * cfg.min_bar_px / 1000 : 0.001;
+  const minMs = opts.viewUs ? (opts.viewUs / plotPx) * cfg.min_bar_px / 1000 : 0.001;
   let segments = 0;
   for (const r of rows) segments += r.intervals.length;
   const gl = segments > cfg.webgl_threshold;
   const fills = !gl && !!cfg.fill_bars;
-  const pxUs = opts.viewUs ? opts.viewUs / Math.max(opts.plotPx || 1000, 200) : 0;
+  const pxUs = opts.viewUs ? opts.viewUs / plotPx : 0;
   const groups = new Map();
   const markerPts = { event: [], warning: [], kubelet: [] };
   const clusters = [];
@@ -341,7 +347,6 @@ export function buildFigure(rows, cfg, opts) {
     const g = groupOrder.indexOf(t.legendgroup);
     t.legendrank = 1000 * (g < 0 ? groupOrder.length : g) + i;
   });
-  const labels = rows.length <= cfg.label_limit;
   // The legend: one column a lane group (worker, API, containers, conditions, node, markers, findings),
   // each titled, side by side below the axis; the bottom margin grows with its tallest column.
   const perGroup = new Map();
@@ -363,12 +368,11 @@ export function buildFigure(rows, cfg, opts) {
     const indent = "\u2002".repeat(2 * (r.depth || 0)); // en spaces: Plotly keeps them, unlike spaces
     return r.header ? `${indent}<b>${text}</b>` : indent + text;
   };
-  const labelChars = labels ? Math.max(8, ...rows.map((r) => Math.min(60, r.label.length) + 2 * (r.depth || 0))) : 0;
   const layout = {
     barmode: "overlay",
     height,
     // Top margin: room for Plotly's mode bar above the first lane, never over it.
-    margin: { t: top, l: labels ? Math.min(440, 20 + 7 * labelChars) : 40, r: 20, b: tall ? 30 : bottom },
+    margin: { t: top, l: margin.l, r: margin.r, b: tall ? 30 : bottom },
     xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M:%S.%f", side: tall ? "top" : "bottom" },
     yaxis: {
       // Every row, first at the top: an explicit range, so a row without bars (an owner's header) keeps

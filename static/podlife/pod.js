@@ -60,7 +60,7 @@ async function draw() {
   const x0 = toMicros(p.get("x0")), x1 = toMicros(p.get("x1"));
   const fig = buildFigure(rows(), page.gantt, {
     tz, tzLabel: tzLabel(tz), windowEnd: openEnd, x0, x1,
-    viewUs: x0 !== null && x1 !== null ? x1 - x0 : hi - lo, plotPx: chart.clientWidth - 200,
+    viewUs: x0 !== null && x1 !== null ? x1 - x0 : hi - lo, chartPx: chart.clientWidth,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
   await plot(chart, fig, { ...PLOT_CONFIG, scrollZoom: true }); // a pod's few lanes stay far under WebGL

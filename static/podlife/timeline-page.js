@@ -146,7 +146,7 @@ async function draw() {
     tz: state.tz, tzLabel: tzLabel(state.tz), windowEnd: windowEnd(),
     x0: toMicros(p.get("x0")), x1: toMicros(p.get("x1")),
     detailUs: (x1 - x0) / Math.max(chart.clientWidth - 120, 200),
-    viewUs: x1 - x0, plotPx: chart.clientWidth - 200,
+    viewUs: x1 - x0, chartPx: chart.clientWidth,
   });
   if (!p.get("x0")) fig.layout.xaxis.range = [axisValue(state.window.from, state.tz), axisValue(windowEnd(), state.tz)];
   state.timing.built = performance.now();

@@ -78,7 +78,7 @@ import * as podlifeCommon from "./common.js";
   function draw() {
     const [x0, x1] = view || [lo, hi];
     const fig = buildFigure(drawn, cfg, {
-      tz, windowEnd: until, x0: view && x0, x1: view && x1, viewUs: x1 - x0, plotPx: chart.clientWidth - 200,
+      tz, windowEnd: until, x0: view && x0, x1: view && x1, viewUs: x1 - x0, chartPx: chart.clientWidth,
     });
     if (!view) fig.layout.xaxis.range = [axisValue(lo, tz), axisValue(hi, tz)];
     renderTimes(tz);
