@@ -310,10 +310,17 @@ def test_v3_cancelling_the_sync_dates_a_termination_during_setup() -> None:
         'I0814 09:15:41.507851    2981 pod_workers.go:970] "Cancelling current pod sync" pod="default/slow-start-0" podUID="9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1" workType="terminating"',
     ]
     (tl,) = timelines(parse([log], node="worker-2", year=2023)).values()
-    # The DELETE and the cancel describe one transition; the ADD dates setup. Nothing says whether the
-    # containers had started (no PLEG line): that stays unknown.
+    # The DELETE and the cancel describe one transition; the ADD dates setup: the cancelled sync shows
+    # the pod admitted, so setup is drawn as an instant at the ADD (it began there; no line says how
+    # long it lasted). Nothing says whether the containers had started (no PLEG line): that stays unknown.
     states = [(iv.state, iv.attrs["start_from"]) for iv in tl.lane("worker")]
-    assert states == [("unknown", "syncloop_add"), ("terminating", "syncloop_delete")]
+    assert states == [
+        ("setup", "syncloop_add"),
+        ("unknown", "syncloop_add"),
+        ("terminating", "syncloop_delete"),
+    ]
+    setup = tl.lane("worker")[0]
+    assert setup.start == setup.end and setup.attrs.get("end_unknown")
 
 
 # --------------------------------------------------------------------------------------- mirror pod reset

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from collectors.parsers.kubectl import read_kubectl_output
+from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.resolve import Anchor, nameless_lives, unclaimed_life
@@ -301,3 +303,53 @@ def test_otlp_create_span_is_observed_setup_for_its_length_then_unknown_until_te
         ("terminating", s(20.0), s(21.0), "observed"),
         ("cleanup", s(21.0), s(21.2), "observed"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "uid", "removed"),
+    [
+        (
+            "k8s-92442-ocp-hyperkube-1.18-static-apiserver-manifest-removed.journal",
+            "ip-10-0-147-205",
+            "90ab8003b28fbeda6bc89e35f6582ecc",
+            "2020-07-08T21:56:53.529796",
+        ),
+        (
+            "k8s-92442-plain-klog-1.18-static-pod-file-remove.log",
+            "node-92442",
+            "5fda0b7885755b311057b80f00dfae7b",
+            "2020-07-09T09:39:59.637011",
+        ),
+    ],
+)
+def test_92442_a_static_pods_manifest_removed_is_its_termination_request(
+    name: str, node: str, uid: str, removed: str
+) -> None:
+    """GIVEN a 1.18 kubelet's `SyncLoop (REMOVE, "file")` of a static pod (its manifest is gone), the first
+    line of the excerpt
+    WHEN the lane is derived
+    THEN the pod terminates from that line (cause removed): nothing but the manifest asks the kubelet to
+    stop a static pod, so its removal is the request (the kubelet kills the pod right after)."""
+    tl = pods(name, node=node, year=2020)[uid]
+    (terminating,) = worker(tl)
+    assert terminating.state == "terminating"
+    assert terminating.start == at(removed) and terminating.end is None
+    assert terminating.attrs["cause"] == "removed" and terminating.attrs["start_from"] == "syncloop_remove"
+
+
+def test_deckhouse_336_an_add_with_nothing_after_it_is_setup_beginning_there() -> None:
+    """GIVEN a V2 excerpt whose last line of pod 6c1ffa82 is its `SyncLoop (ADD, "api")` (16:20:36.931613
+    MSK; the kubelet's admission handler follows, no sync line)
+    WHEN the lane is derived
+    THEN setup begins at the ADD (an instant: the ADD proves its begin, no line how long it lasted), and
+    what follows is unknown between setup and running, still open."""
+    lines = (REAL / "deckhouse-336-kubelet-forker-kill-unwanted-and-add.journal").read_text().splitlines()
+    parser = KubeletLogParser(node="kube-master-3", year=2021, tz=ZoneInfo("Europe/Moscow"))
+    obs = [o for line in lines for o in parser.feed(line)] + parser.close() + parser.processes()
+    tl = timelines(obs)["6c1ffa82-fa70-4292-a772-8a0413771631"]
+    added = at("2021-11-30T13:20:36.931613")
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [
+        ("setup", added, added),
+        ("unknown", added, None),
+    ]
+    assert worker(tl)[0].attrs.get("end_unknown") and worker(tl)[1].attrs["between"] == ["setup", "running"]

@@ -151,6 +151,10 @@ class WorkerLane:
 # ------------------------------------------------------------------------------------------ evidence
 
 
+# Config sources of static pods (a manifest file or URL): only the API source deletes pods gracefully.
+_STATIC_SOURCES = frozenset({"file", "http"})
+
+
 def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     """The mark a worker event (V4 line, V0–V3 line, or span end) gives, or None."""
     p = ev.payload
@@ -246,7 +250,12 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == T.SYNCLOOP_DELETE:
         return mk(TERMINATING, True, KUBELET, cause=TerminationCause.DELETION)
     if name == T.SYNCLOOP_REMOVE:
-        return mk(DONE, True, KUBELET)  # re-read in _walk: before any termination it is a force delete
+        if p.get("config_source") in _STATIC_SOURCES:
+            # A static pod's manifest is gone (its file, or its URL, no longer lists it): nothing else
+            # ever asks the kubelet to stop it, so this is its termination request (HandlePodRemoves
+            # kills the pod: "Killing unwanted pod" up to 1.21, a SyncPodKill update from 1.22).
+            return mk(TERMINATING, True, KUBELET, cause=TerminationCause.REMOVED)
+        return mk(DONE, True, KUBELET)  # re-read in _segments: before any termination, a force delete
     if name in (T.CONTAINER_STARTED, T.STARTUP_OBSERVED, T.RUNNING_MARKED):
         return mk(SYNC, False, KUBELET)
     if name == T.DELETION_DELAYED:
@@ -859,18 +868,18 @@ def _segments(marks: Sequence[Mark]) -> tuple[list[_Segment], list[Mark]]:
                 cur.marks.append(Mark(m.at, cur.state, False, m.grade, m.name, m.key, m.pid))
             i += 1
             continue
-        if m.name in (Transition.SYNCLOOP_REMOVE, "DeletedMustBeKilled") and (
-            cur is None or cur.state == DONE
-        ):
+        # A REMOVE that is itself a termination request (a static pod's manifest removed) is read as one.
+        api_remove = m.name == Transition.SYNCLOOP_REMOVE and m.state != TERMINATING
+        if (api_remove or m.name == "DeletedMustBeKilled") and (cur is None or cur.state == DONE):
             # The REMOVE path kills a pod the worker still runs; with no sign of a live worker (an
             # excerpt that begins here, a pod never admitted, one already done) it begins nothing.
             i += 1
             continue
-        if m.name == Transition.SYNCLOOP_REMOVE and cur is not None and cur.state < TERMINATING:
+        if api_remove and cur is not None and cur.state < TERMINATING:
             # A REMOVE before any termination: the pod was force-deleted; the kubelet kills it now.
             m = Mark(m.at, TERMINATING, True, m.grade, m.name, m.key, m.pid, TerminationCause.REMOVED)
             state = TERMINATING
-        elif m.name in (Transition.SYNCLOOP_REMOVE, Transition.REMOVED_FROM_ETCD) and not any(
+        elif (api_remove or m.name == Transition.REMOVED_FROM_ETCD) and not any(
             seg.state == TERMINATING
             and seg.begin is not None
             and seg.begin.cause == TerminationCause.DELETION
@@ -1393,7 +1402,9 @@ def _split_sync(
         if never_started or piece.setup_only or sandbox_only or proven_whole:
             piece.drawn = WorkerPhase.SETUP
             return [piece]
-        if proof is not None and proof.at is not None and proof.at > lo and (hi is None or proof.at < hi):
+        # Setup is proven up to its last sign, then unknown; a first sight that is its only sign is an
+        # instant of setup (it began there; nothing says for how long).
+        if proof is not None and proof.at is not None and proof.at >= lo and (hi is None or proof.at < hi):
             setup = _Piece(
                 SYNC,
                 piece.start,
@@ -1497,7 +1508,13 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
             pieces = _unobservable_end(pieces, cycle)
         lo = starts[index] if index else None
         cycle_inc = next((i for i, _ in api_by_inc if _inc_cycle(i, starts) == index), None)
-        intervals.extend(_draw(pieces, index, candidates, never, lo, hi, restarts, facts, cycle_inc))
+        # A config line (the API's ADD, DELETE, REMOVE) says what the kubelet was asked, not what its
+        # worker did: admission may have rejected the pod. A state such a line begins is drawn as an
+        # instant only where the cycle shows the pod admitted (_admitted), or where the evidence ends.
+        instants = _admitted(cycle) or (bool(pieces) and pieces[-1].end is None)
+        intervals.extend(
+            _draw(pieces, index, candidates, never, lo, hi, restarts, facts, cycle_inc, instants=instants)
+        )
     late_starts = [
         (m.at, m.key, _cycle_of(m.at, starts)) for m in late if m.name == Transition.CONTAINER_STARTED
     ]
@@ -1570,6 +1587,33 @@ def _close_before(pieces: list[_Piece], hi: datetime) -> list[_Piece]:
     return pieces
 
 
+# Cleanup lines that only a pod whose volumes were set up (so one admitted) logs.
+_ADMITTED_CLEANUP = frozenset({"VolumeTornDown"})
+# What the API asked of the kubelet (the config's lines, and the REMOVE path's own word on it).
+_CONFIG_LINES = frozenset(
+    {
+        Transition.SYNCLOOP_ADD,
+        Transition.SYNCLOOP_DELETE,
+        Transition.SYNCLOOP_REMOVE,
+        Transition.REMOVED_FROM_ETCD,
+        "DeletedMustBeKilled",
+    }
+)
+
+
+def _admitted(cycle: Sequence[Mark]) -> bool:
+    """Whether the kubelet-side evidence of a cycle shows the pod admitted: a line of its setup, running
+    or termination that is not a config line (a sync, PLEG, a kill, a volume mounted or torn down). A
+    pod admission rejected gets none of these: only the config's lines and, 1.27+, a worker first seen
+    terminated that cleans up what never ran."""
+    return any(
+        m.kubelet_side
+        and m.name not in _CONFIG_LINES
+        and (m.state in (SYNC, TERMINATING) or m.name in _ADMITTED_CLEANUP)
+        for m in cycle
+    )
+
+
 def _draw(
     pieces: Sequence[_Piece],
     cycle: int,
@@ -1580,6 +1624,8 @@ def _draw(
     restarts: Sequence[datetime],
     facts: PodFacts,
     inc: Incarnation | None,
+    *,
+    instants: bool = True,
 ) -> list[Interval]:
     out: list[Interval] = []
     for piece in pieces:
@@ -1595,7 +1641,7 @@ def _draw(
                 piece.grace = marked if marked is not None else api_grace(facts, inc)
             parts = [piece]
         for part in parts:
-            iv = _interval(part, cycle, restarts)
+            iv = _interval(part, cycle, restarts, instants=instants)
             if iv is not None:
                 out.append(iv)
     return out
@@ -1615,13 +1661,29 @@ def _marker_grace(facts: PodFacts, piece: _Piece) -> int | None:
     return None
 
 
-def _interval(piece: _Piece, cycle: int, restarts: Sequence[datetime]) -> Interval | None:
+def _interval(
+    piece: _Piece, cycle: int, restarts: Sequence[datetime], *, instants: bool = True
+) -> Interval | None:
     state = piece.drawn
     start, end = piece.start, piece.end
     end_at = end.at if end is not None else None
-    # An instant is kept only as a state whose end a line proves and whose start is unknown (an excerpt
-    # that holds only "Pod is complete and the worker can now stop": cleanup ended there).
-    if end is not None and (end.at < start.at or (end.at == start.at and (start.known or not end.known))):
+    # An instant is kept where a line proves one bound of a state and nothing says how long it lasted:
+    # a begin with no other evidence of its state (an ADD followed by nothing of its sync: setup began
+    # there; drawn only where ``instants`` allows, see worker_lane), or an end whose start is not in the
+    # evidence (an excerpt that holds only "Pod is complete and the worker can now stop": cleanup ended
+    # there). Two proven bounds at one moment, none, an unknown stretch of no length, and a piece whose
+    # evidence all lies before its start (clipped by the state before it) are no interval.
+    if end is not None and (
+        end.at < start.at
+        or (
+            end.at == start.at
+            and (
+                start.known == end.known
+                or state == WorkerPhase.UNKNOWN
+                or (start.known and not (instants and any(m.at == start.at for m in piece.marks)))
+            )
+        )
+    ):
         return None
     if state == WorkerPhase.UNKNOWN:
         grades = [start.grade] + ([end.grade] if end is not None else [])
