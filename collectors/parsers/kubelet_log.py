@@ -97,6 +97,13 @@ class MarkerReason:
     CONTAINER_RESTART = "ContainerRestart"  # "Message for Container of pod": why a container restarts
     SHUTDOWN_DETECTED = "ShutdownDetected"  # node level
     KUBELET_SERVICE = "KubeletService"  # systemd starting / stopping the kubelet unit (node level)
+    # The volume manager (V0/V1 lines, all versions; the pod's UID is in the text): docs/kubelet-lines.md.
+    VOLUME_ATTACH_VERIFY = "VolumeAttachVerify"  # a volume of a pod being set up (payload volume)
+    VOLUME_MOUNT_STARTED = "VolumeMountStarted"  # a first mount of it began (not a remount)
+    VOLUME_MOUNTED = "VolumeMounted"  # MountVolume.SetUp succeeded
+    VOLUME_UNMOUNT_STARTED = "VolumeUnmountStarted"  # the pod's containers are gone: its volumes go
+    VOLUME_TORN_DOWN = "VolumeTornDown"
+    POD_DIR_CLEANED = "PodVolumesDirCleaned"  # "Cleaned up orphaned pod volumes dir": nothing of it is left
 
 
 SKIP_REASONS: Final = {
@@ -439,6 +446,26 @@ _MARKERS: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
         ),
     )
 )
+# The volume manager's lines about one volume of one pod (reconciler, operation generator): the message is
+# GenerateMsgDetailed's text, `... for volume "V" (UniqueName: "U") pod "NAME" (UID: "UID") ...` (the
+# unmount lines give the UID as the pod's name), in every version; 1.20+ adds `pod=ns/name` after it.
+_VOLUME_LINES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), reason)
+    for pattern, reason in (
+        (r"^operationexecutor verifycontrollerattachedvolume started for volume", "VolumeAttachVerify"),
+        (r"^operationexecutor mountvolume started for volume", "VolumeMountStarted"),
+        (r"^mountvolume setup succeeded for volume", "VolumeMounted"),
+        (r"^operationexecutor unmountvolume started for volume", "VolumeUnmountStarted"),
+        (r"^unmountvolume teardown succeeded for volume", "VolumeTornDown"),
+        (r"^cleaned up orphaned pod volumes dir", "PodVolumesDirCleaned"),
+    )
+)
+_VOLUME_HINT = re.compile(r"volume")
+_VOLUME_UID = re.compile(r'\(UID: "?(?P<uid>[0-9a-fA-F-]{32,36})"?\)')
+_UNIQUE_NAME = re.compile(r'\(UniqueName: "?(?P<v>[^")]+)"?\)')
+_FOR_VOLUME = re.compile(r'for volume "(?P<v>[^"]+)"')
+# A remount of a mounted volume (a secret's refresh) is logged at V5 with this text: no setup.
+_REMOUNT = "remount was requested"
 # Markers whose `pods` key lists the pods they concern (one observation each).
 _LIST_MARKERS = frozenset(
     {
@@ -1180,6 +1207,7 @@ class KubeletLogParser:
             or norm in _SYNCLOOP
             or norm in (_PLEG, _RECREATED)
             or _MARKER_HINT.search(norm) is not None
+            or _VOLUME_HINT.search(norm) is not None
         )
 
     def _pod_identity(self, parsed: _Parsed) -> tuple[str | None, str | None, str | None]:
@@ -1227,6 +1255,10 @@ class KubeletLogParser:
             self.skipped["cut" if last else "bad_uid"] += 1
             return []
         transition = _TRANSITIONS.get(norm)
+        if transition is None and _VOLUME_HINT.search(norm) is not None:
+            volume = self._volume_line(parsed, norm, uid, ns, name)
+            if volume is not None:
+                return volume
         marker = None
         if _MARKER_HINT.search(norm) is not None:
             for pattern, reason, node_level in _MARKERS:
@@ -1267,6 +1299,31 @@ class KubeletLogParser:
             key_extra = "marker" if out else None
             out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
+
+    def _volume_line(
+        self, parsed: _Parsed, norm: str, uid: str | None, ns: str | None, name: str | None
+    ) -> list[Observation] | None:
+        """A volume manager line about one pod's volume as a marker (payload ``volume``: its unique name),
+        [] when it names no pod UID or is a remount, None when it is no such line."""
+        reason = next((r for pattern, r in _VOLUME_LINES if pattern.search(norm)), None)
+        if reason is None:
+            return None
+        text = parsed.message
+        found = _VOLUME_UID.search(text)
+        uid = uid or (_valid_uid(found.group("uid").lower()) if found is not None else None)
+        if uid is None:
+            self.skipped["no_pod_uid"] += 1
+            return []
+        if _REMOUNT in text.lower():
+            self.skipped["unrecognized_message"] += 1
+            return []
+        if name is not None and name.lower() == uid:  # the unmount lines name the pod by its UID
+            ns, name = None, None
+        pod_ref = f"{ns}/{name}" if ns and name else None
+        marker = self._marker(parsed, reason, uid, ns, name, pod_ref, None, None)
+        vol = _UNIQUE_NAME.search(text) or _FOR_VOLUME.search(text)
+        marker.payload["volume"] = vol.group("v") if vol is not None else None
+        return [marker]
 
     def _status_extras(
         self,

@@ -353,3 +353,55 @@ def test_deckhouse_336_an_add_with_nothing_after_it_is_setup_beginning_there() -
         ("unknown", added, None),
     ]
     assert worker(tl)[0].attrs.get("end_unknown") and worker(tl)[1].attrs["between"] == ["setup", "running"]
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "year", "uid", "added"),
+    [
+        (
+            "crio-1515-1.10-crio-1.9-add-volumes.journal",
+            "hardway-worker-1",
+            2018,
+            "6084349d-416f-11e8-9969-fa163e583850",
+            "2018-04-16T12:12:05.410464",
+        ),
+        (
+            "k8s-91914-1.18-docker-delete-add.syslog",
+            "ip-10-1-73-214",
+            2020,
+            "57f42639-a88d-4174-8fc1-58f56d572891",
+            "2020-06-08T15:36:12.702079",
+        ),
+    ],
+)
+def test_a_volume_mount_begun_and_not_finished_keeps_setup_open_from_the_add(
+    name: str, node: str, year: int, uid: str, added: str
+) -> None:
+    """GIVEN a V2 excerpt (1.10, 1.18) whose pod is added (`SyncLoop (ADD, "api")`) and then has its secret
+    volume checked and a mount begun (`operationExecutor.MountVolume started`), with no `MountVolume.SetUp
+    succeeded` after it
+    WHEN the lane is derived
+    THEN it is setup from the ADD, still open: the containers wait for every volume, as for a first sync
+    that has not returned."""
+    tl = pods(name, node=node, year=year)[uid]
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [("setup", at(added), None)]
+
+
+def test_kueue_3901_the_volume_manager_ends_a_pod_only_uid_less_lines_and_volume_lines_name() -> None:
+    """GIVEN a 1.31 V0-V2 excerpt where pod db7f7520 is named with its UID only by the volume manager
+    (`VerifyControllerAttachedVolume started`, `UnmountVolume started`, `UnmountVolume.TearDown succeeded`,
+    `Cleaned up orphaned pod volumes dir`) and by name by "Observed pod startup duration"
+    WHEN the lane is derived
+    THEN it runs from observedRunningTime, is in cleanup while its volume is torn down, and nothing of it
+    is open after its pod directory was removed (the worker was done by then)."""
+    tl = pods("kueue-3901-kind-1.31-tas-pod-finishing.journal", node="kind-worker", year=2024)[
+        "db7f7520-c7b0-49bf-b701-51df87cb2f9c"
+    ]
+    lane = worker(tl)
+    (running,) = worker(tl, "running")
+    assert running.start == at("2024-12-20T04:51:23.154384")
+    (cleanup,) = worker(tl, "cleanup")
+    assert cleanup.start == at("2024-12-20T04:51:23.589635") and cleanup.attrs.get("start_unknown")
+    assert cleanup.end == at("2024-12-20T04:51:23.593241")
+    assert lane[-1].end == at("2024-12-20T04:51:24.556603")
+    assert all(iv.end is not None for iv in lane)

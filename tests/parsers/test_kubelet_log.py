@@ -900,3 +900,37 @@ def test_admission_rejection_status_and_the_recreated_pods_old_uid():
     (recreated,) = [o for o in markers if o.payload["reason"] == MarkerReason.RECREATED]
     assert recreated.pod_uid == "5e71a8a1-581b-4be8-84b9-80b507422429"
     assert recreated.payload["new_uid"] == "563dafa2-77a7-4dab-949e-9dbf079a4a70"
+
+
+def test_volume_manager_lines_are_markers_on_the_pod_their_text_names():
+    """GIVEN the volume manager's lines of real logs, which name the pod's UID only inside the message
+    (`... pod "NAME" (UID: "UID")`): a 1.10 printf line, 1.31 structured ones (the unmount lines give the
+    UID as the pod's name) and 1.31's orphaned-dir cleanup (podUID)
+    WHEN they are parsed
+    THEN each is a marker on that UID, with the volume it concerns."""
+    crio = (_REAL / "crio-1515-1.10-crio-1.9-add-volumes.journal").read_text(encoding="utf-8").splitlines()
+    kueue = (
+        (_REAL / "kueue-3901-kind-1.31-tas-pod-finishing.journal").read_text(encoding="utf-8").splitlines()
+    )
+    old = parse_kubelet_log(crio[1:], node="n", year=2018, tz=UTC).observations
+    assert [(o.kind, o.pod_uid, o.payload["reason"], o.payload["volume"]) for o in old] == [
+        (
+            Kind.KUBELET_MARKER,
+            "6084349d-416f-11e8-9969-fa163e583850",
+            reason,
+            "kubernetes.io/secret/6084349d-416f-11e8-9969-fa163e583850-default-token-qrc5l",
+        )
+        for reason in (MarkerReason.VOLUME_ATTACH_VERIFY, MarkerReason.VOLUME_MOUNT_STARTED)
+    ]
+    new = parse_kubelet_log([kueue[0], kueue[4], kueue[5], kueue[11]], node="n", year=2024, tz=UTC)
+    uid = "db7f7520-c7b0-49bf-b701-51df87cb2f9c"
+    assert [(o.pod_uid, o.payload["reason"]) for o in new.observations] == [
+        (uid, MarkerReason.VOLUME_ATTACH_VERIFY),
+        (uid, MarkerReason.VOLUME_UNMOUNT_STARTED),
+        (uid, MarkerReason.VOLUME_TORN_DOWN),
+        (uid, MarkerReason.POD_DIR_CLEANED),
+    ]
+    verify, unmount, _, _ = new.observations
+    assert (verify.namespace, verify.name) == ("e2e-tas-pytorchjob-qbdbb", "ranks-pytorch-master-0")
+    assert (unmount.namespace, unmount.name) == (None, None)  # the UID is no pod name
+    assert unmount.payload["volume"] == f"kubernetes.io/projected/{uid}-kube-api-access-chkkb"

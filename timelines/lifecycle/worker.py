@@ -27,7 +27,7 @@ worker done, then set up again) starts a new cycle.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -296,7 +296,19 @@ _MARKER_MARKS: dict[str, tuple[int, bool, IntervalSource, str | None]] = {
     "VolumesPending": (CLEANUP, False, KUBELET, None),
     "CgroupsRemoved": (CLEANUP, False, OBSERVED, None),
     "StatusFinal": (CLEANUP, False, OBSERVED, None),
+    # The volume manager: a volume being set up for the pod (its containers wait for every volume), and
+    # its volumes going once its containers are gone; the pod's directory removed when nothing of it is
+    # left (not in the config, nothing running, no volume): the worker was done by then.
+    "VolumeAttachVerify": (SYNC, False, KUBELET, None),
+    "VolumeMountStarted": (SYNC, False, KUBELET, None),
+    "VolumeMounted": (SYNC, False, KUBELET, None),
+    "VolumeUnmountStarted": (CLEANUP, False, KUBELET, None),
+    "VolumeTornDown": (CLEANUP, False, KUBELET, None),
+    "PodVolumesDirCleaned": (DONE, False, KUBELET, None),
 }
+# Volume lines of a pod's setup: a first attach check or mount of one of its volumes ("MountVolume.SetUp
+# succeeded" is also what a remount of a running pod's secret logs at V4: no sign of setup).
+_VOLUME_SETUP = frozenset({"VolumeAttachVerify", "VolumeMountStarted"})
 
 
 def _marker_mark(m: KubeletMarkerRecord, restart_kill: bool) -> Mark | None:
@@ -508,10 +520,22 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
                 # A re-list: the pod still exists for the new kubelet, in whatever state it was.
                 mark = _presence(mark) if mark.name == Transition.SYNCLOOP_ADD else _restate(mark)
         marks.append(mark)
+    mounted = [(m.at, m.payload.get("volume")) for m in facts.kubelet_markers if m.reason == "VolumeMounted"]
     for m in facts.kubelet_markers:
         mark = _marker_mark(m, m.key in restart_kills)
-        if mark is not None:
-            marks.append(mark)
+        if mark is None:
+            continue
+        if m.reason in _VOLUME_SETUP:
+            if _may_be_relist(mark, m.node, starts, lines, firsts)[0]:
+                # A new kubelet checks every volume of every pod it finds: presence, not setup.
+                mark = _presence(mark)
+            elif m.reason == "VolumeMountStarted" and not any(
+                at >= m.at and volume == m.payload.get("volume") for at, volume in mounted
+            ):
+                # A mount begun and not seen to succeed: the containers still wait for it (setup goes on,
+                # like a first sync that has not returned).
+                mark = replace(mark, setup_only=True)
+        marks.append(mark)
     marks.extend(_eviction_ranked(facts, marks))
     marks.extend(_containers_stopped(facts, marks))
     marks = _all_died(facts, marks)
@@ -1306,6 +1330,7 @@ def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None
 # Marks that show the worker setting the pod up (its first sight and the work it is handed before a sync).
 _SETUP_SIGNS = frozenset(
     {
+        *_VOLUME_SETUP,
         Transition.FIRST_SEEN,
         Transition.SYNCLOOP_ADD,
         Transition.PENDING_UPDATE,
