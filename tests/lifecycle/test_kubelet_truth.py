@@ -146,12 +146,18 @@ def test_an_excerpt_that_begins_mid_phase_still_draws_its_phases() -> None:
 
 
 def test_exit_lines_alone_are_evidence_too() -> None:
-    """Only "SyncTerminatingPod exit" and "SyncTerminatedPod exit": the boundary between them is unknown."""
+    """Only "SyncTerminatingPod exit" and "SyncTerminatedPod exit": each state is drawn where a line shows
+    it (terminating an instant at its exit line, neither bound known; cleanup until its exit), the
+    boundary between them is unknown."""
     (tl,) = timelines(parse([[EXCERPT[0], EXCERPT[1], EXCERPT[3]]], node="n1", year=2024)).values()
     assert [(iv.state, iv.attrs.get("between")) for iv in tl.lane("worker")] == [
+        ("terminating", None),
         ("unknown", ["terminating", "cleanup"]),
         ("cleanup", None),
     ]
+    terminating = tl.lane("worker")[0]
+    assert terminating.start == terminating.end == utc(2024, 3, 1, 10, 5, 0, 100)
+    assert terminating.attrs.get("start_unknown") and terminating.attrs.get("end_unknown")
 
 
 # --------------------------------------------------------------------------------------- a hole in the log

@@ -405,3 +405,23 @@ def test_kueue_3901_the_volume_manager_ends_a_pod_only_uid_less_lines_and_volume
     assert cleanup.end == at("2024-12-20T04:51:23.593241")
     assert lane[-1].end == at("2024-12-20T04:51:24.556603")
     assert all(iv.end is not None for iv in lane)
+
+
+def test_115331_a_pod_deleted_while_pending_is_in_cleanup_at_its_sync_terminated_pod_enter() -> None:
+    """GIVEN a 1.27-development V4 excerpt whose only worker line of the pod is `syncTerminatedPod enter`
+    (09:34:27.468879), then its `SyncLoop DELETE` and the status manager's "Pod fully terminated and
+    removed from etcd" (which 1.27 logs only once SyncTerminatedPod has finished)
+    WHEN the lane is derived
+    THEN the pod is in cleanup at the enter line (an instant: neither bound is in the excerpt), and the
+    stretch to the final delete is unknown between cleanup and done."""
+    tl = pods("k8s-115331-plain-klog-1.27-deleted-while-pending.log", node="node-115331", year=2023)[
+        "88b8e8f0-1527-4147-9f8e-5913d2c62459"
+    ]
+    entered, removed = at("2023-03-09T09:34:27.468879"), at("2023-03-09T09:34:27.469895")
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [
+        ("cleanup", entered, entered),
+        ("unknown", entered, removed),
+    ]
+    cleanup = worker(tl)[0]
+    assert cleanup.attrs.get("start_unknown") and cleanup.attrs.get("end_unknown")
+    assert worker(tl)[1].attrs["between"] == ["cleanup", "done"]

@@ -1692,20 +1692,26 @@ def _interval(
     state = piece.drawn
     start, end = piece.start, piece.end
     end_at = end.at if end is not None else None
-    # An instant is kept where a line proves one bound of a state and nothing says how long it lasted:
-    # a begin with no other evidence of its state (an ADD followed by nothing of its sync: setup began
-    # there; drawn only where ``instants`` allows, see worker_lane), or an end whose start is not in the
-    # evidence (an excerpt that holds only "Pod is complete and the worker can now stop": cleanup ended
-    # there). Two proven bounds at one moment, none, an unknown stretch of no length, and a piece whose
-    # evidence all lies before its start (clipped by the state before it) are no interval.
+    # An instant is kept where one moment is all the evidence says of a state (rule 2: from its first
+    # evidence to its last): an end whose start is not in the evidence (an excerpt that holds only "Pod
+    # is complete and the worker can now stop": cleanup ended there), a begin with nothing else of its
+    # state (an ADD followed by nothing of its sync: setup began there), or one line inside it
+    # ("SyncTerminatedPod enter" alone: cleanup then); at a config line, only where ``instants`` allows
+    # (see worker_lane). Two proven bounds at one moment, an unknown stretch of no length, and a
+    # piece whose evidence all lies before its start (clipped by the state before it) are no interval.
     if end is not None and (
         end.at < start.at
         or (
             end.at == start.at
             and (
-                start.known == end.known
+                (start.known and end.known)
                 or state == WorkerPhase.UNKNOWN
-                or (start.known and not (instants and any(m.at == start.at for m in piece.marks)))
+                or (
+                    not end.known
+                    and not any(
+                        m.at == start.at and (instants or m.name not in _CONFIG_LINES) for m in piece.marks
+                    )
+                )
             )
         )
     ):
