@@ -514,6 +514,19 @@ _OLD_POD_LINE = re.compile(
 )
 
 
+# The kubelet echoes each event it records (client-go's recorder, `StartLogging` at V3): up to 1.2x as
+#   Event(v1.ObjectReference{Kind:"Pod", Namespace:"ns", Name:"n", UID:"uid", ..., FieldPath:"spec.containers{c}"}):
+#   type: 'Normal' reason: 'Killing' Stopping container c
+# later as the structured "Event occurred" object="ns/n" fieldPath=... kind="Pod" type=... reason=...
+# message=... (no UID). Read as "Event occurred" with those values.
+_OLD_EVENT = re.compile(
+    r"Event\(v1\.ObjectReference\{(?P<ref>.*?)\}\): type: '(?P<type>[^']*)' reason: '(?P<reason>[^']*)' "
+    r"(?P<message>.*)"
+)
+_REF_FIELD = re.compile(r'(\w+):"([^"]*)"')
+_EVENT = "event occurred"
+
+
 def _old_pods(text: str) -> list[str]:
     return [item.strip() for item in text.split(", ") if item.strip()]
 
@@ -539,6 +552,19 @@ def _legacy_printf(body: str) -> tuple[str, dict[str, Any]] | None:
     m = _OLD_POD_LINE.fullmatch(text)
     if m is not None:
         return f"Pod {m.group('rest')}", {"pod": m.group("pod")}
+    m = _OLD_EVENT.fullmatch(text)
+    if m is not None:
+        ref = dict(_REF_FIELD.findall(m.group("ref")))
+        namespace, name = ref.get("Namespace"), ref.get("Name")
+        return "Event occurred", {
+            "object": f"{namespace}/{name}" if namespace and name else name,
+            "kind": ref.get("Kind"),
+            "uid": ref.get("UID"),
+            "fieldPath": ref.get("FieldPath"),
+            "type": m.group("type"),
+            "reason": m.group("reason"),
+            "message": m.group("message"),
+        }
     return None
 
 
@@ -1205,7 +1231,7 @@ class KubeletLogParser:
         return (
             norm in _TRANSITIONS
             or norm in _SYNCLOOP
-            or norm in (_PLEG, _RECREATED)
+            or norm in (_PLEG, _RECREATED, _EVENT)
             or _MARKER_HINT.search(norm) is not None
             or _VOLUME_HINT.search(norm) is not None
         )
@@ -1242,6 +1268,8 @@ class KubeletLogParser:
                 return self._syncloop(parsed, _SYNCLOOP[norm])
             if norm == _PLEG:
                 return self._pleg(parsed)
+            if norm == _EVENT:
+                return self._event(parsed)
             uid, ns, name = self._pod_identity(parsed)
             if norm == _RECREATED:
                 return self._recreated(parsed, ns, name)
@@ -1299,6 +1327,31 @@ class KubeletLogParser:
             key_extra = "marker" if out else None
             out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
+
+    def _event(self, parsed: _Parsed) -> list[Observation]:
+        """An event the kubelet recorded, echoed in its log: a container of a pod stopped ("Killing",
+        "Stopping container C": the kill of termination, not a restart's) is a KillingContainer marker;
+        other events give nothing (the event itself, when collected, says more)."""
+        values = parsed.values
+        message = _as_str(values.get("message")) or ""
+        if (
+            _as_str(values.get("kind")) != "Pod"
+            or _as_str(values.get("reason")) != "Killing"
+            or not message.startswith("Stopping container ")
+        ):
+            self._skip_message(_EVENT, parsed.message)
+            return []
+        uid = _valid_uid(_as_str(values.get("uid")))
+        ns, name = _pod_ref(values.get("object"))
+        if uid is None and name is None:
+            self.skipped["no_pod"] += 1
+            return []
+        pod_ref = f"{ns}/{name}" if ns and name else name
+        marker = self._marker(parsed, MarkerReason.KILLING_CONTAINER, uid, ns, name, pod_ref, None, None)
+        marker.payload["container"] = message.removeprefix("Stopping container ").strip() or None
+        marker.payload["from"] = "event"
+        marker.payload["message"] = message  # the event's own text, not the echo's "Event occurred"
+        return [marker]
 
     def _volume_line(
         self, parsed: _Parsed, norm: str, uid: str | None, ns: str | None, name: str | None

@@ -425,3 +425,21 @@ def test_115331_a_pod_deleted_while_pending_is_in_cleanup_at_its_sync_terminated
     cleanup = worker(tl)[0]
     assert cleanup.attrs.get("start_unknown") and cleanup.attrs.get("end_unknown")
     assert worker(tl)[1].attrs["between"] == ["cleanup", "done"]
+
+
+def test_92126_a_remove_while_the_containers_run_is_no_end_of_the_worker() -> None:
+    """GIVEN a 1.16 excerpt: `SyncLoop (DELETE, "api")`, 1.8 ms later `SyncLoop (REMOVE, "api")`, then the
+    kubelet killing the pod ("Killing unwanted pod", and its `Killing` event: Stopping container
+    metrics-server)
+    WHEN the lane is derived
+    THEN the pod terminates from the DELETE and is still terminating (the REMOVE came while its containers
+    ran: the worker was not done there), and the removal is a `Removed` marker at its line."""
+    tl = pods("k8s-92126-1.16-crio-delete-remove-same-ms.journal", node="HOST1", year=2020)[
+        "27ce04fc-48f9-4f39-a805-12f57727d730"
+    ]
+    (terminating,) = worker(tl)
+    assert terminating.state == "terminating" and terminating.attrs["cause"] == "deletion"
+    assert terminating.start == at("2020-06-15T00:03:23.996993") and terminating.end is None
+    removed = [m for m in tl.markers if m.reason == "Removed"]
+    assert [(m.at, m.attrs["config_source"]) for m in removed] == [(at("2020-06-15T00:03:23.998835"), "api")]
+    assert ("KillingContainer", at("2020-06-15T00:03:23.999097")) in {(m.reason, m.at) for m in tl.markers}

@@ -934,3 +934,24 @@ def test_volume_manager_lines_are_markers_on_the_pod_their_text_names():
     assert (verify.namespace, verify.name) == ("e2e-tas-pytorchjob-qbdbb", "ranks-pytorch-master-0")
     assert (unmount.namespace, unmount.name) == (None, None)  # the UID is no pod name
     assert unmount.payload["volume"] == f"kubernetes.io/projected/{uid}-kube-api-access-chkkb"
+
+
+def test_the_kubelets_echo_of_a_killing_event_is_a_kill_on_the_pod_it_names():
+    """GIVEN the 1.16 kubelet's V3 echo of the event it recorded as it stopped a container
+    (`Event(v1.ObjectReference{Kind:"Pod", …, UID:"27ce04fc-…", …}): type: 'Normal' reason: 'Killing'
+    Stopping container metrics-server`, k8s-92126)
+    WHEN it is parsed
+    THEN it is a KillingContainer marker on that UID and container (from the event)."""
+    lines = (
+        (_REAL / "k8s-92126-1.16-crio-delete-remove-same-ms.journal").read_text(encoding="utf-8").splitlines()
+    )
+    (kill,) = parse_kubelet_log(lines[3:], node="n", year=2020, tz=UTC).observations
+    assert (kill.kind, kill.pod_uid, kill.namespace, kill.name) == (
+        Kind.KUBELET_MARKER,
+        "27ce04fc-48f9-4f39-a805-12f57727d730",
+        "kube-system",
+        "metrics-server-8f9559cbb-b67qm",
+    )
+    assert kill.payload["reason"] == MarkerReason.KILLING_CONTAINER
+    assert (kill.payload["container"], kill.payload["from"]) == ("metrics-server", "event")
+    assert kill.observed_at == datetime(2020, 6, 15, 0, 3, 23, 999097, tzinfo=UTC)

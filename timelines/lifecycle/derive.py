@@ -733,6 +733,21 @@ def _pleg_markers(facts: PodFacts) -> list[Marker]:
     return out
 
 
+def _removal_markers(facts: PodFacts) -> list[Marker]:
+    """A ``Removed`` marker at each `SyncLoop REMOVE`: the pod left the kubelet's config (the API object is
+    gone, or a static pod's manifest). It bounds the worker only sometimes (docs/kubelet-lines.md), so
+    the moment is shown on its own."""
+    out = []
+    for ev in facts.worker_events:
+        if ev.name != Transition.SYNCLOOP_REMOVE:
+            continue
+        source = ev.payload.get("config_source")
+        attrs = {"config_source": source, "from": "syncloop"}
+        message = f"SyncLoop REMOVE (source {source or '?'}): the pod left the kubelet's config"
+        out.append(Marker(ev.at, "kubelet", "Removed", message, attrs, (ev.key,)))
+    return out
+
+
 def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     by_uid: dict[str, list[Any]] = {}
     for ev in facts.events:
@@ -760,6 +775,7 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
         if m.reason == "ContainerState":
             markers.extend(_container_finishes(m))
     markers.extend(_pleg_markers(facts))
+    markers.extend(_removal_markers(facts))
     for record in facts.audits:
         made = marker_of(record, facts.audits)
         if made is not None:

@@ -541,7 +541,26 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
     marks = _all_died(facts, marks)
     marks = _not_admitted(facts, marks)
     marks.sort(key=_mark_order)
-    return marks
+    return _removed_while_running(marks)
+
+
+def _removed_while_running(marks: list[Mark]) -> list[Mark]:
+    """An API REMOVE after which the kubelet still kills the pod's containers (the next line of the pod
+    that is not a config line is a kill) did not come after the worker's end: the object went while its
+    containers ran (a deletion that did not wait for them), and the REMOVE path kills them. It is a
+    termination request (cause removed), folded into one already under way."""
+    out = list(marks)
+    for i, m in enumerate(out):
+        if m.name != Transition.SYNCLOOP_REMOVE or m.state != DONE or not m.begins:
+            continue
+        nxt = next((o for o in out[i + 1 :] if o.kubelet_side and o.name not in _CONFIG_LINES), None)
+        if nxt is not None and nxt.state == TERMINATING and nxt.name in _KILLS:
+            out[i] = Mark(m.at, TERMINATING, True, m.grade, m.name, m.key, m.pid, TerminationCause.REMOVED)
+    return out
+
+
+# Lines of a container being killed.
+_KILLS = frozenset({"KillingContainer", "OrphanKill"})
 
 
 def _not_admitted(facts: PodFacts, marks: list[Mark]) -> list[Mark]:
