@@ -104,6 +104,8 @@ class MarkerReason:
     VOLUME_UNMOUNT_STARTED = "VolumeUnmountStarted"  # the pod's containers are gone: its volumes go
     VOLUME_TORN_DOWN = "VolumeTornDown"
     POD_DIR_CLEANED = "PodVolumesDirCleaned"  # "Cleaned up orphaned pod volumes dir": nothing of it is left
+    # The device manager admitting a pod that requests devices (its admit handler, in HandlePodAdditions).
+    DEVICE_ALLOCATION = "DeviceAllocation"
 
 
 SKIP_REASONS: Final = {
@@ -440,6 +442,11 @@ _MARKERS: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
         ),
         (r"^message for container of pod", MarkerReason.CONTAINER_RESTART, False),
         (
+            r"^need devices to allocate for pod|^issuing a getpreferredallocation call for container",
+            MarkerReason.DEVICE_ALLOCATION,
+            False,
+        ),
+        (
             r"^shutdown manager (detected new shutdown event|processing shutdown event)",
             MarkerReason.SHUTDOWN_DETECTED,
             True,
@@ -477,7 +484,7 @@ _LIST_MARKERS = frozenset(
 )
 # Cheap test before trying every marker rule (most kubelet lines match none).
 _MARKER_HINT = re.compile(
-    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container|prestop"
+    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container|prestop|allocat"
 )
 _KILL_ERROR = re.compile(r"kill", re.IGNORECASE)
 # Keys that identify the pod a line is about: a line cut off inside one of them says nothing usable.

@@ -443,3 +443,25 @@ def test_92126_a_remove_while_the_containers_run_is_no_end_of_the_worker() -> No
     removed = [m for m in tl.markers if m.reason == "Removed"]
     assert [(m.at, m.attrs["config_source"]) for m in removed] == [(at("2020-06-15T00:03:23.998835"), "api")]
     assert ("KillingContainer", at("2020-06-15T00:03:23.999097")) in {(m.reason, m.at) for m in tl.markers}
+
+
+def test_gpu_mig_admission_blocked_in_the_device_manager_is_setup_still_open() -> None:
+    """GIVEN the two excerpts of one GPU node's V10 journal (kubelet pid 26361, then pid 45878 an hour
+    later): pod 69e0758e's devices are being allocated ("Need devices to allocate for pod", "Issuing a
+    GetPreferredAllocation call for container") and no worker line of it follows; pod cf97dd7e's
+    allocation is followed by its first sync
+    WHEN the lanes are derived
+    THEN 69e0758e is in setup from its admission, still open (the later process's estimated start, the
+    end of the first minute it logged in, ends nothing it logged itself); cf97dd7e is set up from its
+    first sync (the allocation before it does not move that), still open."""
+    files = ["blog-gpu-mig-1.27-v10-first-sync.journal", "blog-gpu-mig-1.27-v10-admission-stuck.journal"]
+    lanes = timelines(parse([(REAL / f).read_text().splitlines() for f in files], node="n", year=2025))
+    stuck = worker(lanes["69e0758e-d625-4013-9258-df8b7ddf04e2"])
+    assert [(iv.state, iv.start, iv.end) for iv in stuck] == [
+        ("setup", at("2025-07-30T20:39:03.752987"), None)
+    ]
+    assert stuck[0].attrs["start_from"] == "DeviceAllocation"
+    first = worker(lanes["cf97dd7e-bc61-44c1-8241-b47204a2e9b1"])
+    assert [(iv.state, iv.start, iv.end) for iv in first] == [
+        ("setup", at("2025-07-30T19:37:03.954888"), None)
+    ]

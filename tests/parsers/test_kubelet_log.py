@@ -955,3 +955,15 @@ def test_the_kubelets_echo_of_a_killing_event_is_a_kill_on_the_pod_it_names():
     assert kill.payload["reason"] == MarkerReason.KILLING_CONTAINER
     assert (kill.payload["container"], kill.payload["from"]) == ("metrics-server", "event")
     assert kill.observed_at == datetime(2020, 6, 15, 0, 3, 23, 999097, tzinfo=UTC)
+
+
+def test_the_device_managers_allocation_for_a_pod_is_a_marker_on_its_uid():
+    """GIVEN a 1.27 V10 kubelet admitting a GPU pod: "Need devices to allocate for pod" and "Issuing a
+    GetPreferredAllocation call for container" (podUID, no pod name)
+    WHEN they are parsed
+    THEN each is a DeviceAllocation marker on that UID."""
+    lines = (_REAL / "blog-gpu-mig-1.27-v10-admission-stuck.journal").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines[3:5], node="n", year=2025, tz=UTC)
+    assert [(o.kind, o.pod_uid, o.payload["reason"]) for o in result.observations] == [
+        (Kind.KUBELET_MARKER, "69e0758e-d625-4013-9258-df8b7ddf04e2", MarkerReason.DEVICE_ALLOCATION)
+    ] * 2

@@ -305,6 +305,9 @@ _MARKER_MARKS: dict[str, tuple[int, bool, IntervalSource, str | None]] = {
     "VolumeUnmountStarted": (CLEANUP, False, KUBELET, None),
     "VolumeTornDown": (CLEANUP, False, KUBELET, None),
     "PodVolumesDirCleaned": (DONE, False, KUBELET, None),
+    # The device manager allocating the pod's devices: its admission, right after the ADD and before the
+    # worker exists; the kubelet's handling of the pod has begun, its containers cannot have started.
+    "DeviceAllocation": (SYNC, True, KUBELET, None),
 }
 # Volume lines of a pod's setup: a first attach check or mount of one of its volumes ("MountVolume.SetUp
 # succeeded" is also what a remount of a running pod's secret logs at V4: no sign of setup).
@@ -525,7 +528,15 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
         mark = _marker_mark(m, m.key in restart_kills)
         if mark is None:
             continue
-        if m.reason in _VOLUME_SETUP:
+        if m.reason == "DeviceAllocation":
+            # No re-list here: a new kubelet re-admits every pod it finds, but the device manager's
+            # checkpoint keeps what it had allocated, so "Need devices to allocate" means devices the pod
+            # never got (devicesToAllocate returns early for allocated ones).
+            if not any(ev.at >= m.at and ev.name in _WORKER_SIGHT for ev in events):
+                # Admission not seen to finish (it hands the pod to its worker, which never shows):
+                # setup goes on, the containers cannot have started.
+                mark = replace(mark, setup_only=True)
+        elif m.reason in _VOLUME_SETUP:
             if _may_be_relist(mark, m.node, starts, lines, firsts)[0]:
                 # A new kubelet checks every volume of every pod it finds: presence, not setup.
                 mark = _presence(mark)
@@ -559,6 +570,8 @@ def _removed_while_running(marks: list[Mark]) -> list[Mark]:
     return out
 
 
+# The pod worker's first lines of a pod (admission is done once they show).
+_WORKER_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNC_ENTER, "span:syncPod:start"})
 # Lines of a container being killed.
 _KILLS = frozenset({"KillingContainer", "OrphanKill"})
 
@@ -992,7 +1005,9 @@ class _Piece:
 
 UNKNOWN_STATE = -1
 # Marks that are the worker's first sight of the pod: nothing of its life comes before them.
-_FIRST_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start"})
+_FIRST_SIGHT = frozenset(
+    {Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start", "DeviceAllocation"}
+)
 
 
 @dataclass(slots=True)
@@ -1524,6 +1539,7 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
     cycles, late = _cycles(marks, static)
     api_by_inc = [(inc, api_marks(inc, facts)) for inc in facts.incarnations]
     restarts = restart_times(facts.processes)
+    own_starts = {pid: at for (_, pid), at in process_starts(facts.processes).items()}
     candidates = running_candidates(facts)
     never = never_all_started(facts)
     errors = sync_errors(facts)
@@ -1548,7 +1564,7 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
         if hi is not None:
             pieces = _close_before(pieces, hi)
         else:
-            pieces = _close_at_restart(pieces, restarts, cycle)
+            pieces = _close_at_restart(pieces, restarts, cycle, own_starts)
             pieces = _unobservable_end(pieces, cycle)
         lo = starts[index] if index else None
         cycle_inc = next((i for i, _ in api_by_inc if _inc_cycle(i, starts) == index), None)
@@ -1581,7 +1597,10 @@ def _inc_cycle(inc: Incarnation, starts: Sequence[datetime]) -> int:
 
 
 def _close_at_restart(
-    pieces: list[_Piece], restarts: Sequence[datetime], cycle: Sequence[Mark]
+    pieces: list[_Piece],
+    restarts: Sequence[datetime],
+    cycle: Sequence[Mark],
+    own_starts: Mapping[int, datetime] | None = None,
 ) -> list[_Piece]:
     """A state still open when its kubelet restarted, and never mentioned by the new kubelet: the old
     worker is gone with its process, so the state lasted at least until its last evidence and how it
@@ -1596,7 +1615,10 @@ def _close_at_restart(
         return pieces
     seen = last.last_seen
     assert seen is not None
-    later = [r for r in restarts if r > seen and (last.end is None or r <= last.end.at)]
+    # A process started before its own lines: its start, dated the latest it can be (the end of the
+    # first minute it logged in, ``process_starts``), never ends what it logged itself.
+    mine = {own_starts[m.pid] for m in last.marks if own_starts and m.pid is not None and m.pid in own_starts}
+    later = [r for r in restarts if r > seen and r not in mine and (last.end is None or r <= last.end.at)]
     # The new kubelet carried the state on if it says anything of the pod beyond "done" (a REMOVE).
     if not later or any(m.kubelet_side and m.at >= later[0] and m.state != DONE for m in cycle):
         return pieces
@@ -1654,6 +1676,7 @@ def _admitted(cycle: Sequence[Mark]) -> bool:
         m.kubelet_side
         and m.name not in _CONFIG_LINES
         and (m.state in (SYNC, TERMINATING) or m.name in _ADMITTED_CLEANUP)
+        and m.name != "DeviceAllocation"  # admission under way, not done
         for m in cycle
     )
 
