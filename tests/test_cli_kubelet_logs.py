@@ -179,7 +179,7 @@ def test_explain_names_the_line_that_proves_each_worker_bound():
     real = Path(__file__).parent / "fixtures" / "real" / "kubelet" / "kueue-4669-kind-1.31-v3.journal"
     out = ingest("kind-worker", real, "--year", "2025")
     assert (
-        "unrecognised messages (top 10 of 16 texts): 'Generating pod status' 5; 'Patch status for pod' 5"
+        "unrecognised messages (top 10 of 13 texts): 'Generating pod status' 5; 'Patch status for pod' 5"
         in out
     )
     out = io.StringIO()

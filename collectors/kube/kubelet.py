@@ -233,7 +233,11 @@ def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> P
         # The same parser, batching and store as the CLI and the log-shipping endpoint.
         # The node log query runs `journalctl --utc --output=short-precise`: each line's prefix is UTC,
         # and tells the node's own zone, in which the kubelet wrote the klog header.
-        ingest = KubeletLogIngest(cluster, node=node, year=since[node].year, tz=UTC, prefix_tz=UTC)
+        # Each line's payload says where it came from (`timeline --explain`): this pull, line N of it.
+        where = f"GET nodes/{node}/proxy/logs since {_since_param(since[node])}"
+        ingest = KubeletLogIngest(
+            cluster, node=node, year=since[node].year, tz=UTC, prefix_tz=UTC, source=where
+        )
         for line in text.splitlines():
             ingest.feed(line)
         saved = ingest.close()
@@ -261,10 +265,15 @@ def _log_since(cluster: Cluster, node: str, now: datetime) -> datetime:
     return now - FIRST_LOG_WINDOW
 
 
+def _since_param(since: datetime) -> str:
+    """The node log query's ``sinceTime`` (RFC 3339, whole seconds, UTC)."""
+    return since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _get_logs(client: Any, node: str, since: datetime) -> str:
     # The generated connect_get_node_proxy_with_path escapes "/" and takes no query string, so the
     # raw call goes through the same ApiClient (auth, TLS, proxy) by path.
-    query = [("query", "kubelet"), ("sinceTime", since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))]
+    query = [("query", "kubelet"), ("sinceTime", _since_param(since))]
     response = client.call_api(
         "/api/v1/nodes/{name}/proxy/logs/",
         "GET",

@@ -97,6 +97,15 @@ class MarkerReason:
     CONTAINER_RESTART = "ContainerRestart"  # "Message for Container of pod": why a container restarts
     SHUTDOWN_DETECTED = "ShutdownDetected"  # node level
     KUBELET_SERVICE = "KubeletService"  # systemd starting / stopping the kubelet unit (node level)
+    # The volume manager (V0/V1 lines, all versions; the pod's UID is in the text): docs/kubelet-lines.md.
+    VOLUME_ATTACH_VERIFY = "VolumeAttachVerify"  # a volume of a pod being set up (payload volume)
+    VOLUME_MOUNT_STARTED = "VolumeMountStarted"  # a first mount of it began (not a remount)
+    VOLUME_MOUNTED = "VolumeMounted"  # MountVolume.SetUp succeeded
+    VOLUME_UNMOUNT_STARTED = "VolumeUnmountStarted"  # the pod's containers are gone: its volumes go
+    VOLUME_TORN_DOWN = "VolumeTornDown"
+    POD_DIR_CLEANED = "PodVolumesDirCleaned"  # "Cleaned up orphaned pod volumes dir": nothing of it is left
+    # The device manager admitting a pod that requests devices (its admit handler, in HandlePodAdditions).
+    DEVICE_ALLOCATION = "DeviceAllocation"
 
 
 SKIP_REASONS: Final = {
@@ -433,12 +442,37 @@ _MARKERS: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
         ),
         (r"^message for container of pod", MarkerReason.CONTAINER_RESTART, False),
         (
+            r"^need devices to allocate for pod|^issuing a getpreferredallocation call for container",
+            MarkerReason.DEVICE_ALLOCATION,
+            False,
+        ),
+        (
             r"^shutdown manager (detected new shutdown event|processing shutdown event)",
             MarkerReason.SHUTDOWN_DETECTED,
             True,
         ),
     )
 )
+# The volume manager's lines about one volume of one pod (reconciler, operation generator): the message is
+# GenerateMsgDetailed's text, `... for volume "V" (UniqueName: "U") pod "NAME" (UID: "UID") ...` (the
+# unmount lines give the UID as the pod's name), in every version; 1.20+ adds `pod=ns/name` after it.
+_VOLUME_LINES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), reason)
+    for pattern, reason in (
+        (r"^operationexecutor verifycontrollerattachedvolume started for volume", "VolumeAttachVerify"),
+        (r"^operationexecutor mountvolume started for volume", "VolumeMountStarted"),
+        (r"^mountvolume setup succeeded for volume", "VolumeMounted"),
+        (r"^operationexecutor unmountvolume started for volume", "VolumeUnmountStarted"),
+        (r"^unmountvolume teardown succeeded for volume", "VolumeTornDown"),
+        (r"^cleaned up orphaned pod volumes dir", "PodVolumesDirCleaned"),
+    )
+)
+_VOLUME_HINT = re.compile(r"volume")
+_VOLUME_UID = re.compile(r'\(UID: "?(?P<uid>[0-9a-fA-F-]{32,36})"?\)')
+_UNIQUE_NAME = re.compile(r'\(UniqueName: "?(?P<v>[^")]+)"?\)')
+_FOR_VOLUME = re.compile(r'for volume "(?P<v>[^"]+)"')
+# A remount of a mounted volume (a secret's refresh) is logged at V5 with this text: no setup.
+_REMOUNT = "remount was requested"
 # Markers whose `pods` key lists the pods they concern (one observation each).
 _LIST_MARKERS = frozenset(
     {
@@ -450,7 +484,7 @@ _LIST_MARKERS = frozenset(
 )
 # Cheap test before trying every marker rule (most kubelet lines match none).
 _MARKER_HINT = re.compile(
-    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container|prestop"
+    r"kill|grace|evict|admit|reject|shutdown|terminat|error syncing|predicate|deleted|admission|message for container|prestop|allocat"
 )
 _KILL_ERROR = re.compile(r"kill", re.IGNORECASE)
 # Keys that identify the pod a line is about: a line cut off inside one of them says nothing usable.
@@ -487,6 +521,19 @@ _OLD_POD_LINE = re.compile(
 )
 
 
+# The kubelet echoes each event it records (client-go's recorder, `StartLogging` at V3): up to 1.2x as
+#   Event(v1.ObjectReference{Kind:"Pod", Namespace:"ns", Name:"n", UID:"uid", ..., FieldPath:"spec.containers{c}"}):
+#   type: 'Normal' reason: 'Killing' Stopping container c
+# later as the structured "Event occurred" object="ns/n" fieldPath=... kind="Pod" type=... reason=...
+# message=... (no UID). Read as "Event occurred" with those values.
+_OLD_EVENT = re.compile(
+    r"Event\(v1\.ObjectReference\{(?P<ref>.*?)\}\): type: '(?P<type>[^']*)' reason: '(?P<reason>[^']*)' "
+    r"(?P<message>.*)"
+)
+_REF_FIELD = re.compile(r'(\w+):"([^"]*)"')
+_EVENT = "event occurred"
+
+
 def _old_pods(text: str) -> list[str]:
     return [item.strip() for item in text.split(", ") if item.strip()]
 
@@ -512,6 +559,19 @@ def _legacy_printf(body: str) -> tuple[str, dict[str, Any]] | None:
     m = _OLD_POD_LINE.fullmatch(text)
     if m is not None:
         return f"Pod {m.group('rest')}", {"pod": m.group("pod")}
+    m = _OLD_EVENT.fullmatch(text)
+    if m is not None:
+        ref = dict(_REF_FIELD.findall(m.group("ref")))
+        namespace, name = ref.get("Namespace"), ref.get("Name")
+        return "Event occurred", {
+            "object": f"{namespace}/{name}" if namespace and name else name,
+            "kind": ref.get("Kind"),
+            "uid": ref.get("UID"),
+            "fieldPath": ref.get("FieldPath"),
+            "type": m.group("type"),
+            "reason": m.group("reason"),
+            "message": m.group("message"),
+        }
     return None
 
 
@@ -1178,8 +1238,9 @@ class KubeletLogParser:
         return (
             norm in _TRANSITIONS
             or norm in _SYNCLOOP
-            or norm in (_PLEG, _RECREATED)
+            or norm in (_PLEG, _RECREATED, _EVENT)
             or _MARKER_HINT.search(norm) is not None
+            or _VOLUME_HINT.search(norm) is not None
         )
 
     def _pod_identity(self, parsed: _Parsed) -> tuple[str | None, str | None, str | None]:
@@ -1214,6 +1275,8 @@ class KubeletLogParser:
                 return self._syncloop(parsed, _SYNCLOOP[norm])
             if norm == _PLEG:
                 return self._pleg(parsed)
+            if norm == _EVENT:
+                return self._event(parsed)
             uid, ns, name = self._pod_identity(parsed)
             if norm == _RECREATED:
                 return self._recreated(parsed, ns, name)
@@ -1227,6 +1290,10 @@ class KubeletLogParser:
             self.skipped["cut" if last else "bad_uid"] += 1
             return []
         transition = _TRANSITIONS.get(norm)
+        if transition is None and _VOLUME_HINT.search(norm) is not None:
+            volume = self._volume_line(parsed, norm, uid, ns, name)
+            if volume is not None:
+                return volume
         marker = None
         if _MARKER_HINT.search(norm) is not None:
             for pattern, reason, node_level in _MARKERS:
@@ -1267,6 +1334,56 @@ class KubeletLogParser:
             key_extra = "marker" if out else None
             out.append(self._marker(parsed, reason, uid, ns, name, pod_ref, error, key_extra))
         return out
+
+    def _event(self, parsed: _Parsed) -> list[Observation]:
+        """An event the kubelet recorded, echoed in its log: a container of a pod stopped ("Killing",
+        "Stopping container C": the kill of termination, not a restart's) is a KillingContainer marker;
+        other events give nothing (the event itself, when collected, says more)."""
+        values = parsed.values
+        message = _as_str(values.get("message")) or ""
+        if (
+            _as_str(values.get("kind")) != "Pod"
+            or _as_str(values.get("reason")) != "Killing"
+            or not message.startswith("Stopping container ")
+        ):
+            self._skip_message(_EVENT, parsed.message)
+            return []
+        uid = _valid_uid(_as_str(values.get("uid")))
+        ns, name = _pod_ref(values.get("object"))
+        if uid is None and name is None:
+            self.skipped["no_pod"] += 1
+            return []
+        pod_ref = f"{ns}/{name}" if ns and name else name
+        marker = self._marker(parsed, MarkerReason.KILLING_CONTAINER, uid, ns, name, pod_ref, None, None)
+        marker.payload["container"] = message.removeprefix("Stopping container ").strip() or None
+        marker.payload["from"] = "event"
+        marker.payload["message"] = message  # the event's own text, not the echo's "Event occurred"
+        return [marker]
+
+    def _volume_line(
+        self, parsed: _Parsed, norm: str, uid: str | None, ns: str | None, name: str | None
+    ) -> list[Observation] | None:
+        """A volume manager line about one pod's volume as a marker (payload ``volume``: its unique name),
+        [] when it names no pod UID or is a remount, None when it is no such line."""
+        reason = next((r for pattern, r in _VOLUME_LINES if pattern.search(norm)), None)
+        if reason is None:
+            return None
+        text = parsed.message
+        found = _VOLUME_UID.search(text)
+        uid = uid or (_valid_uid(found.group("uid").lower()) if found is not None else None)
+        if uid is None:
+            self.skipped["no_pod_uid"] += 1
+            return []
+        if _REMOUNT in text.lower():
+            self.skipped["unrecognized_message"] += 1
+            return []
+        if name is not None and name.lower() == uid:  # the unmount lines name the pod by its UID
+            ns, name = None, None
+        pod_ref = f"{ns}/{name}" if ns and name else None
+        marker = self._marker(parsed, reason, uid, ns, name, pod_ref, None, None)
+        vol = _UNIQUE_NAME.search(text) or _FOR_VOLUME.search(text)
+        marker.payload["volume"] = vol.group("v") if vol is not None else None
+        return [marker]
 
     def _status_extras(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC
 
 import pytest
@@ -82,6 +83,23 @@ def test_log_pull_parses_kubelet_lines_and_remembers_where_it_stopped(sim):
 
     second = pull_kubelet_logs(CLUSTER, nodes=[node])
     assert second.stored == 0  # only the boundary second again: it dedupes
+
+
+def test_a_pulled_log_line_says_which_pull_and_line_it_came_from(sim):
+    """GIVEN a node's kubelet log pulled through the node log proxy
+    WHEN its lines are stored
+    THEN each says where it came from (`timeline --explain` prints it): the pull (node, sinceTime) and
+    the line of its response, as a file's lines say FILE:N."""
+    node = next(n for n, k in sorted(sim.server.cluster.kubelets.items()) if k.lines)
+    assert pull_kubelet_logs(CLUSTER, nodes=[node]).stored > 0
+    wheres = [o.payload.get("where") for o in stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node)]
+    assert wheres and all(
+        re.fullmatch(
+            rf"GET nodes/{re.escape(node)}/proxy/logs since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ:\d+", w
+        )
+        for w in wheres
+    ), wheres[:3]
+    assert min(int(w.rsplit(":", 1)[1]) for w in wheres) >= 1  # 1-based, as a file's
 
 
 def test_forbidden_node_proxy_skips_with_a_status_note(make_sim):

@@ -146,12 +146,18 @@ def test_an_excerpt_that_begins_mid_phase_still_draws_its_phases() -> None:
 
 
 def test_exit_lines_alone_are_evidence_too() -> None:
-    """Only "SyncTerminatingPod exit" and "SyncTerminatedPod exit": the boundary between them is unknown."""
+    """Only "SyncTerminatingPod exit" and "SyncTerminatedPod exit": each state is drawn where a line shows
+    it (terminating an instant at its exit line, neither bound known; cleanup until its exit), the
+    boundary between them is unknown."""
     (tl,) = timelines(parse([[EXCERPT[0], EXCERPT[1], EXCERPT[3]]], node="n1", year=2024)).values()
     assert [(iv.state, iv.attrs.get("between")) for iv in tl.lane("worker")] == [
+        ("terminating", None),
         ("unknown", ["terminating", "cleanup"]),
         ("cleanup", None),
     ]
+    terminating = tl.lane("worker")[0]
+    assert terminating.start == terminating.end == utc(2024, 3, 1, 10, 5, 0, 100)
+    assert terminating.attrs.get("start_unknown") and terminating.attrs.get("end_unknown")
 
 
 # --------------------------------------------------------------------------------------- a hole in the log
@@ -310,10 +316,17 @@ def test_v3_cancelling_the_sync_dates_a_termination_during_setup() -> None:
         'I0814 09:15:41.507851    2981 pod_workers.go:970] "Cancelling current pod sync" pod="default/slow-start-0" podUID="9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1" workType="terminating"',
     ]
     (tl,) = timelines(parse([log], node="worker-2", year=2023)).values()
-    # The DELETE and the cancel describe one transition; the ADD dates setup. Nothing says whether the
-    # containers had started (no PLEG line): that stays unknown.
+    # The DELETE and the cancel describe one transition; the ADD dates setup: the cancelled sync shows
+    # the pod admitted, so setup is drawn as an instant at the ADD (it began there; no line says how
+    # long it lasted). Nothing says whether the containers had started (no PLEG line): that stays unknown.
     states = [(iv.state, iv.attrs["start_from"]) for iv in tl.lane("worker")]
-    assert states == [("unknown", "syncloop_add"), ("terminating", "syncloop_delete")]
+    assert states == [
+        ("setup", "syncloop_add"),
+        ("unknown", "syncloop_add"),
+        ("terminating", "syncloop_delete"),
+    ]
+    setup = tl.lane("worker")[0]
+    assert setup.start == setup.end and setup.attrs.get("end_unknown")
 
 
 # --------------------------------------------------------------------------------------- mirror pod reset

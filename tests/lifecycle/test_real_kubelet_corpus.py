@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from collectors.parsers.kubectl import read_kubectl_output
+from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.resolve import Anchor, nameless_lives, unclaimed_life
@@ -300,4 +302,166 @@ def test_otlp_create_span_is_observed_setup_for_its_length_then_unknown_until_te
         ("unknown", s(2.5), s(20.0), "observed"),
         ("terminating", s(20.0), s(21.0), "observed"),
         ("cleanup", s(21.0), s(21.2), "observed"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "uid", "removed"),
+    [
+        (
+            "k8s-92442-ocp-hyperkube-1.18-static-apiserver-manifest-removed.journal",
+            "ip-10-0-147-205",
+            "90ab8003b28fbeda6bc89e35f6582ecc",
+            "2020-07-08T21:56:53.529796",
+        ),
+        (
+            "k8s-92442-plain-klog-1.18-static-pod-file-remove.log",
+            "node-92442",
+            "5fda0b7885755b311057b80f00dfae7b",
+            "2020-07-09T09:39:59.637011",
+        ),
+    ],
+)
+def test_92442_a_static_pods_manifest_removed_is_its_termination_request(
+    name: str, node: str, uid: str, removed: str
+) -> None:
+    """GIVEN a 1.18 kubelet's `SyncLoop (REMOVE, "file")` of a static pod (its manifest is gone), the first
+    line of the excerpt
+    WHEN the lane is derived
+    THEN the pod terminates from that line (cause removed): nothing but the manifest asks the kubelet to
+    stop a static pod, so its removal is the request (the kubelet kills the pod right after)."""
+    tl = pods(name, node=node, year=2020)[uid]
+    (terminating,) = worker(tl)
+    assert terminating.state == "terminating"
+    assert terminating.start == at(removed) and terminating.end is None
+    assert terminating.attrs["cause"] == "removed" and terminating.attrs["start_from"] == "syncloop_remove"
+
+
+def test_deckhouse_336_an_add_with_nothing_after_it_is_setup_beginning_there() -> None:
+    """GIVEN a V2 excerpt whose last line of pod 6c1ffa82 is its `SyncLoop (ADD, "api")` (16:20:36.931613
+    MSK; the kubelet's admission handler follows, no sync line)
+    WHEN the lane is derived
+    THEN setup begins at the ADD (an instant: the ADD proves its begin, no line how long it lasted), and
+    what follows is unknown between setup and running, still open."""
+    lines = (REAL / "deckhouse-336-kubelet-forker-kill-unwanted-and-add.journal").read_text().splitlines()
+    parser = KubeletLogParser(node="kube-master-3", year=2021, tz=ZoneInfo("Europe/Moscow"))
+    obs = [o for line in lines for o in parser.feed(line)] + parser.close() + parser.processes()
+    tl = timelines(obs)["6c1ffa82-fa70-4292-a772-8a0413771631"]
+    added = at("2021-11-30T13:20:36.931613")
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [
+        ("setup", added, added),
+        ("unknown", added, None),
+    ]
+    assert worker(tl)[0].attrs.get("end_unknown") and worker(tl)[1].attrs["between"] == ["setup", "running"]
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "year", "uid", "added"),
+    [
+        (
+            "crio-1515-1.10-crio-1.9-add-volumes.journal",
+            "hardway-worker-1",
+            2018,
+            "6084349d-416f-11e8-9969-fa163e583850",
+            "2018-04-16T12:12:05.410464",
+        ),
+        (
+            "k8s-91914-1.18-docker-delete-add.syslog",
+            "ip-10-1-73-214",
+            2020,
+            "57f42639-a88d-4174-8fc1-58f56d572891",
+            "2020-06-08T15:36:12.702079",
+        ),
+    ],
+)
+def test_a_volume_mount_begun_and_not_finished_keeps_setup_open_from_the_add(
+    name: str, node: str, year: int, uid: str, added: str
+) -> None:
+    """GIVEN a V2 excerpt (1.10, 1.18) whose pod is added (`SyncLoop (ADD, "api")`) and then has its secret
+    volume checked and a mount begun (`operationExecutor.MountVolume started`), with no `MountVolume.SetUp
+    succeeded` after it
+    WHEN the lane is derived
+    THEN it is setup from the ADD, still open: the containers wait for every volume, as for a first sync
+    that has not returned."""
+    tl = pods(name, node=node, year=year)[uid]
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [("setup", at(added), None)]
+
+
+def test_kueue_3901_the_volume_manager_ends_a_pod_only_uid_less_lines_and_volume_lines_name() -> None:
+    """GIVEN a 1.31 V0-V2 excerpt where pod db7f7520 is named with its UID only by the volume manager
+    (`VerifyControllerAttachedVolume started`, `UnmountVolume started`, `UnmountVolume.TearDown succeeded`,
+    `Cleaned up orphaned pod volumes dir`) and by name by "Observed pod startup duration"
+    WHEN the lane is derived
+    THEN it runs from observedRunningTime, is in cleanup while its volume is torn down, and nothing of it
+    is open after its pod directory was removed (the worker was done by then)."""
+    tl = pods("kueue-3901-kind-1.31-tas-pod-finishing.journal", node="kind-worker", year=2024)[
+        "db7f7520-c7b0-49bf-b701-51df87cb2f9c"
+    ]
+    lane = worker(tl)
+    (running,) = worker(tl, "running")
+    assert running.start == at("2024-12-20T04:51:23.154384")
+    (cleanup,) = worker(tl, "cleanup")
+    assert cleanup.start == at("2024-12-20T04:51:23.589635") and cleanup.attrs.get("start_unknown")
+    assert cleanup.end == at("2024-12-20T04:51:23.593241")
+    assert lane[-1].end == at("2024-12-20T04:51:24.556603")
+    assert all(iv.end is not None for iv in lane)
+
+
+def test_115331_a_pod_deleted_while_pending_is_in_cleanup_at_its_sync_terminated_pod_enter() -> None:
+    """GIVEN a 1.27-development V4 excerpt whose only worker line of the pod is `syncTerminatedPod enter`
+    (09:34:27.468879), then its `SyncLoop DELETE` and the status manager's "Pod fully terminated and
+    removed from etcd" (which 1.27 logs only once SyncTerminatedPod has finished)
+    WHEN the lane is derived
+    THEN the pod is in cleanup at the enter line (an instant: neither bound is in the excerpt), and the
+    stretch to the final delete is unknown between cleanup and done."""
+    tl = pods("k8s-115331-plain-klog-1.27-deleted-while-pending.log", node="node-115331", year=2023)[
+        "88b8e8f0-1527-4147-9f8e-5913d2c62459"
+    ]
+    entered, removed = at("2023-03-09T09:34:27.468879"), at("2023-03-09T09:34:27.469895")
+    assert [(iv.state, iv.start, iv.end) for iv in worker(tl)] == [
+        ("cleanup", entered, entered),
+        ("unknown", entered, removed),
+    ]
+    cleanup = worker(tl)[0]
+    assert cleanup.attrs.get("start_unknown") and cleanup.attrs.get("end_unknown")
+    assert worker(tl)[1].attrs["between"] == ["cleanup", "done"]
+
+
+def test_92126_a_remove_while_the_containers_run_is_no_end_of_the_worker() -> None:
+    """GIVEN a 1.16 excerpt: `SyncLoop (DELETE, "api")`, 1.8 ms later `SyncLoop (REMOVE, "api")`, then the
+    kubelet killing the pod ("Killing unwanted pod", and its `Killing` event: Stopping container
+    metrics-server)
+    WHEN the lane is derived
+    THEN the pod terminates from the DELETE and is still terminating (the REMOVE came while its containers
+    ran: the worker was not done there), and the removal is a `Removed` marker at its line."""
+    tl = pods("k8s-92126-1.16-crio-delete-remove-same-ms.journal", node="HOST1", year=2020)[
+        "27ce04fc-48f9-4f39-a805-12f57727d730"
+    ]
+    (terminating,) = worker(tl)
+    assert terminating.state == "terminating" and terminating.attrs["cause"] == "deletion"
+    assert terminating.start == at("2020-06-15T00:03:23.996993") and terminating.end is None
+    removed = [m for m in tl.markers if m.reason == "Removed"]
+    assert [(m.at, m.attrs["config_source"]) for m in removed] == [(at("2020-06-15T00:03:23.998835"), "api")]
+    assert ("KillingContainer", at("2020-06-15T00:03:23.999097")) in {(m.reason, m.at) for m in tl.markers}
+
+
+def test_gpu_mig_admission_blocked_in_the_device_manager_is_setup_still_open() -> None:
+    """GIVEN the two excerpts of one GPU node's V10 journal (kubelet pid 26361, then pid 45878 an hour
+    later): pod 69e0758e's devices are being allocated ("Need devices to allocate for pod", "Issuing a
+    GetPreferredAllocation call for container") and no worker line of it follows; pod cf97dd7e's
+    allocation is followed by its first sync
+    WHEN the lanes are derived
+    THEN 69e0758e is in setup from its admission, still open (the later process's estimated start, the
+    end of the first minute it logged in, ends nothing it logged itself); cf97dd7e is set up from its
+    first sync (the allocation before it does not move that), still open."""
+    files = ["blog-gpu-mig-1.27-v10-first-sync.journal", "blog-gpu-mig-1.27-v10-admission-stuck.journal"]
+    lanes = timelines(parse([(REAL / f).read_text().splitlines() for f in files], node="n", year=2025))
+    stuck = worker(lanes["69e0758e-d625-4013-9258-df8b7ddf04e2"])
+    assert [(iv.state, iv.start, iv.end) for iv in stuck] == [
+        ("setup", at("2025-07-30T20:39:03.752987"), None)
+    ]
+    assert stuck[0].attrs["start_from"] == "DeviceAllocation"
+    first = worker(lanes["cf97dd7e-bc61-44c1-8241-b47204a2e9b1"])
+    assert [(iv.state, iv.start, iv.end) for iv in first] == [
+        ("setup", at("2025-07-30T19:37:03.954888"), None)
     ]

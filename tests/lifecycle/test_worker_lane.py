@@ -112,14 +112,17 @@ def test_an_excerpt_that_begins_mid_phase_draws_the_phase_with_an_unknown_start(
 def test_only_exit_lines_give_phases_with_unknown_bounds_and_an_unknown_stretch() -> None:
     obs = [worker(UID, 10.0, Transition.TERMINATING_EXIT), worker(UID, 12.0, Transition.TERMINATED_EXIT)]
     tl = derive_pod_timeline(obs)
-    # Terminating and cleanup were seen once each: between them the boundary is not known.
+    # Terminating and cleanup were seen once each: each is drawn where it was seen (terminating an
+    # instant, neither bound known); between them the boundary is not known.
     # The exit line alone proves cleanup ran until then (its start is not in the evidence).
     assert [(iv.state, iv.start, iv.end) for iv in tl.lane("worker")] == [
+        ("terminating", t(10.0), t(10.0)),
         ("unknown", t(10.0), t(12.0)),
         ("cleanup", t(12.0), t(12.0)),
     ]
-    assert tl.lane("worker")[0].attrs["between"] == ["terminating", "cleanup"]
-    assert tl.lane("worker")[1].attrs["start_unknown"] is True
+    assert tl.lane("worker")[0].attrs["start_unknown"] and tl.lane("worker")[0].attrs["end_unknown"]
+    assert tl.lane("worker")[1].attrs["between"] == ["terminating", "cleanup"]
+    assert tl.lane("worker")[2].attrs["start_unknown"] is True
 
 
 def test_a_gap_in_the_log_is_an_unknown_stretch_not_an_observed_setup() -> None:

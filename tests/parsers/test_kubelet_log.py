@@ -900,3 +900,70 @@ def test_admission_rejection_status_and_the_recreated_pods_old_uid():
     (recreated,) = [o for o in markers if o.payload["reason"] == MarkerReason.RECREATED]
     assert recreated.pod_uid == "5e71a8a1-581b-4be8-84b9-80b507422429"
     assert recreated.payload["new_uid"] == "563dafa2-77a7-4dab-949e-9dbf079a4a70"
+
+
+def test_volume_manager_lines_are_markers_on_the_pod_their_text_names():
+    """GIVEN the volume manager's lines of real logs, which name the pod's UID only inside the message
+    (`... pod "NAME" (UID: "UID")`): a 1.10 printf line, 1.31 structured ones (the unmount lines give the
+    UID as the pod's name) and 1.31's orphaned-dir cleanup (podUID)
+    WHEN they are parsed
+    THEN each is a marker on that UID, with the volume it concerns."""
+    crio = (_REAL / "crio-1515-1.10-crio-1.9-add-volumes.journal").read_text(encoding="utf-8").splitlines()
+    kueue = (
+        (_REAL / "kueue-3901-kind-1.31-tas-pod-finishing.journal").read_text(encoding="utf-8").splitlines()
+    )
+    old = parse_kubelet_log(crio[1:], node="n", year=2018, tz=UTC).observations
+    assert [(o.kind, o.pod_uid, o.payload["reason"], o.payload["volume"]) for o in old] == [
+        (
+            Kind.KUBELET_MARKER,
+            "6084349d-416f-11e8-9969-fa163e583850",
+            reason,
+            "kubernetes.io/secret/6084349d-416f-11e8-9969-fa163e583850-default-token-qrc5l",
+        )
+        for reason in (MarkerReason.VOLUME_ATTACH_VERIFY, MarkerReason.VOLUME_MOUNT_STARTED)
+    ]
+    new = parse_kubelet_log([kueue[0], kueue[4], kueue[5], kueue[11]], node="n", year=2024, tz=UTC)
+    uid = "db7f7520-c7b0-49bf-b701-51df87cb2f9c"
+    assert [(o.pod_uid, o.payload["reason"]) for o in new.observations] == [
+        (uid, MarkerReason.VOLUME_ATTACH_VERIFY),
+        (uid, MarkerReason.VOLUME_UNMOUNT_STARTED),
+        (uid, MarkerReason.VOLUME_TORN_DOWN),
+        (uid, MarkerReason.POD_DIR_CLEANED),
+    ]
+    verify, unmount, _, _ = new.observations
+    assert (verify.namespace, verify.name) == ("e2e-tas-pytorchjob-qbdbb", "ranks-pytorch-master-0")
+    assert (unmount.namespace, unmount.name) == (None, None)  # the UID is no pod name
+    assert unmount.payload["volume"] == f"kubernetes.io/projected/{uid}-kube-api-access-chkkb"
+
+
+def test_the_kubelets_echo_of_a_killing_event_is_a_kill_on_the_pod_it_names():
+    """GIVEN the 1.16 kubelet's V3 echo of the event it recorded as it stopped a container
+    (`Event(v1.ObjectReference{Kind:"Pod", …, UID:"27ce04fc-…", …}): type: 'Normal' reason: 'Killing'
+    Stopping container metrics-server`, k8s-92126)
+    WHEN it is parsed
+    THEN it is a KillingContainer marker on that UID and container (from the event)."""
+    lines = (
+        (_REAL / "k8s-92126-1.16-crio-delete-remove-same-ms.journal").read_text(encoding="utf-8").splitlines()
+    )
+    (kill,) = parse_kubelet_log(lines[3:], node="n", year=2020, tz=UTC).observations
+    assert (kill.kind, kill.pod_uid, kill.namespace, kill.name) == (
+        Kind.KUBELET_MARKER,
+        "27ce04fc-48f9-4f39-a805-12f57727d730",
+        "kube-system",
+        "metrics-server-8f9559cbb-b67qm",
+    )
+    assert kill.payload["reason"] == MarkerReason.KILLING_CONTAINER
+    assert (kill.payload["container"], kill.payload["from"]) == ("metrics-server", "event")
+    assert kill.observed_at == datetime(2020, 6, 15, 0, 3, 23, 999097, tzinfo=UTC)
+
+
+def test_the_device_managers_allocation_for_a_pod_is_a_marker_on_its_uid():
+    """GIVEN a 1.27 V10 kubelet admitting a GPU pod: "Need devices to allocate for pod" and "Issuing a
+    GetPreferredAllocation call for container" (podUID, no pod name)
+    WHEN they are parsed
+    THEN each is a DeviceAllocation marker on that UID."""
+    lines = (_REAL / "blog-gpu-mig-1.27-v10-admission-stuck.journal").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines[3:5], node="n", year=2025, tz=UTC)
+    assert [(o.kind, o.pod_uid, o.payload["reason"]) for o in result.observations] == [
+        (Kind.KUBELET_MARKER, "69e0758e-d625-4013-9258-df8b7ddf04e2", MarkerReason.DEVICE_ALLOCATION)
+    ] * 2

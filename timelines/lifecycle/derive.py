@@ -53,6 +53,7 @@ from timelines.lifecycle.timeline import (
     IntervalSource,
     Marker,
     PodTimeline,
+    WorkerPhase,
     format_time,
     parse_time,
 )
@@ -171,26 +172,27 @@ def _settle(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
 
     An interval starting inside an earlier one (or after an open one) cuts the earlier one there.
     Empty intervals (end == start) are dropped, except an instant ``deleted`` that ends the api lane and
-    a worker state whose end a line proves but whose start is unknown (it ran until that instant).
+    a worker state drawn as an instant (one moment is all its evidence says: ``worker._interval``); one
+    that a later interval's start cut down to nothing is dropped.
     """
     ordered = sorted(
         intervals, key=lambda iv: (iv.start, iv.end is None, iv.end or iv.start, iv.state, iv.evidence)
     )
-    out: list[Interval] = []
+    out: list[tuple[Interval, bool]] = []  # (interval, drawn as an instant)
     for iv in ordered:
         if iv.end is not None and iv.end < iv.start:
             iv = _with(iv, end=iv.start)
         if out:
-            prev = out[-1]
+            prev, instant = out[-1]
             if prev.end is None or prev.end > iv.start:
-                out[-1] = _with(prev, end=iv.start)
-        out.append(iv)
+                out[-1] = (_with(prev, end=iv.start), False)
+        out.append((iv, iv.end == iv.start))
     return tuple(
         iv
-        for iv in out
+        for iv, instant in out
         if iv.end != iv.start
         or (iv.state == ApiState.DELETED and iv.lane == API_LANE)
-        or (iv.lane == WORKER_LANE and iv.attrs.get("start_unknown") and not iv.attrs.get("end_unknown"))
+        or (iv.lane == WORKER_LANE and instant and iv.state != WorkerPhase.UNKNOWN)
     )
 
 
@@ -731,6 +733,21 @@ def _pleg_markers(facts: PodFacts) -> list[Marker]:
     return out
 
 
+def _removal_markers(facts: PodFacts) -> list[Marker]:
+    """A ``Removed`` marker at each `SyncLoop REMOVE`: the pod left the kubelet's config (the API object is
+    gone, or a static pod's manifest). It bounds the worker only sometimes (docs/kubelet-lines.md), so
+    the moment is shown on its own."""
+    out = []
+    for ev in facts.worker_events:
+        if ev.name != Transition.SYNCLOOP_REMOVE:
+            continue
+        source = ev.payload.get("config_source")
+        attrs = {"config_source": source, "from": "syncloop"}
+        message = f"SyncLoop REMOVE (source {source or '?'}): the pod left the kubelet's config"
+        out.append(Marker(ev.at, "kubelet", "Removed", message, attrs, (ev.key,)))
+    return out
+
+
 def _markers(facts: PodFacts) -> tuple[Marker, ...]:
     by_uid: dict[str, list[Any]] = {}
     for ev in facts.events:
@@ -758,6 +775,7 @@ def _markers(facts: PodFacts) -> tuple[Marker, ...]:
         if m.reason == "ContainerState":
             markers.extend(_container_finishes(m))
     markers.extend(_pleg_markers(facts))
+    markers.extend(_removal_markers(facts))
     for record in facts.audits:
         made = marker_of(record, facts.audits)
         if made is not None:

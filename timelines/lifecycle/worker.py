@@ -27,7 +27,7 @@ worker done, then set up again) starts a new cycle.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -151,6 +151,10 @@ class WorkerLane:
 # ------------------------------------------------------------------------------------------ evidence
 
 
+# Config sources of static pods (a manifest file or URL): only the API source deletes pods gracefully.
+_STATIC_SOURCES = frozenset({"file", "http"})
+
+
 def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     """The mark a worker event (V4 line, V0–V3 line, or span end) gives, or None."""
     p = ev.payload
@@ -246,7 +250,12 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == T.SYNCLOOP_DELETE:
         return mk(TERMINATING, True, KUBELET, cause=TerminationCause.DELETION)
     if name == T.SYNCLOOP_REMOVE:
-        return mk(DONE, True, KUBELET)  # re-read in _walk: before any termination it is a force delete
+        if p.get("config_source") in _STATIC_SOURCES:
+            # A static pod's manifest is gone (its file, or its URL, no longer lists it): nothing else
+            # ever asks the kubelet to stop it, so this is its termination request (HandlePodRemoves
+            # kills the pod: "Killing unwanted pod" up to 1.21, a SyncPodKill update from 1.22).
+            return mk(TERMINATING, True, KUBELET, cause=TerminationCause.REMOVED)
+        return mk(DONE, True, KUBELET)  # re-read in _segments: before any termination, a force delete
     if name in (T.CONTAINER_STARTED, T.STARTUP_OBSERVED, T.RUNNING_MARKED):
         return mk(SYNC, False, KUBELET)
     if name == T.DELETION_DELAYED:
@@ -287,7 +296,22 @@ _MARKER_MARKS: dict[str, tuple[int, bool, IntervalSource, str | None]] = {
     "VolumesPending": (CLEANUP, False, KUBELET, None),
     "CgroupsRemoved": (CLEANUP, False, OBSERVED, None),
     "StatusFinal": (CLEANUP, False, OBSERVED, None),
+    # The volume manager: a volume being set up for the pod (its containers wait for every volume), and
+    # its volumes going once its containers are gone; the pod's directory removed when nothing of it is
+    # left (not in the config, nothing running, no volume): the worker was done by then.
+    "VolumeAttachVerify": (SYNC, False, KUBELET, None),
+    "VolumeMountStarted": (SYNC, False, KUBELET, None),
+    "VolumeMounted": (SYNC, False, KUBELET, None),
+    "VolumeUnmountStarted": (CLEANUP, False, KUBELET, None),
+    "VolumeTornDown": (CLEANUP, False, KUBELET, None),
+    "PodVolumesDirCleaned": (DONE, False, KUBELET, None),
+    # The device manager allocating the pod's devices: its admission, right after the ADD and before the
+    # worker exists; the kubelet's handling of the pod has begun, its containers cannot have started.
+    "DeviceAllocation": (SYNC, True, KUBELET, None),
 }
+# Volume lines of a pod's setup: a first attach check or mount of one of its volumes ("MountVolume.SetUp
+# succeeded" is also what a remount of a running pod's secret logs at V4: no sign of setup).
+_VOLUME_SETUP = frozenset({"VolumeAttachVerify", "VolumeMountStarted"})
 
 
 def _marker_mark(m: KubeletMarkerRecord, restart_kill: bool) -> Mark | None:
@@ -499,16 +523,57 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
                 # A re-list: the pod still exists for the new kubelet, in whatever state it was.
                 mark = _presence(mark) if mark.name == Transition.SYNCLOOP_ADD else _restate(mark)
         marks.append(mark)
+    mounted = [(m.at, m.payload.get("volume")) for m in facts.kubelet_markers if m.reason == "VolumeMounted"]
     for m in facts.kubelet_markers:
         mark = _marker_mark(m, m.key in restart_kills)
-        if mark is not None:
-            marks.append(mark)
+        if mark is None:
+            continue
+        if m.reason == "DeviceAllocation":
+            # No re-list here: a new kubelet re-admits every pod it finds, but the device manager's
+            # checkpoint keeps what it had allocated, so "Need devices to allocate" means devices the pod
+            # never got (devicesToAllocate returns early for allocated ones).
+            if not any(ev.at >= m.at and ev.name in _WORKER_SIGHT for ev in events):
+                # Admission not seen to finish (it hands the pod to its worker, which never shows):
+                # setup goes on, the containers cannot have started.
+                mark = replace(mark, setup_only=True)
+        elif m.reason in _VOLUME_SETUP:
+            if _may_be_relist(mark, m.node, starts, lines, firsts)[0]:
+                # A new kubelet checks every volume of every pod it finds: presence, not setup.
+                mark = _presence(mark)
+            elif m.reason == "VolumeMountStarted" and not any(
+                at >= m.at and volume == m.payload.get("volume") for at, volume in mounted
+            ):
+                # A mount begun and not seen to succeed: the containers still wait for it (setup goes on,
+                # like a first sync that has not returned).
+                mark = replace(mark, setup_only=True)
+        marks.append(mark)
     marks.extend(_eviction_ranked(facts, marks))
     marks.extend(_containers_stopped(facts, marks))
     marks = _all_died(facts, marks)
     marks = _not_admitted(facts, marks)
     marks.sort(key=_mark_order)
-    return marks
+    return _removed_while_running(marks)
+
+
+def _removed_while_running(marks: list[Mark]) -> list[Mark]:
+    """An API REMOVE after which the kubelet still kills the pod's containers (the next line of the pod
+    that is not a config line is a kill) did not come after the worker's end: the object went while its
+    containers ran (a deletion that did not wait for them), and the REMOVE path kills them. It is a
+    termination request (cause removed), folded into one already under way."""
+    out = list(marks)
+    for i, m in enumerate(out):
+        if m.name != Transition.SYNCLOOP_REMOVE or m.state != DONE or not m.begins:
+            continue
+        nxt = next((o for o in out[i + 1 :] if o.kubelet_side and o.name not in _CONFIG_LINES), None)
+        if nxt is not None and nxt.state == TERMINATING and nxt.name in _KILLS:
+            out[i] = Mark(m.at, TERMINATING, True, m.grade, m.name, m.key, m.pid, TerminationCause.REMOVED)
+    return out
+
+
+# The pod worker's first lines of a pod (admission is done once they show).
+_WORKER_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNC_ENTER, "span:syncPod:start"})
+# Lines of a container being killed.
+_KILLS = frozenset({"KillingContainer", "OrphanKill"})
 
 
 def _not_admitted(facts: PodFacts, marks: list[Mark]) -> list[Mark]:
@@ -859,18 +924,18 @@ def _segments(marks: Sequence[Mark]) -> tuple[list[_Segment], list[Mark]]:
                 cur.marks.append(Mark(m.at, cur.state, False, m.grade, m.name, m.key, m.pid))
             i += 1
             continue
-        if m.name in (Transition.SYNCLOOP_REMOVE, "DeletedMustBeKilled") and (
-            cur is None or cur.state == DONE
-        ):
+        # A REMOVE that is itself a termination request (a static pod's manifest removed) is read as one.
+        api_remove = m.name == Transition.SYNCLOOP_REMOVE and m.state != TERMINATING
+        if (api_remove or m.name == "DeletedMustBeKilled") and (cur is None or cur.state == DONE):
             # The REMOVE path kills a pod the worker still runs; with no sign of a live worker (an
             # excerpt that begins here, a pod never admitted, one already done) it begins nothing.
             i += 1
             continue
-        if m.name == Transition.SYNCLOOP_REMOVE and cur is not None and cur.state < TERMINATING:
+        if api_remove and cur is not None and cur.state < TERMINATING:
             # A REMOVE before any termination: the pod was force-deleted; the kubelet kills it now.
             m = Mark(m.at, TERMINATING, True, m.grade, m.name, m.key, m.pid, TerminationCause.REMOVED)
             state = TERMINATING
-        elif m.name in (Transition.SYNCLOOP_REMOVE, Transition.REMOVED_FROM_ETCD) and not any(
+        elif (api_remove or m.name == Transition.REMOVED_FROM_ETCD) and not any(
             seg.state == TERMINATING
             and seg.begin is not None
             and seg.begin.cause == TerminationCause.DELETION
@@ -940,7 +1005,9 @@ class _Piece:
 
 UNKNOWN_STATE = -1
 # Marks that are the worker's first sight of the pod: nothing of its life comes before them.
-_FIRST_SIGHT = frozenset({Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start"})
+_FIRST_SIGHT = frozenset(
+    {Transition.FIRST_SEEN, Transition.SYNCLOOP_ADD, "span:syncPod:start", "DeviceAllocation"}
+)
 
 
 @dataclass(slots=True)
@@ -1297,6 +1364,7 @@ def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None
 # Marks that show the worker setting the pod up (its first sight and the work it is handed before a sync).
 _SETUP_SIGNS = frozenset(
     {
+        *_VOLUME_SETUP,
         Transition.FIRST_SEEN,
         Transition.SYNCLOOP_ADD,
         Transition.PENDING_UPDATE,
@@ -1393,7 +1461,9 @@ def _split_sync(
         if never_started or piece.setup_only or sandbox_only or proven_whole:
             piece.drawn = WorkerPhase.SETUP
             return [piece]
-        if proof is not None and proof.at is not None and proof.at > lo and (hi is None or proof.at < hi):
+        # Setup is proven up to its last sign, then unknown; a first sight that is its only sign is an
+        # instant of setup (it began there; nothing says for how long).
+        if proof is not None and proof.at is not None and proof.at >= lo and (hi is None or proof.at < hi):
             setup = _Piece(
                 SYNC,
                 piece.start,
@@ -1469,6 +1539,7 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
     cycles, late = _cycles(marks, static)
     api_by_inc = [(inc, api_marks(inc, facts)) for inc in facts.incarnations]
     restarts = restart_times(facts.processes)
+    own_starts = {pid: at for (_, pid), at in process_starts(facts.processes).items()}
     candidates = running_candidates(facts)
     never = never_all_started(facts)
     errors = sync_errors(facts)
@@ -1493,11 +1564,17 @@ def worker_lane(facts: PodFacts) -> WorkerLane:
         if hi is not None:
             pieces = _close_before(pieces, hi)
         else:
-            pieces = _close_at_restart(pieces, restarts, cycle)
+            pieces = _close_at_restart(pieces, restarts, cycle, own_starts)
             pieces = _unobservable_end(pieces, cycle)
         lo = starts[index] if index else None
         cycle_inc = next((i for i, _ in api_by_inc if _inc_cycle(i, starts) == index), None)
-        intervals.extend(_draw(pieces, index, candidates, never, lo, hi, restarts, facts, cycle_inc))
+        # A config line (the API's ADD, DELETE, REMOVE) says what the kubelet was asked, not what its
+        # worker did: admission may have rejected the pod. A state such a line begins is drawn as an
+        # instant only where the cycle shows the pod admitted (_admitted), or where the evidence ends.
+        instants = _admitted(cycle) or (bool(pieces) and pieces[-1].end is None)
+        intervals.extend(
+            _draw(pieces, index, candidates, never, lo, hi, restarts, facts, cycle_inc, instants=instants)
+        )
     late_starts = [
         (m.at, m.key, _cycle_of(m.at, starts)) for m in late if m.name == Transition.CONTAINER_STARTED
     ]
@@ -1520,7 +1597,10 @@ def _inc_cycle(inc: Incarnation, starts: Sequence[datetime]) -> int:
 
 
 def _close_at_restart(
-    pieces: list[_Piece], restarts: Sequence[datetime], cycle: Sequence[Mark]
+    pieces: list[_Piece],
+    restarts: Sequence[datetime],
+    cycle: Sequence[Mark],
+    own_starts: Mapping[int, datetime] | None = None,
 ) -> list[_Piece]:
     """A state still open when its kubelet restarted, and never mentioned by the new kubelet: the old
     worker is gone with its process, so the state lasted at least until its last evidence and how it
@@ -1535,7 +1615,10 @@ def _close_at_restart(
         return pieces
     seen = last.last_seen
     assert seen is not None
-    later = [r for r in restarts if r > seen and (last.end is None or r <= last.end.at)]
+    # A process started before its own lines: its start, dated the latest it can be (the end of the
+    # first minute it logged in, ``process_starts``), never ends what it logged itself.
+    mine = {own_starts[m.pid] for m in last.marks if own_starts and m.pid is not None and m.pid in own_starts}
+    later = [r for r in restarts if r > seen and r not in mine and (last.end is None or r <= last.end.at)]
     # The new kubelet carried the state on if it says anything of the pod beyond "done" (a REMOVE).
     if not later or any(m.kubelet_side and m.at >= later[0] and m.state != DONE for m in cycle):
         return pieces
@@ -1570,6 +1653,34 @@ def _close_before(pieces: list[_Piece], hi: datetime) -> list[_Piece]:
     return pieces
 
 
+# Cleanup lines that only a pod whose volumes were set up (so one admitted) logs.
+_ADMITTED_CLEANUP = frozenset({"VolumeTornDown"})
+# What the API asked of the kubelet (the config's lines, and the REMOVE path's own word on it).
+_CONFIG_LINES = frozenset(
+    {
+        Transition.SYNCLOOP_ADD,
+        Transition.SYNCLOOP_DELETE,
+        Transition.SYNCLOOP_REMOVE,
+        Transition.REMOVED_FROM_ETCD,
+        "DeletedMustBeKilled",
+    }
+)
+
+
+def _admitted(cycle: Sequence[Mark]) -> bool:
+    """Whether the kubelet-side evidence of a cycle shows the pod admitted: a line of its setup, running
+    or termination that is not a config line (a sync, PLEG, a kill, a volume mounted or torn down). A
+    pod admission rejected gets none of these: only the config's lines and, 1.27+, a worker first seen
+    terminated that cleans up what never ran."""
+    return any(
+        m.kubelet_side
+        and m.name not in _CONFIG_LINES
+        and (m.state in (SYNC, TERMINATING) or m.name in _ADMITTED_CLEANUP)
+        and m.name != "DeviceAllocation"  # admission under way, not done
+        for m in cycle
+    )
+
+
 def _draw(
     pieces: Sequence[_Piece],
     cycle: int,
@@ -1580,6 +1691,8 @@ def _draw(
     restarts: Sequence[datetime],
     facts: PodFacts,
     inc: Incarnation | None,
+    *,
+    instants: bool = True,
 ) -> list[Interval]:
     out: list[Interval] = []
     for piece in pieces:
@@ -1595,7 +1708,7 @@ def _draw(
                 piece.grace = marked if marked is not None else api_grace(facts, inc)
             parts = [piece]
         for part in parts:
-            iv = _interval(part, cycle, restarts)
+            iv = _interval(part, cycle, restarts, instants=instants)
             if iv is not None:
                 out.append(iv)
     return out
@@ -1615,13 +1728,35 @@ def _marker_grace(facts: PodFacts, piece: _Piece) -> int | None:
     return None
 
 
-def _interval(piece: _Piece, cycle: int, restarts: Sequence[datetime]) -> Interval | None:
+def _interval(
+    piece: _Piece, cycle: int, restarts: Sequence[datetime], *, instants: bool = True
+) -> Interval | None:
     state = piece.drawn
     start, end = piece.start, piece.end
     end_at = end.at if end is not None else None
-    # An instant is kept only as a state whose end a line proves and whose start is unknown (an excerpt
-    # that holds only "Pod is complete and the worker can now stop": cleanup ended there).
-    if end is not None and (end.at < start.at or (end.at == start.at and (start.known or not end.known))):
+    # An instant is kept where one moment is all the evidence says of a state (rule 2: from its first
+    # evidence to its last): an end whose start is not in the evidence (an excerpt that holds only "Pod
+    # is complete and the worker can now stop": cleanup ended there), a begin with nothing else of its
+    # state (an ADD followed by nothing of its sync: setup began there), or one line inside it
+    # ("SyncTerminatedPod enter" alone: cleanup then); at a config line, only where ``instants`` allows
+    # (see worker_lane). Two proven bounds at one moment, an unknown stretch of no length, and a
+    # piece whose evidence all lies before its start (clipped by the state before it) are no interval.
+    if end is not None and (
+        end.at < start.at
+        or (
+            end.at == start.at
+            and (
+                (start.known and end.known)
+                or state == WorkerPhase.UNKNOWN
+                or (
+                    not end.known
+                    and not any(
+                        m.at == start.at and (instants or m.name not in _CONFIG_LINES) for m in piece.marks
+                    )
+                )
+            )
+        )
+    ):
         return None
     if state == WorkerPhase.UNKNOWN:
         grades = [start.grade] + ([end.grade] if end is not None else [])
