@@ -115,6 +115,8 @@ SKIP_REASONS: Final = {
     "not_klog": "no klog header and not a JSON log record",
     "orphan_continuation": "a continuation line of a key=< block whose first line was not seen",
     "malformed": "a klog header with an impossible date, or a JSON record without ts/msg",
+    "parser_error": "a line podlife failed on: a bug in podlife, named with its line in ``errors`` (report it)",
+    "unreadable_input": "the input stopped with an error while being read (named in ``errors``)",
     "out_of_range": "a time outside the supported range (1970 to 9000; docs/configuration.md)",
     "unrecognized_message": "a kubelet message that is neither a worker transition nor a marker",
     "untracked_worker_message": "a pod-worker message with no transition of its own (Processing pod event, ...)",
@@ -135,6 +137,7 @@ MAX_BLOCK_LINES: Final = 10_000  # a key=< block longer than this is cut off
 # carry values never grows without bound).
 MAX_MESSAGE_TEXT: Final = 120
 MAX_MESSAGE_TEXTS: Final = 5_000
+MAX_ERRORS: Final = 5  # lines podlife failed on, kept with where and the error (the rest only counted)
 OTHER_MESSAGES: Final = "(other texts)"
 
 # Processes whose journald lines carry kubelet output (the kubelet itself or distributions that embed it).
@@ -599,6 +602,7 @@ class LogParseResult:
     processes: list[Observation] = field(default_factory=list)  # kubelet_process, node level
     cut_kept: int = 0  # lines cut short after their identity: kept without the cut values
     unrecognized: Counter[str] = field(default_factory=Counter)  # unrecognised message text -> lines
+    errors: list[str] = field(default_factory=list)  # the first lines podlife failed on, with where
 
 
 @dataclass(slots=True)
@@ -875,6 +879,8 @@ class KubeletLogParser:
         self.cut_kept = 0  # lines cut short after their message and pod identity: kept, cut values dropped
         # The texts of the messages counted as `unrecognized_message` (what a reader would teach us next).
         self.unrecognized: Counter[str] = Counter()
+        # The first lines podlife failed on (a bug, not the line's fault), each with where and the error.
+        self.errors: list[str] = []
         self._year = year
         self._max_month: int | None = None
         self._pending: _Record | None = None
@@ -896,10 +902,17 @@ class KubeletLogParser:
         self._where = where
         try:
             return self._feed(line)
-        except Exception:  # a parser bug must not lose the rest of the file; count it instead
+        except Exception as exc:  # a parser bug must not lose the rest of the file: it is named, not hidden
             self._pending = None
-            self.skipped["malformed"] += 1
+            self._failed(exc)
             return []
+
+    def _failed(self, exc: Exception, *, reason: str = "parser_error") -> None:
+        """Count a line podlife could not read because of ``exc`` and keep the first few, with where."""
+        self.skipped[reason] += 1
+        if len(self.errors) < MAX_ERRORS:
+            where = self._where or f"line {self.lines_read}"
+            self.errors.append(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")
 
     def close(self) -> list[Observation]:
         """Finish: complete a record whose ``key=<`` block never closed. Never raises."""
@@ -908,8 +921,8 @@ class KubeletLogParser:
             return []
         try:
             return self._finish(pending)
-        except Exception:
-            self.skipped["malformed"] += 1
+        except Exception as exc:  # as in feed: named, not hidden
+            self._failed(exc)
             return []
 
     def _feed(self, line: str | bytes) -> list[Observation]:
@@ -1720,14 +1733,15 @@ def parse_kubelet_log(
     try:
         for line in lines:
             out.extend(parser.feed(line))
-    except Exception:  # the iterable itself failed (e.g. a decoding error while reading a file)
-        parser.skipped["malformed"] += 1
+    except Exception as exc:  # the iterable itself failed (a decoding error of a file, a broken stream)
+        parser._failed(exc, reason="unreadable_input")
     out.extend(parser.close())
     result.processes = parser.processes()
     result.lines_read = parser.lines_read
     result.skipped = parser.skipped
     result.cut_kept = parser.cut_kept
     result.unrecognized = parser.unrecognized
+    result.errors = parser.errors
     return result
 
 

@@ -967,3 +967,23 @@ def test_the_device_managers_allocation_for_a_pod_is_a_marker_on_its_uid():
     assert [(o.kind, o.pod_uid, o.payload["reason"]) for o in result.observations] == [
         (Kind.KUBELET_MARKER, "69e0758e-d625-4013-9258-df8b7ddf04e2", MarkerReason.DEVICE_ALLOCATION)
     ] * 2
+
+
+def test_a_line_the_parser_fails_on_is_named_not_counted_as_malformed(monkeypatch: pytest.MonkeyPatch):
+    """GIVEN a log whose second line makes the parser raise (a bug of podlife's: simulated here, since a
+    known one would be fixed) WHEN it is parsed THEN the other lines are read, and the failure is counted
+    as ``parser_error`` and named with where it happened and the error, never as a malformed line."""
+    from collectors.parsers.kubelet_log import KubeletLogParser
+
+    real = KubeletLogParser._feed
+
+    def failing(self: KubeletLogParser, line: str | bytes) -> list:
+        if self.lines_read == 2:
+            raise KeyError("transition")
+        return real(self, line)
+
+    monkeypatch.setattr(KubeletLogParser, "_feed", failing)
+    result = parse_kubelet_log(PR113145, node="kind-worker", year=2022, tz=UTC, source="kubelet.log")
+    assert len(result.observations) == 2 and result.lines_read == 3
+    assert result.skipped == Counter(parser_error=1)
+    assert result.errors == ["kubelet.log:2: KeyError: 'transition'"]

@@ -85,7 +85,7 @@ def test_an_unreadable_file_fails_and_the_readable_ones_are_stored(tmp_path: Pat
     assert failed is not None and "2 of 3 input(s) could not be read at all" in str(failed)
     assert str(junk) in str(failed) and str(missing) in str(failed)
     assert Pod.objects.filter(cluster__name="mixed").exists()
-    assert f"{missing}: cannot read" in err
+    assert f"{missing}: expected kubectl output or a cluster-info dump folder, but it does not exist" in err
 
 
 def test_a_complete_input_exits_quietly(tmp_path: Path) -> None:

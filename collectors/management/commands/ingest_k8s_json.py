@@ -35,7 +35,9 @@ def read_path(path: Path, origin: str | None = None) -> OfflineResult:
         data = path.read_bytes()
     except FileNotFoundError:
         return OfflineResult(
-            errors=[f"{origin}: expected kubectl output or a cluster-info dump folder, but it does not exist"],
+            errors=[
+                f"{origin}: expected kubectl output or a cluster-info dump folder, but it does not exist"
+            ],
             unreadable=[origin],
         )
     except OSError as exc:
@@ -60,7 +62,9 @@ def read_dump_folder(path: Path) -> OfflineResult:
         result.errors.append(f"{path}: cannot list the cluster-info dump folder ({exc.strerror or exc})")
         return result
     if not files:
-        result.errors.append(f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty")
+        result.errors.append(
+            f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty"
+        )
     for file in files:
         rel = str(file.relative_to(path))
         skip = dump_member(rel)

@@ -170,6 +170,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  unrecognised messages (top {len(top)} of {len(parser.unrecognized)} texts): {texts}"
             )
+        for error in parser.errors:  # a bug of podlife's, not of the line: say which line, to report it
+            self.stderr.write(f"  podlife failed on {error} (please report it with the line)")
         for rejected in result.rejected[:10]:
             self.stderr.write(f"  rejected {rejected}")
         stats: Counter[str] = Counter(
