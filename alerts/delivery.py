@@ -79,7 +79,7 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 def backoff(failures: int, *, rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait after ``failures`` consecutive failures: doubling, capped, +-20% jitter."""
-    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
+    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** max(0, failures - 1))
     return delay * (0.8 + 0.4 * rng())
 
 

@@ -23,7 +23,7 @@ only makes sure nothing big is read on the way to them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any, Final
@@ -35,7 +35,7 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
-Message = dict[str, Any]
+Message = Mapping[str, Any]  # read only: Django sends and receives Mappings
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]

@@ -43,7 +43,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     if checks["database"] == "ok":
         checks["migrations"] = _check("migrations", _migrations)
     if settings.REDIS_URL:
-        checks["redis"] = _check("redis", _redis)
+        checks["redis"] = _check("redis", functools.partial(_redis, settings.REDIS_URL))
     ready = all(v == "ok" for v in checks.values())
     body = {"status": "ok" if ready else "unavailable", "checks": checks}
     return JsonResponse(body, status=200 if ready else 503)
@@ -88,12 +88,10 @@ _migrations = _Migrations()
 
 
 @functools.cache
-def _redis_client() -> redis.Redis:
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
-    )
+def _redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
 
 
-def _redis() -> str:
-    _redis_client().ping()
+def _redis(url: str) -> str:
+    _redis_client(url).ping()
     return "ok"

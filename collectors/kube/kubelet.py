@@ -183,7 +183,8 @@ def _get_metrics(client: Any, node: str) -> str:
         node, "metrics", _preload_content=False, _request_timeout=(5, 30)
     )
     try:
-        return response.data.decode("utf-8", "replace")
+        text: str = response.data.decode("utf-8", "replace")  # the kubernetes client is untyped
+        return text
     finally:
         close_response(response)
 
@@ -277,7 +278,8 @@ def _get_logs(client: Any, node: str, since: datetime) -> str:
         _request_timeout=(5, 60),
     )
     try:
-        return response.data.decode("utf-8", "replace")
+        text: str = response.data.decode("utf-8", "replace")  # the kubernetes client is untyped
+        return text
     finally:
         close_response(response)
 

@@ -30,7 +30,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -300,8 +300,12 @@ class _Stepper:
 
         spec = self.spec
         if spec.fallback_api and _events_api.get(self.cluster.name):
-            return getattr(getattr(kclient, spec.fallback_api)(self.client), spec.fallback_method)
-        return getattr(getattr(kclient, spec.api)(self.client), spec.method)
+            fallback: Callable[..., Any] = getattr(
+                getattr(kclient, spec.fallback_api)(self.client), spec.fallback_method
+            )
+            return fallback
+        method: Callable[..., Any] = getattr(getattr(kclient, spec.api)(self.client), spec.method)
+        return method
 
     def _call(self, **kwargs: Any) -> Any:
         """Call the list method raw; on a 404 for events.k8s.io/v1, switch to core/v1 and call again.
@@ -427,7 +431,7 @@ class _Stepper:
 
     def _read_page(
         self, data: bytes, seen: set[str], on_token: Callable[[str | None], None]
-    ) -> tuple[list[AnyObservation], int, str | None, str]:
+    ) -> tuple[Sequence[AnyObservation], int, str | None, str]:
         """(observations, objects, continue token, resourceVersion) of one list page; ``on_token`` gets
         the continue token as soon as the page is decoded, before its objects are normalized."""
         now = timezone.now()
@@ -451,7 +455,7 @@ class _Stepper:
         body = orjson.loads(data)
         items = body.pop("items", None) or []
         meta = body.get("metadata") or {}
-        token = meta.get("continue") or None
+        token: str | None = meta.get("continue") or None
         on_token(token)
         observations = self._observations(((item, "LIST", now) for item in items), seen)
         return observations, len(items), token, str(meta.get("resourceVersion") or "")
@@ -516,7 +520,7 @@ class _Stepper:
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
                     with gc_paused():
-                        for line in lines:  # type: ignore[union-attr]
+                        for line in lines:
                             wire = decode_pod_event(line) if wire_pods else None
                             if wire is not None:
                                 obs = wire_pod_observation(
@@ -606,7 +610,7 @@ class _Stepper:
         recorded once it is stored (in this order: nothing is lost)."""
         self._store(pending, events, rv)
 
-    def _store(self, batch: list[AnyObservation], events: int, rv: str | None) -> None:
+    def _store(self, batch: Sequence[AnyObservation], events: int, rv: str | None) -> None:
         """Store ``batch``, then count ``events`` and the version ``rv`` it reached as progress.
 
         On PostgreSQL outside a caller's transaction the batch goes to the step's writer threads while the
@@ -838,8 +842,11 @@ def _synthetic_deletion(
         rows = rows.filter(namespace=row.get("namespace") or "", name=row.get("name") or "")
     last = None
     for candidate in rows[:20]:
-        payload = candidate.payload or {}
-        if spec.name == "nodes" or payload.get("uid") == row.get("uid") or spec.name == "pods":
+        if (
+            spec.name == "nodes"
+            or (candidate.payload or {}).get("uid") == row.get("uid")
+            or spec.name == "pods"
+        ):
             last = candidate
             break
     if last is None:

@@ -210,15 +210,15 @@ def _observations(data: Mapping[str, Any], what: str) -> list[tuple[int, Observa
             if observed is None:
                 raise ValueError("observed_at is required")
             obs = Observation(
-                kind=item.get("kind"),  # type: ignore[arg-type]
-                source=item.get("source"),  # type: ignore[arg-type]
+                kind=item.get("kind"),
+                source=item.get("source"),
                 observed_at=observed,
-                dedupe_key=item.get("dedupe_key"),  # type: ignore[arg-type]
+                dedupe_key=item.get("dedupe_key"),
                 pod_uid=item.get("pod_uid"),
                 node=item.get("node"),
                 namespace=item.get("namespace"),
                 name=item.get("name"),
-                payload=item.get("payload"),  # type: ignore[arg-type]
+                payload=item.get("payload"),
             )
         except InvalidObservation as exc:
             raise BundleError(f"{where}: {'; '.join(exc.problems)}") from None

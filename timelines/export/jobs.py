@@ -54,7 +54,10 @@ def _write(job_id: str, status: dict[str, Any]) -> None:
 def job_status(job_id: str) -> dict[str, Any] | None:
     """The job's status (``state``, ``progress{stage,done,total}``, ``file``, ``error``), or None."""
     try:
-        return orjson.loads(_status_path(job_id).read_bytes())
+        status: dict[str, Any] = orjson.loads(
+            _status_path(job_id).read_bytes()
+        )  # the dict write_status wrote
+        return status
     except (FileNotFoundError, ValueError):
         return None
 
@@ -63,7 +66,8 @@ def job_file(job_id: str) -> Path | None:
     status = job_status(job_id)
     if not status or status.get("state") != "done":
         return None
-    return export_dir() / status["file"]
+    name: str = status["file"]
+    return export_dir() / name
 
 
 def start_export(

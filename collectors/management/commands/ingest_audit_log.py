@@ -63,11 +63,12 @@ def open_input(name: str) -> IO[bytes]:
         raw: IO[bytes] = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115 - closed by caller
     except OSError as exc:
         raise UnreadableInput(f"{name}: cannot read ({exc.strerror or exc})") from None
-    reader = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    # ignore: typeshed's IO[bytes] lacks the readinto() BufferedReader wants; stdin's buffer has it at run time.
+    reader = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     try:
         head = reader.peek(SNIFF)[:SNIFF]
         if head[:2] == b"\x1f\x8b":
-            reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))  # type: ignore[arg-type]
+            reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))
             head = reader.peek(SNIFF)[:SNIFF]
     except (OSError, EOFError, zlib.error) as exc:
         raw.close()

@@ -32,13 +32,14 @@ def open_log(path: str) -> IO[bytes]:
         raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 - closed by caller
     except OSError as exc:
         raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
-    reader = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
+    # ignore: typeshed's IO[bytes] lacks the readinto() BufferedReader wants; stdin's buffer has it at run time.
+    reader = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw  # type: ignore[type-var]
     try:
         head = reader.peek(SNIFF)[:SNIFF]
     except OSError as exc:
         raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
     if head[:2] == b"\x1f\x8b":
-        reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))  # type: ignore[arg-type]
+        reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))
         try:
             head = reader.peek(SNIFF)[:SNIFF]
         except (OSError, EOFError) as exc:
