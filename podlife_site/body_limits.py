@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final
 
 import orjson
@@ -101,7 +101,7 @@ def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
         cookies = SimpleCookie()
         try:
             cookies.load(headers.get("cookie", ""))
-        except Exception:  # http.cookies.CookieError: a malformed header reads as no session
+        except CookieError:  # a malformed header reads as no session
             cookies = SimpleCookie()
         morsel = cookies.get(settings.SESSION_COOKIE_NAME)
         store: SessionBase = import_module(settings.SESSION_ENGINE).SessionStore(
@@ -134,7 +134,7 @@ def _unavailable_refused(
             check(scope, headers)
         except Refusal:
             raise
-        except Exception as exc:
+        except Exception as exc:  # only a database or Redis outage is answered here; the rest is re-raised
             away = backend_unavailable(exc)
             if away is None:
                 raise

@@ -24,6 +24,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from podlife_site.overload import backend_unavailable
+
 log = logging.getLogger(__name__)
 
 # Seconds a probe waits for Redis; the kubelet's probe timeout (deploy/) is longer.
@@ -52,8 +54,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
 def _check(name: str, probe: Callable[[], str]) -> str:
     try:
         return probe()
-    except Exception as exc:  # a probe reports, never raises; the class name says what kind of failure
-        log.warning("readiness check %s failed: %s", name, exc)
+    except Exception as exc:  # broad: a probe reports, never raises; the class name says what kind of failure
+        if backend_unavailable(exc) is not None:  # an outage: one line a probe while it lasts
+            log.warning("readiness check %s failed: %s", name, exc)
+        else:  # anything else may be a bug: its traceback
+            log.exception("readiness check %s failed", name)
         return f"unavailable ({type(exc).__name__})"
 
 

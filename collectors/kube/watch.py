@@ -256,7 +256,8 @@ def run_step(
     except LeaseLost:
         result.error = "lease lost: another chain owns this watch"
         log.warning("%s/%s: %s; stopping this chain", cluster.name, resource, result.error)
-    except Exception as exc:
+    except Exception as exc:  # broad: the step's boundary; any failure is logged with its traceback, recorded
+        # for collector health by name, and the chain retries after a backoff
         result.error = f"{type(exc).__name__}: {exc}"
         log.warning("%s/%s: step failed: %s", cluster.name, resource, result.error, exc_info=True)
         state.record_error(cluster, resource, result.error)
@@ -507,7 +508,7 @@ class _Stepper:
                     timeout = 0.5
                 try:
                     lines = reader.get(timeout=timeout)
-                except Exception:
+                except Exception:  # re-raised: whatever broke the connection, what arrived first is kept
                     # The connection broke: keep what arrived before it, then report the error.
                     self._flush(pending, pending_events, pending_rv)
                     raise
@@ -672,8 +673,10 @@ class _Stepper:
         if not self._lease_lost:
             try:
                 self._write_progress()
-            except Exception as exc:  # the database is what failed the step: logged, the step's error stands
-                log.warning("%s/%s: progress not recorded: %s", self.cluster.name, self.spec.name, exc)
+            except Exception as exc:  # in the step's ``finally``: logged, the step's own error stands
+                log.warning(
+                    "%s/%s: progress not recorded: %s", self.cluster.name, self.spec.name, exc, exc_info=exc
+                )
 
     def _progress(self, events: int, rv: str | None) -> None:
         """A batch of ``events`` events (reaching ``rv``, for a watch) is stored: count it, and write the

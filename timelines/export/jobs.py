@@ -153,7 +153,7 @@ def run_export_job(job_id: str, *, report: Any = None) -> dict[str, Any] | None:
                 tz=status.get("tz", "utc"),  # a job queued before the field existed: UTC
             )
         os.replace(partial, target)
-    except Exception as exc:
+    except Exception as exc:  # re-raised (Celery logs it); the job's page shows the failure by name
         partial.unlink(missing_ok=True)
         status.update(
             state="failed", error=f"{type(exc).__name__}: {exc}", finished_at=format_time(timezone.now())

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.ingest_audit import AuditIngest
@@ -103,7 +104,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, files: list[str], cluster: str, **options: object) -> None:
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         if target.read_only:
             raise CommandError(f"--cluster {cluster!r} is read-only (an imported incident) and takes no data")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.parsers.kubectl import OfflineResult, dump_member, read_kubectl_output
@@ -35,7 +36,9 @@ def read_path(path: Path, origin: str | None = None) -> OfflineResult:
         data = path.read_bytes()
     except FileNotFoundError:
         return OfflineResult(
-            errors=[f"{origin}: expected kubectl output or a cluster-info dump folder, but it does not exist"],
+            errors=[
+                f"{origin}: expected kubectl output or a cluster-info dump folder, but it does not exist"
+            ],
             unreadable=[origin],
         )
     except OSError as exc:
@@ -60,7 +63,9 @@ def read_dump_folder(path: Path) -> OfflineResult:
         result.errors.append(f"{path}: cannot list the cluster-info dump folder ({exc.strerror or exc})")
         return result
     if not files:
-        result.errors.append(f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty")
+        result.errors.append(
+            f"{path}: expected a cluster-info dump folder (nodes.json, <ns>/pods.json), empty"
+        )
     for file in files:
         rel = str(file.relative_to(path))
         skip = dump_member(rel)
@@ -90,7 +95,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, paths: list[str], cluster: str, **options: object) -> None:
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         touched: set[str] = set()
         lost: Counter[str] = Counter()

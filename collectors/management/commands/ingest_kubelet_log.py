@@ -11,6 +11,7 @@ from datetime import UTC, tzinfo
 from typing import IO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
@@ -89,7 +90,7 @@ class Command(BaseCommand):
             raise CommandError(f"--year {year} is not a plausible year: expected e.g. {timezone.now().year}")
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         failures: list[str] = []
         touched: set[str] = set()

@@ -160,7 +160,7 @@ class Command(BaseCommand):
                     tz=options["tz"],
                 )
             os.replace(partial, path)
-        except BaseException:
+        except BaseException:  # re-raised (Ctrl-C too): no half-written file is left behind
             partial.unlink(missing_ok=True)
             raise
         self.stderr.write(
