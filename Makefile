@@ -51,8 +51,8 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## make typecheck: mypy --strict (with django-stubs) on the pure packages, the demo cluster, the store, the derive
-## stage, the read layer and the live push (pyproject.toml [tool.mypy])
+## make typecheck: mypy --strict (with django-stubs) on the whole product: collectors, timelines, alerts,
+## podlife_site, their migrations excepted (pyproject.toml [tool.mypy])
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 

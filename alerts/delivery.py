@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.client
 import logging
 import random
 import time
@@ -79,8 +80,13 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 def backoff(failures: int, *, rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait after ``failures`` consecutive failures: doubling, capped, +-20% jitter."""
-    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
+    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** max(0, failures - 1))
     return delay * (0.8 + 0.4 * rng())
+
+
+# What sending raises when the destination cannot be reached or answers garbage (retries are off, so urllib3's
+# errors come unwrapped); ssl's and the socket's errors are OSErrors. Anything else is a bug and goes up.
+_UNREACHABLE = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
 
 def post(dest: Destination, delivery: Delivery, allow: egress.Allow | None = None) -> Outcome:
@@ -102,7 +108,7 @@ def post(dest: Destination, delivery: Delivery, allow: egress.Allow | None = Non
         return Outcome(False, False, None, f"AddressRefused: {exc}")
     try:
         code, retry_after = _send(where, dest.url, headers, body)
-    except Exception as exc:  # urllib3's errors, ssl and socket errors: the class says enough
+    except _UNREACHABLE as exc:
         took = _ms(started)
         # Never the URL, nor the exception's text (it may quote the URL or what the far side said).
         return Outcome(

@@ -83,15 +83,16 @@ def finding_json(f: FindingView) -> dict[str, Any]:
 
 
 def generic(event: Event, f: FindingView, created: datetime) -> bytes:
+    finding = finding_json(f)
+    if event == "resolved":
+        finding["open"] = False  # also when it is gone and its end is unknown (end: null)
     body = {
         "schema": SCHEMA,
         "id": event_id(f.identity, event),
         "event": event,
         "created_at": format_time(created),
-        "finding": finding_json(f),
+        "finding": finding,
     }
-    if event == "resolved":
-        body["finding"]["open"] = False  # also when it is gone and its end is unknown (end: null)
     return orjson.dumps(body)
 
 

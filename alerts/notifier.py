@@ -182,15 +182,15 @@ def scan_destination(
         for row in sorted(known.values(), key=lambda r: (r.start, r.identity)):
             if not row.open:
                 continue
-            f = current[row.identity] if row.identity in current else _lookup(row)
-            if f is not None and f.open:
+            found = current[row.identity] if row.identity in current else _lookup(row)
+            if found is not None and found.open:
                 continue
-            if f is None:  # the derive stage no longer finds it: resolved, end unknown
-                f = _gone(row)
+            # None: the derive stage no longer finds it: resolved, end unknown
+            gone = found if found is not None else _gone(row)
             row.open, row.resolved_at = False, now
             resolved.append(row)
             if dest.notify_resolved:
-                deliveries.append(_delivery(dest, "resolved", f, now))
+                deliveries.append(_delivery(dest, "resolved", gone, now))
 
         NotifiedFinding.objects.bulk_create(new_rows, batch_size=CHUNK)
         NotifiedFinding.objects.bulk_update(resolved, ["open", "resolved_at"], batch_size=CHUNK)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
-
 from alerts.loop import run_once
+from podlife_site.celery_types import task
 
 
-@shared_task(name="alerts.scan_and_deliver", ignore_result=True, time_limit=120, soft_time_limit=100)
+@task(name="alerts.scan_and_deliver", ignore_result=True, time_limit=120, soft_time_limit=100)
 def scan_and_deliver() -> dict[str, Any]:
     return run_once()

@@ -10,8 +10,11 @@ from django.utils import timezone
 from collectors.models import TOKEN_PREFIX, IngestToken
 
 
+# The admin classes are generic in their model only in django-stubs: Django's own cannot be subscripted at run
+# time (django-stubs-ext's monkeypatch would allow it; it is a build-only dependency), hence the
+# `type: ignore[type-arg]` on each class below.
 @admin.register(IngestToken)
-class IngestTokenAdmin(admin.ModelAdmin):
+class IngestTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Tokens are made here or by ``manage.py ingest_token``; the token text is shown once, on save."""
 
     list_display = ("cluster", "key", "name", "created_at", "last_used_at", "revoked_at")
@@ -20,10 +23,10 @@ class IngestTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("key", "created_at", "last_used_at")
     actions = ("revoke",)
 
-    def get_fields(self, request: HttpRequest, obj: IngestToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: IngestToken | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["cluster", "name"]
-        return ["cluster", "name", "key", "created_at", "last_used_at", "revoked_at"]
+            return ("cluster", "name")
+        return ("cluster", "name", "key", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: IngestToken | None = None) -> list[str]:
         return ["cluster", "key", "created_at", "last_used_at"] if obj is not None else []

@@ -437,7 +437,7 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
                     report.refuse("bad_node", f"record {report.lines_read}: host {problem[len('node ') :]}")
                     continue
                 ingest = ingest_for(record_node, record_time(record))
-            except Exception as exc:
+            except Exception as exc:  # broad: a record is untrusted JSON of any shape; named in the answer
                 report.refuse("bad_record", f"record {report.lines_read}: {type(exc).__name__}: {exc}"[:300])
                 continue
             where = f"{_LOGS_WHERE} record {report.lines_read}"  # --explain names it

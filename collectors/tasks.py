@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import current_app, shared_task
+from celery import current_app
 from django.conf import settings
 
 from collectors.kube import chain, kubelet, lease, runner
 from collectors.kube.config import Tunables, configured_clusters
 from collectors.kube.resources import ALL_RESOURCES
+from podlife_site.celery_types import task
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def _eager() -> bool:
     return bool(current_app.conf.task_always_eager)
 
 
-@shared_task(name="collectors.watch_step", ignore_result=True, acks_late=True)
+@task(name="collectors.watch_step", ignore_result=True, acks_late=True)
 def watch_step(
     cluster: str, resource: str, resource_version: str = "", lease_token: str = "", attempt: int = 0
 ) -> dict[str, Any] | None:
@@ -55,7 +56,7 @@ def watch_step(
     return None
 
 
-@shared_task(name="collectors.rearm_watches", ignore_result=True)
+@task(name="collectors.rearm_watches", ignore_result=True)
 def rearm_watches(resources: list[str] | None = None) -> list[str]:
     """Arm a chain for every configured (cluster, resource) without a live lease; returns what was armed."""
     clusters = configured_clusters()
@@ -74,7 +75,7 @@ def rearm_watches(resources: list[str] | None = None) -> list[str]:
     return armed
 
 
-@shared_task(name="collectors.schedule_kubelet_pulls", ignore_result=True)
+@task(name="collectors.schedule_kubelet_pulls", ignore_result=True)
 def schedule_kubelet_pulls() -> None:
     for name, source in configured_clusters().items():
         if source.kubelet_metrics:
@@ -83,7 +84,7 @@ def schedule_kubelet_pulls() -> None:
             pull_kubelet.delay(name, "logs")
 
 
-@shared_task(name="collectors.pull_kubelet", ignore_result=True)
+@task(name="collectors.pull_kubelet", ignore_result=True)
 def pull_kubelet(cluster: str, what: str) -> None:
     """One pull of kubelet ``metrics`` or ``logs`` from every node of ``cluster`` (never two at once)."""
     pull = {"metrics": kubelet.pull_kubelet_metrics, "logs": kubelet.pull_kubelet_logs}.get(what)
@@ -103,14 +104,14 @@ def pull_kubelet(cluster: str, what: str) -> None:
         leases.release(key, token)
 
 
-@shared_task(name="collectors.ensure_partitions", ignore_result=True)
+@task(name="collectors.ensure_partitions", ignore_result=True)
 def ensure_partitions() -> list[str]:
     from timelines.partitions import ensure_configured
 
     return ensure_configured()
 
 
-@shared_task(name="collectors.apply_retention", ignore_result=True)
+@task(name="collectors.apply_retention", ignore_result=True)
 def apply_retention() -> int:
     from timelines.store import apply_retention as drop_old
 

@@ -23,9 +23,9 @@ only makes sure nothing big is read on the way to them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final
 
 import orjson
@@ -35,7 +35,7 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
-Message = dict[str, Any]
+Message = Mapping[str, Any]  # read only: Django sends and receives Mappings
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -101,7 +101,7 @@ def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
         cookies = SimpleCookie()
         try:
             cookies.load(headers.get("cookie", ""))
-        except Exception:  # http.cookies.CookieError: a malformed header reads as no session
+        except CookieError:  # a malformed header reads as no session
             cookies = SimpleCookie()
         morsel = cookies.get(settings.SESSION_COOKIE_NAME)
         store: SessionBase = import_module(settings.SESSION_ENGINE).SessionStore(
@@ -134,7 +134,7 @@ def _unavailable_refused(
             check(scope, headers)
         except Refusal:
             raise
-        except Exception as exc:
+        except Exception as exc:  # only a database or Redis outage is answered here; the rest is re-raised
             away = backend_unavailable(exc)
             if away is None:
                 raise

@@ -24,6 +24,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from podlife_site.overload import backend_unavailable
+
 log = logging.getLogger(__name__)
 
 # Seconds a probe waits for Redis; the kubelet's probe timeout (deploy/) is longer.
@@ -43,7 +45,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     if checks["database"] == "ok":
         checks["migrations"] = _check("migrations", _migrations)
     if settings.REDIS_URL:
-        checks["redis"] = _check("redis", _redis)
+        checks["redis"] = _check("redis", functools.partial(_redis, settings.REDIS_URL))
     ready = all(v == "ok" for v in checks.values())
     body = {"status": "ok" if ready else "unavailable", "checks": checks}
     return JsonResponse(body, status=200 if ready else 503)
@@ -52,8 +54,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
 def _check(name: str, probe: Callable[[], str]) -> str:
     try:
         return probe()
-    except Exception as exc:  # a probe reports, never raises; the class name says what kind of failure
-        log.warning("readiness check %s failed: %s", name, exc)
+    except Exception as exc:  # broad: a probe reports, never raises; the class name says what kind of failure
+        if backend_unavailable(exc) is not None:  # an outage: one line a probe while it lasts
+            log.warning("readiness check %s failed: %s", name, exc)
+        else:  # anything else may be a bug: its traceback
+            log.exception("readiness check %s failed", name)
         return f"unavailable ({type(exc).__name__})"
 
 
@@ -88,12 +93,10 @@ _migrations = _Migrations()
 
 
 @functools.cache
-def _redis_client() -> redis.Redis:
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
-    )
+def _redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
 
 
-def _redis() -> str:
-    _redis_client().ping()
+def _redis(url: str) -> str:
+    _redis_client(url).ping()
     return "ok"

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Exchange, Queue
+from kombu.entity import Exchange, Queue  # where they live; `kombu` re-exports them lazily, unseen by mypy
 
 from podlife_site.env import (
     SQLITE_OPTIONS,

@@ -105,7 +105,9 @@ def install() -> None:
         from uvicorn.protocols.websockets import websockets_sansio_impl
     except ImportError:  # another ASGI server, or uvicorn without websockets
         return
-    websockets_sansio_impl.ServerPerMessageDeflateFactory = SharedDeflateFactory  # type: ignore[misc]
+    # setattr: replacing a class another module imported is a patch by design, which mypy rightly refuses to
+    # type as an assignment to a class.
+    setattr(websockets_sansio_impl, "ServerPerMessageDeflateFactory", SharedDeflateFactory)  # noqa: B010
     legacy = sys.modules.get("uvicorn.protocols.websockets.websockets_impl")  # importing it warns
     if legacy is not None:
         legacy.ServerPerMessageDeflateFactory = SharedDeflateFactory  # type: ignore[attr-defined]

@@ -5,21 +5,25 @@ from django.http import HttpRequest
 
 from timelines import models
 
+# The admin classes are generic in their model only in django-stubs: Django's own cannot be subscripted at run
+# time (django-stubs-ext's monkeypatch would allow it; it is a build-only dependency), hence the
+# `type: ignore[type-arg]` on each class below.
+
 
 @admin.register(models.Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["name", "origin", "read_only", "created_at"]
 
 
 @admin.register(models.Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["name", "cluster", "ready", "unschedulable", "last_seen", "deleted_at"]
     list_filter = ["cluster", "ready", "unschedulable"]
     search_fields = ["name", "uid"]
 
 
 @admin.register(models.Pod)
-class PodAdmin(admin.ModelAdmin):
+class PodAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = [
         "namespace",
         "name",
@@ -36,7 +40,7 @@ class PodAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Observation)
-class ObservationAdmin(admin.ModelAdmin):
+class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Read-only: observations are the append-only source of truth."""
 
     list_display = ["observed_at", "cluster", "kind", "source", "namespace", "name", "pod_uid", "node"]
@@ -56,48 +60,48 @@ class ObservationAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Interval)
-class IntervalAdmin(admin.ModelAdmin):
+class IntervalAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["pod_uid", "lane", "state", "start", "end", "source", "node", "namespace"]
     list_filter = ["cluster", "source", "state"]
     search_fields = ["pod_uid", "lane", "node", "namespace"]
 
 
 @admin.register(models.Marker)
-class MarkerAdmin(admin.ModelAdmin):
+class MarkerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["at", "pod_uid", "kind", "reason", "message"]
     list_filter = ["cluster", "kind", "reason"]
     search_fields = ["pod_uid", "reason", "message"]
 
 
 @admin.register(models.Finding)
-class FindingAdmin(admin.ModelAdmin):
+class FindingAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["start", "kind", "severity", "subject", "subject_name", "namespace", "message"]
     list_filter = ["cluster", "kind", "severity", "subject"]
     search_fields = ["pod_uid", "subject_name", "message"]
 
 
-class PDBStatusSampleInline(admin.TabularInline):
+class PDBStatusSampleInline(admin.TabularInline):  # type: ignore[type-arg]  # see the note above
     model = models.PDBStatusSample
     extra = 0
     can_delete = False
 
 
 @admin.register(models.PodDisruptionBudget)
-class PodDisruptionBudgetAdmin(admin.ModelAdmin):
+class PodDisruptionBudgetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["namespace", "name", "cluster", "min_available", "max_unavailable", "deleted_at"]
     list_filter = ["cluster"]
     search_fields = ["name", "namespace", "uid"]
     inlines = [PDBStatusSampleInline]
 
 
-class WorkloadStatusSampleInline(admin.TabularInline):
+class WorkloadStatusSampleInline(admin.TabularInline):  # type: ignore[type-arg]  # see the note above
     model = models.WorkloadStatusSample
     extra = 0
     can_delete = False
 
 
 @admin.register(models.Workload)
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = ["kind", "namespace", "name", "cluster", "deleted_at"]
     list_filter = ["cluster", "kind"]
     search_fields = ["name", "namespace", "uid"]
@@ -105,7 +109,7 @@ class WorkloadAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.CollectorState)
-class CollectorStateAdmin(admin.ModelAdmin):
+class CollectorStateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     list_display = [
         "cluster",
         "resource",
@@ -118,7 +122,7 @@ class CollectorStateAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.ClusterGrant)
-class ClusterGrantAdmin(admin.ModelAdmin):
+class ClusterGrantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Who may read what: a group gets a cluster, or one namespace of it (blank namespace: all)."""
 
     list_display = ["group", "cluster", "namespace"]
@@ -127,7 +131,7 @@ class ClusterGrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Tokens are made by ``manage.py api_token`` (only their hash is stored); here they can be revoked."""
 
     list_display = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]

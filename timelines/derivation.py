@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, connection, transaction
 from django.db.models import Max, Min, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -775,7 +775,8 @@ def _derive_isolating(
         log.warning("derive batch %s written by no one: %s", token, exc)
         _release(token, claimed)
         return BatchResult(len(claimed), {}, lost=True)
-    except Exception as exc:
+    except Exception as exc:  # broad: a key that fails for any reason (a bug on its data included) must not
+        # hold up the others; it is isolated, logged with its traceback and quarantined by name below
         if raise_failures or not _database_answers():
             _release(token, claimed)
             raise
@@ -799,7 +800,7 @@ def _derive_isolating(
             backoff_max=timedelta(seconds=float(getattr(settings, "PODLIFE_DERIVE_RETRY_MAX_S", 600.0))),
         )
         return BatchResult(1, {}, failed=1, quarantined=int(moved))
-    except BaseException:
+    except BaseException:  # re-raised
         _release(token, claimed)  # left dirty for the next claim
         raise
 
@@ -807,8 +808,10 @@ def _derive_isolating(
 def _release(token: str, claimed: Sequence[dirty.Claimed]) -> None:
     try:
         dirty.release(token, claimed)
-    except Exception:  # the database is away: the claims expire on their own (``claimed_until``)
-        log.warning("could not release %d claimed keys; they expire on their own", len(claimed))
+    except (DatabaseError, InterfaceError):  # the database is away: the claims expire on their own
+        log.warning(
+            "could not release %d claimed keys; they expire on their own", len(claimed), exc_info=True
+        )
 
 
 def _database_answers() -> bool:
@@ -820,7 +823,7 @@ def _database_answers() -> bool:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         return True
-    except Exception:
+    except (DatabaseError, InterfaceError):
         return False
 
 
@@ -856,7 +859,7 @@ def _push(pushed: Mapping[str, list[PodTimeline]]) -> int:
     the push (pages catch up on their next read), never the batch."""
     try:
         return sum(live.publish_timelines(name, timelines) for name, timelines in pushed.items())
-    except Exception:
+    except Exception:  # broad: see the docstring; logged with its traceback
         log.warning(
             "could not push %d derived pods to live pages", sum(map(len, pushed.values())), exc_info=True
         )

@@ -39,8 +39,8 @@ def cluster_counts(
             n=Count("id"), live=Count("id", filter=Q(deleted_at__isnull=True))
         ):
             out[r["cluster_id"]].update(pods=r["n"], live_pods=r["live"])
-        for r in findings.values("cluster_id").annotate(n=Count("id")):
-            out[r["cluster_id"]]["findings"] = r["n"]
+        for f in findings.values("cluster_id").annotate(n=Count("id")):
+            out[f["cluster_id"]]["findings"] = f["n"]
 
     if whole:
         add(Pod.objects.filter(cluster_id__in=whole), Finding.objects.filter(cluster_id__in=whole))
@@ -218,7 +218,9 @@ def _micros_sql(column: str) -> str:
 
 
 def _time(us: int) -> str:
-    return format_time(_EPOCH + timedelta(microseconds=us))
+    text = format_time(_EPOCH + timedelta(microseconds=us))
+    assert text is not None  # format_time gives None only for None
+    return text
 
 
 def _merge(items: list[tuple[int, int, str]], gap: int) -> list[tuple[int, int, int, int]]:

@@ -334,7 +334,7 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
     if direct is not None:
         try:
             return _publish_direct(direct, by_group, encode)
-        except Exception:
+        except Exception:  # broad: a push is best effort (pages catch up on their next read); logged
             log.exception("live push of %d group(s) failed", len(by_group))
             return 0
 
@@ -349,9 +349,9 @@ def publish_timelines(cluster: str, timelines: Iterable[PodTimeline]) -> int:
             for group in sorted(await _listened(client, sorted(by_group))):
                 try:
                     sent += await _send(layer, client, group, encode(by_group[group]))
-                except Exception:
+                except Exception:  # broad: one group's failed push must not stop the others; logged
                     log.exception("live push to %s failed", group)
-        except Exception:
+        except Exception:  # broad: a push is best effort (pages catch up on their next read); logged
             log.exception("live push of %d group(s) failed", len(by_group))
         finally:
             if client is not None:

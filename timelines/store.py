@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
@@ -1281,7 +1282,7 @@ def begin_import(name: str, *, description: str = "") -> ImportSession:
     cluster = Cluster(name=name, origin=Cluster.Origin.IMPORTED, read_only=True, description=description)
     try:
         cluster.full_clean()
-    except Exception as exc:  # ValidationError: say which field and why, as a ValueError
+    except ValidationError as exc:  # say which field and why, as a ValueError
         raise ValueError(f"cluster name {name!r}: {exc}") from None
     cluster.save()
     return ImportSession(cluster)

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
-
+from podlife_site.celery_types import bound_task, task
 from timelines import derivation
 from timelines.export import jobs
 
 
-@shared_task(name="timelines.derive_dirty", ignore_result=True, acks_late=True)
+@task(name="timelines.derive_dirty", ignore_result=True, acks_late=True)
 def derive_dirty_task() -> int:
     return derivation.run_task()
 
 
-@shared_task(name="timelines.mark_open_pods", ignore_result=True)
+@task(name="timelines.mark_open_pods", ignore_result=True)
 def mark_open_pods_task() -> int:
     marked = derivation.mark_open_pods()
     if marked:
@@ -37,9 +36,7 @@ def mark_open_pods_task() -> int:
 
 
 # An export of tens of thousands of pods takes minutes, past the default CELERY_TASK_TIME_LIMIT.
-@shared_task(
-    name="timelines.export_incident", bind=True, ignore_result=True, time_limit=3600, soft_time_limit=3500
-)
+@bound_task(name="timelines.export_incident", ignore_result=True, time_limit=3600, soft_time_limit=3500)
 def export_incident_task(self: Any, job_id: str) -> dict[str, Any] | None:
     def report(meta: dict[str, Any]) -> None:
         if self.request.id and not self.request.is_eager:  # only a real worker has a state to update
@@ -48,6 +45,6 @@ def export_incident_task(self: Any, job_id: str) -> dict[str, Any] | None:
     return jobs.run_export_job(job_id, report=report)
 
 
-@shared_task(name="timelines.purge_export_jobs", ignore_result=True)
+@task(name="timelines.purge_export_jobs", ignore_result=True)
 def purge_export_jobs() -> int:
     return jobs.purge_old_jobs()

@@ -121,6 +121,25 @@ class ClusterTLSError(ClusterAccessError):
     """The API server's certificate did not verify against the configured CA."""
 
 
+def api_errors() -> tuple[type[Exception], ...]:
+    """What a call through a cluster's API client raises when the API server (or a kubelet behind its node
+    proxy) cannot be used or answers with an error, as opposed to a bug: the cluster's access errors, the
+    client's ApiException, urllib3's transport errors (with ``retries`` off, unwrapped), http.client's and
+    the socket's (OSError: refused, reset, timed out, TLS)."""
+    import http.client
+
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    return (
+        ClusterAccessError,
+        ApiException,
+        urllib3.exceptions.HTTPError,
+        http.client.HTTPException,
+        OSError,
+    )
+
+
 def cluster_name_for(context: str) -> str:
     """A valid cluster name (ASCII letters, digits, '-', '.'; at most 63) from a kubeconfig context."""
     name = re.sub(r"[^A-Za-z0-9.-]+", "-", context).strip("-.")[:63].strip("-.")

@@ -33,7 +33,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.kube import state
-from collectors.kube.config import api_client, cluster_source
+from collectors.kube.config import api_client, api_errors, cluster_source
 from collectors.kube.stream import close_response
 from collectors.kubelet_logs import KubeletLogIngest
 from timelines import store
@@ -137,7 +137,7 @@ def pull_kubelet_metrics(cluster_name: str, *, nodes: list[str] | None = None) -
         fetched = _fetch_all(client, names, lambda n: _get_metrics(client, n))
     except Refused as exc:
         return _refused(cluster, state.KUBELET_METRICS, exc, result)
-    except Exception as exc:
+    except _node_list_errors() as exc:
         _pull_error(cluster, state.KUBELET_METRICS, f"listing nodes: {type(exc).__name__}: {exc}", result)
         return result
     batch = []
@@ -183,7 +183,8 @@ def _get_metrics(client: Any, node: str) -> str:
         node, "metrics", _preload_content=False, _request_timeout=(5, 30)
     )
     try:
-        return response.data.decode("utf-8", "replace")
+        text: str = response.data.decode("utf-8", "replace")  # the kubernetes client is untyped
+        return text
     finally:
         close_response(response)
 
@@ -217,7 +218,7 @@ def pull_kubelet_logs(cluster_name: str, *, nodes: list[str] | None = None) -> P
         names = nodes if nodes is not None else node_names(client)
     except Refused as exc:
         return _refused(cluster, state.KUBELET_LOGS, exc, result)
-    except Exception as exc:
+    except _node_list_errors() as exc:
         _pull_error(cluster, state.KUBELET_LOGS, f"listing nodes: {type(exc).__name__}: {exc}", result)
         return result
     result.nodes = len(names)
@@ -286,12 +287,18 @@ def _get_logs(client: Any, node: str, since: datetime) -> str:
         _request_timeout=(5, 60),
     )
     try:
-        return response.data.decode("utf-8", "replace")
+        text: str = response.data.decode("utf-8", "replace")  # the kubernetes client is untyped
+        return text
     finally:
         close_response(response)
 
 
 # -- shared ----------------------------------------------------------------------------------------------
+
+
+def _node_list_errors() -> tuple[type[Exception], ...]:
+    """What ``node_names`` raises when the node list cannot be had: the API's errors, or a body not JSON."""
+    return (*api_errors(), orjson.JSONDecodeError)
 
 
 def node_names(client: Any) -> list[str]:
@@ -327,6 +334,8 @@ def _fetch_all(
     """``fetch(node)`` for every node on a few threads: node -> (time asked, text, error or None)."""
     from kubernetes.client.exceptions import ApiException
 
+    unreachable = api_errors()
+
     def one(node: str) -> tuple[str, tuple[datetime, str, Exception | None]]:
         at = timezone.now()
         try:
@@ -335,7 +344,7 @@ def _fetch_all(
             if exc.status in (403, 404) and not _node_missing(exc, node):
                 return node, (at, "", Refused(exc.status, _reason(exc)))
             return node, (at, "", exc)
-        except Exception as exc:  # reported per node by the caller, never fatal
+        except unreachable as exc:  # reported per node by the caller, never fatal; anything else goes up
             return node, (at, "", exc)
 
     if len(nodes) <= 1:

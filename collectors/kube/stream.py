@@ -10,14 +10,21 @@ the body, posts ``END`` and exits.
 from __future__ import annotations
 
 import contextlib
+import enum
 import queue
 import random
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final, Literal
 
-END = object()
+
+class _End(enum.Enum):
+    END = enum.auto()
+
+
+# Posted after the last lines of a body (an enum member, so ``lines is END`` narrows ``get``'s type).
+END: Final = _End.END
 
 
 def split_lines(segments: Iterator[bytes], max_lines: int = 100) -> Iterator[list[bytes]]:
@@ -48,7 +55,7 @@ class LineReader:
     def __init__(self, response: Any, *, name: str = "watch-reader", max_lines: int = 100) -> None:
         self.response = response
         self.max_lines = max_lines
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)
+        self._queue: queue.Queue[list[bytes] | Literal[_End.END] | BaseException] = queue.Queue(maxsize=64)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -69,7 +76,7 @@ class LineReader:
         except BaseException as exc:  # posted to the step's thread, which logs and counts it
             self._put_final(exc)
 
-    def _put_final(self, item: Any) -> None:
+    def _put_final(self, item: Literal[_End.END] | BaseException) -> None:
         while not self._closed.is_set():
             try:
                 self._queue.put(item, timeout=0.5)
@@ -77,7 +84,7 @@ class LineReader:
             except queue.Full:
                 continue
 
-    def get(self, timeout: float | None) -> list[bytes] | object | None:
+    def get(self, timeout: float | None) -> list[bytes] | Literal[_End.END] | None:
         """The next lines, END at the end of the body, or None when nothing came within ``timeout``."""
         try:
             item = self._queue.get(timeout=timeout)
@@ -118,5 +125,6 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random |
     """
     if attempt <= 0 or base <= 0:
         return 0.0
-    ceiling = min(cap, base * (2 ** min(attempt - 1, 30)))
-    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+    ceiling = min(cap, base * (2.0 ** min(attempt - 1, 30)))
+    jitter = rng.uniform(0, ceiling / 2) if rng is not None else random.uniform(0, ceiling / 2)
+    return ceiling / 2 + jitter

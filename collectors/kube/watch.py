@@ -30,7 +30,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -256,7 +256,8 @@ def run_step(
     except LeaseLost:
         result.error = "lease lost: another chain owns this watch"
         log.warning("%s/%s: %s; stopping this chain", cluster.name, resource, result.error)
-    except Exception as exc:
+    except Exception as exc:  # broad: the step's boundary; any failure is logged with its traceback, recorded
+        # for collector health by name, and the chain retries after a backoff
         result.error = f"{type(exc).__name__}: {exc}"
         log.warning("%s/%s: step failed: %s", cluster.name, resource, result.error, exc_info=True)
         state.record_error(cluster, resource, result.error)
@@ -300,8 +301,12 @@ class _Stepper:
 
         spec = self.spec
         if spec.fallback_api and _events_api.get(self.cluster.name):
-            return getattr(getattr(kclient, spec.fallback_api)(self.client), spec.fallback_method)
-        return getattr(getattr(kclient, spec.api)(self.client), spec.method)
+            fallback: Callable[..., Any] = getattr(
+                getattr(kclient, spec.fallback_api)(self.client), spec.fallback_method
+            )
+            return fallback
+        method: Callable[..., Any] = getattr(getattr(kclient, spec.api)(self.client), spec.method)
+        return method
 
     def _call(self, **kwargs: Any) -> Any:
         """Call the list method raw; on a 404 for events.k8s.io/v1, switch to core/v1 and call again.
@@ -427,7 +432,7 @@ class _Stepper:
 
     def _read_page(
         self, data: bytes, seen: set[str], on_token: Callable[[str | None], None]
-    ) -> tuple[list[AnyObservation], int, str | None, str]:
+    ) -> tuple[Sequence[AnyObservation], int, str | None, str]:
         """(observations, objects, continue token, resourceVersion) of one list page; ``on_token`` gets
         the continue token as soon as the page is decoded, before its objects are normalized."""
         now = timezone.now()
@@ -451,7 +456,7 @@ class _Stepper:
         body = orjson.loads(data)
         items = body.pop("items", None) or []
         meta = body.get("metadata") or {}
-        token = meta.get("continue") or None
+        token: str | None = meta.get("continue") or None
         on_token(token)
         observations = self._observations(((item, "LIST", now) for item in items), seen)
         return observations, len(items), token, str(meta.get("resourceVersion") or "")
@@ -503,7 +508,7 @@ class _Stepper:
                     timeout = 0.5
                 try:
                     lines = reader.get(timeout=timeout)
-                except Exception:
+                except Exception:  # re-raised: whatever broke the connection, what arrived first is kept
                     # The connection broke: keep what arrived before it, then report the error.
                     self._flush(pending, pending_events, pending_rv)
                     raise
@@ -516,7 +521,7 @@ class _Stepper:
                 if lines is not None:
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
                     with gc_paused():
-                        for line in lines:  # type: ignore[union-attr]
+                        for line in lines:
                             wire = decode_pod_event(line) if wire_pods else None
                             if wire is not None:
                                 obs = wire_pod_observation(
@@ -606,7 +611,7 @@ class _Stepper:
         recorded once it is stored (in this order: nothing is lost)."""
         self._store(pending, events, rv)
 
-    def _store(self, batch: list[AnyObservation], events: int, rv: str | None) -> None:
+    def _store(self, batch: Sequence[AnyObservation], events: int, rv: str | None) -> None:
         """Store ``batch``, then count ``events`` and the version ``rv`` it reached as progress.
 
         On PostgreSQL outside a caller's transaction the batch goes to the step's writer threads while the
@@ -668,8 +673,10 @@ class _Stepper:
         if not self._lease_lost:
             try:
                 self._write_progress()
-            except Exception as exc:  # the database is what failed the step: logged, the step's error stands
-                log.warning("%s/%s: progress not recorded: %s", self.cluster.name, self.spec.name, exc)
+            except Exception as exc:  # in the step's ``finally``: logged, the step's own error stands
+                log.warning(
+                    "%s/%s: progress not recorded: %s", self.cluster.name, self.spec.name, exc, exc_info=exc
+                )
 
     def _progress(self, events: int, rv: str | None) -> None:
         """A batch of ``events`` events (reaching ``rv``, for a watch) is stored: count it, and write the
@@ -838,8 +845,11 @@ def _synthetic_deletion(
         rows = rows.filter(namespace=row.get("namespace") or "", name=row.get("name") or "")
     last = None
     for candidate in rows[:20]:
-        payload = candidate.payload or {}
-        if spec.name == "nodes" or payload.get("uid") == row.get("uid") or spec.name == "pods":
+        if (
+            spec.name == "nodes"
+            or (candidate.payload or {}).get("uid") == row.get("uid")
+            or spec.name == "pods"
+        ):
             last = candidate
             break
     if last is None:

@@ -11,12 +11,20 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol
 
 from .audit import AuditLog, post_batches
 from .cluster import SimCluster
 from .scenarios import ALL_NAMES, install
 from .server import SimServer
+
+
+class Output(Protocol):
+    """Where the ready line goes: a console, or manage.py's OutputWrapper (which is not a TextIO)."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> object: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,7 +134,7 @@ def build(opts: argparse.Namespace, start: datetime | None = None) -> SimCluster
     return cluster
 
 
-def report_build(opts: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def report_build(opts: argparse.Namespace, out: Output = sys.stdout) -> int:
     """Build, then churn 60 virtual seconds; print seconds, peak RSS and what was built."""
     t0 = time.perf_counter()
     cluster = build(opts)
@@ -150,7 +158,7 @@ def report_build(opts: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def serve(opts: argparse.Namespace, out: TextIO = sys.stdout, stop: threading.Event | None = None) -> int:
+def serve(opts: argparse.Namespace, out: Output = sys.stdout, stop: threading.Event | None = None) -> int:
     """Build the cluster, serve it until ``stop`` is set or SIGINT/SIGTERM; prints one ready line."""
     if getattr(opts, "build_only", False):
         return report_build(opts, out)

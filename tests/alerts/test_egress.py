@@ -458,3 +458,26 @@ def test_bodies_stored_by_earlier_versions_are_scrubbed(settings) -> None:
     assert dest.last_error == "HTTP 500"
     assert old.last_error == "expired: not accepted within 1 day, 0:00:00 (HTTP 503)"
     assert kept.last_error == "NewConnectionError after 2 ms: could not reach"
+
+
+def test_a_bug_while_sending_goes_up_instead_of_reading_as_unreachable(
+    receiver, settings, monkeypatch
+) -> None:
+    """GIVEN a send that fails with an error no network explains (a bug)
+    WHEN the due deliveries are sent
+    THEN the error goes up (the notifier logs its traceback), the delivery is not marked as a failed attempt
+    "could not reach the destination", and the destination is not left claimed."""
+    settings.PODLIFE_WEBHOOK_ALLOW = "127.0.0.1"
+    dest = _dest(receiver.url)
+    queue_test_message(dest)
+
+    def broken(*args: object) -> tuple[int, str | None]:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(delivery, "_send", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        deliver_due()
+    dest.refresh_from_db()
+    sent = Delivery.objects.get()
+    assert (sent.attempts, sent.last_error, dest.last_error) == (0, "", "")
+    assert dest.claimed_until is None

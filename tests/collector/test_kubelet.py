@@ -7,6 +7,7 @@ from datetime import UTC
 
 import pytest
 
+from collectors.kube import kubelet
 from collectors.kube.kubelet import metrics_payload, pull_kubelet_logs, pull_kubelet_metrics
 from collectors.kube.state import KUBELET_LOGS, KUBELET_METRICS, node_logs_resource
 from timelines.lifecycle.observation import Kind, Source
@@ -112,3 +113,35 @@ def test_forbidden_node_proxy_skips_with_a_status_note(make_sim):
         assert note.startswith("skipped:") and "HTTP 403" in note and "nodes/proxy" in note
     assert not stored((Kind.WORKER, Kind.NODE_METRICS)).exists()
     assert pull_kubelet_logs(CLUSTER).skipped == state(KUBELET_LOGS).note  # not asked again for a while
+
+
+def test_a_node_the_proxy_cannot_reach_is_reported_and_the_others_are_stored(sim, monkeypatch):
+    """GIVEN one node whose kubelet the API server's proxy cannot reach (the connection is refused)
+    WHEN the metrics are pulled
+    THEN that node's error is reported by name and the other nodes' metrics are stored."""
+    nodes = sorted(sim.server.cluster.kubelets)
+    real = kubelet._get_metrics
+
+    def refuse_first(client, node):
+        if node == nodes[0]:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return real(client, node)
+
+    monkeypatch.setattr(kubelet, "_get_metrics", refuse_first)
+    result = pull_kubelet_metrics(CLUSTER)
+    assert len(result.errors) == 1 and result.errors[0].startswith(f"metrics from {nodes[0]}: ")
+    assert result.stored == len(nodes) - 1
+
+
+def test_a_bug_in_a_pull_is_raised_not_counted_as_a_node_error(sim, monkeypatch):
+    """GIVEN a kubelet fetch that fails with an error no network or API explains (a bug)
+    WHEN the metrics are pulled
+    THEN the error goes up to the caller (the task or the runner logs its traceback) instead of being
+    recorded as that node's failure."""
+
+    def broken(client, node):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(kubelet, "_get_metrics", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        pull_kubelet_metrics(CLUSTER)

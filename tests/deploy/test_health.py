@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
+from django.db import OperationalError
 from django.db.migrations.recorder import MigrationRecorder
 
 from podlife_site import health
@@ -87,3 +89,38 @@ def test_readyz_without_a_database_is_unavailable(client, monkeypatch, settings)
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "checks": {"database": "unavailable (OSError)"}}
+
+
+def test_readyz_logs_an_unexpected_probe_error_with_its_traceback(client, monkeypatch, settings, caplog):
+    """GIVEN a probe that fails with an error no outage explains (a bug)
+    WHEN /readyz is asked
+    THEN it still answers 503 naming the class, and the log holds the error's traceback (not one warning line)."""
+    settings.REDIS_URL = None
+
+    def broken() -> str:
+        raise KeyError("no such setting")
+
+    monkeypatch.setattr(health, "_database", broken)
+    with caplog.at_level(logging.WARNING, logger=health.log.name):
+        response = client.get("/readyz")
+    assert response.json()["checks"] == {"database": "unavailable (KeyError)"}
+    (record,) = [r for r in caplog.records if r.name == health.log.name]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.exc_info[0] is KeyError
+
+
+def test_readyz_logs_a_database_outage_as_one_line(client, monkeypatch, settings, caplog):
+    """GIVEN the database refusing connections (Django's OperationalError)
+    WHEN /readyz is asked
+    THEN it answers 503 and logs one warning line without a traceback (it repeats every probe)."""
+    settings.REDIS_URL = None
+
+    def refuse() -> str:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(health, "_database", refuse)
+    with caplog.at_level(logging.WARNING, logger=health.log.name):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    (record,) = [r for r in caplog.records if r.name == health.log.name]
+    assert record.levelno == logging.WARNING and record.exc_info is None

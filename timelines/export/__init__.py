@@ -17,7 +17,7 @@ import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO
+from typing import Protocol
 
 from timelines.export.bundle import SCHEMA, Progress, iter_json
 from timelines.export.scope import Resolved, Scope, ScopeError, parse_window, parse_zone, resolve
@@ -59,8 +59,16 @@ def iter_export(
     raise ScopeError(f"format {fmt!r} is not one of {list(FORMATS)}")
 
 
+class ByteSink(Protocol):
+    """Where a bundle is written: a binary file, or the command's text stdout behind a decoder."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
 class _CountingWriter:
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: ByteSink) -> None:
         self.out, self.count = out, 0
 
     def write(self, data: bytes) -> int:
@@ -89,7 +97,7 @@ def export_incident(
     since: str | datetime,
     until: str | datetime,
     fmt: str,
-    out: IO[bytes],
+    out: ByteSink,
     *,
     namespaces: set[str] | None = None,
     gzip_output: bool = False,
@@ -115,17 +123,14 @@ def export_incident(
             counter.write(chunk)
         out.flush()
         return ExportSummary(len(resolved.pods), len(resolved.nodes), len(resolved.pdbs), counter.count)
-    sink: IO[bytes] = (
-        gzip.GzipFile(fileobj=counter, mode="wb", compresslevel=GZIP_LEVEL, mtime=0)
-        if gzip_output
-        else counter
-    )  # type: ignore[assignment]
+    gz = gzip.GzipFile(fileobj=counter, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) if gzip_output else None
+    sink: gzip.GzipFile | _CountingWriter = gz if gz is not None else counter
     try:
         for chunk in iter_export(resolved, fmt, progress=progress, tz=zone):
             sink.write(chunk)
     finally:
-        if gzip_output:
-            sink.close()
+        if gz is not None:
+            gz.close()
     out.flush()
     return ExportSummary(len(resolved.pods), len(resolved.nodes), len(resolved.pdbs), counter.count)
 

@@ -256,7 +256,7 @@ def collect_observations(
             spooled.add(item, side=True)
         spooled.finish()
         counter.add("observations", len(resolved.pods) - len(done_pods))
-    except BaseException:
+    except BaseException:  # re-raised: the spool's files are closed (deleted) first
         spooled.close()
         raise
     return spooled

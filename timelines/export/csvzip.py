@@ -90,6 +90,9 @@ class _Sink:
     def flush(self) -> None:
         return None
 
+    def close(self) -> None:  # zipfile's types ask for it; ZipFile never closes a stream it was handed
+        return None
+
     def drain(self) -> bytes:
         out, self.parts = b"".join(self.parts), []
         return out
@@ -134,7 +137,7 @@ def iter_csv_zip(resolved: Resolved, *, progress: Progress | None = None) -> Ite
     )
     included = set(side_ids)
     sink = _Sink()
-    zf = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)  # type: ignore[arg-type]
+    zf = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
     with (
         tempfile.SpooledTemporaryFile(max_size=8 << 20) as markers_spool,
         tempfile.SpooledTemporaryFile(max_size=8 << 20) as findings_spool,

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 import orjson
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 
 from timelines import serialize, store
@@ -210,15 +211,15 @@ def _observations(data: Mapping[str, Any], what: str) -> list[tuple[int, Observa
             if observed is None:
                 raise ValueError("observed_at is required")
             obs = Observation(
-                kind=item.get("kind"),  # type: ignore[arg-type]
-                source=item.get("source"),  # type: ignore[arg-type]
+                kind=item.get("kind"),
+                source=item.get("source"),
                 observed_at=observed,
-                dedupe_key=item.get("dedupe_key"),  # type: ignore[arg-type]
+                dedupe_key=item.get("dedupe_key"),
                 pod_uid=item.get("pod_uid"),
                 node=item.get("node"),
                 namespace=item.get("namespace"),
                 name=item.get("name"),
-                payload=item.get("payload"),  # type: ignore[arg-type]
+                payload=item.get("payload"),
             )
         except InvalidObservation as exc:
             raise BundleError(f"{where}: {'; '.join(exc.problems)}") from None
@@ -312,7 +313,7 @@ def import_incident(
     name = name or str((meta.get("cluster") or {}).get("name") or "")
     try:
         cluster_name_validator(name)
-    except Exception:
+    except ValidationError:
         raise BundleError(
             f"cluster name {name!r} is not valid: 1-63 ASCII letters, digits, '-' or '.'; choose one with --as"
         ) from None
@@ -379,7 +380,8 @@ def _import(
             derived = drain(cluster=cluster, raise_failures=True)
         except DatabaseError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # broad: a key the core cannot derive, for any reason, refuses the import
+            # (rolled back) and is named to the user; the cause is chained for its traceback
             raise BundleError(
                 f"{what}: its observations could not be derived ({type(exc).__name__}: {exc})"
             ) from exc

@@ -54,7 +54,10 @@ def _write(job_id: str, status: dict[str, Any]) -> None:
 def job_status(job_id: str) -> dict[str, Any] | None:
     """The job's status (``state``, ``progress{stage,done,total}``, ``file``, ``error``), or None."""
     try:
-        return orjson.loads(_status_path(job_id).read_bytes())
+        status: dict[str, Any] = orjson.loads(
+            _status_path(job_id).read_bytes()
+        )  # the dict write_status wrote
+        return status
     except (FileNotFoundError, ValueError):
         return None
 
@@ -63,7 +66,8 @@ def job_file(job_id: str) -> Path | None:
     status = job_status(job_id)
     if not status or status.get("state") != "done":
         return None
-    return export_dir() / status["file"]
+    name: str = status["file"]
+    return export_dir() / name
 
 
 def start_export(
@@ -149,7 +153,7 @@ def run_export_job(job_id: str, *, report: Any = None) -> dict[str, Any] | None:
                 tz=status.get("tz", "utc"),  # a job queued before the field existed: UTC
             )
         os.replace(partial, target)
-    except Exception as exc:
+    except Exception as exc:  # re-raised (Celery logs it); the job's page shows the failure by name
         partial.unlink(missing_ok=True)
         status.update(
             state="failed", error=f"{type(exc).__name__}: {exc}", finished_at=format_time(timezone.now())

@@ -14,6 +14,7 @@ import signal
 import threading
 from typing import Any
 
+import yaml
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -114,9 +115,11 @@ class Command(BaseCommand):
                 )
             )
         if kubeconfig:
+            from kubernetes.config.config_exception import ConfigException  # the client loads on demand
+
             try:
                 available, current = contexts_of(kubeconfig)
-            except Exception as exc:
+            except (ConfigException, OSError, yaml.YAMLError) as exc:  # missing, unreadable, not a kubeconfig
                 raise CommandError(f"cannot read kubeconfig {kubeconfig!r}: {exc}") from exc
             if options["all_contexts"]:
                 contexts = available

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.ingest_audit import AuditIngest
@@ -63,11 +64,12 @@ def open_input(name: str) -> IO[bytes]:
         raw: IO[bytes] = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115 - closed by caller
     except OSError as exc:
         raise UnreadableInput(f"{name}: cannot read ({exc.strerror or exc})") from None
-    reader = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    # ignore: typeshed's IO[bytes] lacks the readinto() BufferedReader wants; stdin's buffer has it at run time.
+    reader = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     try:
         head = reader.peek(SNIFF)[:SNIFF]
         if head[:2] == b"\x1f\x8b":
-            reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))  # type: ignore[arg-type]
+            reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))
             head = reader.peek(SNIFF)[:SNIFF]
     except (OSError, EOFError, zlib.error) as exc:
         raw.close()
@@ -102,7 +104,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, files: list[str], cluster: str, **options: object) -> None:
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         if target.read_only:
             raise CommandError(f"--cluster {cluster!r} is read-only (an imported incident) and takes no data")

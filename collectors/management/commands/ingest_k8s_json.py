@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collectors.parsers.kubectl import OfflineResult, dump_member, read_kubectl_output
@@ -94,7 +95,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, paths: list[str], cluster: str, **options: object) -> None:
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         touched: set[str] = set()
         lost: Counter[str] = Counter()

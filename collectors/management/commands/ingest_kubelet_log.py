@@ -11,6 +11,7 @@ from datetime import UTC, tzinfo
 from typing import IO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
@@ -32,13 +33,14 @@ def open_log(path: str) -> IO[bytes]:
         raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 - closed by caller
     except OSError as exc:
         raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
-    reader = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
+    # ignore: typeshed's IO[bytes] lacks the readinto() BufferedReader wants; stdin's buffer has it at run time.
+    reader = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw  # type: ignore[type-var]
     try:
         head = reader.peek(SNIFF)[:SNIFF]
     except OSError as exc:
         raise UnreadableInput(f"{path}: cannot read ({exc.strerror or exc})") from None
     if head[:2] == b"\x1f\x8b":
-        reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))  # type: ignore[arg-type]
+        reader = io.BufferedReader(gzip.GzipFile(fileobj=reader))
         try:
             head = reader.peek(SNIFF)[:SNIFF]
         except (OSError, EOFError) as exc:
@@ -88,7 +90,7 @@ class Command(BaseCommand):
             raise CommandError(f"--year {year} is not a plausible year: expected e.g. {timezone.now().year}")
         try:
             target = store.cluster_for(cluster, origin=Cluster.Origin.OFFLINE)
-        except Exception as exc:
+        except ValidationError as exc:  # a new cluster's name that is not valid
             raise CommandError(f"--cluster {cluster!r}: {exc}") from None
         failures: list[str] = []
         touched: set[str] = set()

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -24,10 +24,16 @@ from timelines.export import FORMATS, Scope, ScopeError, export_incident
 from timelines.queries import NotFound, get_cluster, resolve_pod
 
 
+class TextStream(Protocol):
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
 class ProgressBar:
     """``stage  done/total [#####     ] 42%`` redrawn in place on a terminal, at most ten times a second."""
 
-    def __init__(self, stream: IO[str], width: int = 30) -> None:
+    def __init__(self, stream: TextStream, width: int = 30) -> None:
         self.stream, self.width, self._last = stream, width, 0.0
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -154,7 +160,7 @@ class Command(BaseCommand):
                     tz=options["tz"],
                 )
             os.replace(partial, path)
-        except BaseException:
+        except BaseException:  # re-raised (Ctrl-C too): no half-written file is left behind
             partial.unlink(missing_ok=True)
             raise
         self.stderr.write(
