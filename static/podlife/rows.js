@@ -93,6 +93,12 @@ export function isFinished(row) {
 // row ({collapsed: true, key "finished:ns/Kind/name", members: their UIDs}) that carries all their intervals, markers
 // and findings; an owner in `expanded` (a Set of those keys) keeps its pods, and so does an owner with one
 // finished pod, or a pod without owner (folding them hides nothing). Sorted by first start.
+// The earliest `pending_since` of the pods (API times, ISO in UTC: they sort as text), or null.
+function pendingOf(pods) {
+  const since = pods.map((p) => p.freshness && p.freshness.pending_since).filter(Boolean).sort();
+  return since.length ? { pending_since: since[0] } : null;
+}
+
 export function collapseFinished(pods, owners, expanded, label = podName) {
   const folds = new Map();
   const out = [];
@@ -118,6 +124,8 @@ export function collapseFinished(pods, owners, expanded, label = podName) {
       intervals: fold.pods.flatMap((p) => p.intervals),
       markers: fold.pods.flatMap((p) => p.markers || []),
       findings: fold.pods.flatMap((p) => p.findings || []),
+      // A member whose kubelet evidence is pending: the folded row's worker lane is pending from the first.
+      freshness: pendingOf(fold.pods),
       _label: name, _first: Math.min(...fold.pods.map(firstStart)),
     });
   }

@@ -168,6 +168,21 @@ def test_finished_pods_fold_into_their_owner_until_expanded() -> None:
         row["collapsed"] and row["key"] == "finished:shop/Deployment/web" and row["members"] == ["u1", "u2"]
     )
     assert len(row["intervals"]) == 2  # both pods' bars, on one row
+    assert row["freshness"] is None  # no member waits for kubelet evidence
+
+
+def test_a_folded_row_is_pending_from_its_first_pending_member() -> None:
+    """GIVEN two finished pods of one owner, the second waiting for its node's kubelet evidence since
+    06:54:47.3 WHEN they fold into one row THEN the row carries that pending instant (the chart draws
+    its "kubelet evidence pending" tail), not nothing."""
+    a = pod("u1", "web-7d9-a", "50:00", ("ReplicaSet", "web-7d9"), phase="Succeeded")
+    b = pod("u2", "web-7d9-b", "51:00", ("ReplicaSet", "web-7d9"), phase="Failed")
+    b["freshness"] = {
+        "kubelet_until": "2024-06-07T06:54:47.300000+00:00",
+        "pending_since": "2024-06-07T06:54:47.300000+00:00",
+    }
+    [row] = run("rows.js", "collapseFinished", [a, b], OWNERS, None)
+    assert row["collapsed"] and row["freshness"] == {"pending_since": "2024-06-07T06:54:47.300000+00:00"}
 
 
 def test_filters_match_a_part_of_a_name_uid_or_node_and_kinds() -> None:

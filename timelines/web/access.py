@@ -13,13 +13,15 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from timelines.models import ApiToken, Cluster, ClusterGrant
+
+_M = TypeVar("_M", bound=Model)
 
 TOKEN_PREFIX = "plf_"
 ALL = None  # in Access.namespaces: every namespace of the cluster
@@ -87,7 +89,9 @@ class Access:
                 q |= Q(**{f"{cluster_field}_id": cluster_id, f"{namespace_field}__in": sorted(namespaces)})
         return q
 
-    def restrict(self, qs: QuerySet, cluster: Cluster, *, namespace_field: str = "namespace") -> QuerySet:
+    def restrict(
+        self, qs: QuerySet[_M], cluster: Cluster, *, namespace_field: str = "namespace"
+    ) -> QuerySet[_M]:
         """``qs`` (already filtered to ``cluster``) narrowed to the readable namespaces."""
         allowed = self.namespace_filter(cluster)
         return qs if allowed is None else qs.filter(**{f"{namespace_field}__in": sorted(allowed)})

@@ -44,7 +44,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
 import orjson
 from channels.db import database_sync_to_async
@@ -65,10 +66,18 @@ log = logging.getLogger(__name__)
 BAD_FRAME = 'frames to this socket are JSON text, e.g. {"type": "ping"}'
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 Verdict = tuple[int, str, set[str] | None]  # (status, message, readable namespaces: None = all)
 
 
-@database_sync_to_async
+def _in_thread(fn: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
+    """channels' ``database_sync_to_async`` (a thread, old connections closed around the call), typed:
+    channels ships no types, so the decorator would make what it wraps untyped."""
+    return cast("Callable[_P, Awaitable[_R]]", database_sync_to_async(fn))
+
+
+@_in_thread
 def _authorize(user: Any, cluster_name: str, scope: live.Scope, name: str) -> Verdict:
     """May ``user`` watch the ``scope`` group ``name`` of ``cluster_name``?"""
     if user is None or not user.is_authenticated:
@@ -89,7 +98,7 @@ def _authorize(user: Any, cluster_name: str, scope: live.Scope, name: str) -> Ve
 _WHAT: dict[live.Scope, str] = {"node": "node", "ns": "namespace", "pod": "pod"}
 
 
-@database_sync_to_async
+@_in_thread
 def _collector_frame(cluster_name: str) -> dict[str, Any]:
     """The ``collector`` frame of a cluster: how many streams it has and which are stale, oldest first."""
     cluster = Cluster.objects.filter(name=cluster_name).first()
@@ -111,13 +120,17 @@ def _collector_frame(cluster_name: str) -> dict[str, Any]:
     }
 
 
-class GroupConsumer(AsyncJsonWebsocketConsumer):
+class GroupConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channels ships no types
     """The live watch of one group; subclasses say which (``group_scope``, and the URL's ``name_kwarg``).
 
     The socket reads only its browser: deltas come from its group's hub (``timelines.web.fanout``), which
     hands it each frame ready to send, so a socket has no channel of its own on the channel layer."""
 
     max_fps = LIVE_MAX_FPS
+    # Set by connect (None here: a socket refused or dropped before it disconnects with none of them).
+    hub: fanout.GroupHub | None = None
+    health: fanout.HealthWatch | None = None
+    sending: asyncio.Task[None] | None = None  # the frames being sent
     group_scope: live.Scope
     name_kwarg: str
 
@@ -134,11 +147,11 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
         self.cluster, self.name = kwargs["cluster"], kwargs[self.name_kwarg]
-        self.hub: fanout.GroupHub | None = None
-        self.health: fanout.HealthWatch | None = None
+        self.hub = None
+        self.health = None
         # Frames for this socket wait here while it sends (the hello first): pods by uid (newest wins), a
         # refetch (which drops them), other frames in order.
-        self.sending: asyncio.Task[None] | None = None
+        self.sending = None
         self.busy = True  # until hello is out
         self.backlog: dict[str, tuple[str, str]] = {}
         self.refetch: str | None = None
@@ -223,12 +236,14 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
             self.busy = False
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "sending", None) is not None:
-            self.sending.cancel()
-        if getattr(self, "health", None) is not None:
-            fanout.unwatch_health(self.health, self)
-        if getattr(self, "hub", None) is not None:
-            await fanout.leave_group(self.hub, self)
+        # Each is set only once the socket got that far (a refused socket has none of them).
+        sending, health, hub = self.sending, self.health, self.hub
+        if sending is not None:
+            sending.cancel()
+        if health is not None:
+            fanout.unwatch_health(health, self)
+        if hub is not None:
+            await fanout.leave_group(hub, self)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
@@ -249,7 +264,7 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The browser only ever says "ping"; anything else is ignored (read-only socket).
         if isinstance(content, dict) and content.get("type") == "ping":
-            seq = self.hub.last_seq if getattr(self, "hub", None) is not None else None
+            seq = self.hub.last_seq if self.hub is not None else None
             await self.send_json({"type": "pong", "seq": seq})
 
 

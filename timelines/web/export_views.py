@@ -22,6 +22,7 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
@@ -46,11 +47,11 @@ from timelines.web.access import Access, BadToken, access_for, user_from_bearer
 SYNC_MAX_PODS = 2000  # past this a download would hold a request for too long: use a job
 
 
-def _authenticated(fn: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def _authenticated(fn: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """Bearer token, else session (CSRF-checked on POST); anonymous: login page or 401 JSON."""
 
     @wraps(fn)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         header = request.headers.get("Authorization", "")
         if header:
             try:
@@ -112,7 +113,7 @@ def _format(params: Any) -> tuple[str, bool]:
 
 
 @_authenticated
-def export_download(request: HttpRequest, access: Access, cluster: str) -> HttpResponse:
+def export_download(request: HttpRequest, access: Access, cluster: str) -> HttpResponseBase:
     if request.method != "GET":
         return _error(405, "GET only")
     try:
@@ -207,7 +208,7 @@ def export_job_status(request: HttpRequest, access: Access, job_id: str) -> Http
 
 
 @_authenticated
-def export_job_download(request: HttpRequest, access: Access, job_id: str) -> HttpResponse:
+def export_job_download(request: HttpRequest, access: Access, job_id: str) -> HttpResponseBase:
     status = _own_job(request, job_id)
     if status is None:
         return _error(404, f"no export job {job_id!r}")

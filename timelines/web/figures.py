@@ -10,7 +10,7 @@ Plotly renders a subset of HTML in hover text and labels.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -136,12 +136,12 @@ def plotly_text(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=False)
 
 
-def _times(rows: list[Mapping[str, Any]]) -> list[str | None]:
+def _times(rows: Sequence[Mapping[str, Any]]) -> list[str | None]:
     return [format_time(r["at"]) for r in rows]
 
 
 def series_figure(
-    rows: list[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     fields: Iterable[tuple[str, str]],
     *,
     title: str,
@@ -202,6 +202,6 @@ def series_figure(
     }
 
 
-def max_value(rows: list[Mapping[str, Any]], fields: Iterable[tuple[str, str]]) -> int:
+def max_value(rows: Sequence[Mapping[str, Any]], fields: Iterable[tuple[str, str]]) -> int:
     names = [f for f, _ in fields]
     return max((r[n] or 0 for r in rows for n in names), default=0)

@@ -259,9 +259,10 @@ def workload(request: HttpRequest, cluster: str, namespace: str, kind: str, name
     return _gantt_page(request, "timelines/workload.html", context, page)
 
 
-def finding_zoom(start: str, end: str) -> str:
+def finding_zoom(start: str | datetime | None, end: str | datetime | None) -> str:
     """The query string that zooms a pod page onto a finding: its span with a margin on both sides."""
-    s, e = parse_time(start), parse_time(end)
+    s = start if isinstance(start, datetime) else parse_time(start)
+    e = end if isinstance(end, datetime) else parse_time(end)
     if s is None or e is None:
         return ""
     pad = max((e - s) * 0.15, timedelta(seconds=2))
@@ -395,7 +396,7 @@ def pdb(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     }
     pdb_findings = queries.pdb_findings(p, limit=200)
     for f in pdb_findings:  # "zoom to finding": the pod page zoomed onto its span
-        f.zoom = finding_zoom(format_time(f.start), format_time(f.end or f.start))
+        f.zoom = finding_zoom(f.start, f.end or f.start)  # type: ignore[attr-defined]  # for the template only
     context = {
         "cluster": c,
         "pdb": p,
@@ -435,7 +436,7 @@ def findings(request: HttpRequest) -> HttpResponse:
         limit=500,
     )
     for r in rows:  # "zoom to finding": the pod page zoomed onto its span
-        r.zoom = finding_zoom(format_time(r.start), format_time(r.end or r.start))
+        r.zoom = finding_zoom(r.start, r.end or r.start)  # type: ignore[attr-defined]  # for the template only
     context = {
         "rows": rows,
         "total": total,

@@ -138,6 +138,8 @@ def parse_when(text: str | None, param: str) -> datetime | None:
         at = parse_time(text.replace(" ", "+") if "T" in text and " " in text else text)
     except (ValueError, OverflowError) as exc:
         raise ApiError(400, f"{param}: {exc}", param=param) from None
+    if at is None:  # parse_time gives None only for an empty text, handled above
+        raise ApiError(400, f"{param}: expected an ISO 8601 time or 'now'", param=param)
     problem = time_problem(param, at)
     if problem is not None:  # the supported range (docs/configuration.md): the arithmetic below is safe
         raise ApiError(400, problem, param=param)
@@ -161,7 +163,7 @@ def parse_window(
     pad = max((last - first) * 0.03, timedelta(seconds=1)) if first and last else timedelta(seconds=1)
     live = last is None or now - last < DEFAULT_WINDOW
     if end is None:
-        end = now if live else last + pad  # type: ignore[operator]
+        end = now if live or last is None else last + pad
         if start is not None and start >= end:
             end = start + DEFAULT_WINDOW
     if start is None:
