@@ -120,7 +120,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"demo cluster {scenario!r} at {sim.base_url} (kubeconfig {kubeconfig}); {how} → cluster {cluster!r}\n"
                 f"its audit log: {audit_log} (ingested as it grows)\n"
-                f"podlife is at http://{host}:{port}/  — log in as {DEMO_USER} / {DEMO_PASSWORD}  (Ctrl-C stops it)"
+                + (
+                    "every scenario runs again 20 s after it ends, with new names (-1-, -2-, ...) and UIDs\n"
+                    if scenario == "mixed"
+                    else ""
+                )
+                + f"podlife is at http://{host}:{port}/  — log in as {DEMO_USER} / {DEMO_PASSWORD}  (Ctrl-C stops it)"
             )
             self.stdout.flush()
             uvicorn.run(
