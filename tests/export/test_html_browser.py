@@ -213,8 +213,11 @@ def _duration_seconds(line: str) -> float | None:
 
 
 def _wall(text: str) -> datetime:
-    """A wall time as the page shows it ("2024-06-07 06:54:41.100000"), in no zone (compared as such)."""
-    return datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S.%f")  # noqa: DTZ007 (a wall time: no zone)
+    """A wall time as the page shows it, its fraction trimmed to its precision ("2024-06-07 06:54:41.100",
+    "2024-06-07 06:54:44"), in no zone (compared as such)."""
+    text = text.strip()
+    shape = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
+    return datetime.strptime(text, shape)  # noqa: DTZ007 (a wall time: no zone)
 
 
 GEOMETRY = """() => {
