@@ -16,8 +16,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from collectors.management.commands.demo import AuditShipper
+from timelines import derivation
 from timelines.models import Finding, Marker, Pod
 
 from .conftest import CLUSTER, FAST
@@ -31,20 +33,21 @@ def test_the_demo_shows_who_evicted_a_drained_pod(make_sim, monkeypatch, derive_
     sim = make_sim("drain-blocked-by-pdb", advance=0, audit=True)
     cluster = sim.server.cluster
     monkeypatch.setattr(timezone, "now", lambda: cluster.engine.now)
+    for resource in ALL_RESOURCES:  # the first lists, before anything happens: every pod from its start
+        assert sim.step(resource).ok
     collector = Collector([CLUSTER], tunables=FAST).start()
     shipper = AuditShipper(cluster.audit, CLUSTER, every=0.2).start()
     try:
-        for _ in range(100):  # virtual seconds: the drain, its retries and the clean-up
-            sim.advance(1.0)
-            time.sleep(0.03)
+        sim.advance_watched(100)  # virtual seconds: the drain, its retries and the clean-up
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _evicted_marker():
+        while time.monotonic() < deadline and not _evicted_marker():  # the shipper's and worker's rounds
             time.sleep(0.3)
     finally:
         shipper.stop()
         collector.stop()
     shipper.ship()  # what the last round left
-    time.sleep(1.0)  # the derive worker's next pass
+    derive_worker.stop()
+    derivation.drain()  # what the worker had not derived yet
     refused = [r for r in cluster.eviction_log if r["outcome"] == "Blocked"]
     allowed = [r for r in cluster.eviction_log if r["outcome"] == "Allowed"]
     assert refused and len(allowed) == 1
