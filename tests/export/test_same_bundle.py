@@ -1,5 +1,10 @@
 """A bundle's bytes are what the podlife of ``data/node-a.*.golden`` wrote for the same observations.
 
+A regression guard, not a statement of any rule: the golden file holds whatever the code wrote when it was
+made. The rules a bundle follows are stated elsewhere, from the specification: docs/incident-bundle.md by
+tests/export/test_export.py and test_round_trip.py (sections, times, evidence, the digest), the lanes by
+tests/lifecycle/test_golden.py (hand-written expectations). This file catches an unintended change of bytes.
+
 The golden file was written by the export as it was before its items were built through the Structs of
 ``timelines/serialize.py`` (then dicts shaped by hand in ``timelines/export/reads.py``): every derived
 item (pods, nodes, PDBs, workloads, findings) as its compact JSON in document order, and the observations'
