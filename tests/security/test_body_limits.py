@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from collectors.models import IngestToken
-from tests.web.conftest import free_port
+from tests.web.conftest import held_socket
 from timelines.models import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,11 +76,14 @@ class Server:
         from podlife_site.asgi import application
 
         self.app = Counting(application)
-        self.port = free_port()
+        self.socket = held_socket()
+        self.port = self.socket.getsockname()[1]
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
         )
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.socket])), daemon=True
+        )
         self.thread.start()
         deadline = time.monotonic() + 15
         while not self.server.started:
@@ -90,6 +93,7 @@ class Server:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.socket.close()
 
 
 @pytest.fixture

@@ -88,9 +88,19 @@ def nobody(db: Any) -> User:
 
 # --- a real ASGI server ---------------------------------------------------------------------------------------
 def free_port() -> int:
+    """A port free now, for a server in a subprocess (it binds it itself: another process could take it
+    in between; an in-process server holds its socket from the start instead: ``held_socket``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def held_socket() -> socket.socket:
+    """A socket bound to a free loopback port and kept, for an in-process uvicorn to serve on
+    (``Server.serve(sockets=[...])``): no other test can take the port between choosing and listening."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class LiveServer:
@@ -102,7 +112,8 @@ class LiveServer:
 
         from podlife_site.asgi import application
 
-        self.port = free_port()
+        self.socket = held_socket()
+        self.port = self.socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             application,
@@ -119,7 +130,7 @@ class LiveServer:
     def _run(self) -> None:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.serve())
+        self.loop.run_until_complete(self.server.serve(sockets=[self.socket]))
 
     def start(self) -> None:
         self.thread.start()
@@ -147,6 +158,7 @@ class LiveServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.socket.close()
 
 
 @pytest.fixture
