@@ -294,6 +294,10 @@ class LogRequestReport:
     def refuse(self, reason: str, message: str) -> None:
         """Count a record as skipped under ``reason``; keep the first messages that name it."""
         self.skipped[reason] += 1
+        self.name(message)
+
+    def name(self, message: str) -> None:
+        """Keep ``message`` among the first ``MAX_REPORTED_REJECTIONS`` the answer names."""
         if len(self.errors) < MAX_REPORTED_REJECTIONS:
             self.errors.append(message)
 
@@ -451,8 +455,8 @@ def _kubelet_logs(request: HttpRequest, token: IngestToken) -> LogRequestReport:
         report.skipped.update(ingest.parser.skipped)
         report.unrecognized.update(ingest.parser.unrecognized)
         # Lines podlife failed on (a bug of podlife's, counted as ``parser_error``): named, with where.
-        room = MAX_REPORTED_REJECTIONS - len(report.errors)
-        report.errors.extend(f"podlife failed on {error}" for error in ingest.parser.errors[: max(room, 0)])
+        for error in ingest.parser.errors:
+            report.name(f"podlife failed on {error}")
         report.nodes.append(node_name)
     return report
 

@@ -147,8 +147,6 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channe
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
         self.cluster, self.name = kwargs["cluster"], kwargs[self.name_kwarg]
-        self.hub = None
-        self.health = None
         # Frames for this socket wait here while it sends (the hello first): pods by uid (newest wins), a
         # refetch (which drops them), other frames in order.
         self.sending = None
