@@ -100,10 +100,10 @@ clean-core-ext:
 
 ## make vendor-plotly: refresh the partial plotly.js bundle (static/vendor/, docs/dashboard.md) from the npm
 ## registry at the plotly.js version of the installed plotly package (tests/web/test_views.py checks they match),
-## its remote defaults pointed at this site (timelines/plotly_bundles.py).
+## its remote defaults pointed at this site (dashboard/plotly_bundles.py).
 vendor-plotly: $(VENV)/.installed
-	set -e; version=$$($(PY) -c 'from timelines.plotly_bundles import FULL_PATH, version_of; print(version_of(FULL_PATH))'); \
+	set -e; version=$$($(PY) -c 'from dashboard.plotly_bundles import FULL_PATH, version_of; print(version_of(FULL_PATH))'); \
 	tmp=$$(mktemp -d); cd $$tmp && npm pack --silent plotly.js-basic-dist-min@$$version >/dev/null && tar xzf *.tgz; \
 	cd - >/dev/null; cp $$tmp/package/plotly-basic.min.js $$tmp/package/LICENSE $$tmp/package/package.json static/vendor/plotly.js-basic-dist-min/; \
-	$(PY) -c 'from timelines.plotly_bundles import localize_vendored; localize_vendored()'; \
+	$(PY) -c 'from dashboard.plotly_bundles import localize_vendored; localize_vendored()'; \
 	rm -rf $$tmp; echo "static/vendor/plotly.js-basic-dist-min: plotly.js $$version"

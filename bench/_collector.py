@@ -16,7 +16,7 @@ from _setup import ROOT
 def start_sim(nodes: int, per_node: int, churn: float, kubeconfig: Path) -> subprocess.Popen[str]:
     """The ``scale`` scenario at real speed, its kubeconfig written to ``kubeconfig``."""
     cmd = [
-        sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(nodes),
+        sys.executable, "-m", "demo_cluster", "--scenario", "scale", "--nodes", str(nodes),
         "--pods-per-node", str(per_node), "--churn", str(churn), "--speed", "1",
         "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1",
         # Keep the whole run's history, as etcd between two compactions (5 min by default) would: the

@@ -349,7 +349,7 @@ def lag(seconds: float, churn: float) -> None:
     os.environ["DATABASE_URL"] = _database_url()  # the scratch database, for the worker and the server
     env = {**os.environ, "LOG_LEVEL": "WARNING"}
     sim = subprocess.Popen(
-        [sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", "100", "--pods-per-node", "30",
+        [sys.executable, "-m", "demo_cluster", "--scenario", "scale", "--nodes", "100", "--pods-per-node", "30",
          "--churn", str(churn), "--speed", "1", "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

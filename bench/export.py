@@ -12,7 +12,7 @@ stores them with ``store.save_observations`` and derives them through the real p
 
 Timed, in the same run:
 * ours: ``export_incident(namespace, 24 h, json)`` gzip-compressed to a file (level 6; the observations
-  are compressed by a second thread while they are read, see timelines/export/bundle.py);
+  are compressed by a second thread while they are read, see dashboard/export/bundle.py);
 * baseline: ``COPY (SELECT …) TO STDOUT`` of the same rows (pods, intervals, markers, findings,
   observations) through the same gzip level to a file — on SQLite a plain SELECT written tab-separated;
 * a node day: ``export_incident(node, 24 h, json.gz)`` for one node (its ~100 pods and its own lanes).
@@ -37,8 +37,8 @@ setup_django()
 
 from django.db import connection  # noqa: E402
 
+from dashboard.export import Scope, export_incident  # noqa: E402
 from timelines import derivation, store  # noqa: E402
-from timelines.export import Scope, export_incident  # noqa: E402
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition, digest_key  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 

@@ -21,7 +21,7 @@ podlife's own work, from the page to the figure, costs no more than Plotly drawi
     python bench/firstdraw.py --page node [--pods 110] [--runs 7]
 
 The node page of a full node (``--pods`` on one node over an hour: what a live watch opens) with the
-partial plotly.js bundle the pages load (``timelines/plotly_bundles.py``) against the same page handed the
+partial plotly.js bundle the pages load (``dashboard/plotly_bundles.py``) against the same page handed the
 full bundle in its place, alternating in the same browser. Both bundles are answered from memory by the
 browser's request interception, so neither gets the HTTP or code cache: a first visit, parse and compile
 included. A third series is the page as served (HTTP cache and V8 code cache warm, a returning user).
@@ -198,7 +198,7 @@ def node_page(args: argparse.Namespace) -> None:
     """The node page's first draw with the partial bundle vs the full one in its place (module docstring)."""
     started = time.monotonic()
     database_url = setup(args.pods, nodes=1, hours=1.0)
-    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH
+    from dashboard.plotly_bundles import FULL_PATH, PARTIAL_PATH
 
     print(f"{args.pods} pods on node-0000 over an hour (set up in {time.monotonic() - started:.0f} s)")
     cookie = session_cookie()

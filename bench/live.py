@@ -177,7 +177,7 @@ def start_server(port: int) -> subprocess.Popen:
 
 
 def timelines_for(pods: int) -> list:
-    from timelines import queries
+    from dashboard import queries
     from timelines.models import Cluster, Pod
 
     cluster = Cluster.objects.get(name=CLUSTER)
@@ -386,7 +386,7 @@ def pipeline(args: argparse.Namespace, port: int, cookie: str) -> tuple[list[flo
     env = {**os.environ, "LOG_LEVEL": "WARNING"}
     procs: list[subprocess.Popen] = []
     sim = subprocess.Popen(
-        [sys.executable, "-m", "collectors.sim", "--scenario", "scale", "--nodes", str(args.nodes),
+        [sys.executable, "-m", "demo_cluster", "--scenario", "scale", "--nodes", str(args.nodes),
          "--pods-per-node", str(args.pods_per_node), "--churn", str(args.churn), "--speed", "1",
          "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "1"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
@@ -575,7 +575,7 @@ def endpoint_vs_sql(repeats: int) -> tuple[float, float, int]:
          [cluster.id, NODE, hi, lo]),
         (f"SELECT uid, namespace, name, node, owner_kind, owner_name, phase, created_at, deleted_at FROM timelines_pod "
          f"WHERE cluster_id = {p} AND node = {p}", [cluster.id, NODE]),
-        # Freshness (timelines/freshness.py): the node's newest kubelet evidence, the pods' last_seen.
+        # Freshness (dashboard/freshness.py): the node's newest kubelet evidence, the pods' last_seen.
         (f"SELECT node, MAX(observed_at) FROM timelines_observation WHERE cluster_id = {p} AND node = {p} "
          f"AND kind IN ('worker', 'span', 'kubelet_marker', 'kubelet_process') AND observed_at >= {p} GROUP BY node",
          [cluster.id, NODE, "2024-06-06 00:00:00+00:00" if connection.vendor != "sqlite" else "2024-06-06 00:00:00"]),

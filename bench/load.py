@@ -119,7 +119,7 @@ def demo_churn(stop: threading.Event) -> None:
     from collectors.kube import config
     from collectors.kube.config import ClusterSource
     from collectors.kube.runner import Collector
-    from collectors.sim import run_sim
+    from demo_cluster import run_sim
     from timelines import derivation
 
     kubeconfig = Path(tempfile.mkdtemp()) / "kubeconfig"
@@ -163,10 +163,10 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
+    from dashboard.web.access import create_token
     from tests.flow import ingest
     from tests.loadgen import Load, pct, rss_mib
     from tests.web.factories import started_pod
-    from timelines.web.access import create_token
 
     s = connection.settings_dict
     app_name = "podlife-bench-load"

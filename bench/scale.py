@@ -59,7 +59,7 @@ from django.utils import timezone  # noqa: E402
 from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
-from collectors.sim.scenarios import scale_limits  # noqa: E402
+from demo_cluster.scenarios import scale_limits  # noqa: E402
 from timelines import partitions, store  # noqa: E402
 from timelines.derivation import observation_from_row  # noqa: E402
 from timelines.models import Cluster  # noqa: E402

@@ -142,7 +142,7 @@ def raw(sql: str, params: list[Any]) -> Callable[[], list[tuple[Any, ...]]]:
 
 
 def bench_overview(client: Any, cluster_id: int, runs: int) -> None:
-    from timelines import queries
+    from dashboard import queries
     from timelines.models import Cluster, Observation
 
     def page() -> int:

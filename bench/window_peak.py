@@ -55,7 +55,7 @@ def read_node(cluster: str, lanes: str) -> bytes:
     from django.contrib.auth.models import User
     from django.test import RequestFactory
 
-    from timelines.web.api import views
+    from dashboard.web.api import views
 
     request = RequestFactory().get(node_url(cluster, lanes))
     request.user = User.objects.get(username="bench")

@@ -3,7 +3,7 @@
     python bench/ws_deflate.py [--sockets 200] [--frames 100] [--pods 2]
 
 A node's live frames as bench/load.py makes them (``--pods`` new pods a frame, each a started pod's
-``podlife.timeline/v2``, joined as timelines/web/fanout.py joins them) go to ``--sockets`` sockets of a
+``podlife.timeline/v2``, joined as dashboard/web/fanout.py joins them) go to ``--sockets`` sockets of a
 server made as uvicorn makes it (websockets' sans-I/O protocol; each client offers deflate as a browser
 does):
 
@@ -31,9 +31,9 @@ from _setup import setup_django
 def frames(n: int, pods: int) -> list[str]:
     import orjson
 
+    from dashboard.web.fanout import deltas_frame
     from tests.web.factories import started_pod
     from timelines.lifecycle.derive import derive_pod_timeline
-    from timelines.web.fanout import deltas_frame
 
     out = []
     for f in range(n):

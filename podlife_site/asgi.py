@@ -5,7 +5,7 @@ Outermost, ``IdleTrim`` returns the C allocator's free memory once nothing has r
 process is full), then the body limits (podlife_site/body_limits.py: an oversized or unauthenticated
 upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
 podlife_site/websocket_origin.py) and the session auth before a consumer sees them; each consumer then
-checks the user's read permission (timelines/web/consumers.py).
+checks the user's read permission (dashboard/web/consumers.py).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ require_secret_key(settings.PODLIFE_HAS_SECRET_KEY)  # sessions and CSRF sign wi
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
 from podlife_site.body_limits import BodyLimits  # noqa: E402
 from podlife_site.memory import IdleTrim, fix_mmap_threshold, one_arena  # noqa: E402
 from podlife_site.overload import ConcurrencyLimit  # noqa: E402
 from podlife_site.websocket_deflate import forget_recent as forget_recent_deflated  # noqa: E402
 from podlife_site.websocket_deflate import install as install_shared_deflate  # noqa: E402
 from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
-from timelines.web.routing import websocket_urlpatterns  # noqa: E402
 
 install_shared_deflate()  # uvicorn compresses a frame sent to many sockets once, not once per socket
 fix_mmap_threshold()  # large blocks go back to the system when freed, not into a thread's heap (memory.py)

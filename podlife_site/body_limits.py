@@ -81,7 +81,7 @@ def _ingest_token(scope: Scope, headers: dict[str, str]) -> None:
 
 
 def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
-    """``POST /import`` creates a cluster: staff only (timelines/web/export_views.py says the same later)."""
+    """``POST /import`` creates a cluster: staff only (dashboard/web/export_views.py says the same later)."""
     if scope["method"] != "POST":
         return
     from importlib import import_module
@@ -89,7 +89,7 @@ def _staff_user(scope: Scope, headers: dict[str, str]) -> None:
     from django.contrib.auth import SESSION_KEY, get_user
     from django.contrib.sessions.backends.base import SessionBase
 
-    from timelines.web.access import BadToken, user_from_bearer
+    from dashboard.web.access import BadToken, user_from_bearer
 
     header = headers.get("authorization")
     if header:
@@ -160,7 +160,7 @@ ROUTES: Final[dict[str, Route]] = {
         extra=MULTIPART_ROOM,
         check=_staff_user,
         style="json",
-        methods=frozenset({"GET", "POST"}),  # the form, and the upload (timelines/web/export_views.py)
+        methods=frozenset({"GET", "POST"}),  # the form, and the upload (dashboard/web/export_views.py)
     ),
     "/accounts/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),
     "/admin/login/": Route("PODLIFE_FORM_MAX_BODY_BYTES"),

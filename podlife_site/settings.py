@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "axes",  # login throttling (docs/security.md)
     "timelines.apps.TimelinesConfig",
     "collectors.apps.CollectorsConfig",
+    "dashboard.apps.DashboardConfig",
+    "demo_cluster.apps.DemoClusterConfig",
     "alerts.apps.AlertsConfig",
 ]
 
@@ -212,7 +214,7 @@ PODLIFE_KUBELET_METRICS = env_bool("PODLIFE_KUBELET_METRICS", True)  # needs get
 PODLIFE_KUBELET_LOGS = env_bool("PODLIFE_KUBELET_LOGS", True)  # needs the kubelet's system log handler
 PODLIFE_KUBELET_INTERVAL_S = env_float("PODLIFE_KUBELET_INTERVAL_S", 60.0, minimum=1)
 # A pod's worker lane is "kubelet evidence pending" when the API saw it this much later than its node's newest
-# kubelet evidence (timelines/freshness.py; docs/dashboard.md).
+# kubelet evidence (dashboard/freshness.py; docs/dashboard.md).
 PODLIFE_KUBELET_PENDING_SLACK_S = env_float("PODLIFE_KUBELET_PENDING_SLACK_S", 10.0, minimum=0)
 PODLIFE_WATCH_TIMEOUT_S = env_int("PODLIFE_WATCH_TIMEOUT_S", 60, minimum=1)  # one watch step
 # A chain whose lease is not renewed for this long is dead, and beat re-arms it.
@@ -236,7 +238,7 @@ CELERY_WORKER_CONCURRENCY = env_int(
 PODLIFE_LIVE_STALE_S = env_float(
     "PODLIFE_LIVE_STALE_S", max(PODLIFE_WATCH_TIMEOUT_S, PODLIFE_KUBELET_INTERVAL_S) + 30.0, minimum=1
 )
-# Every live socket gets a small `heartbeat` frame this often (timelines/web/fanout.py), so a page can tell a
+# Every live socket gets a small `heartbeat` frame this often (dashboard/web/fanout.py), so a page can tell a
 # quiet group from a dead socket: its badge turns amber after two heartbeats without any frame.
 PODLIFE_LIVE_HEARTBEAT_S = env_float("PODLIFE_LIVE_HEARTBEAT_S", 5.0, minimum=0.05)
 PODLIFE_METRICS_TOKEN = env_str("PODLIFE_METRICS_TOKEN")  # set: /metrics wants "Authorization: Bearer …"
@@ -294,7 +296,7 @@ CELERY_BEAT_SCHEDULE = {
     # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
     "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
     "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},
-    "podlife-purge-export-jobs": {"task": "timelines.purge_export_jobs", "schedule": 3600.0},
+    "podlife-purge-export-jobs": {"task": "dashboard.purge_export_jobs", "schedule": 3600.0},
 }
 
 # --- ingestion over HTTP (OTLP traces, kubelet logs from shippers) ---------------------------------------------

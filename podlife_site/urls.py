@@ -12,8 +12,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
-    path("", include("collectors.urls")),
+    path("", include("dashboard.metrics_urls")),
     path("", include("collectors.ingest_urls")),
-    path("", include("timelines.web.export_urls")),
-    path("", include("timelines.web.urls")),
+    path("", include("dashboard.web.export_urls")),
+    path("", include("dashboard.web.urls")),
 ]

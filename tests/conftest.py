@@ -39,10 +39,10 @@ def _celery_conf_read_first() -> None:
 
 @pytest.fixture(autouse=True)
 def _no_shared_reads_across_tests() -> None:
-    """The timeline API shares one read among identical requests for 2 s (timelines/web/shared_reads.py);
+    """The timeline API shares one read among identical requests for 2 s (dashboard/web/shared_reads.py);
     a test's database is new, but on SQLite its row ids are the last test's, so an answer must not outlive
     its test."""
-    from timelines.web.shared_reads import timeline_reads
+    from dashboard.web.shared_reads import timeline_reads
 
     timeline_reads.clear()
 
@@ -50,8 +50,8 @@ def _no_shared_reads_across_tests() -> None:
 @pytest.fixture(autouse=True)
 def _no_live_sharing_across_tests() -> None:
     """A web process's live sockets share one hub per group and one health poll per cluster
-    (timelines/web/fanout.py), kept per event loop; no test starts with another test's."""
-    from timelines.web import fanout
+    (dashboard/web/fanout.py), kept per event loop; no test starts with another test's."""
+    from dashboard.web import fanout
 
     fanout.clear()
 

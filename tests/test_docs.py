@@ -11,10 +11,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PRODUCT_PACKAGES = ("timelines", "collectors", "alerts", "podlife_site")
-# A path written in backticks, as the docs name files and folders: `timelines/store.py`, `timelines/web/`.
+PRODUCT_PACKAGES = ("timelines", "collectors", "dashboard", "demo_cluster", "alerts", "podlife_site")
+# A path written in backticks, as the docs name files and folders: `timelines/store.py`, `dashboard/web/`.
 NAMED_PATH = re.compile(
-    r"`((?:timelines|collectors|alerts|podlife_site|tests|tools|bench|templates|static|deploy)"
+    r"`((?:timelines|collectors|dashboard|demo_cluster|alerts|podlife_site|tests|tools|bench|templates|static|deploy)"
     r"/[\w./-]*)`"
 )
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -95,7 +95,7 @@ def test_performance_is_one_short_table_of_latest_figures() -> None:
         assert len(row_cells) == 5, row
         assert all(len(c) <= 130 for c in row_cells), f"a cell longer than a line: {row}"
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", row_cells[3]), f"not a date: {row}"
-        assert row_cells[0].startswith("`bench/") or "collectors.sim" in row_cells[0], row
+        assert row_cells[0].startswith("`bench/") or "demo_cluster" in row_cells[0], row
 
 
 def anchors(markdown: Path) -> set[str]:

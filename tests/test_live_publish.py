@@ -205,9 +205,9 @@ def test_a_live_frame_and_the_rest_read_are_the_same_document(
     API and the pod page serve (``queries.pod_timeline``)
     THEN they are the same podlife.timeline/v2 document, evidence included: both cite dedupe keys (the
     stored ids are translated on read), so a page drawn from either highlights the same observations."""
+    from dashboard import queries
     from tests.flow import ingest
     from tests.lifecycle import scenarios
-    from timelines import queries
 
     pushed: list[PodTimeline] = []
     monkeypatch.setattr(live, "publish_timelines", lambda cluster, tls: pushed.extend(tls) or 0)

@@ -15,7 +15,7 @@ loop: a batch costs two round trips (who listens; number and publish) whatever i
 other layer the number and the ``group_send`` happen under the group's publish lock (a Redis lock; without
 Redis, a mutex); a publisher that dies between the two leaves a real gap, and the consumer refetches,
 which is what a gap is for. Each pod's timeline is encoded to JSON text once here; consumers forward that
-text without decoding it. Consumers coalesce what they receive (see ``timelines/web/consumers.py``), so a
+text without decoding it. Consumers coalesce what they receive (see ``dashboard/web/consumers.py``), so a
 busy node never floods a browser.
 """
 
@@ -392,7 +392,7 @@ def _redis(url: str) -> Any:
 def current_sequence(group: str) -> int:
     """The group's last sequence number (0 before its first message). A reader that takes it before it
     reads the store sees every pod the messages up to it carried (they were stored before being numbered);
-    timelines/web/shared_reads.py keys shared results by it."""
+    dashboard/web/shared_reads.py keys shared results by it."""
     if not settings.REDIS_URL:
         return _local_sequences.get(group, 0)
     value = _redis(settings.REDIS_URL).get(_key(f"seq:{group}"))

@@ -23,7 +23,19 @@ def _lock_for_deletion(clusters: models.QuerySet[Any]) -> None:
     list(clusters.select_for_update().values_list("pk", flat=True))
 
 
+class NotFound(LookupError):
+    """What was asked for does not exist; the message says what was looked for."""
+
+
 class ClusterQuerySet(models.QuerySet["Cluster"]):
+    def named(self, name: str) -> Cluster:
+        """The cluster called ``name``, or NotFound naming the known ones."""
+        cluster = self.filter(name=name).first()
+        if cluster is None:
+            known = ", ".join(self.values_list("name", flat=True)[:20]) or "none yet"
+            raise NotFound(f"no cluster named {name!r} (known: {known})")
+        return cluster
+
     def delete(self) -> tuple[int, dict[str, int]]:
         """Delete under FOR UPDATE of the clusters' rows, taken before anything of theirs is read: on
         PostgreSQL their observations have no foreign key, and a writer storing some holds the cluster's
@@ -435,7 +447,7 @@ class QuarantinedKey(models.Model):
 class ClusterGrant(models.Model):
     """Read access for a group: a whole cluster (``namespace`` blank) or one namespace of it.
 
-    Superusers see everything; everyone else sees the union of their groups' grants (timelines/web/access.py).
+    Superusers see everything; everyone else sees the union of their groups' grants (dashboard/web/access.py).
     """
 
     group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="cluster_grants")

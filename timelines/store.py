@@ -1241,7 +1241,7 @@ def replace_pdb_timeline(cluster: Cluster, timeline: PdbTimeline, ids_by_key: Ma
         insert_rows(Finding, FINDING_FIELDS, findings)
 
 
-# --- imported incident bundles (timelines/export/importer.py) -----------------------------------------------
+# --- imported incident bundles (dashboard/export/importer.py) -----------------------------------------------
 # An imported cluster is read-only from the moment it exists: ``save_observations`` refuses it. The importer
 # writes through an ``ImportSession``, which only ``begin_import`` makes, only for a cluster it creates in
 # the caller's transaction, and which closes when that transaction commits. So no later writer (a

@@ -260,7 +260,7 @@ class Runner:
         if pod.startswith("uid:"):
             uids = [pod[4:]]
         else:
-            from timelines.queries import NotFound, find_pods, get_cluster
+            from dashboard.queries import NotFound, find_pods, get_cluster
 
             ns, name = pod[4:].split("/", 1)
             try:

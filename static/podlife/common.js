@@ -188,7 +188,7 @@ export function renderTimes(tz) {
 // an empty server URL makes its handler refuse even if a figure turned the button back on. The bundles'
 // other foreign default, topojsonURL (maps for geo traces, fetched from Plotly's CDN), points at our own
 // origin: podlife draws no geo trace, and no chart may ever ask another host for anything.
-// The offline HTML export inlines this file and uses this very object (timelines/export/html.py).
+// The offline HTML export inlines this file and uses this very object (dashboard/export/html.py).
 export const PLOT_CONFIG = {
   responsive: true, displaylogo: false, displayModeBar: "hover", showSendToCloud: false, plotlyServerURL: "",
   topojsonURL: "./",
@@ -280,7 +280,7 @@ export async function fetchJSON(url) {
   return body;
 }
 
-// plotly.js: pages load the partial bundle (bar, pie, scatter: timelines/plotly_bundles.py), a quarter of
+// plotly.js: pages load the partial bundle (bar, pie, scatter: dashboard/plotly_bundles.py), a quarter of
 // the full one's parse time; a figure with WebGL traces (`fig.gl`) fetches the full bundle once. A chart
 // the partial bundle drew is purged before the swap, which drops its event handlers: `plot` returns true
 // then, and the caller attaches them again.

@@ -1,4 +1,4 @@
-// The live socket of a page (node, namespace or pod: timelines/web/consumers.py), shared by every page that
+// The live socket of a page (node, namespace or pod: dashboard/web/consumers.py), shared by every page that
 // draws live: reconnects with jittered exponential backoff (0.5 s doubling to 15 s), refetches after a
 // reconnect, and keeps the badge honest: "live" only while the socket is up, a frame (at least the server's
 // heartbeat, every `heartbeat_s` of hello) came within two heartbeats, and no collector stream of the

@@ -1,5 +1,5 @@
 // Level of detail from the server (issue #17): a namespace window with more pods than a chart can tell
-// apart comes as bands of consecutive pods (podlife.window-overview/v1, timelines/fleet.py), each band one
+// apart comes as bands of consecutive pods (podlife.window-overview/v1, dashboard/fleet.py), each band one
 // row whose bars are its pods' worker phases merged to the pixel; zooming in fetches the zoomed range,
 // which comes pod by pod once few enough pods overlap it. Kept apart from timeline-page.js on purpose.
 import { el, podURL } from "./common.js";

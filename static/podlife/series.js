@@ -1,4 +1,4 @@
-// PDB status over time: a figure built on the server (timelines/web/figures.py), drawn here in the zone the
+// PDB status over time: a figure built on the server (dashboard/web/figures.py), drawn here in the zone the
 // switch picks, with the page's time cells.
 import { PLOT_CONFIG, nextZone, pageData, renderTimes, zoneFigure, zoneParam } from "./common.js";
 

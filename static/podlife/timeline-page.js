@@ -358,7 +358,7 @@ function applyDeltas(timelines) {
   for (const tl of timelines) {
     const row = rowFromTimeline(tl, state.lanes);
     const before = state.pods.get(row.uid);
-    // Freshness is computed when the page reads (timelines/freshness.py): a delta keeps the row's, except
+    // Freshness is computed when the page reads (dashboard/freshness.py): a delta keeps the row's, except
     // that kubelet evidence reaching past the pending instant clears it; the next load recomputes it.
     if (before && before.freshness) {
       const p = before.freshness.pending_since ? toMicros(before.freshness.pending_since) : null;

@@ -1,4 +1,4 @@
-// The incident page's own code (timelines/export/html.py). It is appended to static/podlife/gantt.js in
+// The incident page's own code (dashboard/export/html.py). It is appended to static/podlife/gantt.js in
 // one inline module, so the Gantt is drawn by the pages' renderer: buildFigure and unknownBounds below are
 // gantt.js's, in scope. Everything of this file sits in a block (its names cannot clash with gantt.js's)
 // but the import, whose name is unlikely to be one gantt.js ever declares.

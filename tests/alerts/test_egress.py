@@ -28,7 +28,7 @@ from alerts import delivery, egress
 from alerts.delivery import deliver_due
 from alerts.models import Delivery, Destination
 from alerts.notifier import queue_test_message
-from collectors.sim.tls import make_serving_certs
+from demo_cluster.tls import make_serving_certs
 
 from .receiver import Receiver
 

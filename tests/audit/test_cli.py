@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard import queries
 from tests.audit.helpers import FIXTURES, parsed
-from timelines import derivation, queries
+from timelines import derivation
 from timelines.lifecycle.observation import Kind
 from timelines.models import Node, Observation, PodDisruptionBudget
 

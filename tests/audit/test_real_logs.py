@@ -16,7 +16,8 @@ import pytest
 from django.core.management import call_command
 
 from collectors.parsers.audit import parse_audit
-from timelines import derivation, queries
+from dashboard import queries
+from timelines import derivation
 from timelines.lifecycle.audit_evidence import (
     Life,
     audit_lives,

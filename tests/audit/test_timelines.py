@@ -13,9 +13,10 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
+from dashboard import queries
+from dashboard.export import Scope, export_incident
 from tests.audit.helpers import FIXTURES
-from timelines import derivation, queries
-from timelines.export import Scope, export_incident
+from timelines import derivation
 from timelines.models import Interval
 
 pytestmark = pytest.mark.django_db(transaction=True)

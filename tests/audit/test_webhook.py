@@ -25,9 +25,10 @@ import yaml
 from django.db import connection, transaction
 
 from collectors.ingest_audit import admission
+from dashboard import queries
 from tests.audit.helpers import fixture, parsed
 from tests.ingest.conftest import CLUSTER, Ingest, issue_token
-from timelines import derivation, queries, store
+from timelines import derivation, store
 from timelines.lifecycle.observation import Kind
 from timelines.models import Observation
 

@@ -21,7 +21,7 @@ from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.kubelet import pull_kubelet_logs, pull_kubelet_metrics
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.watch import StepControl, StepResult, run_step
-from collectors.sim import SimServer, run_sim
+from demo_cluster import SimServer, run_sim
 from timelines import derivation
 from timelines.models import Observation
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
-from collectors.management.commands.demo import AuditShipper
+from demo_cluster.management.commands.demo import AuditShipper
 from timelines import derivation
 from timelines.models import Finding, Marker, Pod
 

@@ -42,7 +42,7 @@ from django.core.management import call_command
 
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
-from collectors.sim.truth import TruthEntry
+from demo_cluster.truth import TruthEntry
 from tests.tools import require_tool
 from timelines import derivation
 from timelines.lifecycle.findings import Thresholds

@@ -22,7 +22,7 @@ from django.db import connection
 
 from collectors import tasks
 from collectors.kube import lease
-from collectors.sim import run_sim
+from demo_cluster import run_sim
 from tests.collector.test_celery_chain import QUEUE_KEYS, Worker, wait_for
 from timelines.lifecycle.observation import Kind
 from timelines.models import CollectorState

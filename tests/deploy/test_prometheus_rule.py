@@ -24,7 +24,7 @@ from alerts.models import Destination
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.runner import Collector
-from collectors.sim import run_sim
+from demo_cluster import run_sim
 from tests.alerts.conftest import make_finding
 from tests.alerts.receiver import Receiver
 from timelines import derivation

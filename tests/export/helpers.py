@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
+from dashboard.export import Scope, export_incident
+from dashboard.export.bundle import canonical_observation
 from tests.export.conftest import SINCE, UNTIL
-from timelines.export import Scope, export_incident
-from timelines.export.bundle import canonical_observation
 from timelines.models import Cluster, Finding, Interval, Marker, Observation, Pod
 
 

@@ -14,12 +14,12 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard import queries, serialize
+from dashboard.export import Scope, ScopeError, export_incident, iter_export, reads, resolve
+from dashboard.export.bundle import canonical_observation, crc32_combine
 from tests.export.conftest import HOSTILE, SINCE, UNTIL, uid_for
 from tests.export.helpers import export_json
 from tests.lifecycle.factories import T0
-from timelines import queries, serialize
-from timelines.export import Scope, ScopeError, export_incident, iter_export, reads, resolve
-from timelines.export.bundle import canonical_observation, crc32_combine
 from timelines.models import Pod
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
@@ -163,7 +163,7 @@ def test_csv_zip_has_one_file_per_kind_with_headers(source_cluster):
 
 
 def test_csv_cells_cannot_become_formulas():
-    from timelines.export.csvzip import cell
+    from dashboard.export.csvzip import cell
 
     assert cell('=HYPERLINK("http://x")') == '\'=HYPERLINK("http://x")'
     assert cell("-1") == "'-1" and cell("@SUM(A1)") == "'@SUM(A1)"
@@ -317,6 +317,6 @@ def test_a_failure_while_compressing_stops_the_export(source_cluster, monkeypatc
         def write(self, data):  # type: ignore[override]
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("timelines.export.bundle.tempfile.SpooledTemporaryFile", lambda **kw: FullDisk())
+    monkeypatch.setattr("dashboard.export.bundle.tempfile.SpooledTemporaryFile", lambda **kw: FullDisk())
     with pytest.raises(OSError, match="No space left"):
         export_json(source_cluster, gzip_output=True)

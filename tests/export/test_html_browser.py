@@ -16,10 +16,10 @@ from zoneinfo import ZoneInfo
 import orjson
 import pytest
 
+from dashboard.export import Scope, export_incident
+from dashboard.export import html as html_export
+from dashboard.export.html import STATIC
 from tests.export.conftest import HOSTILE, SINCE, UNTIL
-from timelines.export import Scope, export_incident
-from timelines.export import html as html_export
-from timelines.export.html import STATIC
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -138,8 +138,8 @@ def test_one_pod_html_export_is_at_most_one_and_a_half_megabytes(source_cluster)
     """GIVEN the scenario's pod with its whole history WHEN it is exported alone as HTML THEN the file,
     which inlines the partial plotly.js bundle and the pages' gantt.js and common.js, is at most 1.5 MB
     (the full bundle alone is 4.8 MB)."""
+    from dashboard.plotly_bundles import FULL_PATH, PARTIAL_PATH
     from tests.export.conftest import uid_for
-    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH
 
     uid = uid_for("web-c")  # the crash loop: the scenario pod with the most history
     buf = io.BytesIO()

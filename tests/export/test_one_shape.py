@@ -1,4 +1,4 @@
-"""Workloads and PDBs have one JSON shape (``timelines/serialize.py``): the REST API lists exactly what an
+"""Workloads and PDBs have one JSON shape (``dashboard/serialize.py``): the REST API lists exactly what an
 incident bundle carries about them (the bundle adds only its window-bound parts), with every time in the
 ``format_time`` spelling the docs promise (UTC, microseconds always, ``+00:00``)."""
 
@@ -12,9 +12,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from dashboard import serialize
 from tests.export.conftest import uid_for
 from tests.export.helpers import export_json
-from timelines import serialize
 from timelines.models import Cluster
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,10 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.export.bundle import SECTIONS, derived_line
+from dashboard.export.importer import BundleError, import_incident
 from tests.export.conftest import uid_for
 from tests.export.helpers import export_json, row_counts
-from timelines.export.bundle import SECTIONS, derived_line
-from timelines.export.importer import BundleError, import_incident
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster
 

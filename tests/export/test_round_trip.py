@@ -6,11 +6,11 @@ import orjson
 import pytest
 from django.db import transaction
 
+from dashboard.export import Scope
+from dashboard.export.importer import import_incident
 from tests.export.conftest import HOSTILE, uid_for
 from tests.export.helpers import export_json, finding_rows, normalized_pods, observation_rows
 from timelines import store
-from timelines.export import Scope
-from timelines.export.importer import import_incident
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Cluster, Node, PodDisruptionBudget, Workload
 

@@ -6,7 +6,7 @@ tests/export/test_export.py and test_round_trip.py (sections, times, evidence, t
 tests/lifecycle/test_golden.py (hand-written expectations). This file catches an unintended change of bytes.
 
 The golden file was written by the export as it was before its items were built through the Structs of
-``timelines/serialize.py`` (then dicts shaped by hand in ``timelines/export/reads.py``): every derived
+``dashboard/serialize.py`` (then dicts shaped by hand in ``dashboard/export/reads.py``): every derived
 item (pods, nodes, PDBs, workloads, findings) as its compact JSON in document order, and the observations'
 digest. Evidence ids (database ids, different in every test database) are written as the dedupe keys they
 stand for; nothing else is changed, so a renamed or reordered key, another time spelling or lane order, or
@@ -28,9 +28,9 @@ import orjson
 import pytest
 from django.db import connection
 
+from dashboard.export import Scope
+from dashboard.export.bundle import SECTIONS
 from tests.export.helpers import export_json
-from timelines.export import Scope
-from timelines.export.bundle import SECTIONS
 from timelines.models import Cluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
+from dashboard.export import Scope
+from dashboard.export.bundle import SECTIONS, derived_line
+from dashboard.export.importer import import_incident
 from tests.export.helpers import export_json, normalized_pods
-from timelines.export import Scope
-from timelines.export.bundle import SECTIONS, derived_line
-from timelines.export.importer import import_incident
 from timelines.models import Cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

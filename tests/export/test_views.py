@@ -8,10 +8,10 @@ import orjson
 import pytest
 from django.contrib.auth.models import Group, User
 
+from dashboard.web.access import create_token
 from tests.export.conftest import SINCE, UNTIL
 from tests.export.helpers import export_json, row_counts
 from timelines.models import Cluster, ClusterGrant
-from timelines.web.access import create_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.export.urls")]
 
@@ -70,7 +70,7 @@ def test_bad_requests_say_what_is_wrong(client, admin, source_cluster, monkeypat
     r = client.get("/c/src/export", {"node": "node-a", "since": "x", "until": WINDOW["until"]})
     assert r.status_code == 400 and "not ISO 8601" in r.json()["error"]
     assert client.get("/c/nope/export", {"node": "n", **WINDOW}).status_code == 404
-    monkeypatch.setattr("timelines.web.export_views.SYNC_MAX_PODS", 2)
+    monkeypatch.setattr("dashboard.web.export_views.SYNC_MAX_PODS", 2)
     r = client.get("/c/src/export", {"node": "node-a", **WINDOW})
     assert r.status_code == 413 and "/c/src/export/jobs" in r.json()["error"]
 

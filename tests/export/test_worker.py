@@ -20,11 +20,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
+from dashboard.export import Scope, jobs
 from podlife_site.celery import app as celery_app
 from tests.collector.test_celery_chain import Worker, wait_for
 from tests.export.conftest import SINCE, UNTIL
 from tests.export.helpers import export_json, normalized_pods, observation_rows
-from timelines.export import Scope, jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 

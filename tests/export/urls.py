@@ -6,4 +6,4 @@ from django.urls import include, path
 
 from podlife_site.urls import urlpatterns as site
 
-urlpatterns = [path("", include("timelines.web.export_urls")), *site]
+urlpatterns = [path("", include("dashboard.web.export_urls")), *site]

@@ -19,10 +19,10 @@ from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.kubelet import pull_kubelet_metrics
 from collectors.kube.watch import StepControl, run_step
-from collectors.sim import SimServer, run_sim
-from collectors.sim.tls import make_serving_certs
+from dashboard.queries import collector_health
+from demo_cluster import SimServer, run_sim
+from demo_cluster.tls import make_serving_certs
 from timelines.models import Observation
-from timelines.queries import collector_health
 
 CLUSTER = "incluster"
 FAST = Tunables(watch_timeout_s=1, lease_ttl_s=5.0, list_page_size=50, batch_size=200, batch_seconds=0.1)

@@ -14,7 +14,7 @@ from kubernetes import client
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.watch import StepControl, run_step
-from collectors.sim import SimServer, run_sim
+from demo_cluster import SimServer, run_sim
 from tests.sim.conftest import api_client
 from timelines import derivation
 from timelines.models import Workload, WorkloadStatusSample

@@ -22,7 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from collectors.models import IngestToken
-from timelines import derivation, queries, store
+from dashboard import queries
+from timelines import derivation, store
 from timelines.models import Observation
 
 CLUSTER = "prod"
@@ -163,7 +164,7 @@ def to_dt(ns: int) -> datetime:
 
 
 def worker_lane(uid: str, cluster: str = CLUSTER) -> list[tuple[str, datetime, datetime | None]]:
-    """The stored worker lane of pod ``uid`` (empty while the pod is unknown), through timelines.queries,
+    """The stored worker lane of pod ``uid`` (empty while the pod is unknown), through dashboard.queries,
     once the derive stage has run here (as a worker does with what the endpoints stored)."""
     derivation.drain()
     try:

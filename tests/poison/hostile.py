@@ -284,7 +284,7 @@ def resealed(data: dict[str, Any]) -> bytes:
     bundle would: only the checks of what it holds can refuse it then."""
     import hashlib
 
-    from timelines.export.bundle import canonical_observation
+    from dashboard.export.bundle import canonical_observation
 
     sha = hashlib.sha256()
     for item in data["observations"]:

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
+from dashboard.export.bundle import canonical_observation
 from timelines import derivation, store
-from timelines.export.bundle import canonical_observation
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import DirtyKey, Pod, QuarantinedKey
 from timelines.models import Observation as ObservationRow
@@ -190,9 +190,9 @@ def test_a_resealed_bundle_with_times_outside_the_range_is_refused_naming_the_re
     """GIVEN an exported bundle one of whose observations was moved to year 1 / 9999 and resealed (its
     digests recomputed) WHEN it is imported THEN BundleError names the observation and observed_at
     (the import view answers it as a 400), and nothing is written."""
+    from dashboard.export.importer import BundleError, import_incident
     from tests.export.conftest import ingest_observations, source_observations
     from tests.export.helpers import export_json
-    from timelines.export.importer import BundleError, import_incident
     from timelines.models import Cluster
 
     cluster = store.cluster_for("src", origin=Cluster.Origin.OFFLINE)

@@ -128,7 +128,7 @@ import json
 from django.contrib.auth import get_user_model
 from collectors.models import IngestToken
 from timelines import store
-from timelines.web.access import create_token
+from dashboard.web.access import create_token
 admin = get_user_model().objects.create_superuser("admin", "admin@example.org", {PASSWORD!r})
 ingest = {{c: IngestToken.issue(store.cluster_for(c))[1] for c in {CLUSTERS!r}}}
 print(json.dumps({{"api": create_token(admin), "ingest": ingest}}))

@@ -84,7 +84,7 @@ def test_a_view_that_meets_a_backend_away_answers_503(
 ) -> None:
     """GIVEN the database or Redis away while a page or the API reads WHEN it is asked THEN 503 with
     Retry-After (JSON under /api/), not 500."""
-    from timelines import queries
+    from dashboard import queries
 
     def away(*args: Any, **kwargs: Any) -> Any:
         raise error
@@ -95,6 +95,6 @@ def test_a_view_that_meets_a_backend_away_answers_503(
     client.force_login(admin_user)
     page = client.get("/")
     assert page.status_code == 503 and int(page["Retry-After"]) > 0
-    monkeypatch.setattr("timelines.web.api.views.fleet.cluster_counts", away)
+    monkeypatch.setattr("dashboard.web.api.views.fleet.cluster_counts", away)
     api = client.get("/api/v1/clusters")
     assert api.status_code == 503 and api.json()["error"]["status"] == 503

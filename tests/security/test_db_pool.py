@@ -15,9 +15,9 @@ import requests
 from django.contrib.auth.models import User
 from django.db import connection
 
+from dashboard.web.access import create_token
 from podlife_site.env import database_from_url
 from tests.security.conftest import deployment_env, strong_key
-from timelines.web.access import create_token
 
 CLIENTS = 24
 POOL = 3

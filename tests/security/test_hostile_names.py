@@ -27,12 +27,12 @@ from django.test import Client
 from django.urls import resolve, reverse
 
 from collectors.parsers.kubectl import read_kubectl_output
+from dashboard.web.routing import websocket_urlpatterns
 from tests.flow import ingest as ingest_observations
 from tests.web.conftest import grant
 from timelines import derivation
 from timelines.live import group_name
 from timelines.models import Cluster, Observation
-from timelines.web.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,10 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 
+from dashboard.web.access import create_token
 from tests.export.conftest import source_cluster  # noqa: F401  (fixture)
 from tests.export.helpers import export_json
 from timelines.models import Cluster
-from timelines.web.access import create_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
 CLIENTS = 4

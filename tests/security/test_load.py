@@ -12,11 +12,11 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
+from dashboard.web.access import create_token
 from tests.flow import ingest
 from tests.loadgen import Load
 from tests.security.conftest import deployment_env
 from tests.web.factories import started_pod
-from timelines.web.access import create_token
 
 CLUSTER, NODE = "loadtest", "node-load"
 

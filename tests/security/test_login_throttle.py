@@ -13,8 +13,8 @@ from django.test import Client
 from django.utils import timezone
 
 from collectors.models import IngestToken
+from dashboard.web.access import create_token
 from tests.web.conftest import PASSWORD
-from timelines.web.access import create_token
 
 pytestmark = pytest.mark.django_db
 LIMIT = 5

@@ -104,7 +104,7 @@ def test_collector_health_keeps_counts_but_no_error_text_for_a_namespace_reader(
     for page in (reader.get("/").content.decode(), reader.get("/c/lab/").content.decode()):
         assert UID_SECRET not in page and "vault-0" not in page and "node-hidden" not in page
     full = admin.get("/api/v1/clusters").json()["collectors"]
-    # Per-node pull rows are bookkeeping, summarized by their cluster's row (timelines.queries.collector_health).
+    # Per-node pull rows are bookkeeping, summarized by their cluster's row (dashboard.queries.collector_health).
     assert {r["resource"] for r in full} == {"pods"}
     assert LEAKY_ERROR in admin.get("/").content.decode()
 

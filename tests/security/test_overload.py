@@ -21,8 +21,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 
+from dashboard.web.access import create_token
 from tests.security.conftest import deployment_env, strong_key
-from timelines.web.access import create_token
 
 CLIENTS = 48
 

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from timelines.web.routing import websocket_urlpatterns
+from dashboard.web.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PATH = "/ws/v1/nodes/lab/node-a/"

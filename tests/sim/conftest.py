@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from collectors.sim import SimServer, run_sim
+from demo_cluster import SimServer, run_sim
 from tests.tools import require_tool
 
 KHI_RE = re.compile(r"^([IWEF])(\d{4})\s+(\d{2}:\d{2}:\d{2}\.\d{6})\s+(\d+)\s+([^:]+:\d+)]\s+(.*)$")

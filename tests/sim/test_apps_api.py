@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from collectors.sim import SimServer, run_sim
+from demo_cluster import SimServer, run_sim
 from tests.sim.conftest import api_client
 
 NS = "e2e"

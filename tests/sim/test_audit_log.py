@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors.parsers.audit import parse_audit
-from collectors.sim import SimCluster, install
-from collectors.sim.audit import post_batches
+from demo_cluster import SimCluster, install
+from demo_cluster.audit import post_batches
 from timelines.lifecycle.observation import Kind
 
 START = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)

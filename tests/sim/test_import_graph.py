@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-SIM = Path(__file__).resolve().parents[2] / "collectors" / "sim"
-PACKAGE = "collectors.sim"
+SIM = Path(__file__).resolve().parents[2] / "demo_cluster"
+PACKAGE = "demo_cluster"
 
 
 def imports_of(path: Path) -> set[str]:
-    """The modules of ``collectors.sim`` that ``path`` imports, anywhere in it (TYPE_CHECKING blocks and
+    """The modules of ``demo_cluster`` that ``path`` imports, anywhere in it (TYPE_CHECKING blocks and
     function bodies included), as module names relative to the package."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -68,7 +68,7 @@ def test_the_walk_finds_a_cycle_when_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_under_collectors_sim() -> None:
+def test_no_import_cycle_in_demo_cluster() -> None:
     edges = graph()
     assert {"kubelet", "workloads"} <= edges["cluster"]  # the edges the cycle went through are there
     assert "cluster" not in edges["kubelet"] and "cluster" not in edges["workloads"]
@@ -82,16 +82,16 @@ def test_each_module_imports_alone_in_a_fresh_interpreter(module: str) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=SIM.parents[1],
+        cwd=SIM.parent,
     )
     assert done.returncode == 0, done.stderr
 
 
 def test_the_cluster_is_what_its_modules_ask_for() -> None:
     """SimCluster satisfies both declared interfaces (mypy checks it statically; this at run time)."""
-    from collectors.sim import SimCluster
-    from collectors.sim.kubelet import KubeletHost
-    from collectors.sim.workloads import WorkloadHost
+    from demo_cluster import SimCluster
+    from demo_cluster.kubelet import KubeletHost
+    from demo_cluster.workloads import WorkloadHost
 
     cluster = SimCluster(seed=1)
     for protocol in (KubeletHost, WorkloadHost):

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from collectors.sim import SimServer, run_sim
-from collectors.sim.tables import human_duration
+from demo_cluster import SimServer, run_sim
+from demo_cluster.tables import human_duration
 
 NS = "demo"
 

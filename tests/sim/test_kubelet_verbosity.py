@@ -18,9 +18,9 @@ import pytest
 
 from collectors.parsers.kubectl import read_kubectl_output
 from collectors.parsers.kubelet_log import KubeletLogParser
-from collectors.sim import SCENARIOS, SimCluster, install, run_sim
-from collectors.sim.cli import add_arguments, build
-from collectors.sim.kubelet import LEVELS
+from demo_cluster import SCENARIOS, SimCluster, install, run_sim
+from demo_cluster.cli import add_arguments, build
+from demo_cluster.kubelet import LEVELS
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
@@ -178,7 +178,7 @@ def test_the_command_line_option_builds_v2_kubelets() -> None:
 
 
 def test_manage_py_demo_takes_the_option() -> None:
-    from collectors.management.commands.demo import Command
+    from demo_cluster.management.commands.demo import Command
 
     parser = Command().create_parser("manage.py", "demo")
     assert parser.parse_args(["--kubelet-verbosity", "2"]).kubelet_verbosity == 2

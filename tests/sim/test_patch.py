@@ -1,4 +1,4 @@
-"""The demo cluster's three patch formats (collectors/sim/patch.py), from their specifications: RFC 7386's
+"""The demo cluster's three patch formats (demo_cluster/patch.py), from their specifications: RFC 7386's
 examples, RFC 6902 errors, and Kubernetes' strategic merge patch directives."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from collectors.sim.patch import (
+from demo_cluster.patch import (
     JSON_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,

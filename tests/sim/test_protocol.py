@@ -17,8 +17,8 @@ from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.parsers.klog import split_journald_prefix
-from collectors.sim import SimServer, run_sim
-from collectors.sim.kubelet import node_log_zone
+from demo_cluster import SimServer, run_sim
+from demo_cluster.kubelet import node_log_zone
 
 from .conftest import KHI_RE, api_client
 

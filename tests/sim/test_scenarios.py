@@ -12,9 +12,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.sim import SCENARIOS, SimCluster, install
-from collectors.sim.kubelet import SHUTDOWN_MESSAGE
-from collectors.sim.objects import controller_of, is_ready, ts
+from demo_cluster import SCENARIOS, SimCluster, install
+from demo_cluster.kubelet import SHUTDOWN_MESSAGE
+from demo_cluster.objects import controller_of, is_ready, ts
 
 from .conftest import KHI_RE
 
@@ -272,7 +272,7 @@ def test_deterministic_given_seed() -> None:
 def test_scale_population_starts_running_then_churns_with_full_lifecycles() -> None:
     """GIVEN 200 nodes x 30 pods WHEN built THEN every pod is Running/Ready with a started worker, with no
     startup events or kubelet lines and no replayable build history (how fast it builds is measured by
-    ``python -m collectors.sim --scenario scale --build-only``, not asserted here); WHEN time runs with churn
+    ``python -m demo_cluster --scenario scale --build-only``, not asserted here); WHEN time runs with churn
     THEN deleted pods go through the whole teardown and replacements through the whole startup."""
     c = SimCluster(seed=1)
     install(c, "scale", nodes=200, pods_per_node=30, churn=20)

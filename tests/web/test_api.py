@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from dashboard import queries
 from tests.web.conftest import UID_EVIL, UID_KILLED, UID_OK, UID_SECRET
-from timelines import queries
 from timelines.models import ApiToken, Cluster, Pod
 
 pytestmark = pytest.mark.django_db
@@ -191,7 +191,7 @@ def test_openapi_document_lists_every_endpoint(viewer: Any) -> None:
         assert p in doc["paths"], p
     from django.urls import get_resolver
 
-    routes = {str(p.pattern) for p in get_resolver("timelines.web.api.urls").url_patterns}
+    routes = {str(p.pattern) for p in get_resolver("dashboard.web.api.urls").url_patterns}
     assert len(routes) - 3 == len(doc["paths"])  # all but the root, the document itself and the JSON 404
     status, body = get(Client(), "/api/v1/nope", token_for("viewer"))
     assert status == 404 and "no API endpoint at /api/v1/nope" in body["error"]["message"]

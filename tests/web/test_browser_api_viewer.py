@@ -22,7 +22,7 @@ def test_api_viewer_renders_the_openapi_document_offline(
 ) -> None:
     """GIVEN a logged-in user WHEN they follow the header's API link THEN the page lists every operation of
     the OpenAPI document with its parameters, and the schemas, asking nothing of any other host."""
-    from timelines.web.api.openapi import document
+    from dashboard.web.api.openapi import document
 
     page, base = browser_page, live_server_asgi.url
     login(page, base, "root")

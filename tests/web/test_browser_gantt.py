@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from dashboard.web import figures
 from tests.export.conftest import T0, source_observations, uid_for
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
@@ -24,7 +25,6 @@ from tests.lifecycle.factories import ctr, pod
 from tests.web.conftest import CHROMIUM, SHOTS, login, wait_for_js
 from tests.web.factories import retarget
 from timelines.lifecycle.timeline import parse_time
-from timelines.web import figures
 
 pytestmark = [
     pytest.mark.browser,

@@ -25,7 +25,7 @@ def test_badge_names_stale_streams_and_goes_live_when_they_catch_up(
     """GIVEN lab's pods watch fresh and its daemonsets watch 10 minutes behind WHEN a viewer opens node-a
     THEN the badge reads "stale: daemonsets (10 min behind)", not "live"; WHEN the daemonsets watch ends a
     step THEN the badge turns "live" without a reload."""
-    from timelines.web import fanout
+    from dashboard.web import fanout
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
     monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.2)
@@ -61,7 +61,7 @@ def test_badge_turns_amber_within_two_heartbeats_of_silence_and_ages_tick_betwee
     import re
     import time
 
-    from timelines.web.consumers import GroupConsumer
+    from dashboard.web.consumers import GroupConsumer
 
     heartbeat = 0.5
     settings.PODLIFE_LIVE_HEARTBEAT_S = heartbeat

@@ -1,4 +1,4 @@
-"""Which plotly.js the pages load (timelines/plotly_bundles.py): the partial bundle (bar, pie, scatter) for
+"""Which plotly.js the pages load (dashboard/plotly_bundles.py): the partial bundle (bar, pie, scatter) for
 every chart podlife draws in SVG, the full one fetched only when a figure needs WebGL, and a chart drawn by
 the partial bundle keeps working (zoom handlers) after the full one replaces it."""
 

@@ -15,13 +15,13 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from dashboard.web.routing import websocket_urlpatterns
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
 from tests.web.conftest import UID_EVIL, UID_OK, UID_SECRET
 from tests.web.factories import retarget, started_pod
 from timelines import live
 from timelines.live import group_name
-from timelines.web.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GROUP = group_name("node", "lab", "node-a")
@@ -436,8 +436,8 @@ def test_stale_streams_are_named_on_hello_and_when_they_change(
     from channels.db import database_sync_to_async
     from django.utils import timezone
 
+    from dashboard.web import fanout
     from timelines.models import CollectorState
-    from timelines.web import fanout
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
     monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.1)
@@ -512,7 +512,7 @@ def test_pages_of_one_cluster_share_one_health_poll(admin_user: Any, lab: Any, m
     """GIVEN three pages of cluster lab and a health poll every 0.05 s WHEN they stay 0.5 s THEN the
     cluster's collector health was read about ten times (one poll for all), not thirty; after the pages
     leave it is read no more."""
-    from timelines.web import consumers, fanout
+    from dashboard.web import consumers, fanout
 
     monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.05)
     reads: list[str] = []

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from django.test import Client, RequestFactory
 
+from dashboard.templatetags.times import wall_time
+from dashboard.web.api.views import NODE_WINDOW, node_window
 from timelines.lifecycle.cluster_objects import selector_text
 from timelines.models import Workload
-from timelines.templatetags.times import wall_time
-from timelines.web.api.views import NODE_WINDOW, node_window
 
 T = datetime(2024, 6, 7, 6, 0, tzinfo=UTC)  # synthetic data: an hour of a node's history from here
 

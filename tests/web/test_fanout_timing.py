@@ -1,4 +1,4 @@
-"""The group hub's flush timing (timelines/web/fanout.py): a delta to a quiet group goes out within the call
+"""The group hub's flush timing (dashboard/web/fanout.py): a delta to a quiet group goes out within the call
 that took it, with no timer and no extra trip through the event loop; a busy group is held to ``max_fps``
 frames a second by one timer. Asserted on the mechanism (what was offered when, whether a timer is armed),
 never on wall time."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
+from dashboard.web import fanout
 from timelines import live
-from timelines.web import fanout
 
 GROUP = live.group_name("node", "lab", "node-a")
 

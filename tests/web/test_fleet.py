@@ -13,9 +13,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
+from dashboard import fleet, queries
 from tests.web.bulk import DAY0, make_pods
 from tests.web.conftest import grant
-from timelines import fleet, queries
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Finding, Interval, Node, Pod
 

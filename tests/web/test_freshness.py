@@ -20,13 +20,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from dashboard import freshness
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import T0, ctr, pod, worker
 from tests.lifecycle.test_kubelet_truth import parse
 from tests.web.conftest import CHROMIUM, UID_OK, login
 from tests.web.factories import retarget
-from timelines import freshness
 from timelines.lifecycle.observation import Transition
 from timelines.models import Cluster, Pod
 

@@ -209,7 +209,7 @@ def test_the_gantt_draws_close_markers_as_one_with_their_count_until_zoomed() ->
     """GIVEN a synthetic pod row with three events within 0.4 s and one 5 s later WHEN drawn two hours wide
     over 1,000 px (7.2 s a pixel) THEN one marker says "4"; WHEN drawn 40 s wide THEN the three are one
     marker saying "3" and the fourth stands alone; the legend groups are the lanes'."""
-    from timelines.web.figures import gantt_config
+    from dashboard.web.figures import gantt_config
 
     at = [
         "2024-06-07T06:54:41.000Z",

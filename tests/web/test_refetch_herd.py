@@ -16,13 +16,13 @@ from asgiref.sync import async_to_sync
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from dashboard.web.access import create_token
+from dashboard.web.routing import websocket_urlpatterns
+from dashboard.web.shared_reads import timeline_reads
 from tests.flow import ingest as ingest_observations
 from tests.web.factories import started_pod
 from timelines import live
 from timelines.lifecycle.timeline import Interval, PodTimeline
-from timelines.web.access import create_token
-from timelines.web.routing import websocket_urlpatterns
-from timelines.web.shared_reads import timeline_reads
 
 HERD = 30
 

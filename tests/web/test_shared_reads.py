@@ -1,10 +1,10 @@
-"""timelines/web/shared_reads.py on its own: what it keeps, and for how long."""
+"""dashboard/web/shared_reads.py on its own: what it keeps, and for how long."""
 
 from __future__ import annotations
 
 import time
 
-from timelines.web.shared_reads import SharedReads
+from dashboard.web.shared_reads import SharedReads
 
 
 def test_a_kept_result_is_dropped_when_it_expires_without_another_request() -> None:

@@ -281,7 +281,7 @@ def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner:
 
     assert banner in gzip.decompress(response.content)[:400]
     assert client.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
-    from timelines.plotly_bundles import BUNDLES, CDN_URL, REMOTE_URL
+    from dashboard.plotly_bundles import BUNDLES, CDN_URL, REMOTE_URL
 
     # Air-gapped clusters: no CDN in the code a browser gets (plotly.js's remote defaults point here), no
     # remote URL a literal starts with, and no host the published code names only in such literals (the
@@ -299,7 +299,7 @@ def test_plotly_bundles_are_served_gzipped_and_cached(db: Any, url: str, banner:
 
 def test_the_vendored_partial_bundle_names_no_cdn() -> None:
     """The file in the repository is stored with its remote defaults rewritten (``make vendor-plotly``)."""
-    from timelines.plotly_bundles import CDN_URL, PARTIAL_PATH, REMOTE_URL, localized
+    from dashboard.plotly_bundles import CDN_URL, PARTIAL_PATH, REMOTE_URL, localized
 
     code = PARTIAL_PATH.read_bytes()
     assert CDN_URL.findall(code) == []
@@ -310,7 +310,7 @@ def test_the_vendored_partial_bundle_names_no_cdn() -> None:
 def test_partial_plotly_bundle_is_the_installed_plotly_js_version_and_a_quarter_of_its_size() -> None:
     """The vendored partial bundle and the installed package's full one are the same plotly.js release
     (a figure means the same to both), and the partial one is what makes the first draw fast."""
-    from timelines.plotly_bundles import FULL_PATH, PARTIAL_PATH, version_of
+    from dashboard.plotly_bundles import FULL_PATH, PARTIAL_PATH, version_of
 
     assert version_of(PARTIAL_PATH) == version_of(FULL_PATH)
     assert PARTIAL_PATH.stat().st_size * 3 < FULL_PATH.stat().st_size

@@ -18,15 +18,15 @@ import orjson
 import pytest
 from django.db import connection
 
+from dashboard import freshness, queries
+from dashboard.queries import MAX_WINDOW_PODS, WINDOW_SCHEMA, time_text_sql
 from tests.web.bulk import DAY0, make_node_pods
-from timelines import freshness, queries
 from timelines.models import Cluster, Finding, Interval, Marker, Pod
-from timelines.queries import MAX_WINDOW_PODS, WINDOW_SCHEMA, time_text_sql
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
 
-# --- the previous construction, frozen (timelines/queries.py, timelines/freshness.py, visibility.py) ------
+# --- the previous construction, frozen (dashboard/queries.py, dashboard/freshness.py, visibility.py) ------
 def _ids(text: Any) -> Any:
     """Evidence ids as raw JSON, passed through to the response undecoded."""
     if isinstance(text, str):
@@ -202,7 +202,7 @@ def previous_annotate_window(
 
 
 def previous_answer(cluster: Cluster, *, whole_cluster: bool = True, **kw: Any) -> bytes:
-    """What ``timelines/web/api/views.py`` answered before the read was streamed."""
+    """What ``dashboard/web/api/views.py`` answered before the read was streamed."""
     data = previous_window_timelines(cluster, **kw)
     previous_annotate_window(cluster, data, start=kw["start"], namespaces=kw["namespaces"])
     if not whole_cluster and data.get("node_lanes"):

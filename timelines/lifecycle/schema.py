@@ -3,7 +3,7 @@
 Stable keys are required, the others have defaults, keys a reader does not know are ignored (the schema's
 stability rule); every time is checked to be ISO 8601 with an offset, every value of a closed set to be in
 it, with a message naming it. ``PodTimeline.from_json`` and the bundle import read through
-``decode_timeline``; ``timelines/serialize.py`` re-exports these for the API and export. Pure: msgspec only.
+``decode_timeline``; ``dashboard/serialize.py`` re-exports these for the API and export. Pure: msgspec only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PostgreSQL only: pattern indexes that answer pod search by prefix (``timelines/fleet.py``).
+"""PostgreSQL only: pattern indexes that answer pod search by prefix (``dashboard/fleet.py``).
 
 ``LIKE 'prefix%'`` uses a B-tree only under the C collation, or with the ``varchar_pattern_ops`` operator
 class under any other (docs/performance-history.md, "Pages at fleet scale"). One index per searched column, led by

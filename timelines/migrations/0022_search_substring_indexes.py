@@ -1,5 +1,5 @@
 """PostgreSQL only: trigram indexes that answer pod search by a part of a name, UID or node
-(``timelines/fleet.py``: ``LIKE '%part%'``, issue #34: "kd2mp" must find web-7d9f-kd2mp).
+(``dashboard/fleet.py``: ``LIKE '%part%'``, issue #34: "kd2mp" must find web-7d9f-kd2mp).
 
 A B-tree (0015's pattern indexes) answers only ``LIKE 'prefix%'``; a GIN index with ``gin_trgm_ops``
 (the pg_trgm extension, shipped with PostgreSQL and trusted since 13, so the database's owner may create

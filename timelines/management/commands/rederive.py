@@ -6,8 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from timelines.derivation import rederive_cluster
-from timelines.models import Cluster
-from timelines.queries import NotFound, get_cluster
+from timelines.models import Cluster, NotFound
 
 
 class Command(BaseCommand):
@@ -22,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, cluster: str | None, all: bool, **options: object) -> None:
         try:
-            clusters = list(Cluster.objects.all()) if all else [get_cluster(cluster or "")]
+            clusters = list(Cluster.objects.all()) if all else [Cluster.objects.named(cluster or "")]
         except NotFound as exc:
             raise CommandError(str(exc)) from None
         for c in clusters:

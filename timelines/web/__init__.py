@@ -1,5 +1,0 @@
-"""The web side: pages, the REST API, websocket consumers, figures, export/import views, read access.
-
-It reads through ``timelines/queries.py`` and never writes timelines; ``timelines/live.py`` is what pushes
-to its consumers.
-"""
