@@ -67,6 +67,7 @@ bench: $(VENV)/.installed
 	@if command -v cc >/dev/null 2>&1; then $(MAKE) --no-print-directory core-ext; else echo "make bench: no C compiler (cc), the lifecycle core runs as plain Python"; fi
 	$(PY) bench/ingest.py
 	$(PY) bench/watch.py
+	@case "$$DATABASE_URL" in postgres*) $(PY) bench/storage.py;; *) echo "bench/storage.py skipped: it measures PostgreSQL's disk";; esac
 	$(PY) bench/derive.py
 	$(PY) bench/export.py
 	$(PY) bench/window_peak.py

@@ -1,16 +1,20 @@
-"""What bench/watch.py and bench/scale.py share: the demo cluster's ``scale`` scenario in a subprocess, its
-fault hooks, and the collector's memory listing every pod against slim tuples of the same pods. Call the
-functions that reach the collector after ``_setup.setup_django``."""
+"""What bench/watch.py, bench/storage.py and bench/scale.py share: the demo cluster's ``scale`` scenario in a
+subprocess, its fault hooks, the collector's memory listing every pod against slim tuples of the same pods,
+CPU accounting, checkpoints and the raw-COPY baseline. Call the functions that reach the collector or the
+database after ``_setup.setup_django``."""
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from _setup import ROOT
+from _setup import ROOT, postgres_cpu_seconds, raw_copy_seconds
 
 
 def start_sim(nodes: int, per_node: int, churn: float, kubeconfig: Path) -> subprocess.Popen[str]:
@@ -82,3 +86,61 @@ def list_memory(cluster: str, control: Any) -> tuple[int, int, int]:
     retained = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     return peak, retained, len(slim)
+
+
+@dataclasses.dataclass
+class Cpu:
+    """CPU seconds spent by this process (every thread) and by the machine's PostgreSQL processes."""
+
+    own: float = 0.0
+    database: float = 0.0
+
+    @classmethod
+    def now(cls) -> Cpu:
+        return cls(time.process_time(), postgres_cpu_seconds())
+
+    def since(self, start: Cpu) -> Cpu:
+        return Cpu(self.own - start.own, self.database - start.database)
+
+    def per(self, n: int) -> str:
+        """Microseconds an item, both sides and their sum."""
+        own, db = self.own / n * 1e6, self.database / n * 1e6
+        return f"{own:5.1f} µs here + {db:5.1f} µs in PostgreSQL = {own + db:5.1f} µs"
+
+
+def checkpoint() -> None:
+    """Write PostgreSQL's dirty pages out now (outside the clock): each run writes hundreds of megabytes
+    of WAL, and a checkpoint that falls inside one measurement and not the other would decide the ratio.
+    Needs a superuser or pg_checkpoint; without, the runs go on as they are."""
+    from django.db import DatabaseError, connection
+
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CHECKPOINT")
+    except DatabaseError as exc:
+        print(f"(no CHECKPOINT between runs: {exc})")
+
+
+def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
+    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
+    batches of the collector's size (median of three runs), and the CPU of one run (a third of three)."""
+    from django.utils import timezone
+
+    from timelines import store
+    from timelines.derivation import observation_from_row
+    from timelines.models import Cluster
+    from timelines.models import Observation as ObservationRow
+
+    found = Cluster.objects.get(name=cluster)
+    received = timezone.now()
+    rows = [
+        store._row(found.pk, observation_from_row(obs), received)
+        for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000)
+    ]
+    # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
+    cpu = Cpu.now()
+    seconds = [raw_copy_seconds(rows, batch) for _ in range(3)]
+    spent = Cpu.now().since(cpu)
+    return statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)

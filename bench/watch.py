@@ -32,42 +32,19 @@ import time
 import uuid
 from pathlib import Path
 
-from _collector import list_memory, sim_hook, start_sim
-from _setup import derive_stage_elsewhere, postgres_cpu_seconds, raw_copy_seconds, setup_django
+from _collector import Cpu, checkpoint, copy_baseline, list_memory, sim_hook, start_sim
+from _setup import derive_stage_elsewhere, setup_django
 
 os.environ.setdefault("DEBUG", "0")
 setup_django(scratch_database=True)
 
-from django.db import DatabaseError, connection  # noqa: E402
-from django.utils import timezone  # noqa: E402
+from django.db import connection  # noqa: E402
 
 from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
-from timelines import store  # noqa: E402
-from timelines.derivation import observation_from_row  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
-
-
-@dataclasses.dataclass
-class Cpu:
-    """CPU seconds spent by this process (every thread) and by the machine's PostgreSQL processes."""
-
-    own: float = 0.0
-    database: float = 0.0
-
-    @classmethod
-    def now(cls) -> Cpu:
-        return cls(time.process_time(), postgres_cpu_seconds())
-
-    def since(self, start: Cpu) -> Cpu:
-        return Cpu(self.own - start.own, self.database - start.database)
-
-    def per(self, n: int) -> str:
-        """Microseconds an item, both sides and their sum."""
-        own, db = self.own / n * 1e6, self.database / n * 1e6
-        return f"{own:5.1f} µs here + {db:5.1f} µs in PostgreSQL = {own + db:5.1f} µs"
 
 
 def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int], Cpu]:
@@ -101,35 +78,6 @@ def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, fl
     spent = Cpu.now().since(cpu)
     stored = ObservationRow.objects.filter(cluster__name=cluster).count()
     return stored, busy, counts, spent
-
-
-def checkpoint() -> None:
-    """Write PostgreSQL's dirty pages out now (outside the clock): each run writes hundreds of megabytes
-    of WAL, and a checkpoint that falls inside one measurement and not the other would decide the ratio.
-    Needs a superuser or pg_checkpoint; without, the runs go on as they are."""
-    if connection.vendor != "postgresql":
-        return
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("CHECKPOINT")
-    except DatabaseError as exc:
-        print(f"(no CHECKPOINT between runs: {exc})")
-
-
-def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
-    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
-    batches of the collector's size (median of three runs), and the CPU of one run (a third of three)."""
-    found = Cluster.objects.get(name=cluster)
-    received = timezone.now()
-    rows = [
-        store._row(found.pk, observation_from_row(obs), received)
-        for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000)
-    ]
-    # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
-    cpu = Cpu.now()
-    seconds = [raw_copy_seconds(rows, batch) for _ in range(3)]
-    spent = Cpu.now().since(cpu)
-    return statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)
 
 
 def main() -> None:
