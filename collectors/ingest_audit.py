@@ -41,7 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from collectors.ingest_http import BodyError, max_decoded_bytes, read_body
 from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers.audit import AuditParser, top_ignored
-from podlife_site.memory import gc_paused
+from podlife_site.tuning import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.models import Cluster

@@ -24,10 +24,8 @@ Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.wat
 from __future__ import annotations
 
 import collections
-import gc
 import logging
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +45,8 @@ from collectors.kube.resources import ResourceSpec, resource_spec
 from collectors.kube.stream import END, LineReader, close_response
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
-from podlife_site.memory import gc_paused
+from podlife_site import tuning
+from podlife_site.tuning import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster
@@ -135,34 +134,6 @@ def forget_caches() -> None:
         _fingerprints.clear()
 
 
-_settled = False
-
-
-def _settle_process() -> None:
-    """Once per process, after its first step: collect, then freeze what is alive (``gc.freeze``).
-
-    A collector process is long-running, and after one step it holds everything it keeps for good: the
-    modules of Django, the kubernetes client and psycopg, settings, clients, connections; several hundred
-    thousand objects that every full collection walked again (a tenth of a step's time went to the cyclic
-    GC). Frozen, they are out of its reach; what steps allocate later is collected as before.
-    """
-    global _settled
-    if not _settled:
-        _settled = True
-        gc.collect()
-        gc.freeze()
-
-
-# The longest a writer thread waits for the GIL once the database answered it (``sys.setswitchinterval``;
-# the interpreter's default is 5 ms). A writer gives the GIL up at each exchange with a server (a batch
-# has four with PostgreSQL: look-up with BEGIN and the marks, the COPY's start and end, COMMIT; then the
-# derive stage's wake-up in Redis) and gets it back only when the step's thread, busy decoding the
-# stream, is made to hand it over: up to 5 ms each time. A batch's store took 66-95 ms instead of the
-# 53-65 ms of 7f87b14's two-exchange autocommit COPY, and the step's thread waited on its writers for
-# two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %; docs/performance-history.md, Watch).
-WRITER_SWITCH_INTERVAL_S = 0.0005
-
-
 class _Writers:
     """Threads that store one step's batches while the step parses the next.
 
@@ -175,9 +146,6 @@ class _Writers:
     """
 
     def __init__(self, name: str, threads: int) -> None:
-        # For the process from now on: a collector process keeps storing while it parses.
-        if sys.getswitchinterval() > WRITER_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(WRITER_SWITCH_INTERVAL_S)
         # At most one batch waits besides those being stored: bounds the memory a step holds.
         self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue(1)
         self._threads = [
@@ -265,7 +233,7 @@ def run_step(
         result.seconds = time.monotonic() - started
         _keep_fingerprints(cluster, result, stepper.fingerprints)
         state.record_step(cluster, resource, events=result.events + result.listed, seconds=result.seconds)
-        _settle_process()
+        tuning.freeze_after_warm_up()  # once per process: what one step left alive is kept for good
     return result
 
 

@@ -5,12 +5,11 @@ prefix of the batches is the step's ``_settle``, exercised through real watches 
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import pytest
 
-from collectors.kube.watch import WRITER_SWITCH_INTERVAL_S, _Writers
+from collectors.kube.watch import _Writers
 
 
 def test_batches_are_stored_at_once_on_separate_threads():
@@ -67,23 +66,3 @@ def test_close_lets_every_batch_handed_over_finish():
     gate.set()
     writers.close()
     assert all(f.done() for f in futures) and sorted(done) == [0, 1, 2]
-
-
-@pytest.fixture
-def switch_interval():
-    """The interpreter's GIL switch interval, restored after the test."""
-    before = sys.getswitchinterval()
-    yield
-    sys.setswitchinterval(before)
-
-
-@pytest.mark.parametrize("before", [0.005, 0.0001])
-def test_writers_make_the_gil_come_back_to_a_thread_within_half_a_millisecond(switch_interval, before):
-    """GIVEN the interpreter's default switch interval (5 ms) WHEN a step's writers start THEN it is at most
-    WRITER_SWITCH_INTERVAL_S (0.5 ms), so a writer the database answered does not wait up to 5 ms for the
-    parsing thread to hand the GIL back, four times a batch; a shorter interval set before is kept."""
-    sys.setswitchinterval(before)
-    writers = _Writers("test-writers", threads=1)
-    writers.close()
-    assert WRITER_SWITCH_INTERVAL_S == 0.0005
-    assert sys.getswitchinterval() == pytest.approx(min(before, WRITER_SWITCH_INTERVAL_S))
