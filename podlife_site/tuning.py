@@ -80,7 +80,7 @@ def start(role: Role) -> bool:
 
 
 # The longest a thread waits for the GIL once it wants it back (``sys.setswitchinterval``; the
-# interpreter's default is 5 ms). A watch step's writer thread gives the GIL up at each
+# interpreter's default is 5 ms). A store writer thread (timelines/writer.py) gives the GIL up at each
 # exchange with a server (a batch has four with PostgreSQL: look-up with BEGIN and the marks, the COPY's
 # start and end, COMMIT; then the derive stage's wake-up in Redis) and gets it back only when the step's
 # thread, busy decoding the stream, is made to hand it over: up to 5 ms each time. A batch's store took
