@@ -45,11 +45,12 @@ import requests  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from collectors.ingest_audit import FLUSH_EVERY, AuditIngest  # noqa: E402
+from collectors.ingest_audit import AuditIngest  # noqa: E402
 from collectors.models import IngestToken  # noqa: E402
 from collectors.parsers.audit import parse_audit  # noqa: E402
 from timelines import store  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
+from timelines.writer import BATCH_SIZE  # noqa: E402
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
@@ -358,7 +359,7 @@ def run_store(path: Path) -> float:
     try:
         checkpoint()
         started = time.perf_counter()
-        ingest = AuditIngest(cluster, background=True, save=store.save_observations)
+        ingest = AuditIngest(cluster, background=True)
         with path.open("rb") as handle:
             ingest.feed_lines(handle)
         result = ingest.close()
@@ -397,7 +398,7 @@ def run_baseline(path: Path) -> tuple[float, int]:
         received = timezone.now()
         rows = [store._row(cluster.pk, o, received) for o in parse_audit(path.read_bytes()).observations]
         checkpoint()
-        return statistics.median(raw_copy_seconds(rows, FLUSH_EVERY) for _ in range(3)), len(rows)
+        return statistics.median(raw_copy_seconds(rows, BATCH_SIZE) for _ in range(3)), len(rows)
     finally:
         cluster.delete()
 

@@ -60,11 +60,14 @@ from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
 from demo_cluster.scenarios import scale_limits  # noqa: E402
+from podlife_site import tuning  # noqa: E402
 from timelines import partitions, store  # noqa: E402
 from timelines.derivation import observation_from_row  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
+
+tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
 
 FLEET_NODES, FLEET_PODS_PER_NODE, FLEET_CHURN = 5_000, 30, 20.0
 DAY_S = 86_400

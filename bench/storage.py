@@ -49,8 +49,11 @@ from django.db import connection  # noqa: E402
 from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
+from podlife_site import tuning  # noqa: E402
 from timelines import partitions  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
+
+tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
 
 GOAL_BYTES = 300
 RESOURCES = ("nodes", "pods", "events")

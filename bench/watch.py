@@ -43,8 +43,11 @@ from django.db import connection  # noqa: E402
 from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
+from podlife_site import tuning  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
+
+tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
 
 
 def collect(cluster: str, control: StepControl, backlog: float) -> tuple[int, float, dict[str, int], Cpu]:

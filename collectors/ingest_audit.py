@@ -1,6 +1,6 @@
-"""API server audit events into a cluster: the batching shared by every input, and the webhook receiver.
+"""API server audit events into a cluster: the parser and its store writer, and the webhook receiver.
 
-* ``AuditIngest``: the parser (``collectors/parsers/audit.py``) and store batches in one place, shared by
+* ``AuditIngest``: the parser (``collectors/parsers/audit.py``) and its store writer in one place, shared by
   ``manage.py ingest_audit_log``, the webhook and ``bench/audit.py``, so an event gives the same
   observations (and dedupe keys) whichever way it arrives.
 * ``POST /ingest/v1/audit``: the endpoint a real API server's ``--audit-webhook-config-file`` points at
@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -41,39 +40,38 @@ from django.views.decorators.csrf import csrf_exempt
 from collectors.ingest_http import BodyError, max_decoded_bytes, read_body
 from collectors.models import BadIngestToken, IngestToken
 from collectors.parsers.audit import AuditParser, top_ignored
-from podlife_site.memory import gc_paused
+from podlife_site.tuning import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.models import Cluster
+from timelines.writer import BATCH_SIZE, observation_writer
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY: Final = 5_000  # observations per store batch: bounded memory for multi-GB logs
 MAX_REPORTED: Final = 10
 
 
 class AuditIngest:
-    """Audit input into one cluster: parse, store in batches of ``flush_every``, count what was lost.
+    """Audit input into one cluster: parse, hand to the store writer, count what was lost.
 
     ``feed_lines`` (files of any size) or ``feed_bytes`` (a request body), then ``close``. Storing is all
-    it does: the store marks what each batch makes dirty, and the derive stage derives each touched pod,
-    node and PDB once however many batches touched it.
+    it does: the writer (``timelines/writer.py``) stores batches of ``batch_size``, the store marks what
+    each makes dirty, and the derive stage derives each touched pod, node and PDB.
 
-    With ``background=True`` a writer thread stores each batch while the next one is parsed (at most two
-    batches wait for it), as the watch's writers do: parsing is Python, a COPY mostly waits on the
-    database. The writer opens its own database connection (so, in tests, only a transactional database
-    sees its rows) and closes it at ``close``. ``save`` is the store call (``store.save_observations`` by
-    default; ``bench/audit.py`` passes its own to measure).
+    With ``background=True`` the writer stores each batch on a thread of its own while the next one is
+    parsed (parsing is Python, a COPY mostly waits on the database): one batch stored, one waiting, and
+    parsing blocks until the thread takes it. The thread opens its own database connection (so, in tests, only a transactional database
+    sees its rows; inside a caller's transaction the writer stores on the caller's thread instead) and
+    closes it at ``close``.
     """
 
     def __init__(
         self,
         cluster: Cluster,
         *,
-        flush_every: int = FLUSH_EVERY,
+        batch_size: int = BATCH_SIZE,
         max_document_bytes: int | None = None,
         background: bool = False,
-        save: Callable[[Cluster, list[AnyObservation]], store.SaveResult] | None = None,
     ) -> None:
         self.cluster = cluster
         self.parser = (
@@ -81,19 +79,16 @@ class AuditIngest:
             if max_document_bytes is None
             else AuditParser(max_document_bytes=max_document_bytes)
         )
-        self.result = store.SaveResult()
-        self._pending: list[AnyObservation] = []
         # Pods named by requests that carry no UID (Metadata level never does): derived by name.
         self.pod_names: set[tuple[str, str]] = set()
-        self._flush_every = flush_every
-        self._save = save or store.save_observations
-        self._queue: queue.Queue[list[AnyObservation] | None] | None = None
-        self._writer: threading.Thread | None = None
-        self._failure: BaseException | None = None
-        if background:
-            self._queue = queue.Queue(maxsize=2)
-            self._writer = threading.Thread(target=self._write, name="audit-writer", daemon=True)
-            self._writer.start()
+        self.writer = observation_writer(
+            cluster, batch_size=batch_size, threads=1 if background else 0, name="audit-writer"
+        )
+
+    @property
+    def result(self) -> store.SaveResult:
+        """What the batches stored so far did (complete after ``drain`` or ``close``)."""
+        return self.writer.result
 
     def feed_lines(self, lines: Iterable[bytes | str]) -> None:
         self._take(self.parser.read_lines(lines))
@@ -102,9 +97,10 @@ class AuditIngest:
         self._take(self.parser.read_bytes(body))
 
     def _take(self, observations: Iterator[AnyObservation]) -> None:
+        add = self.writer.add
         with gc_paused():
             for obs in observations:
-                self._pending.append(obs)
+                add(obs)
                 if (
                     obs.kind == Kind.AUDIT
                     and obs.namespace
@@ -112,64 +108,16 @@ class AuditIngest:
                     and obs.payload.get("resource") == "pods"
                 ):
                     self.pod_names.add((obs.namespace, obs.name))
-                if len(self._pending) >= self._flush_every:
-                    self.flush()
-
-    def flush(self) -> None:
-        """Hand the parsed observations to the store (to the writer thread, when there is one)."""
-        self._raise_failure()
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        if self._queue is None:
-            self._store(batch)
-        else:
-            self._queue.put(batch)
 
     def drain(self) -> None:
-        """Flush, and wait until everything handed over is stored (``result`` is then complete)."""
-        self.flush()
-        if self._queue is not None:
-            self._queue.join()
-        self._raise_failure()
+        """Store what is parsed and wait until everything handed over is stored (``result`` is then
+        complete); raises the error of a batch that failed."""
+        self.writer.drain()
 
     def close(self) -> store.SaveResult:
-        try:
-            self.drain()
-        finally:
-            if self._queue is not None and self._writer is not None:
-                self._queue.put(None)
-                self._writer.join()
-                self._queue = None
-        self._raise_failure()
+        result = self.writer.close()
         self.parser.close()
-        return self.result
-
-    def _store(self, batch: list[AnyObservation]) -> None:
-        self.result.merge(self._save(self.cluster, batch))
-
-    def _write(self) -> None:
-        """The writer thread: store batches in the order they were parsed until told to stop. After a
-        failure it keeps taking batches (so the parser is never left waiting) and stores none."""
-        assert self._queue is not None
-        try:
-            while True:
-                batch = self._queue.get()
-                try:
-                    if batch is None:
-                        return
-                    if self._failure is None:
-                        self._store(batch)
-                except BaseException as exc:  # handed to the parsing thread, which raises it
-                    self._failure = exc
-                finally:
-                    self._queue.task_done()
-        finally:
-            connections.close_all()  # this thread's connection
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+        return result
 
     def report(self) -> dict[str, Any]:
         """The counts a person (or the API server's log) reads: what was read, stored, skipped and lost."""

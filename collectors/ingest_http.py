@@ -43,6 +43,7 @@ from collectors.parsers import otlp
 from collectors.parsers.kubelet_log import is_kubelet_ident, top_unrecognized
 from timelines import store
 from timelines.lifecycle.observation import EARLIEST, LATEST, name_problem, time_problem
+from timelines.writer import observation_writer
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +200,11 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
 
     extraction = otlp.spans_to_observations(export)
     cluster = token.cluster
+    # One batch per request, as read: an export is stored whole or not at all, and retried whole.
+    writer = observation_writer(cluster, batch_size=None)
     try:
-        result = (
-            store.save_observations(cluster, extraction.observations) if extraction.observations else None
-        )
+        writer.hold(extraction.observations)
+        result = writer.close()
     except PermissionError as exc:
         return error(403, otlp.RpcCode.PERMISSION_DENIED, str(exc))
     except DatabaseError:
@@ -213,9 +215,7 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             "the database is unavailable; retry later",
             **{"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
-    stored = result.stored if result else 0
-    duplicates = result.duplicates if result else 0
-    rejected_by_store = result.rejected if result else []
+    stored, duplicates, rejected_by_store = result.stored, result.duplicates, result.rejected
     rejected = extraction.rejected_count + len(rejected_by_store)
     messages = [m for m in (extraction.rejection_message(), _store_rejections(rejected_by_store)) if m]
     if rejected or extraction.ignored:

@@ -1,7 +1,8 @@
-"""Kubelet log lines of one node into a cluster: the parser, batching and the store in one place.
+"""Kubelet log lines of one node into a cluster: the parser and its store writer in one place.
 
-Shared by ``manage.py ingest_kubelet_log`` and the HTTP endpoint for log shippers, so a line gives the same
-observations (and dedupe keys) whichever way it arrives.
+Shared by ``manage.py ingest_kubelet_log``, the HTTP endpoint for log shippers and the node-proxy pull
+(``collectors/kube/kubelet.py``), so a line gives the same observations (and dedupe keys) whichever way
+it arrives.
 """
 
 from __future__ import annotations
@@ -10,19 +11,17 @@ from datetime import tzinfo
 
 from collectors.parsers.kubelet_log import KubeletLogParser
 from timelines import store
-from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
-
-FLUSH_EVERY = 5_000  # observations per store batch: bounded memory for multi-GB logs
+from timelines.writer import BATCH_SIZE, observation_writer
 
 
 class KubeletLogIngest:
-    """Kubelet log lines of one node into a cluster: the parser, batching and store in one place.
+    """Kubelet log lines of one node into a cluster: the parser and its store writer in one place.
 
-    Shared by ``manage.py ingest_kubelet_log`` and the HTTP endpoint, so a line gives the same
-    observations (and dedupe keys) whichever way it arrives. ``feed`` lines in order, then ``close``;
-    observations are stored every ``flush_every``; the store marks what they make dirty, and the derive
-    stage derives each touched pod once however many batches touched it.
+    ``feed`` lines in order, then ``close``; the writer (``timelines/writer.py``) stores the observations
+    in batches of ``batch_size`` (bounded memory for multi-GB logs) on the caller's thread; the store
+    marks what they make dirty, and the derive stage derives each touched pod (once however many batches
+    touched it, where a worker derives; after each batch on the embedded default).
     """
 
     def __init__(
@@ -34,29 +33,24 @@ class KubeletLogIngest:
         tz: tzinfo,
         prefix_tz: tzinfo | None = None,
         source: str | None = None,
-        flush_every: int = FLUSH_EVERY,
+        batch_size: int = BATCH_SIZE,
     ) -> None:
         self.cluster = cluster
         # ``source`` (a file's name): each observation's payload says ``where: "source:N"`` (--explain).
         self.parser = KubeletLogParser(node=node, year=year, tz=tz, prefix_tz=prefix_tz, source=source)
-        self.result = store.SaveResult()
-        self._pending: list[Observation] = []
-        self._flush_every = flush_every
+        self.writer = observation_writer(cluster, batch_size=batch_size)
+
+    @property
+    def result(self) -> store.SaveResult:
+        """What the batches stored so far did (complete after ``close``)."""
+        return self.writer.result
 
     def feed(self, line: str, where: str | None = None) -> None:
         """One physical line; ``where`` says where it came from when the parser's ``source:N`` cannot."""
-        self._pending.extend(self.parser.feed(line, where))
-        if len(self._pending) >= self._flush_every:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._pending:
-            self.result.merge(store.save_observations(self.cluster, self._pending))
-            self._pending.clear()
+        self.writer.hold(self.parser.feed(line, where))
 
     def close(self) -> store.SaveResult:
-        self._pending.extend(self.parser.close())
+        self.writer.hold(self.parser.close())
         # The kubelet processes the lines showed (pid, first / last line): restarts and log coverage.
-        self._pending.extend(self.parser.processes())
-        self.flush()
-        return self.result
+        self.writer.hold(self.parser.processes())
+        return self.writer.close()

@@ -1,9 +1,10 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-Outermost, ``IdleTrim`` returns the C allocator's free memory once nothing has run for a moment
-(podlife_site/memory.py). HTTP requests pass the concurrency limit first (podlife_site/overload.py: 503 with Retry-After when the
-process is full), then the body limits (podlife_site/body_limits.py: an oversized or unauthenticated
-upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
+The process starts as a web server (``tuning.start(Role.WEB)``: its allocator knobs,
+podlife_site/tuning.py); outermost, ``IdleTrim`` returns the C allocator's free memory once nothing has
+run for a moment. HTTP requests pass the concurrency limit first (podlife_site/overload.py: 503 with
+Retry-After when the process is full), then the body limits (podlife_site/body_limits.py: an oversized or
+unauthenticated upload is refused before Django reads its body). Websockets pass the Origin check (scheme, host and port:
 podlife_site/websocket_origin.py) and the session auth before a consumer sees them; each consumer then
 checks the user's read permission (dashboard/web/consumers.py).
 """
@@ -30,20 +31,19 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
+from podlife_site import tuning  # noqa: E402
 from podlife_site.body_limits import BodyLimits  # noqa: E402
-from podlife_site.memory import IdleTrim, fix_mmap_threshold, one_arena  # noqa: E402
 from podlife_site.overload import ConcurrencyLimit  # noqa: E402
 from podlife_site.websocket_deflate import forget_recent as forget_recent_deflated  # noqa: E402
 from podlife_site.websocket_deflate import install as install_shared_deflate  # noqa: E402
 from podlife_site.websocket_origin import SameOriginValidator  # noqa: E402
 
 install_shared_deflate()  # uvicorn compresses a frame sent to many sockets once, not once per socket
-fix_mmap_threshold()  # large blocks go back to the system when freed, not into a thread's heap (memory.py)
-one_arena()  # and the threads share one heap: none keeps its part of a peak (memory.py)
+tuning.start(tuning.Role.WEB)  # the web process's allocator knobs, and why: podlife_site/tuning.py
 
 # Idle, the process drops the frames it kept compressed and hands its allocator's free memory back
-# (podlife_site/memory.py).
-application = IdleTrim(
+# (podlife_site/tuning.py).
+application = tuning.IdleTrim(
     ProtocolTypeRouter(
         {
             # The limit first: a request turned away costs no credential check, thread or connection.

@@ -88,9 +88,9 @@ class SharedDeflateFactory(ServerPerMessageDeflateFactory):
 
 
 def forget_recent() -> None:
-    """Drop the kept compressed messages (podlife_site/memory.py calls it when the process goes idle):
-    kept past the load that sent them, they and their keys would hold memory until the next frames push
-    them out (docs/performance-history.md "Load")."""
+    """Drop the kept compressed messages (podlife_site/tuning.py's IdleTrim calls it when the process goes
+    idle): kept past the load that sent them, they and their keys would hold memory until the next frames
+    push them out (docs/performance-history.md "Load")."""
     with _recent_lock:
         _recent.clear()
 

@@ -49,7 +49,7 @@ from django.db.models import Max, Min, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from podlife_site.memory import gc_paused
+from podlife_site.tuning import gc_paused
 from timelines import dirty, live, mirrors, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline

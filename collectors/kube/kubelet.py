@@ -40,6 +40,7 @@ from timelines import store
 from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
+from timelines.writer import observation_writer
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,9 @@ def pull_kubelet_metrics(cluster_name: str, *, nodes: list[str] | None = None) -
             result.unchanged += 1
             continue
         batch.append(obs)
-    if batch:
-        result.stored = store.save_observations(cluster, batch).stored
+    writer = observation_writer(cluster, batch_size=None)  # one batch per pull: every node's metrics
+    writer.hold(batch)
+    result.stored = writer.close().stored
     state.record_events(cluster, state.KUBELET_METRICS, len(batch))
     state.record_step(cluster, state.KUBELET_METRICS, events=len(batch), seconds=0)
     state.set_note(cluster, state.KUBELET_METRICS, "")

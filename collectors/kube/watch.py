@@ -3,10 +3,10 @@
 ``run_step(cluster, resource)`` is the unit everything schedules: the Celery chain (``collectors/tasks.py``),
 the foreground ``collect`` command (``collectors/kube/runner.py``) and the tests. A step either lists (when
 no resourceVersion is stored, or after the watch expired) or runs ONE watch request bounded by
-``timeoutSeconds``. It stores what it saw (``timelines.store.save_observations``, which marks what the
-derive stage must derive again) and then saves the resourceVersion it reached, in that order, so a worker
-killed mid-step loses nothing: the next step resumes from the stored version and a re-delivered event
-dedupes in the store. A step ends at the store: it derives, projects and pushes nothing.
+``timeoutSeconds``. It stores what it saw (through ``timelines.writer``, every input's way into
+``timelines.store.save_observations``, which marks what the derive stage must derive again) and then
+saves the resourceVersion it reached, in that order, so a worker killed mid-step loses nothing: the next
+step resumes from the stored version and a re-delivered event dedupes in the store. A step ends at the store: it derives, projects and pushes nothing.
 
 Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.watch.Watch``:
 * the generated ``list_*`` methods are called with ``_preload_content=False`` and bodies are parsed with
@@ -23,11 +23,7 @@ Wire handling (k8s-facts.md §8, §9), done here rather than by ``kubernetes.wat
 
 from __future__ import annotations
 
-import collections
-import gc
 import logging
-import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from django.db import connection, connections
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -47,11 +43,13 @@ from collectors.kube.resources import ResourceSpec, resource_spec
 from collectors.kube.stream import END, LineReader, close_response
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
-from podlife_site.memory import gc_paused
+from podlife_site import tuning
+from podlife_site.tuning import gc_paused
 from timelines import store
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
+from timelines.writer import StoredBatch, observation_writer
 
 log = logging.getLogger(__name__)
 
@@ -135,81 +133,6 @@ def forget_caches() -> None:
         _fingerprints.clear()
 
 
-_settled = False
-
-
-def _settle_process() -> None:
-    """Once per process, after its first step: collect, then freeze what is alive (``gc.freeze``).
-
-    A collector process is long-running, and after one step it holds everything it keeps for good: the
-    modules of Django, the kubernetes client and psycopg, settings, clients, connections; several hundred
-    thousand objects that every full collection walked again (a tenth of a step's time went to the cyclic
-    GC). Frozen, they are out of its reach; what steps allocate later is collected as before.
-    """
-    global _settled
-    if not _settled:
-        _settled = True
-        gc.collect()
-        gc.freeze()
-
-
-# The longest a writer thread waits for the GIL once the database answered it (``sys.setswitchinterval``;
-# the interpreter's default is 5 ms). A writer gives the GIL up at each exchange with a server (a batch
-# has four with PostgreSQL: look-up with BEGIN and the marks, the COPY's start and end, COMMIT; then the
-# derive stage's wake-up in Redis) and gets it back only when the step's thread, busy decoding the
-# stream, is made to hand it over: up to 5 ms each time. A batch's store took 66-95 ms instead of the
-# 53-65 ms of 7f87b14's two-exchange autocommit COPY, and the step's thread waited on its writers for
-# two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %; docs/performance-history.md, Watch).
-WRITER_SWITCH_INTERVAL_S = 0.0005
-
-
-class _Writers:
-    """Threads that store one step's batches while the step parses the next.
-
-    Owned by one ``_Stepper``. Appending observations (and marking their keys dirty) is idempotent and
-    order-free, so ``threads`` batches are stored at once, each thread on its own database connection.
-    ``submit`` hands a batch over and returns its Future; the step keeps the Futures in submission order
-    and counts a batch's progress only once it and every batch before it are stored (``_Stepper._settle``):
-    a resourceVersion is never saved ahead of what it covers. Shutdown: ``close`` (the step's ``finally``)
-    lets the queued batches finish, then ends the threads, which close their connections.
-    """
-
-    def __init__(self, name: str, threads: int) -> None:
-        # For the process from now on: a collector process keeps storing while it parses.
-        if sys.getswitchinterval() > WRITER_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(WRITER_SWITCH_INTERVAL_S)
-        # At most one batch waits besides those being stored: bounds the memory a step holds.
-        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue(1)
-        self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
-            for i in range(max(1, threads))
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, save: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._jobs.put((save, future))
-        return future
-
-    def close(self) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in self._threads:
-            thread.join()
-
-    def _run(self) -> None:
-        try:
-            while (job := self._jobs.get()) is not None:
-                save, future = job
-                try:
-                    future.set_result(save())
-                except BaseException as exc:  # handed to the step's thread, which logs and counts it
-                    future.set_exception(exc)
-        finally:
-            connections.close_all()  # this thread's connections only
-
-
 # -- the step --------------------------------------------------------------------------------------------
 
 
@@ -265,7 +188,7 @@ def run_step(
         result.seconds = time.monotonic() - started
         _keep_fingerprints(cluster, result, stepper.fingerprints)
         state.record_step(cluster, resource, events=result.events + result.listed, seconds=result.seconds)
-        _settle_process()
+        tuning.freeze_after_warm_up()  # once per process: what one step left alive is kept for good
     return result
 
 
@@ -284,10 +207,18 @@ class _Stepper:
         self.fingerprints: dict[str, str] | None = None
         self.started = time.monotonic()
         self._last_stamp: datetime | None = None
-        self._writers: _Writers | None = None
-        # Batches handed to the writers, in submission order, with the progress each makes once it and
-        # every one before it are stored (``_settle``, on the step's thread only).
-        self._in_flight: collections.deque[tuple[Future[Any], int, str | None]] = collections.deque()
+        # The step's batches into the store (timelines/writer.py): of ``batch_size`` events, or after
+        # ``batch_seconds``; on PostgreSQL outside a caller's transaction stored by ``writers`` threads
+        # while the step parses the next, each counted (``_stored``, on the step's thread) once it and every
+        # batch before it are stored. SQLite takes one writer at a time: there the step stores them itself.
+        self.writer = observation_writer(
+            cluster,
+            batch_size=tunables.batch_size,
+            batch_seconds=tunables.batch_seconds,
+            threads=tunables.writers if connection.vendor == "postgresql" else 0,
+            name=f"store-{cluster.name}-{spec.name}",
+            on_stored=self._stored,
+        )
         self._notes: list[str] = []  # status notes from API calls, written by the step's thread
         # Progress stored but not written yet (``_progress``), in batch order.
         self._unwritten_events = 0
@@ -375,8 +306,6 @@ class _Stepper:
         # transactions); what is held is stored also when the list fails, as page by page would have.
         # The next page is fetched on a thread while this one is normalized: its continue token is known
         # as soon as this page is decoded, and the server's time to send a page then overlaps ours.
-        held: list[AnyObservation] = []
-        held_items = 0
         first = True
         fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"list-{self.cluster.name}")
         next_page: Future[bytes] = fetcher.submit(self._fetch_page, None)
@@ -401,11 +330,9 @@ class _Stepper:
                     observations, count, token, rv = self._read_page(data, seen, prefetch)
                     del data  # the raw page is not needed once normalized
                     self.result.listed += count
-                    held_items += count
-                    held += observations
-                if len(held) >= self.tunables.batch_size or not token:
-                    batch, held, count, held_items = held, [], held_items, 0
-                    self._store(batch, count, None)
+                self.writer.hold(observations, units=count)  # handed over once a batch's worth is held
+                if not token:
+                    self.writer.flush()
                 self._beat()
                 if not token:
                     if not rv:
@@ -415,8 +342,7 @@ class _Stepper:
                     raise WatchError("cancelled during a paged list")
         finally:
             fetcher.shutdown(wait=False)  # a page still in flight closes its response itself
-            if held or held_items:
-                self._store(held, held_items, None)
+            self.writer.flush()
 
     def _fetch_page(self, token: str | None) -> bytes:
         """The body of one list page (``token``: the previous page's continue token)."""
@@ -482,22 +408,21 @@ class _Stepper:
             name=f"watch-{self.cluster.name}-{self.spec.name}",
             max_lines=max(1, tunables.batch_size // 5),
         )
-        # Events are normalized as they arrive (their raw objects are dropped at once); ``pending`` holds
-        # the observations of the ``pending_events`` events received since the last flush.
-        pending: list[AnyObservation] = []
-        pending_events = 0
-        pending_rv = rv  # the version reached by what is in ``pending`` (saved once it is stored)
+        # Events are normalized as they arrive (their raw objects are dropped at once) into the writer's
+        # held batch; ``pending_rv`` is the version what is held reaches (saved once it is stored).
+        writer = self.writer
+        pending_rv = rv
         saved_rv = rv
         wire_pods = self.spec.name == "pods"  # pod events go the typed way first (parsers/pod_wire.py)
-        last_flush = time.monotonic()
+        writer.start_batch()  # the first batch's age counts from the watch request
         try:
             while True:
                 if self._cancelled():
                     break
-                holding = pending_events or pending_rv != saved_rv
+                holding = writer.holding or pending_rv != saved_rv
                 if holding:
-                    timeout = min(max(0.0, tunables.batch_seconds - (time.monotonic() - last_flush)), QUIET_S)
-                elif self._in_flight or self._progress_unwritten():
+                    timeout = min(writer.age_left(), QUIET_S)
+                elif writer.in_flight or self._progress_unwritten():
                     # Batches are being stored, or were stored (here and now on SQLite, inside a
                     # transaction) and their progress is not written yet: come back soon to count them and
                     # write their progress once the stream pauses, rather than when the next line or bookmark
@@ -510,15 +435,18 @@ class _Stepper:
                     lines = reader.get(timeout=timeout)
                 except Exception:  # re-raised: whatever broke the connection, what arrived first is kept
                     # The connection broke: keep what arrived before it, then report the error.
-                    self._flush(pending, pending_events, pending_rv)
+                    writer.flush(mark=pending_rv)
                     raise
                 if lines is END:
                     break
-                self._settle()  # count the batches stored meanwhile (their progress)
+                writer.settle()  # count the batches stored meanwhile (their progress)
                 quiet = lines is None  # the stream paused: a burst ended, so what is held goes now
-                if quiet and not holding and not self._in_flight:
+                if quiet and not holding and not writer.in_flight:
                     self._write_progress()  # a burst is stored whole: its version is saved now
                 if lines is not None:
+                    # Appended to directly, not through a call per event: this is the collector's hot path.
+                    pending = writer.held
+                    events = 0
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
                     with gc_paused():
                         for line in lines:
@@ -529,7 +457,7 @@ class _Stepper:
                                 )
                                 if obs is not None:
                                     self.result.events += 1
-                                    pending_events += 1
+                                    events += 1
                                     pending.append(obs)
                                     pending_rv = wire[1].resource_version
                                     continue
@@ -545,22 +473,24 @@ class _Stepper:
                                 arrived.append((obj, etype, self._stamp()))
                             if obj_rv:
                                 pending_rv = obj_rv
-                        pending_events += len(arrived)
+                        events += len(arrived)
                         pending += self._observations(arrived, None)
                         del arrived
-                due = quiet or time.monotonic() - last_flush >= tunables.batch_seconds
-                if pending_events >= tunables.batch_size or (
-                    (pending_events or pending_rv != saved_rv) and due
-                ):
-                    self._flush(pending, pending_events, pending_rv)
+                    writer.count(events)
+                # A batch goes when it holds ``batch_size`` events, or holds anything (a version reached by
+                # bookmarks too) and the stream paused or ``batch_seconds`` passed since the last one.
+                if writer.full() or ((writer.holding or pending_rv != saved_rv) and (quiet or writer.aged())):
+                    writer.flush(mark=pending_rv)
                     saved_rv = pending_rv
-                    pending = []
-                    pending_events = 0
-                    last_flush = time.monotonic()
                     self._beat()
-            self._flush(pending, pending_events, pending_rv)
+            writer.flush(mark=pending_rv)
             saved_rv = pending_rv
             self.drain()
+        except BaseException:
+            # What arrived since the last hand-over is not stored and its version not saved: the next
+            # step is given it again (a lost lease must not write more; a 410 relists).
+            writer.discard()
+            raise
         finally:
             reader.close()
         self.result.resource_version = saved_rv
@@ -606,70 +536,38 @@ class _Stepper:
         self._last_stamp = now
         return now
 
-    def _flush(self, pending: list[AnyObservation], events: int, rv: str) -> None:
-        """Store ``pending`` (the observations of ``events`` watch events); the version it reached is
-        recorded once it is stored (in this order: nothing is lost)."""
-        self._store(pending, events, rv)
-
-    def _store(self, batch: Sequence[AnyObservation], events: int, rv: str | None) -> None:
-        """Store ``batch``, then count ``events`` and the version ``rv`` it reached as progress.
-
-        On PostgreSQL outside a caller's transaction the batch goes to the step's writer threads while the
-        step goes on parsing; ``drain`` waits for them. Inside a transaction (tests, a caller's atomic
-        block) and on SQLite it is stored here and now: another connection could not see the caller's
-        uncommitted rows, and SQLite takes one writer at a time.
-        """
-
-        def save() -> tuple[store.SaveResult | None, float]:
-            # With the time it was stored at (on the writer's thread): the step's thread counts it up to
-            # QUIET_S later, and ``busy_seconds`` ends when the last object was stored, not when it was counted.
-            saved = store.save_observations(self.cluster, batch) if batch else None
-            return saved, time.monotonic()
-
-        if self._writers is None and connection.vendor == "postgresql" and not connection.in_atomic_block:
-            self._writers = _Writers(f"store-{self.cluster.name}-{self.spec.name}", self.tunables.writers)
-        if self._writers is None:
-            self._stored(*save(), events, rv)
-            return
-        self._in_flight.append((self._writers.submit(save), events, rv))
-        self._settle(block=len(self._in_flight) > self.tunables.writers + 1)
-
-    def _settle(self, *, block: bool = False) -> None:
-        """Count the batches at the front of ``_in_flight`` that are stored (with ``block``, wait for at
-        least the first); raises the error of one that failed (the batches after it do not count)."""
-        while self._in_flight and (block or self._in_flight[0][0].done()):
-            future, events, rv = self._in_flight[0]
-            saved, at = future.result()  # raises a failed batch's error
-            self._in_flight.popleft()
-            self._stored(saved, at, events, rv)
-            block = False
-
-    def _stored(self, saved: store.SaveResult | None, at: float, events: int, rv: str | None) -> None:
-        if saved is not None:
-            self._count(saved, at)
-        self._progress(events, rv)
+    def _stored(self, batch: StoredBatch) -> None:
+        """One batch is stored: the writer counts them in batch order, on the step's thread (``settle``)."""
+        if batch.saved is not None:
+            # When it was stored, on the writer's thread: the step's thread counts it up to QUIET_S later,
+            # and ``busy_seconds`` ends when the last object was stored, not when it was counted.
+            self.result.busy_seconds = max(self.result.busy_seconds, batch.at - self.started)
+            for rejected in batch.saved.rejected:
+                state.record_error(self.cluster, self.spec.name, f"store rejected {rejected}")
+        self._progress(batch.units, batch.mark)
 
     def drain(self) -> None:
-        """Wait until every batch handed to ``_store`` is stored (raises the error of one that failed),
+        """Wait until every batch handed to the writer is stored (raises the error of one that failed),
         then write the progress they made."""
-        while self._in_flight:
-            self._settle(block=True)
+        self.writer.drain()
         self._write_progress()
 
     def close(self) -> None:
-        """End the writer threads after they stored what they were given, and write the progress of what
-        was stored (the step's ``finally``); a step that lost its lease writes nothing more."""
-        writers, self._writers = self._writers, None
-        if writers is not None:
-            writers.close()
+        """End the writer's threads after they stored what they were given, and write the progress of
+        what was stored (the step's ``finally``); a step that lost its lease writes nothing more."""
         try:
-            while self._in_flight:
-                self._settle(block=True)
+            self.writer.close()
         except Exception as exc:  # the step is already failing with its own error; this one is logged here
             message = f"storing a batch failed: {type(exc).__name__}: {exc}"
             log.warning("%s/%s: %s", self.cluster.name, self.spec.name, message, exc_info=exc)
             state.record_error(self.cluster, self.spec.name, message)
-            self._in_flight.clear()  # nothing after a failed batch counts as progress
+        saved, result = self.writer.result, self.result  # what the batches counted did, in total
+        result.stored, result.duplicates, result.rejected = (
+            saved.stored,
+            saved.duplicates,
+            len(saved.rejected),
+        )
+        result.pods_touched = saved.pods_touched
         if not self._lease_lost:
             try:
                 self._write_progress()
@@ -680,7 +578,7 @@ class _Stepper:
 
     def _progress(self, events: int, rv: str | None) -> None:
         """A batch of ``events`` events (reaching ``rv``, for a watch) is stored: count it, and write the
-        progress when it was last written ``PROGRESS_S`` ago. Runs in batch order (``_settle``)."""
+        progress when it was last written ``PROGRESS_S`` ago. Runs in batch order (the writer's ``settle``)."""
         self._unwritten_events += events
         if rv is not None:
             self._unwritten_rv = rv
@@ -742,18 +640,6 @@ class _Stepper:
             self.fingerprints[name] = fingerprint
         return False
 
-    def _count(self, saved: store.SaveResult, at: float) -> None:
-        """Add what storing one batch did to the step's result (in batch order: ``_settle``); ``at``: when
-        it was stored (two writers may finish out of order)."""
-        result = self.result
-        result.busy_seconds = max(result.busy_seconds, at - self.started)
-        result.stored += saved.stored
-        result.duplicates += saved.duplicates
-        result.rejected += len(saved.rejected)
-        result.pods_touched |= saved.pods_touched
-        for rejected in saved.rejected:
-            state.record_error(self.cluster, self.spec.name, f"store rejected {rejected}")
-
     # ---- reconcile -----------------------------------------------------------------------------------
     def _reconcile(self, seen: set[str]) -> None:
         """Objects the store holds as alive but the fresh list lacks were deleted during the gap."""
@@ -776,7 +662,8 @@ class _Stepper:
             self.spec.name,
             len(synthetic),
         )
-        self._store(synthetic, 0, None)
+        self.writer.hold(synthetic)
+        self.writer.flush()
         self.result.synthetic_deletions += len(synthetic)
 
 

@@ -35,6 +35,7 @@ from timelines.lifecycle.observation import InvalidObservation, Observation
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import parse_time
 from timelines.models import Cluster, Pod, cluster_name_validator
+from timelines.writer import StoreWriter
 
 
 def max_bytes() -> int:
@@ -362,12 +363,14 @@ def _import(
         except ValueError as exc:
             raise BundleError(str(exc)) from None
         cluster = session.cluster
-        stored = store.SaveResult()
-        batch = 5000
-        for i in range(0, len(observations), batch):
-            chunk = observations[i : i + batch]
-            stored.merge(session.save_observations((obs, received) for _, obs, received in chunk))
-            report("observations", min(i + batch, len(observations)), len(observations))
+        # The session's writes, in batches (timelines/writer.py), with the progress after each.
+        writer: StoreWriter[tuple[Observation, datetime]] = StoreWriter(
+            session.save_observations,
+            on_stored=lambda _batch: report("observations", writer.result.received, len(observations)),
+        )
+        for _, obs, received in observations:
+            writer.add((obs, received))
+        stored = writer.close()
         if stored.rejected:
             raise BundleError(f"{what}: observation {stored.rejected[0]} was refused by the store")
         if stored.duplicates:

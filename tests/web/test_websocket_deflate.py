@@ -54,7 +54,7 @@ def test_a_frame_to_many_sockets_is_compressed_once_and_reads_back(monkeypatch: 
 
 def test_the_kept_compressed_frames_are_dropped_when_asked() -> None:
     """GIVEN a frame sent compressed (and kept for the next socket) WHEN the process goes idle
-    (``forget_recent``, podlife_site/memory.py) THEN nothing of it is kept, and the next send still
+    (``forget_recent``, podlife_site/tuning.py) THEN nothing of it is kept, and the next send still
     reads back."""
     websocket_deflate._recent.clear()
     (server, client) = _pair()

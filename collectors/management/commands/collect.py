@@ -22,6 +22,7 @@ from collectors.kube.config import ClusterSource, cluster_name_for, contexts_of,
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from collectors.kube.watch import StepResult
+from podlife_site import tuning
 from timelines.models import cluster_name_validator
 
 
@@ -89,6 +90,7 @@ class Command(BaseCommand):
         names = ", ".join(s.name for s in sources)
         until = f"for {duration:g} s" if duration else "until Ctrl-C"
         self.stdout.write(f"collecting {', '.join(resources)} from {names} {until}")
+        tuning.start(tuning.Role.COLLECTOR)  # this process runs watch steps (podlife_site/tuning.py)
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, lambda *_: collector.cancel.set())

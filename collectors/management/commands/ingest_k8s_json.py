@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from collectors.parsers.kubectl import OfflineResult, dump_member, read_kubectl_output
 from timelines import store
 from timelines.models import Cluster
+from timelines.writer import observation_writer
 
 MAX_FILE_BYTES = 2 * 1024**3  # a larger file is refused rather than read into memory
 
@@ -103,7 +104,10 @@ class Command(BaseCommand):
         rejected = 0
         for name in paths:
             parsed = read_path(Path(name))
-            saved = store.save_observations(target, parsed.observations)
+            # One batch per input, as read (it is in memory whole): stored whole or not at all.
+            writer = observation_writer(target, batch_size=None)
+            writer.hold(parsed.observations)
+            saved = writer.close()
             touched |= saved.pods_touched
             read = _counts(parsed.read) or "nothing"
             self.stdout.write(

@@ -36,6 +36,7 @@ from collectors.kube.runner import Collector
 from demo_cluster import run_sim
 from demo_cluster.audit import AuditLog
 from demo_cluster.scenarios import ALL_NAMES
+from podlife_site import tuning
 from timelines import store
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo"
@@ -108,6 +109,9 @@ class Command(BaseCommand):
                 how = "Celery worker + beat on Redis"
             else:
                 register_cluster(ClusterSource(cluster, str(kubeconfig), context))
+                # This process runs watch steps, and serves the pages too (podlife_site/asgi.py starts it
+                # as a web server when uvicorn imports it): podlife_site/tuning.py.
+                tuning.start(tuning.Role.COLLECTOR)
                 collector = Collector([cluster]).start()
                 stack.callback(collector.stop, timeout=2.0)
                 # No beat on the embedded default: the alert webhooks' scan runs in a thread here.

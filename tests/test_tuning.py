@@ -1,25 +1,32 @@
-"""The web process hands its allocator's free memory back once idle (podlife_site/memory.py)."""
+"""Process tuning (podlife_site/tuning.py): what each process sets at start-up, the web process's
+allocator habits (its free memory handed back once idle, large blocks mapped, one heap), the writers'
+switch interval, the collector's freeze and the GC pauses of a burst."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
+from collections.abc import Iterator
 from typing import Any
 
-from podlife_site import memory
+import pytest
+
+from podlife_site import tuning
 
 
 def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(monkeypatch: Any) -> None:
     """GIVEN IdleTrim around an application WHEN a socket stays open while requests come and go THEN
     nothing is trimmed; WHEN the socket closes and IDLE_S passes THEN the free memory is trimmed once;
     WHEN a request starts before IDLE_S THEN the trim waits for it."""
-    monkeypatch.setattr(memory, "IDLE_S", 0.05)
+    monkeypatch.setattr(tuning, "IDLE_S", 0.05)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if "until" in scope:  # a websocket: open until told
             await scope["until"].wait()
 
     async def run() -> list[int]:
-        trim = memory.IdleTrim(app)
+        trim = tuning.IdleTrim(app)
         seen = []
         closed = asyncio.Event()
         socket = asyncio.create_task(trim({"type": "websocket", "until": closed}, None, None))
@@ -40,14 +47,14 @@ def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(mo
         seen.append(trim.trims)
         return seen
 
-    assert memory.trim()  # glibc, as in the image
+    assert tuning.trim()  # glibc, as in the image
     assert asyncio.run(run()) == [0, 0, 1, 1]
 
 
 def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(monkeypatch: Any) -> None:
     """GIVEN IdleTrim with two releases, the first of which raises WHEN a request ends and IDLE_S passes
     THEN both ran once, before the trim, and the trim happened."""
-    monkeypatch.setattr(memory, "IDLE_S", 0.05)
+    monkeypatch.setattr(tuning, "IDLE_S", 0.05)
     calls: list[str] = []
 
     def broken() -> None:
@@ -58,7 +65,7 @@ def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(mo
         pass
 
     async def run() -> int:
-        trim = memory.IdleTrim(app, releases=[broken, lambda: calls.append("kept frames")])
+        trim = tuning.IdleTrim(app, releases=[broken, lambda: calls.append("kept frames")])
         await trim({"type": "http"}, None, None)
         assert calls == []  # not while a request runs, nor right after it
         await asyncio.sleep(0.2)
@@ -74,21 +81,21 @@ def test_gc_paused_restores_what_it_found_even_when_the_burst_raises() -> None:
     import gc
 
     assert gc.isenabled()
-    with memory.gc_paused():
+    with tuning.gc_paused():
         assert not gc.isenabled()
-        with memory.gc_paused():  # the inner burst found it off: it leaves it off
+        with tuning.gc_paused():  # the inner burst found it off: it leaves it off
             pass
         assert not gc.isenabled()
     assert gc.isenabled()
     try:
-        with memory.gc_paused():
+        with tuning.gc_paused():
             raise ValueError("a burst that fails")
     except ValueError:
         pass
     assert gc.isenabled()
     gc.disable()
     try:
-        with memory.gc_paused():
+        with tuning.gc_paused():
             pass
         assert not gc.isenabled()
     finally:
@@ -97,7 +104,7 @@ def test_gc_paused_restores_what_it_found_even_when_the_burst_raises() -> None:
 
 _MAPPED_AFTER_A_LARGE_FREE = """
 import ctypes, sys
-from podlife_site import memory
+from podlife_site import tuning
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -105,7 +112,7 @@ class MallInfo2(ctypes.Structure):
 
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = MallInfo2
-fixed = memory.fix_mmap_threshold() if sys.argv[1] == "fix" else None
+fixed = tuning.fix_mmap_threshold() if sys.argv[1] == "fix" else None
 big = bytearray(8 << 20)  # mapped (over 128 KiB); freeing it raises glibc's threshold unless fixed
 del big
 before = libc.mallinfo2().hblkhd
@@ -143,9 +150,10 @@ def test_a_fixed_mmap_threshold_keeps_large_blocks_out_of_the_heaps_after_a_larg
 
 _ARENAS_AFTER_THREADS = """
 import ctypes, sys, threading
-from podlife_site import memory
+from podlife_site import tuning
 
-chosen = memory.one_arena() if sys.argv[1] == "one" else None
+mode = sys.argv[1]
+chosen = tuning.one_arena() if mode == "one" else tuning.start(tuning.Role.WEB) if mode == "web" else None
 together = threading.Barrier(4)
 held = []
 
@@ -180,10 +188,74 @@ def _arenas_after_threads(mode: str, **env: str) -> tuple[str, int]:
 
 def test_one_arena_keeps_every_thread_in_the_main_heap() -> None:
     """GIVEN glibc WHEN four threads allocate at once THEN by default glibc made heaps of their own beside
-    the main one, and after ``one_arena()`` there is only the main heap; GIVEN the limit set in the
+    the main one, and after ``one_arena()`` (or a web process's start-up) there is only the main heap;
+    GIVEN the limit set in the
     environment THEN the process leaves it as the operator set it."""
     default, n_default = _arenas_after_threads("default")
     assert (default, n_default > 1) == ("None", True)
     assert _arenas_after_threads("one") == ("True", 1)
+    assert _arenas_after_threads("web") == ("True", 1)  # what a web process starts with (asgi.py)
     chosen, n = _arenas_after_threads("one", MALLOC_ARENA_MAX="2")
     assert (chosen, n) == ("False", 2)
+
+
+@pytest.fixture
+def fresh_process(monkeypatch: Any) -> Iterator[None]:
+    """This process as if nothing had started it yet, its switch interval restored after the test."""
+    monkeypatch.setattr(tuning, "_started", set())
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+@pytest.mark.parametrize("before", [0.005, 0.0001])
+def test_a_collector_process_makes_the_gil_come_back_to_a_thread_within_half_a_millisecond(
+    fresh_process: None, before: float
+) -> None:
+    """GIVEN the interpreter's default switch interval (5 ms) WHEN a process starts as a collector THEN
+    it is at most WRITER_SWITCH_INTERVAL_S (0.5 ms), so a store writer the database answered does not wait
+    up to 5 ms for the parsing thread to hand the GIL back, four times a batch; a shorter interval set
+    before is kept, and a second start changes nothing."""
+    sys.setswitchinterval(before)
+    assert tuning.start(tuning.Role.COLLECTOR) is True
+    assert tuning.WRITER_SWITCH_INTERVAL_S == 0.0005
+    assert sys.getswitchinterval() == pytest.approx(min(before, tuning.WRITER_SWITCH_INTERVAL_S))
+    sys.setswitchinterval(0.005)
+    assert tuning.start(tuning.Role.COLLECTOR) is False
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize("signal", ["worker_init", "worker_process_init"])
+def test_a_celery_worker_starts_as_a_collector(fresh_process: None, signal: str) -> None:
+    """GIVEN the Celery app WHEN a worker starts (its main process, or a prefork child) THEN the process
+    is tuned as a collector: it runs watch steps, whose writer threads store while it parses."""
+    from celery import Celery, signals
+
+    import podlife_site.celery  # noqa: F401 - connects the worker's start signals
+
+    sys.setswitchinterval(0.005)
+
+    # A stand-in worker of another app: Celery's Django fixup, also listening, leaves another app's worker
+    # alone (it would install its worker hooks into this test process).
+    class StandIn:
+        app = Celery("stand-in")
+
+    getattr(signals, signal).send(sender=StandIn())
+    assert sys.getswitchinterval() == pytest.approx(tuning.WRITER_SWITCH_INTERVAL_S)
+
+
+def test_the_collector_freezes_what_its_first_step_left_alive_once(monkeypatch: Any) -> None:
+    """GIVEN a process whose first watch step has ended WHEN ``freeze_after_warm_up`` runs THEN what is
+    alive is frozen out of the cyclic GC's reach; WHEN later steps end THEN nothing more is frozen (what
+    they allocate is collected as before)."""
+    monkeypatch.setattr(tuning, "_frozen", False)
+    gc.unfreeze()
+    try:
+        tuning.freeze_after_warm_up()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        later = [[i] for i in range(1000)]  # a later step's objects
+        tuning.freeze_after_warm_up()
+        assert gc.get_freeze_count() == frozen and later
+    finally:
+        gc.unfreeze()

@@ -1,13 +1,25 @@
-"""Memory habits shared by the processes: give the C allocator's free memory back when the web process
-goes idle (``IdleTrim``), keep glibc from serving large blocks out of its thread heaps in the web process
-(``fix_mmap_threshold``) and its threads out of heaps of their own (``one_arena``), and pause the cyclic
-GC for a burst of short-lived allocation (``gc_paused``: the watch, audit ingest and the derive stage).
+"""Process tuning, in one place: what each podlife process sets in the interpreter and the C allocator,
+and why. Each process calls ``start`` once, at start-up, for what it is; the rest are called where the
+moment comes.
 
-Under load (bench/load.py: 200 live pages and 50 API clients) the web process grew by 30–50 MiB and kept
-it after the clients left, yet its live Python objects grew by only 4–7 MiB (``bench/load.py
---tracemalloc``): the rest was free memory that glibc's malloc keeps in its heaps (one per thread that
-allocated: each request runs in a worker thread) rather than return it, plus what PostgreSQL's client
-library allocated outside Python. ``IdleTrim`` wraps the ASGI application: when the last request or
+| knob | processes | when | why |
+|---|---|---|---|
+| ``fix_mmap_threshold`` (glibc ``M_MMAP_THRESHOLD``) | web | ``start(Role.WEB)``: podlife_site/asgi.py | large blocks go back to the system when freed, not into a thread's heap |
+| ``one_arena`` (glibc ``M_ARENA_MAX=1``) | web | ``start(Role.WEB)`` | no thread keeps its own heap with its part of a load's peak |
+| ``IdleTrim`` (``malloc_trim``) | web | the ASGI app's outermost layer | the free memory of a load's peak is handed back once idle |
+| ``short_switch_interval`` (``sys.setswitchinterval``) | collector: Celery worker, ``collect``, ``demo`` | ``start(Role.COLLECTOR)``: podlife_site/celery.py's worker signals, the commands | a store writer thread gets the GIL back within 0.5 ms of its database's answer, not 5 ms |
+| ``freeze_after_warm_up`` (``gc.freeze``) | whoever runs watch steps | after the first step (``collectors/kube/watch.py``) | what a long-running collector keeps for good is out of the cyclic GC's reach |
+| ``gc_paused`` (``gc.disable`` for a burst) | any | around a burst of short-lived allocation (the watch, audit parsing, a derive batch) | the generational passes stop re-scanning what the burst keeps until it is stored |
+
+A deployment's own setting wins: the allocator knobs do nothing where ``GLIBC_TUNABLES`` or their
+``MALLOC_*`` variable chose, and a switch interval already shorter is kept. A benchmark that stands in
+for a process (bench/watch.py, bench/scale.py: the collector) calls ``start`` as that process does.
+
+Memory in the web process. Under load (bench/load.py: 200 live pages and 50 API clients) the web process
+grew by 30–50 MiB and kept it after the clients left, yet its live Python objects grew by only 4–7 MiB
+(``bench/load.py --tracemalloc``): the rest was free memory that glibc's malloc keeps in its heaps (one per
+thread that allocated: each request runs in a worker thread) rather than return it, plus what PostgreSQL's
+client library allocated outside Python. ``IdleTrim`` wraps the ASGI application: when the last request or
 websocket of the process ends and nothing starts for ``IDLE_S``, it calls its ``releases`` (caches that
 only a busy process needs: podlife_site/asgi.py passes the compressed frames kept for the next socket),
 runs a full garbage collection (a closed socket's objects sit in reference cycles until one; tracemalloc
@@ -25,9 +37,12 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import enum
 import gc
 import logging
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +51,69 @@ if TYPE_CHECKING:  # the collectors import gc_paused: no Channels at run time
 
 log = logging.getLogger(__name__)
 IDLE_S = 2.0  # quiet this long after the last request or socket ended: trim
+
+
+class Role(enum.Enum):
+    """What a process is, for its start-up tuning (one process may be both: ``manage.py demo``)."""
+
+    WEB = "web"  # serves HTTP and websockets (podlife_site/asgi.py)
+    COLLECTOR = "collector"  # runs watch steps, whose writer threads store while it parses
+
+
+_started: set[Role] = set()
+_started_lock = threading.Lock()
+
+
+def start(role: Role) -> bool:
+    """Set the knobs of ``role`` (the table above), once per process and role; False when this process
+    had started as ``role`` already."""
+    with _started_lock:
+        if role in _started:
+            return False
+        _started.add(role)
+    if role is Role.WEB:
+        fix_mmap_threshold()  # large blocks go back to the system when freed, not into a thread's heap
+        one_arena()  # and the threads share one heap: none keeps its part of a peak
+    elif role is Role.COLLECTOR:
+        short_switch_interval()  # a writer thread the database answered gets the GIL back quickly
+    return True
+
+
+# The longest a thread waits for the GIL once it wants it back (``sys.setswitchinterval``; the
+# interpreter's default is 5 ms). A store writer thread (timelines/writer.py) gives the GIL up at each
+# exchange with a server (a batch has four with PostgreSQL: look-up with BEGIN and the marks, the COPY's
+# start and end, COMMIT; then the derive stage's wake-up in Redis) and gets it back only when the step's
+# thread, busy decoding the stream, is made to hand it over: up to 5 ms each time. A batch's store took
+# 66-95 ms instead of the 53-65 ms of 7f87b14's two-exchange autocommit COPY, and the step's thread waited
+# on its writers for two fifths of a replay (7f87b14: under a third; with 0.5 ms: 6-16 %;
+# docs/performance-history.md, Watch). A process with one busy thread never switches, whatever the value.
+WRITER_SWITCH_INTERVAL_S = 0.0005
+
+
+def short_switch_interval() -> None:
+    """At most ``WRITER_SWITCH_INTERVAL_S`` between GIL hand-overs from now on; a shorter one is kept."""
+    if sys.getswitchinterval() > WRITER_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(WRITER_SWITCH_INTERVAL_S)
+
+
+_frozen = False
+
+
+def freeze_after_warm_up() -> None:
+    """Once per process, after its first watch step: collect, then freeze what is alive (``gc.freeze``).
+
+    A collector process is long-running, and after one step it holds everything it keeps for good: the
+    modules of Django, the kubernetes client and psycopg, settings, clients, connections; several hundred
+    thousand objects that every full collection walked again (a tenth of a step's time went to the cyclic
+    GC). Frozen, they are out of its reach; what steps allocate later is collected as before.
+    """
+    global _frozen
+    with _started_lock:
+        if _frozen:
+            return
+        _frozen = True
+    gc.collect()
+    gc.freeze()
 
 
 @contextlib.contextmanager
