@@ -41,7 +41,7 @@ from timelines.models import (
     Workload,
 )
 from timelines.models import NotFound as NotFound  # the read side's callers catch queries.NotFound
-from timelines.store import int_array, text_array
+from timelines.pg_arrays import int_array, text_array
 
 _M = TypeVar("_M", bound=Model)
 

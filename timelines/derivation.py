@@ -46,7 +46,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from podlife_site.memory import gc_paused
-from timelines import dirty, live, mirrors, store
+from timelines import dirty, live, mirrors, pg_arrays, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -149,7 +149,7 @@ def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
         connection.ensure_connection()
         return _pg_facts(
             "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
-            [cluster.pk, store.text_array(uids)],
+            [cluster.pk, pg_arrays.text_array(uids)],
         )
     rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=uids)
     return _facts(rows.order_by("pod_uid", "observed_at", "id"))
@@ -173,7 +173,7 @@ def _named_facts(
             "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
             + ("AND o.payload->>'resource' = 'pods' " if pod_requests else "")
             + "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            [cluster.pk, list(kinds), store.text_array(namespaces), store.text_array(pod_names)],
+            [cluster.pk, list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
         )
     by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
     rows = ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=list(kinds))
@@ -200,9 +200,9 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
                 list(UIDLESS_KINDS),
                 min(los),
                 max(his),
-                store.text_array(nodes),
-                store.time_array(los),
-                store.time_array(his),
+                pg_arrays.text_array(nodes),
+                pg_arrays.time_array(los),
+                pg_arrays.time_array(his),
             ],  # fmt: skip
         )
     by_node = Q(
