@@ -18,12 +18,14 @@ demo: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py demo --port $(PORT)
 
-## make test: ruff, mypy --strict (make typecheck), the deploy/ checks, then pytest (PostgreSQL / Redis tests
+## make test: ruff, mypy --strict (make typecheck), the import contracts (lint-imports: the rooms' arrows run one
+## way, pyproject.toml [tool.importlinter]), the deploy/ checks, then pytest (PostgreSQL / Redis tests
 ## run when DATABASE_URL / REDIS_URL are set). -ra prints the reason of every skip; with PODLIFE_CI=1
 ## (.ci/run) a skip fails (tests/ci_skips.py).
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	$(MAKE) --no-print-directory deploy-check
 	$(PY) -m pytest -ra
 
@@ -84,7 +86,7 @@ screenshots: $(VENV)/.installed
 	PODLIFE_SCREENSHOTS=1 $(PY) -m pytest -q tests/web/test_browser_gantt.py -k screenshot
 
 clean: clean-core-ext
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache var/screenshots
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache var/screenshots
 
 ## make core-ext: compile the lifecycle core's hot modules with mypyc, in place (tools/compile_core.py; needs a
 ## C compiler and the Python headers): about 57 % less CPU in the core, the same timelines. Rebuilt when one of

@@ -53,7 +53,7 @@ from django.db import connection, connections, transaction  # noqa: E402
 from django.db.models import Max  # noqa: E402
 
 from tests.lifecycle.factories import ctr, pod  # noqa: E402
-from timelines import derivation, dirty, store  # noqa: E402
+from timelines import derivation, dirty, store, tasks  # noqa: E402
 from timelines.lifecycle import derive as derive_module  # noqa: E402
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition  # noqa: E402
 from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noqa: E402
@@ -342,7 +342,7 @@ def lag(seconds: float, churn: float) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from live import free_port, start_server
 
-    observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
     kubeconfig = tmp / "kubeconfig"
     procs: list[subprocess.Popen[str]] = []

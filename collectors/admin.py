@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from collectors.models import TOKEN_PREFIX, IngestToken
+from collectors.models import TOKEN_PREFIX, CollectorState, IngestToken
 
 
 # The admin classes are generic in their model only in django-stubs: Django's own cannot be subscripted at run
@@ -49,3 +49,16 @@ class IngestTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
     def revoke(self, request: HttpRequest, queryset: QuerySet[IngestToken]) -> None:
         count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
         messages.success(request, f"revoked {count} token(s)")
+
+
+@admin.register(CollectorState)
+class CollectorStateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
+    list_display = [
+        "cluster",
+        "resource",
+        "resource_version",
+        "last_event_at",
+        "events_total",
+        "errors_total",
+    ]
+    list_filter = ["cluster"]

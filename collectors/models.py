@@ -1,4 +1,6 @@
-"""Collector-side tables: the per-cluster ingest tokens that log shippers and OTLP exporters present."""
+"""The collectors' tables: the per-cluster ingest tokens that log shippers and OTLP exporters present, and
+each watch's and kubelet pull's own row (``CollectorState``, written by ``collectors/kube/state.py`` only;
+the read side shows it on pages and ``/metrics``)."""
 
 from __future__ import annotations
 
@@ -78,3 +80,29 @@ class IngestToken(models.Model):
         if row.last_used_at is None or (now - row.last_used_at).total_seconds() > 60:
             cls.objects.filter(pk=row.pk).update(last_used_at=now)  # at most one write a minute
         return row
+
+
+class CollectorState(models.Model):
+    """Where the watch of one (cluster, resource) stands, and how healthy it is."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="collector_states")
+    resource = models.CharField(max_length=64)
+    resource_version = models.CharField(max_length=64, blank=True)
+    lease_owner = models.CharField(max_length=128, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    events_total = models.BigIntegerField(default=0)
+    events_per_second = models.FloatField(default=0.0, help_text="Over the last step.")
+    errors_total = models.BigIntegerField(default=0)
+    relists_total = models.BigIntegerField(default=0)
+    note = models.CharField(max_length=300, blank=True, help_text="e.g. why a kubelet pull is skipped")
+
+    class Meta:
+        db_table = "timelines_collectorstate"  # made by the timelines app, which held it until issue #36
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "resource"], name="collector_state_per_resource")
+        ]
+        ordering = ["cluster", "resource"]

@@ -5,9 +5,9 @@
   The lease token it carries keeps exactly one live chain per (cluster, resource).
 * ``rearm_watches()`` (beat, every 30 s): arms a chain for every configured (cluster,
   resource) whose lease has expired: never started, stopped, or its worker died mid-step.
-* ``schedule_kubelet_pulls()`` (beat) fans out ``pull_kubelet(cluster, what)`` per cluster;
-  ``apply_retention()`` (beat, hourly) drops observations older than ``PODLIFE_RETENTION_DAYS`` (on
-  PostgreSQL whole partitions); ``ensure_partitions()`` (beat, hourly) creates the partitions ahead.
+* ``schedule_kubelet_pulls()`` (beat) fans out ``pull_kubelet(cluster, what)`` per cluster.
+
+The pipeline's own upkeep (partitions ahead, retention) is the timelines app's (``timelines/tasks.py``).
 
 The beat schedule is declared in settings (``CELERY_BEAT_SCHEDULE``). On the embedded
 default tasks run eagerly in the caller's process, where a chain would recurse into itself; there
@@ -21,7 +21,6 @@ import logging
 from typing import Any
 
 from celery import current_app
-from django.conf import settings
 
 from collectors.kube import chain, kubelet, lease, runner
 from collectors.kube.config import Tunables, configured_clusters
@@ -102,17 +101,3 @@ def pull_kubelet(cluster: str, what: str) -> None:
         log.warning("pull_kubelet: %s", exc)
     finally:
         leases.release(key, token)
-
-
-@task(name="collectors.ensure_partitions", ignore_result=True)
-def ensure_partitions() -> list[str]:
-    from timelines.partitions import ensure_configured
-
-    return ensure_configured()
-
-
-@task(name="collectors.apply_retention", ignore_result=True)
-def apply_retention() -> int:
-    from timelines.store import apply_retention as drop_old
-
-    return drop_old(settings.PODLIFE_RETENTION_DAYS)

@@ -43,7 +43,7 @@ from django.db.models import Max, Q
 from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Observation, Pod
-from timelines.store import text_array
+from timelines.pg_arrays import text_array
 
 KUBELET_KINDS = (Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 # Kubelet evidence is looked for from this long before the window on (the time index bounds the scan).

@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Model, Q, QuerySet
 from django.utils import timezone
 
+from collectors.models import CollectorState  # the collectors' own rows, read for their health
 from dashboard import freshness, serialize
 from timelines.lifecycle import cluster_objects
 from timelines.lifecycle.timeline import Finding as FindingT
@@ -30,7 +31,6 @@ from timelines.lifecycle.timeline import (
 from timelines.lifecycle.timeline import Marker as MarkerT
 from timelines.models import (
     Cluster,
-    CollectorState,
     Finding,
     Interval,
     Marker,
@@ -41,7 +41,7 @@ from timelines.models import (
     Workload,
 )
 from timelines.models import NotFound as NotFound  # the read side's callers catch queries.NotFound
-from timelines.store import int_array, text_array
+from timelines.pg_arrays import int_array, text_array
 
 _M = TypeVar("_M", bound=Model)
 

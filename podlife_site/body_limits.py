@@ -23,22 +23,19 @@ only makes sure nothing big is read on the way to them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
-from typing import Any, Final
+from typing import Final
 
 import orjson
 from channels.db import DatabaseSyncToAsync
 from django.conf import settings
 
-log = logging.getLogger(__name__)
+from podlife_site.asgi_types import ASGIApp, Message, Receive, Scope, Send
+from podlife_site.overload import backend_unavailable, retry_after_s
 
-Scope = dict[str, Any]
-Message = Mapping[str, Any]  # read only: Django sends and receives Mappings
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+log = logging.getLogger(__name__)
 
 MULTIPART_ROOM: Final = 1024 * 1024  # form boundaries and the name field around an uploaded bundle
 UNAUTHENTICATED: Final = 16  # google.rpc.Code
@@ -128,8 +125,6 @@ def _unavailable_refused(
     do not retry). Anything else still goes up."""
 
     def guarded(scope: Scope, headers: dict[str, str]) -> None:
-        from podlife_site.overload import backend_unavailable, retry_after_s
-
         try:
             check(scope, headers)
         except Refusal:

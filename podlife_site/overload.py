@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
+from podlife_site.asgi_types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 

@@ -290,9 +290,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "collectors.schedule_kubelet_pulls",
         "schedule": PODLIFE_KUBELET_INTERVAL_S,
     },
-    "podlife-retention": {"task": "collectors.apply_retention", "schedule": 3600.0},
+    "podlife-retention": {"task": "timelines.apply_retention", "schedule": 3600.0},
     # PostgreSQL: the observation partitions of the next PODLIFE_PARTITIONS_AHEAD spans exist before rows come.
-    "podlife-partitions": {"task": "collectors.ensure_partitions", "schedule": 3600.0},
+    "podlife-partitions": {"task": "timelines.ensure_partitions", "schedule": 3600.0},
     # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
     "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
     "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},

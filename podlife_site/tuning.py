@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the collectors import gc_paused: no Channels at run time
-    from podlife_site.body_limits import ASGIApp, Receive, Scope, Send
+    from podlife_site.asgi_types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 IDLE_S = 2.0  # quiet this long after the last request or socket ended: trim

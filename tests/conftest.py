@@ -60,12 +60,12 @@ def _no_live_sharing_across_tests() -> None:
 def derive_stage_off() -> Iterator[None]:
     """No derive stage on the store's signal: where tasks run eagerly it would fold (and delete) the dirty
     batches at once, before a test reads them."""
-    from timelines import derivation
+    from timelines import tasks
     from timelines.signals import observations_stored
 
     observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
     yield
-    observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import Count
 
 from tests.lifecycle.factories import ctr, pod, t
-from timelines import derivation, dirty, live, store
+from timelines import derivation, dirty, live, store, tasks
 from timelines.derivation import thresholds_from_settings
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation, Source
@@ -426,8 +426,8 @@ def test_the_waker_asks_off_the_storing_thread_and_loses_no_wake_up(monkeypatch:
         first_ask.set()
         go_on.wait(5)
 
-    monkeypatch.setattr(derivation, "request", ask)
-    waker = derivation._Waker()
+    monkeypatch.setattr(tasks, "request", ask)
+    waker = tasks._Waker()
     waker.want()
     assert first_ask.wait(5)
     for _ in range(10):  # ten commits during the first ask
@@ -438,7 +438,7 @@ def test_the_waker_asks_off_the_storing_thread_and_loses_no_wake_up(monkeypatch:
         time.sleep(0.01)
     time.sleep(0.1)  # no third ask comes
     assert asked == ["derive-waker", "derive-waker"]
-    exiting = derivation._Waker()
+    exiting = tasks._Waker()
     exiting._wanted.set()  # wanted, and its thread has not asked yet
     exiting.flush()  # at exit: asked for on the exiting thread
     exiting.flush()  # once
@@ -458,7 +458,7 @@ def test_a_store_queues_the_derive_stage_through_the_waker(
     assert not current_app.conf.task_always_eager
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     derive = f"{settings.PODLIFE_DEPLOYMENT}.derive"
-    client.delete(derive, derivation._pending_key())
+    client.delete(derive, tasks._pending_key())
     try:
         with django_capture_on_commit_callbacks(execute=True):
             store.save_observations("waker", pod_history(UID, "web-0", upto=1))
@@ -468,4 +468,4 @@ def test_a_store_queues_the_derive_stage_through_the_waker(
         assert client.llen(derive) == 1
         assert b"timelines.derive_dirty" in client.lindex(derive, 0)
     finally:
-        client.delete(derive, derivation._pending_key())
+        client.delete(derive, tasks._pending_key())

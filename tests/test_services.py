@@ -50,7 +50,7 @@ django.setup()
 from channels.layers import get_channel_layer
 from django.conf import settings
 from podlife_site.celery import app
-from timelines.tasks import purge_export_jobs
+from dashboard.tasks import purge_export_jobs
 
 old = settings.PODLIFE_EXPORT_DIR / "old-job.json"
 old.write_text("{}")

@@ -106,37 +106,3 @@ class WorkloadAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note
     list_filter = ["cluster", "kind"]
     search_fields = ["name", "namespace", "uid"]
     inlines = [WorkloadStatusSampleInline]
-
-
-@admin.register(models.CollectorState)
-class CollectorStateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
-    list_display = [
-        "cluster",
-        "resource",
-        "resource_version",
-        "last_event_at",
-        "events_total",
-        "errors_total",
-    ]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.ClusterGrant)
-class ClusterGrantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
-    """Who may read what: a group gets a cluster, or one namespace of it (blank namespace: all)."""
-
-    list_display = ["group", "cluster", "namespace"]
-    list_filter = ["cluster", "group"]
-    search_fields = ["namespace", "group__name"]
-
-
-@admin.register(models.ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
-    """Tokens are made by ``manage.py api_token`` (only their hash is stored); here they can be revoked."""
-
-    list_display = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["revoked_at"]
-    readonly_fields = ["user", "name", "prefix", "key_hash", "created_at", "last_used_at"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

@@ -8,8 +8,9 @@ class TimelinesConfig(AppConfig):
     verbose_name = "Timelines"
 
     def ready(self) -> None:
-        # The store tells the derive stage there is work; wired here, explicitly, not by import side effects.
-        from timelines import derivation
+        # The store tells the derive stage there is work (the kick, beside the task it queues); wired here,
+        # explicitly, not by import side effects.
+        from timelines import tasks
         from timelines.signals import observations_stored
 
-        observations_stored.connect(derivation.on_observations_stored, dispatch_uid="podlife-derive-stage")
+        observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")

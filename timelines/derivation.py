@@ -28,13 +28,9 @@ PDB derivation that follows reads committed rows.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import logging
-import os
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +46,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from podlife_site.tuning import gc_paused
-from timelines import dirty, live, mirrors, store
+from timelines import dirty, live, mirrors, pg_arrays, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -153,7 +149,7 @@ def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
         connection.ensure_connection()
         return _pg_facts(
             "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
-            [cluster.pk, store.text_array(uids)],
+            [cluster.pk, pg_arrays.text_array(uids)],
         )
     rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=uids)
     return _facts(rows.order_by("pod_uid", "observed_at", "id"))
@@ -177,7 +173,7 @@ def _named_facts(
             "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
             + ("AND o.payload->>'resource' = 'pods' " if pod_requests else "")
             + "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            [cluster.pk, list(kinds), store.text_array(namespaces), store.text_array(pod_names)],
+            [cluster.pk, list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
         )
     by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
     rows = ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=list(kinds))
@@ -204,9 +200,9 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
                 list(UIDLESS_KINDS),
                 min(los),
                 max(his),
-                store.text_array(nodes),
-                store.time_array(los),
-                store.time_array(his),
+                pg_arrays.text_array(nodes),
+                pg_arrays.time_array(los),
+                pg_arrays.time_array(his),
             ],  # fmt: skip
         )
     by_node = Q(
@@ -709,6 +705,11 @@ def _settings_int(name: str, default: int) -> int:
     return int(getattr(settings, name, default))
 
 
+def batch_size() -> int:
+    """How many keys one batch claims (``PODLIFE_DERIVE_BATCH``)."""
+    return _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK)
+
+
 def claim_ttl() -> timedelta:
     return timedelta(seconds=float(getattr(settings, "PODLIFE_DERIVE_CLAIM_S", 60.0)))
 
@@ -733,7 +734,7 @@ def run_batch(
 def _run_batch(
     *, limit: int | None, cluster: Cluster | None, now: datetime | None, raise_failures: bool = False
 ) -> BatchResult | None:
-    limit = limit or _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK)
+    limit = limit or batch_size()
     cluster_id = cluster.pk if cluster is not None else None
     while dirty.fold(cluster_id=cluster_id):
         pass
@@ -953,124 +954,3 @@ def rederive_cluster(cluster: Cluster) -> int:
     rederive``, imports); returns how many keys were derived."""
     mark_cluster(cluster)
     return drain(cluster=cluster)
-
-
-# -- being asked to run ------------------------------------------------------------------------------------
-_redis_client: Any = None
-_redis_lock = threading.Lock()
-PENDING_TTL_MS = 10_000  # a queued derive task not started by then is presumed lost (the beat re-kicks too)
-
-
-def _redis() -> Any:
-    global _redis_client
-    with _redis_lock:
-        if _redis_client is None:
-            import redis
-
-            _redis_client = redis.Redis.from_url(str(settings.REDIS_URL))
-        return _redis_client
-
-
-def _pending_key() -> str:
-    return f"{settings.PODLIFE_DEPLOYMENT}:derive:pending"
-
-
-def request() -> None:
-    """Ask for the derive stage to run: inline where Celery tasks run eagerly (the embedded default),
-    else one ``timelines.derive_dirty`` task queued unless one is queued and not started yet."""
-    from celery import current_app
-
-    from timelines.tasks import derive_dirty_task
-
-    if current_app.conf.task_always_eager:
-        drain()
-        return
-    try:
-        if _redis().set(_pending_key(), worker_name(), nx=True, px=PENDING_TTL_MS):
-            derive_dirty_task.apply_async()
-    except Exception:  # the beat's periodic run derives it anyway; storing must not fail for this
-        log.warning("could not queue the derive stage", exc_info=True)
-
-
-def run_task(*, budget_s: float = 20.0) -> int:
-    """The Celery task's body: drain for at most ``budget_s`` seconds, then queue a successor if work is
-    left (so a long backlog never holds a worker past its time limit)."""
-    from celery import current_app
-
-    if not current_app.conf.task_always_eager:
-        _redis().delete(_pending_key())  # from now on a new mark queues another task
-    done = 0
-    started = time.monotonic()
-    while True:
-        result = run_batch()
-        if result is None:
-            return done
-        done += result.claimed
-        if time.monotonic() - started >= budget_s:
-            request()  # work is left: a successor task goes on with it
-            return done
-        if result.claimed >= _settings_int("PODLIFE_DERIVE_BATCH", POD_CHUNK):
-            request()  # a backlog: one more task, for an idle worker to share it
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class _Waker:
-    """Asks for the derive stage from a thread of its own, so that a store's commit does not wait for it.
-
-    The collector's writers commit a batch every few milliseconds during a burst; asking on their thread
-    (one Redis ``SET NX``, and a task queued when none is pending) made each batch wait on Redis, and the
-    first ask on the broker's imports (docs/performance-history.md "Watch", "The foreign key"). Here a commit only
-    sets a flag; the thread clears it and then asks, so a commit made while it asks is asked for again:
-    no wake-up is lost, and a burst costs one ask per ask's round trip instead of one per batch. What is
-    still wanted when the process exits is asked for then (and the beat's periodic run derives it
-    anyway)."""
-
-    def __init__(self) -> None:
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # a forked child starts without the thread
-
-    def _reset(self) -> None:
-        self._wanted = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def want(self) -> None:
-        self._wanted.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="derive-waker", daemon=True)
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            self._wanted.wait()
-            self._wanted.clear()
-            try:
-                request()
-            except Exception:  # the thread must outlive one failed ask (request() logs Redis's own)
-                log.exception("could not ask for the derive stage")
-
-    def flush(self) -> None:
-        if self._wanted.is_set():
-            self._wanted.clear()
-            request()
-
-
-_waker = _Waker()
-atexit.register(_waker.flush)
-
-
-def on_observations_stored(sender: Any, **kwargs: Any) -> None:
-    """``observations_stored`` receiver (connected in ``TimelinesConfig.ready``): derive inline where
-    Celery tasks run eagerly (the embedded default: the caller sees its timelines when the store returns),
-    else ask from the waker's thread."""
-    from celery import current_app
-
-    if current_app.conf.task_always_eager:
-        request()
-    else:
-        _waker.want()

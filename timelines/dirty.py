@@ -45,6 +45,7 @@ from django.utils import timezone
 from timelines.lifecycle.observation import AnyObservation, Kind
 from timelines.lifecycle.resolve import widen
 from timelines.models import DirtyBatch, DirtyKey, QuarantinedKey
+from timelines.pg_arrays import int_array
 
 POD = "pod"
 NODE = "node"
@@ -461,8 +462,6 @@ def _pg_finish(token: str, ids: list[int], generations: Mapping[int, int]) -> in
     """``finish`` on PostgreSQL: the same three statements, the ids bound on the server as one array
     literal each (Django's queryset quoted 200 ids into each statement's text, and its delete went
     through the collector)."""
-    from timelines.store import int_array
-
     table = DirtyKey._meta.db_table
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:

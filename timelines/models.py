@@ -1,6 +1,7 @@
 """Storage. Observations are the append-only source of truth; intervals, markers and findings are derived
 from them (``manage.py rederive`` rebuilds them). ``timelines/store.py`` writes both; the other tables' writers
-are listed in docs/architecture.md."""
+are listed in docs/architecture.md. A table another package writes lives in that package's models
+(``collectors.models.CollectorState``, ``dashboard.models.ClusterGrant`` and ``ApiToken``)."""
 
 from __future__ import annotations
 
@@ -331,31 +332,6 @@ class WorkloadStatusSample(models.Model):
         ordering = ["at"]
 
 
-class CollectorState(models.Model):
-    """Where the watch of one (cluster, resource) stands, and how healthy it is."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="collector_states")
-    resource = models.CharField(max_length=64)
-    resource_version = models.CharField(max_length=64, blank=True)
-    lease_owner = models.CharField(max_length=128, blank=True)
-    lease_expires = models.DateTimeField(null=True, blank=True)
-    last_event_at = models.DateTimeField(null=True, blank=True)
-    last_step_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    last_error_at = models.DateTimeField(null=True, blank=True)
-    events_total = models.BigIntegerField(default=0)
-    events_per_second = models.FloatField(default=0.0, help_text="Over the last step.")
-    errors_total = models.BigIntegerField(default=0)
-    relists_total = models.BigIntegerField(default=0)
-    note = models.CharField(max_length=300, blank=True, help_text="e.g. why a kubelet pull is skipped")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["cluster", "resource"], name="collector_state_per_resource")
-        ]
-        ordering = ["cluster", "resource"]
-
-
 # --- the derive stage's work (timelines/dirty.py) ---------------------------------------------------------
 
 
@@ -439,44 +415,3 @@ class QuarantinedKey(models.Model):
             )
         ]
         ordering = ["cluster", "kind", "key"]
-
-
-# --- access (the dashboard and the API) -------------------------------------------------------------------
-
-
-class ClusterGrant(models.Model):
-    """Read access for a group: a whole cluster (``namespace`` blank) or one namespace of it.
-
-    Superusers see everything; everyone else sees the union of their groups' grants (dashboard/web/access.py).
-    """
-
-    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="cluster_grants")
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="grants")
-    namespace = models.CharField(max_length=253, blank=True, help_text="Blank grants every namespace.")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["group", "cluster", "namespace"], name="grant_unique_per_scope")
-        ]
-        ordering = ["cluster", "namespace"]
-
-    def __str__(self) -> str:
-        return f"{self.group} → {self.cluster}/{self.namespace or '*'}"
-
-
-class ApiToken(models.Model):
-    """A bearer token for scripts. Only the SHA-256 of the token is stored; it is shown once, at creation."""
-
-    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
-    key_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.user} {self.prefix}…"

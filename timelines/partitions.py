@@ -3,7 +3,7 @@
 Layout (made by migration 0010 from the single table, in place):
 
 - one partition per span (a UTC day by default, ``PODLIFE_PARTITION_DAYS``), named after its first day
-  (``timelines_observation_p20261130``), created ahead by beat (``collectors.ensure_partitions``) and on
+  (``timelines_observation_p20261130``), created ahead by beat (``timelines.ensure_partitions``) and on
   demand when a row arrives for a span not made yet (it then waits in the default partition, see below);
 - ``timelines_observation_legacy``: the table as it was before the migration (when it held rows), attached
   as the partition of everything before the next span (MINVALUE up to it) without copying a row;

@@ -55,6 +55,7 @@ from timelines.models import (
     WorkloadStatusSample,
 )
 from timelines.models import Observation as ObservationRow
+from timelines.pg_arrays import int_array, text_array
 from timelines.projections import NodeRow, PdbRow, WorkloadRow
 from timelines.signals import observations_stored
 
@@ -955,27 +956,6 @@ def _pod_values(item: DerivedPod) -> tuple[Any, ...]:
         t.first_observed,
         t.last_observed,
     )
-
-
-def text_array(values: Iterable[str]) -> str:
-    """A PostgreSQL array literal of ``values`` (each quoted), for a ``%s::text[]`` parameter.
-
-    psycopg dumps a list parameter element by element in Python (a regular expression per element to
-    decide its quoting): about 1 µs an element, and the derive stage binds arrays of 200 UIDs or names
-    in every read. One string is made here in a single pass and parsed by the server."""
-    return "{" + ",".join(['"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]) + "}"
-
-
-def int_array(values: Iterable[int]) -> str:
-    """A PostgreSQL array literal of integers, for a ``%s::bigint[]`` parameter (as ``text_array``: one
-    string, where psycopg would dump a list of ids element by element in Python)."""
-    return "{" + ",".join(map(str, map(int, values))) + "}"
-
-
-def time_array(values: Iterable[datetime]) -> str:
-    """A PostgreSQL array literal of aware times, for a ``%s::timestamptz[]`` parameter (ISO 8601 with
-    the offset and microseconds: the same instants psycopg would bind, in one string)."""
-    return "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' for v in values]) + "}"
 
 
 def _pg_execute(sql: str, params: Sequence[Any]) -> None:

@@ -15,7 +15,8 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from timelines.models import Cluster, CollectorState
+from collectors.models import CollectorState
+from timelines.models import Cluster
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
-"""Exports too large to stream in one request run as a Celery task (``timelines/tasks.py``), in steps a
-test can drive without Celery: ``start_export`` writes a job file and enqueues; ``run_export_job`` writes
-the bundle and keeps the job file's progress current; ``job_status`` reads it.
+"""Exports too large to stream in one request run as a Celery task (``dashboard/tasks.py``), in steps a
+test can drive without Celery: ``record_job`` writes a job file (``dashboard.tasks.start_export`` records
+and enqueues it); ``run_export_job`` writes the bundle and keeps the job file's progress current;
+``job_status`` reads it.
 
 A job is two files in ``PODLIFE_EXPORT_DIR`` (default ``var/exports``): ``<id>.json`` (the request and
 its state: queued → running → done | failed, with ``progress``) and the bundle itself. Files rather than
@@ -70,7 +71,7 @@ def job_file(job_id: str) -> Path | None:
     return export_dir() / name
 
 
-def start_export(
+def record_job(
     cluster: str,
     scope: Scope,
     since: str,
@@ -82,10 +83,8 @@ def start_export(
     namespaces: set[str] | None = None,
     tz: str = "utc",
 ) -> str:
-    """Record an export job and enqueue it; returns the job id. Raises ScopeError / NotFound now, not
-    later in the worker, when the request is malformed."""
-    from dashboard.tasks import export_incident_task
-
+    """Record an export job, queued; returns the job id. Raises ScopeError / NotFound now, not later in
+    the worker, when the request is malformed."""
     start, end = parse_window(since, until)
     c = get_cluster(cluster)
     require_known(c, scope, namespaces=namespaces)  # an unreadable pod is 404 now, as an unknown one
@@ -111,7 +110,6 @@ def start_export(
             "error": None,
         },
     )
-    export_incident_task.delay(job_id)
     return job_id
 
 

@@ -19,7 +19,8 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from timelines.models import ApiToken, Cluster, ClusterGrant
+from dashboard.models import ApiToken, ClusterGrant
+from timelines.models import Cluster
 
 _M = TypeVar("_M", bound=Model)
 

@@ -28,6 +28,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from dashboard import tasks
 from dashboard.export import (
     CONTENT_TYPES,
     FORMATS,
@@ -156,7 +157,7 @@ def export_job_create(request: HttpRequest, access: Access, cluster: str) -> Htt
         c = _readable_cluster(access, cluster)
         scope = parse_scope(params)
         fmt, gz = _format(params)
-        job_id = jobs.start_export(
+        job_id = tasks.start_export(
             c.name,
             scope,
             params.get("since") or "",

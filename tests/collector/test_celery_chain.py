@@ -24,8 +24,8 @@ from django.db import connection
 
 from collectors import tasks
 from collectors.kube import config, lease
+from collectors.models import CollectorState
 from timelines.lifecycle.observation import Kind
-from timelines.models import CollectorState
 from timelines.models import Observation as ObservationRow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ from django.db import connection
 
 from collectors import tasks
 from collectors.kube import lease
+from collectors.models import CollectorState
 from demo_cluster import run_sim
 from tests.collector.test_celery_chain import QUEUE_KEYS, Worker, wait_for
 from timelines.lifecycle.observation import Kind
-from timelines.models import CollectorState
 from timelines.models import Observation as ObservationRow
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]

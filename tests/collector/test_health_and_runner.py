@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.kube import chain, lease
 from collectors.kube.config import cluster_name_for
 from collectors.kube.stream import backoff_delay, split_lines
+from collectors.models import CollectorState
 from timelines.lifecycle.observation import Kind
-from timelines.models import CollectorState
 
 from .conftest import CLUSTER, FAST, stored
 

@@ -10,8 +10,8 @@ import pytest
 from collectors.kube import kubelet
 from collectors.kube.kubelet import metrics_payload, pull_kubelet_logs, pull_kubelet_metrics
 from collectors.kube.state import KUBELET_LOGS, KUBELET_METRICS, node_logs_resource
+from collectors.models import CollectorState
 from timelines.lifecycle.observation import Kind, Source
-from timelines.models import CollectorState
 
 from .conftest import CLUSTER, stored
 

@@ -20,8 +20,9 @@ import pytest
 from django.utils import timezone
 
 from collectors.kube.runner import Collector
+from collectors.models import CollectorState
 from timelines.lifecycle.observation import Kind
-from timelines.models import CollectorState, DirtyBatch, DirtyKey, Marker, Pod
+from timelines.models import DirtyBatch, DirtyKey, Marker, Pod
 
 from .conftest import CLUSTER, FAST, SimCluster, stored
 

@@ -10,9 +10,10 @@ import pytest
 
 from collectors.kube import watch as watch_module
 from collectors.kube.watch import StepResult
+from collectors.models import CollectorState
 from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
-from timelines.models import CollectorState, Interval, Pod
+from timelines.models import Interval, Pod
 
 from .conftest import CLUSTER, FAST, stored
 

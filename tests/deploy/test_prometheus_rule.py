@@ -127,7 +127,7 @@ def test_never_started_rule_fires_on_a_recent_never_started_pod_and_stops(client
 
 @pytest.mark.django_db
 def test_collector_rule_fires_for_a_watch_whose_chain_died_but_not_for_kubelet_pulls(client, settings):
-    from timelines.models import CollectorState
+    from collectors.models import CollectorState
 
     cluster = Cluster.objects.create(name="prod", origin=Cluster.Origin.LIVE)
     now = timezone.now()

@@ -8,10 +8,11 @@ import orjson
 import pytest
 from django.contrib.auth.models import Group, User
 
+from dashboard.models import ClusterGrant
 from dashboard.web.access import create_token
 from tests.export.conftest import SINCE, UNTIL
 from tests.export.helpers import export_json, row_counts
-from timelines.models import Cluster, ClusterGrant
+from timelines.models import Cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.export.urls")]
 

@@ -12,11 +12,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from collectors.models import CollectorState
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle.factories import node as node_observation
 from tests.web.conftest import UID_SECRET
 from tests.web.factories import started_pod
-from timelines.models import Cluster, CollectorState, Interval
+from timelines.models import Cluster, Interval
 
 pytestmark = pytest.mark.django_db
 

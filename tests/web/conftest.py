@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
+from dashboard.models import ClusterGrant
 from tests.flow import ingest as ingest_observations
 from tests.web.factories import HOSTILE, killed_during_setup, started_pod
-from timelines.models import Cluster, ClusterGrant
+from timelines.models import Cluster
 
 # channels.testing's __init__ imports its Daphne live-server helper (daphne.testing.DaphneProcess); podlife
 # serves with uvicorn and never uses it, so a stand-in lets WebsocketCommunicator import without Daphne.

@@ -12,8 +12,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from dashboard import queries
+from dashboard.models import ApiToken
 from tests.web.conftest import UID_EVIL, UID_KILLED, UID_OK, UID_SECRET
-from timelines.models import ApiToken, Cluster, Pod
+from timelines.models import Cluster, Pod
 
 pytestmark = pytest.mark.django_db
 

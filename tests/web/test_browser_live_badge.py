@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from collectors.models import CollectorState
 from tests.web.conftest import CHROMIUM, SHOTS, UID_OK, login, wait_for_js
-from timelines.models import CollectorState
 
 pytestmark = [
     pytest.mark.browser,

@@ -436,8 +436,8 @@ def test_stale_streams_are_named_on_hello_and_when_they_change(
     from channels.db import database_sync_to_async
     from django.utils import timezone
 
+    from collectors.models import CollectorState
     from dashboard.web import fanout
-    from timelines.models import CollectorState
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
     monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.1)

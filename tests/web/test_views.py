@@ -434,7 +434,7 @@ def test_overview_marks_stale_collector_streams(admin_user: Any, lab: Any, setti
     PODLIFE_LIVE_STALE_S is marked stale on the overview (its lag cell), whatever its last event's age."""
     from django.utils import timezone
 
-    from timelines.models import CollectorState
+    from collectors.models import CollectorState
 
     settings.PODLIFE_LIVE_STALE_S = 90.0
     now = timezone.now()

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from dashboard.models import ApiToken
 from dashboard.web.access import create_token
-from timelines.models import ApiToken
 
 
 class Command(BaseCommand):
