@@ -85,8 +85,8 @@ def test_export_job_runs_on_a_celery_worker_with_progress_and_a_download(client,
     assert progress["done"] == progress["total"] > 0 and progress["stage"], progress
     assert status["bytes"] > 0 and status["finished_at"]
     text = log.read_text()
-    assert re.search(r"Task timelines\.export_incident\[[0-9a-f-]+\] received", text), text[-2000:]
-    assert re.search(r"Task timelines\.export_incident\[[0-9a-f-]+\] succeeded in", text), text[-2000:]
+    assert re.search(r"Task dashboard\.export_incident\[[0-9a-f-]+\] received", text), text[-2000:]
+    assert re.search(r"Task dashboard\.export_incident\[[0-9a-f-]+\] succeeded in", text), text[-2000:]
 
     download = client.get(job["download_url"])
     assert download.status_code == 200
