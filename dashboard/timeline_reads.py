@@ -1,18 +1,18 @@
 """Every read of a pod's timeline, on PostgreSQL and SQLite: one statement builder, a dialect switch.
 
-A timeline is read three ways, all here: a pod's document (``pod_timeline``: the pod page, the API, the
-command line), any number of pods' documents a chunk at a time (``pod_timelines``: the export, the import's
-check; the pod page is the same read with one pod), and a scope's window (``window_json``: the node,
-namespace and workload pages and their live refetch). Each reads derived rows only, never observations'
-payloads.
+All reads of a timeline are here: any number of pods' documents, a chunk of pods per query
+(``pod_timelines``: the export, the import's check), the same read with one pod (``pod_timeline``: the
+pod page, the API, the command line), and a scope's window (``window_json``: the node, namespace and
+workload pages and their live refetch). Each reads derived rows only, never observations' payloads.
 
-The SQL is written once for both databases. What differs is four small pieces, each a function here:
-how a time is printed as text (``time_text_sql``: ``to_char`` against cutting Django's SQLite text), how a
-set of values is passed (``any_of``: one array parameter against placeholders), how a chunk of pods is
-looked up (``pod_rows``: a lateral lookup per UID against ``IN``) and how rows are streamed
-(``_streaming_cursor``: a named server-side cursor against SQLite's own stepping). Times come as the text
-``format_time`` writes, JSON columns as text for orjson, evidence as the ids' text: no ORM row machinery,
-no datetime round trip, which is most of a 10,000-pod export's time otherwise.
+The SQL is written once for both databases. What differs is a few small pieces, each a function here: how
+a time is printed as text (``time_text_sql``: ``to_char`` against cutting Django's SQLite text), how a set
+of values is passed (``any_of``, and ``observation_keys``' ids: one array parameter against placeholders
+or ``json_each``), how a chunk of pods is looked up (``pod_rows``: a lateral lookup per UID against
+``IN``) and how rows are streamed (``_streaming_cursor``: a named server-side cursor against SQLite's own
+stepping). Times come as the text ``format_time`` writes, JSON columns as text for orjson, evidence as the
+ids' text: no ORM row machinery, no datetime round trip, which is most of a 10,000-pod export's time
+otherwise.
 
 Documents are ``TimelineDoc``s assembled by the one writer, ``timelines/lifecycle/schema.py``
 (``timeline_doc``); evidence cites dedupe keys, translated from the stored ids with one query per chunk
