@@ -32,7 +32,7 @@ from dashboard.timeline_reads import (
     pod_rows,
     time_text_sql,
 )
-from timelines.derivation import NODE_KINDS
+from timelines import derivation
 from timelines.lifecycle.observation import FIELDS, Kind
 from timelines.models import (
     Cluster,
@@ -171,7 +171,7 @@ def side_observation_ids(
         ids.update(_window_and_before(snaps, since, until))
         ids.update(_window_and_before(base.filter(kind=Kind.NODE_METRICS, node=node.name), since, until))
         # KUBELET_PROCESS observations travel with the pods they were resolved to (resolved_context_ids).
-        assert set(NODE_KINDS) == {Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS}
+        assert set(derivation.NODE_KINDS) == {Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS}
     for pdb in pdbs:
         snaps = base.filter(
             kind__in=(Kind.PDB, Kind.PDB_DELETED),
@@ -205,11 +205,9 @@ def resolved_context_ids(cluster: Cluster, pods: Sequence[Pod]) -> list[int]:
     """Ids of the UID-less observations (kubelet lines naming a pod only as ns/name, node-level lines,
     kubelet processes) the derive stage resolves to ``pods``: a bundle carries them, so that re-deriving
     its pods gives the timelines it holds."""
-    from timelines.derivation import pod_observations
-
     ids: set[int] = set()
     for chunk in chunks([p.uid for p in pods]):
-        ids.update(pod_observations(cluster, list(chunk)).resolved_ids)
+        ids.update(derivation.pod_observations(cluster, list(chunk)).resolved_ids)
     return sorted(ids)
 
 
