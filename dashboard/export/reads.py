@@ -171,7 +171,12 @@ def side_observation_ids(
         ids.update(_window_and_before(snaps, since, until))
         ids.update(_window_and_before(base.filter(kind=Kind.NODE_METRICS, node=node.name), since, until))
         # KUBELET_PROCESS observations travel with the pods they were resolved to (resolved_context_ids).
-        assert set(derivation.NODE_KINDS) == {Kind.NODE, Kind.NODE_DELETED, Kind.NODE_METRICS, Kind.KUBELET_PROCESS}
+        assert set(derivation.NODE_KINDS) == {
+            Kind.NODE,
+            Kind.NODE_DELETED,
+            Kind.NODE_METRICS,
+            Kind.KUBELET_PROCESS,
+        }
     for pdb in pdbs:
         snaps = base.filter(
             kind__in=(Kind.PDB, Kind.PDB_DELETED),
