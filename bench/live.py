@@ -177,12 +177,16 @@ def start_server(port: int) -> subprocess.Popen:
 
 
 def timelines_for(pods: int) -> list:
-    from dashboard import queries
+    from dashboard import timeline_reads
+    from timelines.lifecycle import schema
     from timelines.models import Cluster, Pod
 
     cluster = Cluster.objects.get(name=CLUSTER)
     return [
-        queries.pod_timeline(cluster, p) for p in Pod.objects.filter(cluster=cluster).order_by("uid")[:pods]
+        schema.timeline_of(doc)
+        for _, doc in timeline_reads.pod_timelines(
+            cluster, list(Pod.objects.filter(cluster=cluster).order_by("uid")[:pods])
+        )
     ]
 
 
@@ -278,6 +282,7 @@ def publisher_steps(n: int) -> dict[str, list[float]]:
     from django.conf import settings
 
     from timelines import live
+    from timelines.lifecycle import schema
 
     body_timeline = timelines_for(1)[0]
     group = live.group_name("node", CLUSTER, "bench-steps")
@@ -306,7 +311,8 @@ def publisher_steps(n: int) -> dict[str, list[float]]:
         # as it was
         t_all = time.perf_counter()
         client = timed("was: new connection + listeners read", connect_and_read)
-        body = timed("was: to_json", body_timeline.to_json, CLUSTER)
+        body = timed("was: to_json (now the document as builtins)", lambda: schema.to_builtins(
+            schema.write_timeline(body_timeline, CLUSTER)))  # fmt: skip
         token = uuid.uuid4().hex
         seq = timed("was: claim (lock + number)", client.eval, live._CLAIM, 2, lock_key, seq_key, token,
                     live.LOCK_TTL_MS)  # fmt: skip
@@ -317,7 +323,7 @@ def publisher_steps(n: int) -> dict[str, list[float]]:
         steps.setdefault("was: total", []).append((time.perf_counter() - t_all) * 1000)
         # now
         t_all = time.perf_counter()
-        pods = timed("now: encode (to_json + orjson)", live.encode_pods, CLUSTER, [body_timeline])
+        pods = timed("now: encode (write_timeline + msgspec)", live.encode_pods, CLUSTER, [body_timeline])
         timed("now: listeners read (pooled)", pooled.zmscore, listeners, [group])
         timed("now: number + publish (one script)", live._script(pooled), keys=[seq_key],
               args=[direct.channel(group), direct.packed(group, pods)])  # fmt: skip
@@ -659,9 +665,9 @@ def main() -> None:
         verdicts.append((text, met))
 
     try:
-        import orjson
+        from timelines import live
 
-        payload = len(orjson.dumps(timelines_for(1)[0].to_json(CLUSTER)))
+        payload = len(live.encode_pods(CLUSTER, timelines_for(1))[0][2])
         print(f"\n1. raw Redis pub/sub, one way ({payload} byte payload): the baseline")
         b2b_p50, _ = summary("publish → subscriber, 10 ms apart", raw_pubsub(redis_url, payload, 300))
         print("\n2. derive output → websocket frame (node consumer behind uvicorn)")

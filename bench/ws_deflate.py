@@ -29,22 +29,24 @@ from _setup import setup_django
 
 
 def frames(n: int, pods: int) -> list[str]:
-    import orjson
-
     from dashboard.web.fanout import deltas_frame
     from tests.web.factories import started_pod
     from timelines.lifecycle.derive import derive_pod_timeline
+    from timelines.live import encode_pods
 
     out = []
     for f in range(n):
         texts = [
-            orjson.dumps(
-                derive_pod_timeline(
-                    started_pod(
-                        f"uid-{f}-{p}", f"load-0-{f * pods + p}-t{1764530000000000 + f}", node="node-a"
+            encode_pods(
+                "bench-load",
+                [
+                    derive_pod_timeline(
+                        started_pod(
+                            f"uid-{f}-{p}", f"load-0-{f * pods + p}-t{1764530000000000 + f}", node="node-a"
+                        )
                     )
-                ).to_json("bench-load")
-            ).decode()
+                ],
+            )[0][2]
             for p in range(pods)
         ]
         out.append(deltas_frame(f + 1, texts))

@@ -254,7 +254,7 @@ def window_overview(
     scope: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """The worker lane of a namespace window folded for drawing, or None when it holds at most
-    ``LOD_PODS`` pods (then the caller sends every row: ``queries.window_json``).
+    ``LOD_PODS`` pods (then the caller sends every row: ``timeline_reads.window_json``).
 
     Pods are ordered as the chart orders rows (first interval start, then name) and cut into at most
     ``max_bands`` bands of consecutive pods. A band carries, per state and source, its pods' intervals

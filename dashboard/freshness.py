@@ -107,7 +107,7 @@ def final_status_at(cluster: Cluster, uids: Iterable[str], *, since: datetime) -
             observed_at__gte=since,
         )
         if postgres:
-            # One array parameter: one statement text whatever the number of pods (queries.window_json).
+            # One array parameter: one statement text whatever the number of pods (timeline_reads.window_json).
             qs = qs.extra(where=["pod_uid = ANY(%s::text[])"], params=[text_array(batch)])
         else:
             qs = qs.filter(pod_uid__in=batch)
@@ -151,7 +151,7 @@ def freshness_of(
 ) -> dict[str, Any]:
     """A pod's ``freshness`` as the pages and the API send it: ``{kubelet_until, pending_since}`` (either
     null), from its ``last_seen`` and the newest kubelet evidence of its node (``kubelet_evidence_until``).
-    ``queries.window_json`` adds it to every pod of a window, and ``kubelet_until`` per node beside them."""
+    ``timeline_reads.window_json`` adds it to every pod of a window, and ``kubelet_until`` per node beside them."""
     pending = pending_since(last_seen, kubelet_until, final_status)
     return {
         "kubelet_until": format_time(kubelet_until) if kubelet_until else None,

@@ -1,21 +1,14 @@
-"""The one place timeline, workload and PDB documents get their JSON shape (msgspec Structs).
+"""The JSON shape of every document the read side writes but the timeline (msgspec Structs), and the
+pod row's part of a timeline.
 
-``TimelineDoc`` and its parts (defined in the pure ``timelines/lifecycle/schema.py``, where
-``PodTimeline.from_json`` reads through them too) declare ``podlife.timeline/v2`` (docs/timeline-schema.md): the stable keys are
-required, the others have defaults, keys it does not know are ignored (the schema's stability rule), and
-every time is checked to be ISO 8601 with an offset. ``decode_timeline`` is how an imported bundle's pod
-timelines are read: a malformed one is refused with the path of the field that is wrong. The export builds
-each bundle pod as a ``TimelineDoc`` (``timeline_doc``, from the rows its bulk reads fetch), and every other
-bundle item as one of ``BUNDLE_SECTIONS``, which the import reads back; ``PodTimeline.to_json`` (the API,
-the pages, the CLI and the live push) is held to the same Structs by tests
-(``tests/export/test_one_shape.py``, ``tests/export/test_export.py``).
-
-The REST API (``dashboard/web/api/views.py``) and the incident bundle (``dashboard/export/reads.py``) used to
-shape the same objects twice, with different key orders, different time spellings (orjson's datetime, which
-drops zero microseconds, against ``format_time``) and different field sets. Both now build these Structs:
-one declared shape, times always ``format_time`` text (UTC, microseconds always, ``+00:00``), owner
-references as ``{kind, name, uid}`` or null. The bundle adds its window-bound parts (lanes, samples, covered
-pods) in subclasses, so a bundle's ``pdbs`` / ``workloads`` items keep their document order byte for byte.
+``TimelineDoc`` and its parts are declared, assembled and read in the pure ``timelines/lifecycle/schema.py``
+(re-exported here), the one writer the live push uses too; ``pod_doc`` is a pod row's ``pod`` part, which
+``dashboard/timeline_reads.py`` hands to it. Every other document (workloads, PDBs, findings, pods as a
+list, observations, the bundle's sections) is declared here: the REST API and the incident bundle build
+the same Structs, with times always ``format_time`` text (UTC, microseconds always, ``+00:00``) and owner
+references as ``{kind, name, uid}`` or null. The bundle adds its window-bound parts (lanes, samples,
+covered pods) in subclasses, so a bundle's ``pdbs`` / ``workloads`` items keep their document order byte
+for byte; ``BUNDLE_SECTIONS`` is what the import reads back.
 
 The read layer (``dashboard/queries.py``) returns models and rows with datetimes; this module is the edge
 where they become wire text. ``to_builtins`` gives the plain dict orjson writes.
@@ -25,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any
 
 import msgspec
 
@@ -39,8 +32,8 @@ from timelines.lifecycle.schema import (
     TimelineDoc,
     check_times,
     decode_timeline,
+    to_builtins,
 )
-from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Finding, Node, Observation, Pod, PodDisruptionBudget, Workload
 
@@ -59,7 +52,8 @@ def owner(kind: str, name: str, uid: str) -> Owner | None:
 
 
 def pod_doc(pod: Pod) -> PodDoc:
-    """A pod row's identity, as ``PodTimeline.to_json`` writes ``pod``."""
+    """A pod row's identity, the ``pod`` of its timeline document (``schema.write_timeline`` writes the
+    same fields of a derived timeline)."""
     return PodDoc(
         uid=pod.uid,
         namespace=pod.namespace or None,
@@ -74,33 +68,6 @@ def pod_doc(pod: Pod) -> PodDoc:
         phase=pod.phase or None,
         first_observed=format_time(pod.first_seen),
         last_observed=format_time(pod.last_seen),
-    )
-
-
-def lane_order(name: str) -> tuple[int, str]:
-    """Where lane ``name`` goes in a timeline's ``lanes``: ``worker``, ``api``, the containers, then every
-    other lane (the conditions), each group by name (``queries.pod_timeline`` and the bundle's pods)."""
-    return ({"worker": 0, "api": 1}.get(name, 2 if name.startswith("container:") else 3), name)
-
-
-def timeline_doc(
-    cluster: str,
-    pod: Pod,
-    lanes: Mapping[str, list[IntervalDoc]],
-    markers: list[MarkerDoc],
-    findings: list[FindingDoc],
-) -> TimelineDoc:
-    """A pod row and its stored intervals, markers and findings as ``podlife.timeline/v2``: the document
-    ``PodTimeline.to_json`` writes for the same rows (``worker`` and ``api`` always there, lanes in
-    ``lane_order``). The bundle's bulk reads (``export/reads.py``) build every pod through it."""
-    every: dict[str, list[IntervalDoc]] = {"worker": [], "api": [], **lanes}
-    return TimelineDoc(
-        schema=cast(Literal["podlife.timeline/v2"], TIMELINE_SCHEMA),
-        cluster=cluster,
-        pod=pod_doc(pod),
-        lanes={name: every[name] for name in sorted(every, key=lane_order)},
-        markers=markers,
-        findings=findings,
     )
 
 
@@ -471,13 +438,6 @@ def check_bundle_item(section: str, item: Any) -> None:
         raise ValueError(str(exc)) from None
 
 
-def to_builtins(doc: msgspec.Struct) -> dict[str, Any]:
-    """``doc`` as the plain dict orjson writes (field order kept)."""
-    out = msgspec.to_builtins(doc)
-    assert isinstance(out, dict)
-    return out
-
-
 __all__ = [
     "FindingDoc",
     "IntervalDoc",
@@ -485,4 +445,5 @@ __all__ = [
     "PodDoc",
     "TimelineDoc",
     "decode_timeline",
+    "to_builtins",
 ]

@@ -15,13 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("collectors", "timelines", "dashboard", "demo_cluster", "alerts", "podlife_site")
-# Cycles being broken elsewhere, each with who breaks it. An entry must still be a cycle (the test below
-# fails once it is gone, so the entry is removed with the fix, and never hides a new cycle).
-KNOWN: dict[frozenset[str], str] = {
-    # PodTimeline.from_json decodes through schema.py, which imports timeline.py's constants: the
-    # serialization work (branch readpath, issue #36 deliverable 2) removes it.
-    frozenset({"timelines.lifecycle.schema", "timelines.lifecycle.timeline"}): "readpath",
-}
 
 
 def product_graph() -> grimp.ImportGraph:
@@ -104,16 +97,8 @@ def test_every_product_module_is_in_the_graph() -> None:
 def test_no_import_cycle_in_the_product() -> None:
     graph = product_graph()
     groups = strongly_connected(graph, set(graph.modules))
-    new = [describe(graph, g) for g in groups if frozenset(g) not in KNOWN]
-    assert not new, "import cycles (module:line -> module): " + " | ".join(new)
-
-
-def test_each_known_cycle_is_still_there() -> None:
-    """An entry of KNOWN whose cycle is gone is removed: it would otherwise wait to hide a new one."""
-    graph = product_graph()
-    groups = {frozenset(g) for g in strongly_connected(graph, set(graph.modules))}
-    gone = [f"{sorted(k)} ({who})" for k, who in KNOWN.items() if k not in groups]
-    assert not gone, f"no longer cycles, remove from KNOWN: {gone}"
+    found = [describe(graph, g) for g in groups]
+    assert not found, "import cycles (module:line -> module): " + " | ".join(found)
 
 
 def test_a_cycle_through_a_function_level_import_is_found(

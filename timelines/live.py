@@ -14,9 +14,9 @@ the order of their numbers, without a lock), on this process's pooled connection
 loop: a batch costs two round trips (who listens; number and publish) whatever its groups. With any
 other layer the number and the ``group_send`` happen under the group's publish lock (a Redis lock; without
 Redis, a mutex); a publisher that dies between the two leaves a real gap, and the consumer refetches,
-which is what a gap is for. Each pod's timeline is encoded to JSON text once here; consumers forward that
-text without decoding it. Consumers coalesce what they receive (see ``dashboard/web/consumers.py``), so a
-busy node never floods a browser.
+which is what a gap is for. Each pod's timeline is written (``schema.write_timeline``) and encoded to JSON
+text once here; consumers forward that text without decoding it. Consumers coalesce what they receive (see
+``dashboard/web/consumers.py``), so a busy node never floods a browser.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
 import msgpack  # type: ignore[import-untyped]
-import orjson
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from timelines.lifecycle import schema
 from timelines.lifecycle.timeline import PodTimeline
 
 log = logging.getLogger(__name__)
@@ -180,9 +180,13 @@ _local_publish = threading.Lock()  # in-process: number and send under one mutex
 
 
 def encode_pods(cluster: str, timelines: Iterable[PodTimeline]) -> list[tuple[str, str, str]]:
-    """Each pod's ``(uid, namespace, podlife.timeline/v2 as JSON text)``: encoded once by the publisher;
-    every consumer forwards the text as it is."""
-    return [(t.uid, t.namespace or "", orjson.dumps(t.to_json(cluster)).decode()) for t in timelines]
+    """Each pod's ``(uid, namespace, podlife.timeline/v2 as JSON text)``: written by the one document writer
+    (``schema.write_timeline``, the document the REST read gives for the same rows) and encoded once by the
+    publisher; every consumer forwards the text as it is."""
+    return [
+        (t.uid, t.namespace or "", schema.encode(schema.write_timeline(t, cluster)).decode())
+        for t in timelines
+    ]
 
 
 def delta_message(group: str, seq: int, pods: list[tuple[str, str, str]]) -> GroupDelta:

@@ -18,7 +18,7 @@ Layout (one item per line, so ``head`` shows the metadata and ``grep`` finds a p
 
 The observation digest must be in the metadata, which comes first, while the observations come last: the
 observations are read once, hashed and spooled (memory up to ``SPOOL_MEMORY``, then a temporary file),
-then copied out after the derived sections. Nothing else is held: pods are read ``reads.CHUNK`` at a time.
+then copied out after the derived sections. Nothing else is held: pods are read ``timeline_reads.CHUNK`` at a time.
 docs/incident-bundle.md is the schema.
 
 Gzip (``iter_json(..., gzip_level=6)``, what ``export_incident`` uses for a ``.json.gz``): the observations
@@ -47,7 +47,7 @@ import msgspec
 import orjson
 from django.utils import timezone
 
-from dashboard import serialize
+from dashboard import serialize, timeline_reads
 from dashboard.export import reads
 from dashboard.export.scope import Resolved
 from timelines.lifecycle.timeline import SCHEMA as TIMELINE_SCHEMA
@@ -276,7 +276,7 @@ def _derived_docs(
     resolved: Resolved, side_ids: set[int], counter: _Counter
 ) -> Iterator[tuple[str, msgspec.Struct]]:
     cluster, since, until = resolved.cluster, resolved.since, resolved.until
-    for _pod, timeline in reads.pod_timelines(cluster, resolved.pods):
+    for _pod, timeline in timeline_reads.pod_timelines(cluster, resolved.pods):
         yield "pods", timeline
         counter.add("pods")
     for node in resolved.nodes:

@@ -26,8 +26,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 
-from dashboard import serialize
-from dashboard.export import reads
+from dashboard import serialize, timeline_reads
 from dashboard.export.bundle import SCHEMA, SCHEMA_FAMILY, SECTIONS, canonical_observation, derived_line
 from timelines import store
 from timelines.derivation import drain
@@ -274,11 +273,12 @@ def compare_pods(
     cluster: Cluster, bundle_pods: list[dict[str, Any]], bundle_key_of: Mapping[str, str]
 ) -> list[str]:
     """Every pod whose re-derived timeline differs from the bundle's, as one line each (the re-derived
-    timelines cite dedupe keys already: ``reads.pod_timelines``)."""
+    timelines cite dedupe keys already: ``timeline_reads.pod_timelines``)."""
     expected = {tl["pod"]["uid"]: _normalized(tl, bundle_key_of) for tl in bundle_pods}
     pods = list(Pod.objects.filter(cluster=cluster).order_by("namespace", "name", "uid"))
     got = {
-        pod.uid: _normalized(serialize.to_builtins(tl), {}) for pod, tl in reads.pod_timelines(cluster, pods)
+        pod.uid: _normalized(serialize.to_builtins(tl), {})
+        for pod, tl in timeline_reads.pod_timelines(cluster, pods)
     }
     differences = []
     for uid in sorted(set(expected) | set(got)):

@@ -21,7 +21,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from dashboard import fleet, freshness, plotly_bundles, queries
+from dashboard import fleet, freshness, plotly_bundles, queries, serialize, timeline_reads
 from dashboard.web import figures
 from dashboard.web.access import access_for
 from dashboard.web.api.views import ApiError, parse_when, readable_cluster, require_namespace
@@ -280,7 +280,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         raise Http404(str(exc)) from None
     if not access.can_namespace(c, p.namespace):
         raise Http404(f"no pod with UID {uid!r} in cluster {c.name!r}")
-    timeline = queries.pod_timeline(c, p).to_json(c.name)
+    timeline = serialize.to_builtins(timeline_reads.pod_timeline(c, p))
     # Read-time: "kubelet evidence pending since …"
     fresh = freshness.pod_freshness(c, p, namespaces=access.namespace_filter(c))
     observations = queries.pod_observations(c, p)
@@ -306,7 +306,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         }
         for f in timeline["findings"]
     ]
-    lanes = list(timeline["lanes"])  # in the document's lane order (serialize.lane_order)
+    lanes = list(timeline["lanes"])  # in the document's lane order (schema.lane_order)
     page = {
         "kind": "pod",
         "cluster": c.name,

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard import queries
+from dashboard import queries, timeline_reads
 from tests.audit.helpers import FIXTURES, parsed
 from timelines import derivation
+from timelines.lifecycle import schema
 from timelines.lifecycle.observation import Kind
 from timelines.models import Node, Observation, PodDisruptionBudget
 
@@ -81,7 +82,7 @@ def test_a_cluster_from_audit_logs_alone_is_browsable(logs: Path) -> None:
     derivation.drain()  # the command stores; the derive stage (a worker, or this) derives
     cluster = queries.get_cluster("offline-1")
     pod = queries.resolve_pod(cluster, uid="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3")
-    timeline = queries.pod_timeline(cluster, pod)
+    timeline = schema.timeline_of(timeline_reads.pod_timeline(cluster, pod))
     assert [iv.state for iv in timeline.lanes["api"]][-3:] == ["terminating", "succeeded", "deleted"]
     container = timeline.lanes["container:app"]
     assert [(iv.state, iv.attrs.get("reason")) for iv in container] == [

@@ -13,10 +13,11 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from dashboard import queries
+from dashboard import queries, timeline_reads
 from dashboard.export import Scope, export_incident
 from tests.audit.helpers import FIXTURES
 from timelines import derivation
+from timelines.lifecycle import schema
 from timelines.models import Interval
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +38,7 @@ def drained(tmp_path: Path) -> str:
 def test_the_evicted_pod_names_its_evictor_and_the_refusals(drained: str) -> None:
     cluster = queries.get_cluster(drained)
     pod = queries.resolve_pod(cluster, uid=EVICTED)
-    timeline = queries.pod_timeline(cluster, pod)
+    timeline = schema.timeline_of(timeline_reads.pod_timeline(cluster, pod))
     term = next(iv for iv in timeline.lanes["api"] if iv.state == "terminating")
     assert (term.attrs["who"], term.attrs["attempts_before"]) == ("kubernetes-admin via kubectl", 4)
     worker = next(iv for iv in timeline.lanes["worker"] if iv.state == "terminating")

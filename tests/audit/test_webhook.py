@@ -25,10 +25,11 @@ import yaml
 from django.db import connection, transaction
 
 from collectors.ingest_audit import admission
-from dashboard import queries
+from dashboard import queries, timeline_reads
 from tests.audit.helpers import fixture, parsed
 from tests.ingest.conftest import CLUSTER, Ingest, issue_token
 from timelines import derivation, store
+from timelines.lifecycle import schema
 from timelines.lifecycle.observation import Kind
 from timelines.models import Observation
 
@@ -68,8 +69,10 @@ def test_a_webhook_batch_is_stored_once_and_derived(server: str, request: pytest
     assert (again["stored"], again["already_stored"]) == (0, 20)
     derivation.drain()  # the endpoint stores; the derive stage (a worker, or this) derives
     cluster = queries.get_cluster(CLUSTER)
-    timeline = queries.pod_timeline(
-        cluster, queries.resolve_pod(cluster, uid="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3")
+    timeline = schema.timeline_of(
+        timeline_reads.pod_timeline(
+            cluster, queries.resolve_pod(cluster, uid="0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3")
+        )
     )
     assert [iv.state for iv in timeline.lanes["api"]][-1] == "deleted"
 

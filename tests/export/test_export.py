@@ -14,12 +14,14 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard import queries, serialize
-from dashboard.export import Scope, ScopeError, export_incident, iter_export, reads, resolve
+from dashboard import queries, serialize, timeline_reads
+from dashboard.export import Scope, ScopeError, export_incident, iter_export, resolve
 from dashboard.export.bundle import canonical_observation, crc32_combine
 from tests.export.conftest import HOSTILE, SINCE, UNTIL, uid_for
 from tests.export.helpers import export_json
 from tests.lifecycle.factories import T0
+from tests.orm_timeline import orm_timeline
+from timelines.lifecycle import schema
 from timelines.models import Pod
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
@@ -75,13 +77,23 @@ def test_unknown_things_are_named(source_cluster):
         export_incident(source_cluster, Scope.one("node", "node-a"), UNTIL, SINCE, "json", io.BytesIO())
 
 
-def test_bulk_reader_gives_exactly_the_timeline_queries_gives(source_cluster):
+def test_bulk_reader_gives_exactly_the_timeline_the_orm_reads(source_cluster, monkeypatch):
+    """GIVEN every pod of a cluster
+    WHEN they are read in bulk two pods a query (chunks straddled), and each alone (the pod page's read)
+    THEN every document is the one the ORM reading of the same rows gives (times printed by Python,
+    JSON decoded by Django, evidence translated one by one), byte for byte."""
     pods = list(Pod.objects.filter(cluster=source_cluster).order_by("uid"))
-    bulk = dict(reads.pod_timelines(source_cluster, pods))
+    assert len(pods) > 2
+    monkeypatch.setattr(timeline_reads, "CHUNK", 2)
+    bulk = dict(timeline_reads.pod_timelines(source_cluster, pods))
     for pod in pods:
-        doc = serialize.to_builtins(bulk[pod])
-        expected = queries.pod_timeline(source_cluster, pod).to_json(source_cluster.name)
-        assert orjson.dumps(doc) == orjson.dumps(expected)  # the same keys in the same order
+        expected = orjson.dumps(
+            schema.to_builtins(schema.write_timeline(orm_timeline(source_cluster, pod), "src"))
+        )
+        assert orjson.dumps(serialize.to_builtins(bulk[pod])) == expected  # the same keys in the same order
+        assert (
+            orjson.dumps(serialize.to_builtins(timeline_reads.pod_timeline(source_cluster, pod))) == expected
+        )
 
 
 def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):

@@ -70,10 +70,10 @@ def test_api_and_bundle_shape_workloads_and_pdbs_alike(source_cluster: Cluster) 
 
 
 def test_timeline_structs_describe_exactly_what_the_api_and_the_bundle_write(source_cluster: Cluster) -> None:
-    """GIVEN the pods of a bundle (export's bulk reads) and the same pods' timelines from the API
-    (``PodTimeline.to_json``, which the pages and the live push send too)
+    """GIVEN the pods of a bundle and the same pods' timelines from the API (both the one read,
+    ``timeline_reads.pod_timelines``, the pages' and the command line's too)
     WHEN each is read through ``serialize.TimelineDoc`` and written back
-    THEN nothing is lost or reordered: the Structs are the whole v2 shape both producers write."""
+    THEN nothing is lost or reordered: the Structs are the whole v2 shape, and the two answers agree."""
     client = Client()
     client.force_login(User.objects.create_superuser("admin", "a@example.org", "pw"))
     bundle = orjson.loads(export_json(source_cluster))

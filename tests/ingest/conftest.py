@@ -22,8 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from collectors.models import IngestToken
-from dashboard import queries
+from dashboard import queries, timeline_reads
 from timelines import derivation, store
+from timelines.lifecycle import schema
 from timelines.models import Observation
 
 CLUSTER = "prod"
@@ -172,7 +173,7 @@ def worker_lane(uid: str, cluster: str = CLUSTER) -> list[tuple[str, datetime, d
         pod = queries.resolve_pod(c, uid=uid)
     except queries.NotFound:
         return []
-    timeline = queries.pod_timeline(c, pod)
+    timeline = schema.timeline_of(timeline_reads.pod_timeline(c, pod))
     return [(iv.state, iv.start, iv.end) for iv in timeline.lanes.get("worker", ())]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, finding_rows, only, rows, t
+from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
 from timelines.lifecycle.timeline import PodTimeline
@@ -318,8 +319,8 @@ def test_stuck_terminating_is_measured_at_now() -> None:
 @pytest.mark.parametrize("name", sorted(scenarios.ALL_SCENARIOS))
 def test_json_round_trip(name: str) -> None:
     tl = derive(name)
-    data = tl.to_json("prod-eu")
-    assert PodTimeline.from_json(data) == tl
+    data = schema.to_builtins(schema.write_timeline(tl, "prod-eu"))
+    assert schema.read_timeline(data) == tl
     assert data["schema"] == "podlife.timeline/v2" and data["cluster"] == "prod-eu"
     assert set(data) >= {"schema", "cluster", "pod", "lanes", "markers", "findings"}
     assert set(data["pod"]) >= {"uid", "namespace", "name", "node"}

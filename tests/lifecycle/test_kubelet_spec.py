@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle import kubelet_spec as ks
+from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
@@ -186,7 +187,9 @@ def no_timeline_claims_a_bound_the_evidence_does_not_hold(case: dict[str, object
     files = _cut_and_split(case, text)
     got = timelines(parse_files(files))
     again = timelines(parse_files(list(reversed(files))))
-    assert {u: t.to_json("c") for u, t in got.items()} == {u: t.to_json("c") for u, t in again.items()}
+    assert {u: schema.to_builtins(schema.write_timeline(t, "c")) for u, t in got.items()} == {
+        u: schema.to_builtins(schema.write_timeline(t, "c")) for u, t in again.items()
+    }
     asserted = 0
     for life in lives:
         tl = got.get(life.uid)

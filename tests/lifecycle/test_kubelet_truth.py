@@ -13,6 +13,7 @@ from pathlib import Path
 
 from collectors.parsers.kubectl import read_kubectl_output
 from collectors.parsers.kubelet_log import KubeletLogParser, parse_kubelet_log
+from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
@@ -224,7 +225,9 @@ def test_the_newer_file_first_gives_the_same_timelines() -> None:
     half = len(full) // 2
     forward = timelines(parse([full[:half], full[half:]], node="worker-6", year=2024))
     backward = timelines(parse([full[half:], full[:half]], node="worker-6", year=2024))
-    assert {u: t.to_json("c") for u, t in forward.items()} == {u: t.to_json("c") for u, t in backward.items()}
+    assert {u: schema.to_builtins(schema.write_timeline(t, "c")) for u, t in forward.items()} == {
+        u: schema.to_builtins(schema.write_timeline(t, "c")) for u, t in backward.items()
+    }
     assert set(forward) == {"0d3b5f7a-9c1e-4a2b-8d4f-6e8a0c2e4f6a", "51d2e3f4-a5b6-4c7d-8e9f-a0b1c2d3e4f5"}
 
 

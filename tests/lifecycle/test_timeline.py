@@ -1,4 +1,4 @@
-"""The timeline value types: time spelling, JSON shape and from_json errors."""
+"""The timeline value types: time spelling, JSON shape and read_timeline errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle import scenarios
-from timelines.lifecycle import SCHEMA, PodTimeline, derive_pod_timeline, format_time, parse_time
+from timelines.lifecycle import SCHEMA, derive_pod_timeline, format_time, parse_time, schema
 
 
 def test_times_are_utc_with_microseconds_always() -> None:
@@ -29,7 +29,9 @@ def test_times_are_utc_with_microseconds_always() -> None:
 
 def test_json_shape_of_the_graceful_delete() -> None:
     observations = scenarios.graceful_delete()
-    data = json.loads(json.dumps(derive_pod_timeline(observations).to_json("prod-eu")))
+    data = json.loads(
+        json.dumps(schema.to_builtins(schema.write_timeline(derive_pod_timeline(observations), "prod-eu")))
+    )
     assert data["schema"] == SCHEMA == "podlife.timeline/v2"
     assert data["pod"]["uid"] == scenarios.UID
     assert (data["pod"]["namespace"], data["pod"]["name"], data["pod"]["node"]) == (
@@ -125,19 +127,19 @@ def test_json_shape_of_the_graceful_delete() -> None:
         (lambda d: d["pod"].update(uid=""), r"uid must be a non-empty string - at `\$\.pod`"),
     ],
 )
-def test_from_json_names_what_is_wrong(mutate: object, error: str) -> None:
-    data = derive_pod_timeline(scenarios.graceful_delete()).to_json("c")
+def test_read_timeline_names_what_is_wrong(mutate: object, error: str) -> None:
+    data = schema.to_builtins(schema.write_timeline(derive_pod_timeline(scenarios.graceful_delete()), "c"))
     mutate(data)  # type: ignore[operator]
     with pytest.raises(ValueError, match=error):
-        PodTimeline.from_json(data)
+        schema.read_timeline(data)
 
 
 def test_the_schema_doc_example_reads_back() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "timeline-schema.md").read_text(encoding="utf-8")
     example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
-    timeline = PodTimeline.from_json(example)
+    timeline = schema.read_timeline(example)
     assert [iv.state for iv in timeline.lane("worker")] == ["setup", "terminating", "cleanup"]
-    assert timeline.to_json(example["cluster"]) == example
+    assert schema.to_builtins(schema.write_timeline(timeline, example["cluster"])) == example
 
 
 def test_a_v1_document_still_reads_with_its_meaning_kept() -> None:
@@ -146,8 +148,8 @@ def test_a_v1_document_still_reads_with_its_meaning_kept() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "timeline-schema.md").read_text(encoding="utf-8")
     example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
     v1 = {**example, "schema": "podlife.timeline/v1"}
-    timeline = PodTimeline.from_json(v1)
+    timeline = schema.read_timeline(v1)
     setup = timeline.lane("worker")[0]
     assert setup.state == "setup" and setup.attrs["v1_sync"] is True
     assert [iv.attrs.get("v1_sync") for iv in timeline.lane("worker")] == [True, None, None]
-    assert timeline.to_json("prod-eu")["schema"] == "podlife.timeline/v2"
+    assert schema.to_builtins(schema.write_timeline(timeline, "prod-eu"))["schema"] == "podlife.timeline/v2"

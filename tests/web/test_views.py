@@ -451,3 +451,24 @@ def test_overview_marks_stale_collector_streams(admin_user: Any, lab: Any, setti
     rows = {r.split("</td>")[1].rsplit(">", 1)[1]: r for r in table.split("<tr>")[2:4]}
     assert "(stale)" in rows["pods"] and 'class="bad"' in rows["pods"]
     assert "(stale)" not in rows["daemonsets"] and 'class="bad"' not in rows["daemonsets"]
+
+
+def test_the_legend_swatches_are_the_gantts_colours_and_readable(viewer: Any) -> None:
+    """GIVEN a page with the worker phases' legend (every page's stylesheet carries its swatches)
+    WHEN its inline CSS is read
+    THEN each phase's swatch has the colour the Gantt draws that state in (figures.STATE_COLOURS, one
+    table) and text meeting WCAG 2's 4.5:1 contrast for normal text."""
+    from dashboard.templatetags.legend import contrast
+    from dashboard.web.figures import STATE_COLOURS
+
+    client = Client()
+    client.force_login(viewer)
+    page = client.get("/").content.decode()
+    swatches = {
+        phase: m
+        for phase, *m in re.findall(r"\.lane\.(\w+) \{ background: (#\w{6}); color: (#\w{6}); \}", page)
+    }
+    assert set(swatches) == {"setup", "running", "terminating", "cleanup", "unknown"}
+    for phase, (background, ink) in swatches.items():
+        assert background == STATE_COLOURS[phase], phase
+        assert contrast(background, ink) >= 4.5, phase

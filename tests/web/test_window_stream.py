@@ -1,4 +1,4 @@
-"""The node, namespace and workload timeline API streams its answer (``queries.window_json``, issue #18 d6):
+"""The node, namespace and workload timeline API streams its answer (``timeline_reads.window_json``, issue #18 d6):
 the same bytes as the read it replaced, which built every pod's rows as Python lists and dicts, annotated
 them (``freshness.annotate_window``), dropped the node's lanes for a namespace-only reader
 (``visibility.strip_node_lanes``) and encoded the whole with one ``orjson.dumps``. That construction is kept
@@ -18,8 +18,8 @@ import orjson
 import pytest
 from django.db import connection
 
-from dashboard import freshness, queries
-from dashboard.queries import MAX_WINDOW_PODS, WINDOW_SCHEMA, time_text_sql
+from dashboard import freshness, timeline_reads
+from dashboard.timeline_reads import MAX_WINDOW_PODS, WINDOW_SCHEMA, time_text_sql
 from tests.web.bulk import DAY0, make_node_pods
 from timelines.models import Cluster, Finding, Interval, Marker, Pod
 
@@ -218,7 +218,7 @@ WHOLE_DAY = {"start": DAY0, "end": DAY0 + timedelta(days=1)}
 def busy(monkeypatch: pytest.MonkeyPatch) -> Cluster:
     cluster = Cluster.objects.create(name="busy")
     make_node_pods(cluster, pods=240, node="node-busy")
-    monkeypatch.setattr(queries, "WINDOW_FETCH", 7)  # a pod's rows straddle fetches
+    monkeypatch.setattr(timeline_reads, "WINDOW_FETCH", 7)  # a pod's rows straddle fetches
     return cluster
 
 
@@ -248,9 +248,9 @@ def test_streamed_window_is_the_previous_answer_byte_for_byte(
         ):
             args = {**kw, **window, "scope": scope}
             expected = previous_answer(busy, whole_cluster=whole, **args)
-            got = queries.window_json(busy, node_lanes=whole, **args)
+            got = timeline_reads.window_json(busy, node_lanes=whole, **args)
             assert got == expected, what
-    data = orjson.loads(queries.window_json(busy, **{**kw, **WHOLE_DAY, "scope": scope}))
+    data = orjson.loads(timeline_reads.window_json(busy, **{**kw, **WHOLE_DAY, "scope": scope}))
     if what == "node, every lane":  # the comparison covered what it should
         assert len(data["pods"]) > 200 and data["node_lanes"] and data["kubelet_until"]
         assert any(p["freshness"]["pending_since"] for p in data["pods"])
@@ -272,8 +272,8 @@ def test_streamed_window_of_pods_by_uid_is_the_previous_answer(busy: Cluster) ->
         "lanes": None,
         "scope": {"kind": "workload", "name": "x"},
     }
-    assert queries.window_json(busy, **kw) == previous_answer(busy, **kw)
-    assert queries.window_json(busy, **{**kw, "pod_uids": []}) == previous_answer(
+    assert timeline_reads.window_json(busy, **kw) == previous_answer(busy, **kw)
+    assert timeline_reads.window_json(busy, **{**kw, "pod_uids": []}) == previous_answer(
         busy, **{**kw, "pod_uids": []}
     )
 
@@ -285,7 +285,7 @@ def test_streamed_window_outside_a_transaction_is_the_previous_answer(
     """Autocommit (as a request is served): on PostgreSQL the server-side cursors are declared WITH HOLD."""
     cluster = Cluster.objects.create(name="busy-autocommit")
     make_node_pods(cluster, pods=60, node="node-busy")
-    monkeypatch.setattr(queries, "WINDOW_FETCH", 5)
+    monkeypatch.setattr(timeline_reads, "WINDOW_FETCH", 5)
     kw = {
         **WHOLE_DAY,
         "node": "node-busy",
@@ -294,13 +294,13 @@ def test_streamed_window_outside_a_transaction_is_the_previous_answer(
         "scope": {"kind": "node", "name": "n"},
     }
     assert connection.get_autocommit()
-    assert queries.window_json(cluster, **kw) == previous_answer(cluster, **kw)
+    assert timeline_reads.window_json(cluster, **kw) == previous_answer(cluster, **kw)
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.postgres
 def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
-    """PostgreSQL: the server-side cursors of every read have one name (``queries.WINDOW_CURSOR``), so a
+    """PostgreSQL: the server-side cursors of every read have one name (``timeline_reads.WINDOW_CURSOR``), so a
     second read of the same view runs the very statements of the first, and psycopg's cache of parsed
     statements (128, least recently used) gains nothing. Django's ``chunked_cursor()`` named each cursor
     after its thread and a counter: every read put three new ``DECLARE`` texts in that cache, which kept
@@ -316,9 +316,9 @@ def test_a_window_read_again_runs_the_statements_it_ran_before() -> None:
         "lanes": None,
         "scope": {"kind": "node", "name": "n"},
     }
-    first = queries.window_json(cluster, **kw)
+    first = timeline_reads.window_json(cluster, **kw)
     misses = _queries._query2pg_client.cache_info().misses
-    assert queries.window_json(cluster, **kw) == first
+    assert timeline_reads.window_json(cluster, **kw) == first
     assert _queries._query2pg_client.cache_info().misses == misses
 
 
@@ -336,8 +336,8 @@ def test_window_reads_of_any_number_of_pods_run_the_same_statements() -> None:
     for pods in (3, 6, 40):  # each node also has a pod whose row names "node-other": two nodes each
         make_node_pods(cluster, pods=pods, node=f"node-{pods}", seed=pods)
     kw = {**WHOLE_DAY, "namespaces": None, "lanes": None, "scope": {"kind": "node", "name": "n"}}
-    queries.window_json(cluster, node="node-3", **kw)
+    timeline_reads.window_json(cluster, node="node-3", **kw)
     misses = _queries._query2pg_client.cache_info().misses
     for node in ("node-6", "node-40"):
-        assert orjson.loads(queries.window_json(cluster, node=node, **kw))["pods"]
+        assert orjson.loads(timeline_reads.window_json(cluster, node=node, **kw))["pods"]
     assert _queries._query2pg_client.cache_info().misses == misses

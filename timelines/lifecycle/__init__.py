@@ -4,7 +4,7 @@ Imports no Django, Celery, Channels or kubernetes client (a test guards this).
 
 Its hot modules may run compiled (``make core-ext``: mypyc, the same sources; ``_compiled`` checks the
 copies are current). Entry points: ``derive_pod_timeline(observations, thresholds=..., now=...) -> PodTimeline`` and
-``PodTimeline.to_json(cluster)`` / ``PodTimeline.from_json(data)`` (schema in docs/timeline-schema.md).
+``schema.write_timeline(timeline, cluster)`` / ``schema.read_timeline(data)`` (docs/timeline-schema.md).
 """
 
 from __future__ import annotations

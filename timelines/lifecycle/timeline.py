@@ -1,15 +1,13 @@
-"""The derived picture of one pod: lanes of intervals, markers and findings, and its stable JSON shape.
+"""The derived picture of one pod: lanes of intervals, markers and findings.
 
 Everything here is immutable and pure (``Interval``, ``Marker`` and ``Finding`` are ``record``s: frozen to
 the type checker, plain slots dataclasses at run time, since the derive stage makes tens a pod; see
-``record.py``). ``PodTimeline.to_json`` writes schema ``podlife.timeline/v2`` (documented in
-``docs/timeline-schema.md``); ``PodTimeline.from_json`` reads it back, so an exported timeline round-trips
-exactly, and still reads ``podlife.timeline/v1`` (see ``upgrade_v1``).
+``record.py``). Its JSON document, ``podlife.timeline/v2`` (docs/timeline-schema.md), is written and read
+by ``schema.py`` (``write_timeline``, ``read_timeline``), which imports this module and never the reverse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -17,7 +15,7 @@ from typing import Any, Final, Literal
 from timelines.lifecycle.record import record
 
 SCHEMA = "podlife.timeline/v2"
-SCHEMA_V1 = "podlife.timeline/v1"  # read (and upgraded) by ``from_json``; never written
+SCHEMA_V1 = "podlife.timeline/v1"  # read (and upgraded) by ``schema.read_timeline``; never written
 SCHEMAS_READ = (SCHEMA, SCHEMA_V1)
 
 # observed: the kubelet's own V4 transitions or spans (or the API's record of its own state); kubelet:
@@ -145,17 +143,6 @@ class Interval:
         (an open interval's end is not known either)."""
         return self.end is not None and not self.attrs.get("end_unknown", False)
 
-    def to_json(self) -> dict[str, Any]:
-        """The interval as a JSON-compatible dict (the lane name is the enclosing key)."""
-        return {
-            "state": self.state,
-            "start": format_time(self.start),
-            "end": format_time(self.end),
-            "source": self.source,
-            "attrs": dict(self.attrs),
-            "evidence": list(self.evidence),
-        }
-
 
 @record(frozen=True)
 class Marker:
@@ -170,17 +157,6 @@ class Marker:
     attrs: dict[str, Any] = field(default_factory=dict, hash=False)
     evidence: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        """The marker as a JSON-compatible dict."""
-        return {
-            "at": format_time(self.at),
-            "kind": self.kind,
-            "reason": self.reason,
-            "message": self.message,
-            "attrs": dict(self.attrs),
-            "evidence": list(self.evidence),
-        }
-
 
 @record(frozen=True)
 class Finding:
@@ -193,18 +169,6 @@ class Finding:
     end: datetime | None
     evidence: tuple[str, ...] = ()
     attrs: dict[str, Any] = field(default_factory=dict, hash=False)
-
-    def to_json(self) -> dict[str, Any]:
-        """The finding as a JSON-compatible dict."""
-        return {
-            "kind": self.kind,
-            "severity": self.severity,
-            "message": self.message,
-            "start": format_time(self.start),
-            "end": format_time(self.end),
-            "evidence": list(self.evidence),
-            "attrs": dict(self.attrs),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,137 +199,3 @@ class PodTimeline:
     def lane(self, name: str) -> tuple[Interval, ...]:
         """The intervals of lane ``name`` (empty when the lane does not exist)."""
         return self.lanes.get(name, ())
-
-    def to_json(self, cluster: str) -> dict[str, Any]:
-        """The timeline in schema ``podlife.timeline/v2`` (see docs/timeline-schema.md).
-
-        Keys ``schema``, ``cluster``, ``pod{uid,namespace,name,node}``, ``lanes``, ``markers`` and
-        ``findings`` are stable; extra keys may be added, never removed. Times are UTC ISO 8601 with
-        microseconds.
-        """
-        return {
-            "schema": SCHEMA,
-            "cluster": cluster,
-            "pod": {
-                "uid": self.uid,
-                "namespace": self.namespace,
-                "name": self.name,
-                "node": self.node,
-                "static": self.static,
-                "owner": dict(self.owner) if self.owner is not None else None,
-                "created_at": format_time(self.created_at),
-                "deleted_at": format_time(self.deleted_at),
-                "phase": self.phase,
-                "first_observed": format_time(self.first_observed),
-                "last_observed": format_time(self.last_observed),
-            },
-            "lanes": {name: [iv.to_json() for iv in intervals] for name, intervals in self.lanes.items()},
-            "markers": [m.to_json() for m in self.markers],
-            "findings": [f.to_json() for f in self.findings],
-            "problems": list(self.problems),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PodTimeline:
-        """Read back what ``to_json`` wrote (the cluster is ``data["cluster"]``; it is not kept here).
-
-        Raises ValueError naming the first key that is missing or malformed.
-        """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"timeline must be a JSON object, got {type(data).__name__}")
-        if data.get("schema") not in SCHEMAS_READ:
-            raise ValueError(
-                f"timeline schema is {data.get('schema')!r}; expected one of {', '.join(SCHEMAS_READ)}"
-            )
-        if data.get("schema") == SCHEMA_V1:
-            data = upgrade_v1(data)
-        from timelines.lifecycle.schema import decode_timeline  # it imports this module's constants
-
-        doc = decode_timeline(data)  # ValueError naming the field
-        pod = doc.pod
-        return cls(
-            uid=pod.uid,
-            namespace=pod.namespace,
-            name=pod.name,
-            node=pod.node,
-            lanes={
-                name: tuple(
-                    Interval(
-                        lane=name,
-                        state=iv.state,
-                        start=_parsed(iv.start),
-                        end=parse_time(iv.end),
-                        source=iv.source,  # type: ignore[arg-type]  # checked by IntervalDoc
-                        attrs=dict(iv.attrs),
-                        evidence=tuple(iv.evidence),
-                    )
-                    for iv in intervals
-                )
-                for name, intervals in doc.lanes.items()
-            },
-            markers=tuple(
-                Marker(
-                    at=_parsed(m.at),
-                    kind=m.kind,  # type: ignore[arg-type]  # checked by MarkerDoc
-                    reason=m.reason,
-                    message=m.message,
-                    attrs=dict(m.attrs),
-                    evidence=tuple(m.evidence),
-                )
-                for m in doc.markers
-            ),
-            findings=tuple(
-                Finding(
-                    kind=f.kind,
-                    severity=f.severity,  # type: ignore[arg-type]  # checked by FindingDoc
-                    message=f.message,
-                    start=_parsed(f.start),
-                    end=parse_time(f.end),
-                    evidence=tuple(f.evidence),
-                    attrs=dict(f.attrs),
-                )
-                for f in doc.findings
-            ),
-            static=pod.static,
-            owner=dict(pod.owner) if pod.owner is not None else None,
-            created_at=parse_time(pod.created_at),
-            deleted_at=parse_time(pod.deleted_at),
-            phase=pod.phase,
-            first_observed=parse_time(pod.first_observed),
-            last_observed=parse_time(pod.last_observed),
-            problems=tuple(doc.problems),
-        )
-
-
-def _parsed(text: str) -> datetime:
-    value = parse_time(text)
-    assert value is not None  # a required time: the schema refused an empty one
-    return value
-
-
-def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``podlife.timeline/v1`` document in v2 terms (the meaning v1 gave each value is kept):
-
-    * v1 ``setup`` in the worker lane covered the whole SyncPod span, whether or not the containers had
-      started; v2 splits that span at the containers' start, which v1 did not record. An observed v1
-      ``setup`` therefore stays ``setup`` with ``attrs.v1_sync: true`` (it may include running time).
-    * every other key and value means the same in v2 (v1 had no ``kubelet`` source, no ``running`` or
-      ``unknown`` worker state and no unknown bounds).
-    """
-    out = dict(data)
-    out["schema"] = SCHEMA
-    lanes = data.get("lanes")
-    if isinstance(lanes, Mapping):
-        upgraded: dict[str, Any] = dict(lanes)
-        worker = lanes.get(WORKER_LANE)
-        if isinstance(worker, list):
-            upgraded[WORKER_LANE] = [
-                {**iv, "attrs": {**(iv.get("attrs") or {}), "v1_sync": True}}
-                if isinstance(iv, Mapping)
-                and iv.get("state") == WorkerPhase.SETUP
-                and isinstance(iv.get("attrs", {}), Mapping)
-                else iv
-                for iv in worker
-            ]
-        out["lanes"] = upgraded
-    return out

@@ -7,8 +7,10 @@ from datetime import datetime
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.queries import NotFound, find_pods, get_cluster, pod_timeline, resolve_pod
+from dashboard.queries import NotFound, find_pods, get_cluster, resolve_pod
+from dashboard.timeline_reads import pod_timeline
 from timelines.derivation import UIDLESS_KINDS, observation_from_row
+from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.resolve import unclaimed_life
 from timelines.lifecycle.timeline import PodTimeline, format_time
@@ -152,13 +154,17 @@ class Command(BaseCommand):
         found = None
         try:
             found = resolve_pod(c, uid=uid, pod_ref=pod)
-            timeline = pod_timeline(c, found)
+            doc = pod_timeline(c, found)
         except NotFound as exc:
             unresolved = unresolved_timeline(c, pod) if pod else None
             if unresolved is None:
                 raise CommandError(str(exc)) from None
             self.stderr.write(f"{pod}: no UID in the evidence; drawn from the lines that name it only")
-            timeline = unresolved
+            doc = schema.write_timeline(unresolved, c.name)
+        if format == "json" and not explain:
+            self.stdout.write(orjson.dumps(schema.to_builtins(doc), option=orjson.OPT_INDENT_2).decode())
+            return
+        timeline = schema.timeline_of(doc)  # the table and --explain read times as datetimes
         if explain:
             keys = {
                 str(iv.attrs[k])
@@ -169,16 +175,10 @@ class Command(BaseCommand):
             rows = Observation.objects.filter(cluster=c, dedupe_key__in=keys)
             self.stdout.write(explain_text(timeline, {row.dedupe_key: row for row in rows}))
             return
-        self._write(timeline, c.name, format)
-        if found is not None and pod and format != "json":
+        self.stdout.write(render_text(timeline, c.name))
+        if found is not None and pod:
             others = [
                 p.uid for p in find_pods(c, namespace=found.namespace, name=found.name) if p.uid != found.uid
             ]
             if others:
                 self.stdout.write(f"\nearlier incarnations of {pod}: {', '.join(others)} (use --uid)")
-
-    def _write(self, timeline: PodTimeline, cluster: str, format: str) -> None:
-        if format == "json":
-            self.stdout.write(orjson.dumps(timeline.to_json(cluster), option=orjson.OPT_INDENT_2).decode())
-            return
-        self.stdout.write(render_text(timeline, cluster))

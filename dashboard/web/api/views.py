@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from dashboard import fleet, queries, serialize
+from dashboard import fleet, queries, serialize, timeline_reads
 from dashboard.web import shared_reads
 from dashboard.web.access import Access, BadToken, access_for, user_from_bearer
 from dashboard.web.visibility import (
@@ -290,10 +290,10 @@ def readable_pod(access: Access, cluster: Cluster, uid: str) -> Any:
 
 @api_view
 def pod_timeline(request: HttpRequest, access: Access, cluster: str, uid: str) -> Any:
-    """Exactly ``podlife.timeline/v2`` (PodTimeline.to_json)."""
+    """Exactly ``podlife.timeline/v2`` (``timeline_reads.pod_timeline``)."""
     c = readable_cluster(access, cluster)
     pod = readable_pod(access, c, uid)
-    return queries.pod_timeline(c, pod).to_json(c.name)
+    return timeline_reads.pod_timeline(c, pod)
 
 
 @api_view
@@ -406,7 +406,7 @@ def _window_response(
         start, end = window()
         # Each pod with its read-time freshness ("kubelet evidence pending since …"), the node's own lanes
         # only for a reader of the whole cluster.
-        return queries.window_json(
+        return timeline_reads.window_json(
             c,
             start=start,
             end=end,
