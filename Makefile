@@ -13,10 +13,11 @@ $(VENV)/.installed: requirements.txt requirements-build.txt requirements-dev.txt
 	touch $@
 
 ## make demo: the demo on the embedded default (SQLite, in-process channel layer and tasks), DEBUG on
-## (the only place it is on by default: docs/security.md)
+## (the only place it is on by default: docs/security.md). PORT=N: its port (8000); FD=N: serve an inherited
+## bound TCP socket instead (how tests/test_demo_ctrl_c.py holds its port)
 demo: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input -v 0
-	$(PY) manage.py demo --port $(PORT)
+	$(PY) manage.py demo $(if $(FD),--fd $(FD),--port $(PORT))
 
 ## make test: ruff, mypy --strict (make typecheck), the deploy/ checks, then pytest (PostgreSQL / Redis tests
 ## run when DATABASE_URL / REDIS_URL are set). -ra prints the reason of every skip; with PODLIFE_CI=1
