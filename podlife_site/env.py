@@ -178,7 +178,7 @@ def redis_url(name: str) -> str | None:
 
 
 def isolate_test_worker(environ: MutableMapping[str, str]) -> None:
-    """A pytest-xdist worker (``pytest -n 2``: docs/testing.md) acts as its own deployment, so that two
+    """A pytest-xdist worker (``make test WORKERS=2``: README.md) acts as its own deployment, so that two
     workers running at once never share, nor clear, each other's Redis keys: the collector's tests delete
     every lease key and Celery's queue keys when they start, and Redis pub/sub ignores the database index.
     Worker ``gwN`` (``PYTEST_XDIST_WORKER``, which xdist sets in its worker processes only) uses Redis
