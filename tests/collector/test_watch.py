@@ -470,3 +470,27 @@ def test_a_first_list_reads_no_snapshots_back_and_a_relist_does(sim, monkeypatch
     result = sim.step("pods")
     assert result.ok and result.expired and result.action == "list"
     assert reads == ["pods"]
+
+
+def test_arrival_stamps_go_on_from_one_watch_step_to_the_next(sim, monkeypatch):
+    """GIVEN a clock that stands still (the tests' virtual clock; a burst stamped microseconds ahead of the
+    wall clock) WHEN one watch step stores three pods' ADDED and the next step, in the same instant, the
+    last one's deletion THEN the deletion is stamped after its ADDED: ordered by arrival, a pod's snapshots
+    are in the order the watch delivered them, across steps (a new step started its stamps again at the
+    clock's time, before the last step's, and a pod read Succeeded then Running in test_findings_truth)."""
+    from .conftest import on_virtual_time
+
+    on_virtual_time(monkeypatch, sim.server.cluster.engine)
+    assert sim.step("pods").ok  # the list
+    spawned = sim.spawn(3)
+    assert sim.step("pods").ok  # the three ADDED, stamped one microsecond apart
+    added = list(stored(Kind.POD, pod_uid__in=spawned).order_by("observed_at"))
+    last = added[-1].pod_uid
+    sim.remove(last)
+    assert sim.step("pods").ok  # its DELETED, in the same instant
+    kinds = list(
+        stored((Kind.POD, Kind.POD_DELETED), pod_uid=last)
+        .order_by("observed_at")
+        .values_list("kind", flat=True)
+    )
+    assert kinds[-1] == Kind.POD_DELETED, kinds
