@@ -39,3 +39,19 @@ async def subscribed(layer: Any, group: str, subscribers: int = 1, timeout: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"{count} of {subscribers} subscriptions to {channel} after {timeout:.0f} s")
         await asyncio.sleep(0.01)
+
+
+def group_subscribed(group: str, timeout: float = 30.0) -> None:
+    """Until Redis counts a subscription to ``group`` of the channel layer in this process's settings: a
+    server of the same deployment, in another process, subscribed (the Redis pub/sub layer names a group's
+    channel ``<prefix>__group__<group>``)."""
+    import redis
+    from django.conf import settings
+
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    channel = f"{config['prefix']}__group__{group}"
+    client = redis.Redis.from_url(config["hosts"][0])
+    try:
+        wait_for(lambda: client.pubsub_numsub(channel)[0][1] >= 1, f"a subscription to {channel}", timeout)
+    finally:
+        client.close()
