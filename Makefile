@@ -13,21 +13,27 @@ $(VENV)/.installed: requirements.txt requirements-build.txt requirements-dev.txt
 	touch $@
 
 ## make demo: the demo on the embedded default (SQLite, in-process channel layer and tasks), DEBUG on
-## (the only place it is on by default: docs/security.md)
+## (the only place it is on by default: docs/security.md). PORT=N: its port (8000); FD=N: serve an inherited
+## bound TCP socket instead (how tests/test_demo_ctrl_c.py holds its port)
 demo: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input -v 0
-	$(PY) manage.py demo --port $(PORT)
+	$(PY) manage.py demo $(if $(FD),--fd $(FD),--port $(PORT))
 
 ## make test: ruff, mypy --strict (make typecheck), the import contracts (lint-imports: the rooms' arrows run one
 ## way, pyproject.toml [tool.importlinter]), the deploy/ checks, then pytest (PostgreSQL / Redis tests
 ## run when DATABASE_URL / REDIS_URL are set). -ra prints the reason of every skip; with PODLIFE_CI=1
-## (.ci/run) a skip fails (tests/ci_skips.py).
+## (.ci/run) a skip fails (tests/ci_skips.py). The tests run in a new random order each time (pytest-randomly;
+## its first lines say "Using --randomly-seed=N"): SEED=N repeats that order, SEED=off keeps file order.
+## WORKERS=2 runs them in two parallel workers (pytest-xdist), each with its own test database and Redis
+## database (README.md).
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 	$(MAKE) --no-print-directory deploy-check
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra $(PYTEST_ORDER) $(if $(WORKERS),-p xdist -n $(WORKERS))
+
+PYTEST_ORDER = $(if $(filter off,$(SEED)),-p no:randomly,$(if $(SEED),-p randomly --randomly-seed=$(SEED)))
 
 ## make fidelity: how many facts of the real corpus (tests/fixtures/real/*/facts.toml) hold through the
 ## project's own commands; exits 1 when fewer hold than tests/fixtures/real/fidelity-score records.

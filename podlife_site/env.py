@@ -10,9 +10,10 @@ import importlib.util
 import math
 import os
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -174,6 +175,39 @@ def redis_url(name: str) -> str | None:
     if parts.scheme not in {"redis", "rediss", "unix"} or not (parts.hostname or parts.path):
         raise ImproperlyConfigured(f"{name}={value!r} is not a Redis URL: expected redis://HOST:PORT/DB")
     return value
+
+
+def isolate_test_worker(environ: MutableMapping[str, str]) -> None:
+    """A pytest-xdist worker (``make test WORKERS=2``: README.md) acts as its own deployment, so that two
+    workers running at once never share, nor clear, each other's Redis keys: the collector's tests delete
+    every lease key and Celery's queue keys when they start, and Redis pub/sub ignores the database index.
+    Worker ``gwN`` (``PYTEST_XDIST_WORKER``, which xdist sets in its worker processes only) uses Redis
+    database ``D + N`` where ``REDIS_URL`` names ``D`` (an index Redis lacks fails on the first command) and
+    deployment name ``<PODLIFE_DEPLOYMENT>-gwN`` (channel-layer prefix, Celery queues, beat schedule).
+
+    Written to ``environ`` once (marked by ``PODLIFE_TEST_WORKER``), before the settings read it: what the
+    worker starts (Celery workers, uvicorn, manage.py) inherits the result and is not moved again. Its test
+    databases are pytest-django's per worker (``test_<name>_gwN``), its ``tmp_path`` xdist's."""
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    if (
+        not worker.startswith("gw")
+        or not worker[2:].isdigit()
+        or environ.get("PODLIFE_TEST_WORKER") == worker
+    ):
+        return
+    number = int(worker[2:])
+    if url := environ.get("REDIS_URL", "").strip():
+        parts = urlsplit(url)
+        if parts.scheme == "unix":  # unix:///run/redis.sock?db=D
+            query = dict(parse_qsl(parts.query))
+            query["db"] = str(int(query.get("db") or 0) + number)
+            environ["REDIS_URL"] = f"unix://{parts.netloc}{parts.path}?{urlencode(query)}"
+        else:  # redis://HOST:PORT/D
+            environ["REDIS_URL"] = parts._replace(
+                path=f"/{int(parts.path.strip('/') or 0) + number}"
+            ).geturl()
+    environ["PODLIFE_DEPLOYMENT"] = f"{environ.get('PODLIFE_DEPLOYMENT', '').strip() or 'podlife'}-{worker}"
+    environ["PODLIFE_TEST_WORKER"] = worker
 
 
 @dataclass(frozen=True)

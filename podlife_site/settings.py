@@ -7,6 +7,7 @@ layer and a real Celery broker.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from podlife_site.env import (
     env_int,
     env_list,
     env_str,
+    isolate_test_worker,
     redis_url,
     secret_key,
 )
@@ -145,6 +147,7 @@ PODLIFE_PARTITION_DAYS = env_int("PODLIFE_PARTITION_DAYS", 1, minimum=1, maximum
 PODLIFE_PARTITIONS_AHEAD = env_int("PODLIFE_PARTITIONS_AHEAD", 3, minimum=1, maximum=60)
 
 # --- Redis: channel layer and Celery ----------------------------------------------------------------------
+isolate_test_worker(os.environ)  # under pytest-xdist only: each test worker its own Redis database and name
 REDIS_URL = redis_url("REDIS_URL")
 # One name per deployment sharing a Redis server: Redis pub/sub ignores the database index, so channel-layer
 # groups carry this prefix, and Celery's queue is named after it.

@@ -122,8 +122,7 @@ class Pages:
         pages = [asyncio.create_task(self.page(i, handshakes, stop)) for i in range(self.n)]
         while self.result.connected + len(self.result.errors) < self.n:
             await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)  # every subscription is live
-        conn.send("ready")
+        conn.send("ready")  # the parent waits until Redis counts the server's subscription
         loop = asyncio.get_running_loop()
         expected: set[str] = await loop.run_in_executor(None, conn.recv)  # the pods published, at the end
         deadline = time.monotonic() + settle_s

@@ -37,7 +37,9 @@ from django.db import connection
 
 from tests.flow import ingest
 from tests.loadclients import PagesResult, pages_main, rest_main, warm_page
+from tests.waits import group_subscribed
 from tests.web.factories import started_pod
+from timelines import live
 
 
 def rss_mib(pid: int) -> float:
@@ -208,6 +210,7 @@ class Load:
         try:
             if not ours.poll(300) or ours.recv() != "ready":
                 raise RuntimeError("the pages did not connect within 5 minutes")
+            group_subscribed(live.group_name("node", self.cluster, self.node))  # nothing is published before
             cpu0, wall0 = cpu_s(self.server_pid), time.monotonic()
             if self.result.rest_clients:
                 rest.start()

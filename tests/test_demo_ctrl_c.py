@@ -25,12 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -63,7 +57,10 @@ def test_ctrl_c_stops_make_demo_with_a_live_socket_open(tmp_path: Path) -> None:
     within 10 s (measured: 0.7–2.5 s) and the socket is closed."""
     import websockets
 
-    port = free_port()
+    # The port is held by this test from the start: the demo serves the bound socket (make demo FD=...).
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
     log = (tmp_path / "demo.log").open("wb")
@@ -75,7 +72,7 @@ def test_ctrl_c_stops_make_demo_with_a_live_socket_open(tmp_path: Path) -> None:
             "-o",
             ".venv/.installed",
             "demo",
-            f"PORT={port}",
+            f"FD={held.fileno()}",
             f"PY={sys.executable}",
         ],
         cwd=ROOT,
@@ -83,6 +80,7 @@ def test_ctrl_c_stops_make_demo_with_a_live_socket_open(tmp_path: Path) -> None:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        pass_fds=(held.fileno(),),
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -138,3 +136,29 @@ def test_ctrl_c_stops_make_demo_with_a_live_socket_open(tmp_path: Path) -> None:
         if group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+        held.close()
+
+
+def test_demo_fd_names_the_inherited_sockets_address_and_refuses_what_is_not_a_bound_tcp_socket() -> None:
+    """``manage.py demo --fd N`` (``make demo FD=N``) prints the address of the socket it serves, read from
+    the descriptor; a descriptor that is not a bound TCP socket is refused with a reason, before anything
+    starts."""
+    from django.core.management.base import CommandError
+
+    from demo_cluster.management.commands.demo import _bound_address
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        assert _bound_address(held.fileno()) == ("127.0.0.1", held.getsockname()[1])
+    with socket.socket() as unbound, pytest.raises(CommandError, match="not bound to a port"):
+        _bound_address(unbound.fileno())
+    with socket.socket(type=socket.SOCK_DGRAM) as udp, pytest.raises(CommandError, match="not a TCP socket"):
+        udp.bind(("127.0.0.1", 0))
+        _bound_address(udp.fileno())
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(CommandError, match="is not an open socket"):
+            _bound_address(read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)

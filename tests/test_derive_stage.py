@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Count
 
 from tests.lifecycle.factories import ctr, pod, t
+from tests.waits import subscribed, wait_for
 from timelines import derivation, dirty, live, store, tasks
 from timelines.derivation import thresholds_from_settings
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -253,7 +254,7 @@ def test_concurrent_workers_push_a_groups_deltas_in_sequence(settings: Any) -> N
         channel = await layer.new_channel()
         await layer.group_add(group, channel)
         await live.listen(group)
-        await asyncio.sleep(0.3)  # the subscription is live
+        await subscribed(layer, group)  # Redis took the SUBSCRIBE
         listening.set()
         try:
             while True:
@@ -419,10 +420,12 @@ def test_the_waker_asks_off_the_storing_thread_and_loses_no_wake_up(monkeypatch:
     while it is asking THEN the storing thread never asks itself, and a want that came during an ask is
     asked for once more afterwards (coalesced: not once per want)."""
     asked: list[str] = []
+    wanted_again: list[bool] = []  # at each ask: whether another ask is already due after it
     first_ask, go_on = threading.Event(), threading.Event()
 
     def ask() -> None:
         asked.append(threading.current_thread().name)
+        wanted_again.append(waker._wanted.is_set())
         first_ask.set()
         go_on.wait(5)
 
@@ -433,10 +436,9 @@ def test_the_waker_asks_off_the_storing_thread_and_loses_no_wake_up(monkeypatch:
     for _ in range(10):  # ten commits during the first ask
         waker.want()
     go_on.set()
-    deadline = time.monotonic() + 5
-    while len(asked) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)  # no third ask comes
+    wait_for(lambda: len(asked) >= 2, "the second ask")
+    # No third ask comes: nothing was wanted since the second began, and nothing will be.
+    assert wanted_again[1] is False
     assert asked == ["derive-waker", "derive-waker"]
     exiting = tasks._Waker()
     exiting._wanted.set()  # wanted, and its thread has not asked yet

@@ -62,6 +62,32 @@ def test_redis_url(monkeypatch):
     assert env.redis_url("REDIS_URL") == "redis://127.0.0.1:6379/0"
 
 
+def test_each_pytest_xdist_worker_gets_its_own_redis_database_and_deployment_name():
+    """GIVEN the environment of pytest-xdist worker gw1 (REDIS_URL naming database 14) THEN it uses database
+    15 and deployment ``<name>-gw1``, once: what it starts inherits that and is not moved again; gw0 keeps
+    database 14; outside xdist nothing changes."""
+    worker = {
+        "PYTEST_XDIST_WORKER": "gw1",
+        "REDIS_URL": "redis://127.0.0.1:6379/14",
+        "PODLIFE_DEPLOYMENT": "ci",
+    }
+    env.isolate_test_worker(worker)
+    assert worker["REDIS_URL"] == "redis://127.0.0.1:6379/15"
+    assert worker["PODLIFE_DEPLOYMENT"] == "ci-gw1"
+    child = dict(worker)  # a Celery worker or server the test worker starts
+    env.isolate_test_worker(child)
+    assert child == worker
+    first = {"PYTEST_XDIST_WORKER": "gw0", "REDIS_URL": "redis://127.0.0.1:6379/14"}
+    env.isolate_test_worker(first)
+    assert first["REDIS_URL"] == "redis://127.0.0.1:6379/14" and first["PODLIFE_DEPLOYMENT"] == "podlife-gw0"
+    socket_url = {"PYTEST_XDIST_WORKER": "gw2", "REDIS_URL": "unix:///run/redis.sock?db=3"}
+    env.isolate_test_worker(socket_url)
+    assert socket_url["REDIS_URL"] == "unix:///run/redis.sock?db=5"
+    alone = {"REDIS_URL": "redis://127.0.0.1:6379/14"}
+    env.isolate_test_worker(alone)
+    assert alone == {"REDIS_URL": "redis://127.0.0.1:6379/14"}
+
+
 def test_secret_key_generated_once_in_debug_and_required_otherwise(tmp_path, monkeypatch):
     monkeypatch.delenv("SECRET_KEY", raising=False)
     key_file = tmp_path / ".secret_key"

@@ -19,7 +19,7 @@ def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(mo
     """GIVEN IdleTrim around an application WHEN a socket stays open while requests come and go THEN
     nothing is trimmed; WHEN the socket closes and IDLE_S passes THEN the free memory is trimmed once;
     WHEN a request starts before IDLE_S THEN the trim waits for it."""
-    monkeypatch.setattr(tuning, "IDLE_S", 0.05)
+    monkeypatch.setattr(tuning, "IDLE_S", 1.0)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if "until" in scope:  # a websocket: open until told
@@ -33,22 +33,31 @@ def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(mo
         await asyncio.sleep(0)
         for _ in range(3):
             await trim({"type": "http"}, None, None)
-            await asyncio.sleep(0.1)
-        seen.append(trim.trims)  # the socket kept it busy
+            await asyncio.sleep(0.1)  # time passes (less than IDLE_S) while the socket is open
+        seen.append(trim.trims)
+        assert trim._timer is None  # the socket keeps it busy: no trim is even scheduled
         closed.set()
         await socket
-        await asyncio.sleep(0.02)
-        await trim({"type": "http"}, None, None)  # before IDLE_S: pushes the trim back
-        await asyncio.sleep(0.02)
+        first = trim._timer
+        assert first is not None  # the last socket closed: the trim is due IDLE_S from now
+        await trim({"type": "http"}, None, None)  # a request before IDLE_S pushes the trim back
+        assert first.cancelled() and trim._timer is not None and trim._timer is not first
         seen.append(trim.trims)
-        await asyncio.sleep(0.1)
+        await until(lambda: trim.trims > 0)
         seen.append(trim.trims)
-        await asyncio.sleep(0.1)
-        seen.append(trim.trims)
+        assert trim._timer is None  # once: nothing more is due until the next request
         return seen
 
     assert tuning.trim()  # glibc, as in the image
-    assert asyncio.run(run()) == [0, 0, 1, 1]
+    assert asyncio.run(run()) == [0, 0, 1]
+
+
+async def until(condition: Any, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"not within {timeout} s"
+        await asyncio.sleep(0.01)
 
 
 def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(monkeypatch: Any) -> None:
@@ -68,7 +77,7 @@ def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(mo
         trim = tuning.IdleTrim(app, releases=[broken, lambda: calls.append("kept frames")])
         await trim({"type": "http"}, None, None)
         assert calls == []  # not while a request runs, nor right after it
-        await asyncio.sleep(0.2)
+        await until(lambda: trim.trims > 0)
         return trim.trims
 
     assert asyncio.run(run()) == 1

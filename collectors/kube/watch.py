@@ -123,6 +123,11 @@ PROGRESS_S = 0.5
 
 _events_api: dict[str, bool] = {}  # cluster -> True when events.k8s.io/v1 is missing (use core/v1)
 _fingerprints: dict[int, tuple[str, dict[str, str]]] = {}  # cluster pk -> (rv valid at, node -> fingerprint)
+# (cluster, resource) -> the last arrival stamp a step of this process gave (``_Stepper._stamp``): the next
+# step goes on from it, so one object's snapshots keep the order the watches delivered them in even when
+# the clock has not passed the last stamp when a step ends and the next begins (a burst stamped a few
+# microseconds ahead; the tests' virtual clock, which stands still while the collector catches up).
+_last_stamps: dict[tuple[str, str], datetime] = {}
 _cache_lock = threading.Lock()
 
 
@@ -131,6 +136,7 @@ def forget_caches() -> None:
     with _cache_lock:
         _events_api.clear()
         _fingerprints.clear()
+        _last_stamps.clear()
 
 
 # -- the step --------------------------------------------------------------------------------------------
@@ -206,7 +212,7 @@ class _Stepper:
         self.result = StepResult(cluster.name, spec.name)
         self.fingerprints: dict[str, str] | None = None
         self.started = time.monotonic()
-        self._last_stamp: datetime | None = None
+        self._last_stamp: datetime | None = _last_stamps.get((cluster.name, spec.name))
         # The step's batches into the store (timelines/writer.py): of ``batch_size`` events, or after
         # ``batch_seconds``; on PostgreSQL outside a caller's transaction stored by ``writers`` threads
         # while the step parses the next, each counted (``_stored``, on the step's thread) once it and every
@@ -528,12 +534,13 @@ class _Stepper:
 
     # ---- storing -------------------------------------------------------------------------------------
     def _stamp(self) -> datetime:
-        """When an event arrived: strictly increasing per watcher, so the store's time order of one
-        object's snapshots is the order the watch delivered them, even within one microsecond."""
+        """When an event arrived: strictly increasing per watch (from one step to the next in this process:
+        ``_last_stamps``), so the store's time order of one object's snapshots is the order the watch
+        delivered them, even within one microsecond."""
         now = datetime.now(UTC)  # what timezone.now() gives with USE_TZ, without its settings lookup
         if self._last_stamp is not None and now <= self._last_stamp:
             now = self._last_stamp + timedelta(microseconds=1)
-        self._last_stamp = now
+        self._last_stamp = _last_stamps[self.cluster.name, self.spec.name] = now
         return now
 
     def _stored(self, batch: StoredBatch) -> None:

@@ -47,6 +47,7 @@ class SimCluster:
     server: SimServer
     kubeconfig: Path
     pods_checked_rv: int = 0  # pod watch events up to this resourceVersion are stored (``pods_stored``)
+    cluster: str = CLUSTER  # the collector source it is registered as
 
     @property
     def store(self) -> Any:
@@ -106,13 +107,13 @@ class SimCluster:
             keys.add(f"pod:{uid}:{rv}:deleted" if kind == "DELETED" else f"pod:{uid}:{rv}")
         deadline = time.monotonic() + timeout
         while True:
-            have = Observation.objects.filter(cluster__name=CLUSTER, dedupe_key__in=keys)
+            have = Observation.objects.filter(cluster__name=self.cluster, dedupe_key__in=keys)
             missing = keys - set(have.values_list("dedupe_key", flat=True))
             if not missing:
                 break
             if time.monotonic() >= deadline:
                 uids = {k.split(":")[1] for k in missing}
-                near = Observation.objects.filter(cluster__name=CLUSTER, pod_uid__in=uids, kind="pod")
+                near = Observation.objects.filter(cluster__name=self.cluster, pod_uid__in=uids, kind="pod")
                 raise AssertionError(
                     f"{len(missing)} pod events not stored after {timeout} s: {sorted(missing)[:5]}; "
                     f"stored of those pods: {sorted(near.values_list('dedupe_key', flat=True))[:10]}"

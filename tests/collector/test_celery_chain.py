@@ -198,7 +198,7 @@ def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_en
         for _ in range(30):
             assert open_watches() <= 1
             assert lease.leases().holder(lease.watch_key(CLUSTER, "pods")) == token
-            time.sleep(0.1)
+            time.sleep(0.1)  # an invariant sampled while the chain runs for 3 s, not a wait for something
         assert tasks.rearm_watches(["pods"]) == []
         assert pods_state().lease_owner == token
     finally:

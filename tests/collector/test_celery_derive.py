@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 from django.db.models import Count
+from django.utils import timezone
 
 from tests.lifecycle.factories import ctr, pod
 from timelines import store
@@ -97,11 +98,21 @@ def test_two_workers_and_a_sigkill_lose_nothing_and_double_nothing(derive_env, t
             os.kill(victim.proc.pid, signal.SIGCONT)  # stopped between two batches: look again
         victim.kill()
         assert held, "the worker was never stopped while it held claimed keys: what this test is about"
-        # The survivor goes on, but not with the dead worker's keys while their claim lives.
-        time.sleep(1.0)
-        assert set(
-            DirtyKey.objects.filter(id__in=held, claimed_by__contains=mark).values_list("id", flat=True)
-        )
+        # The survivor goes on, but not with the dead worker's keys while their claim lives: watched until
+        # every one of those claims has ended, a key seen taken (claimed by another, or derived and gone)
+        # must have been seen so only at or after its own claimed_until.
+        until = dict(DirtyKey.objects.filter(id__in=held).values_list("id", "claimed_until"))
+        assert set(until) == held
+        while True:
+            still = set(
+                DirtyKey.objects.filter(id__in=held, claimed_by__contains=mark).values_list("id", flat=True)
+            )
+            now = timezone.now()  # read after the query: the look was at or before it
+            early = sorted(i for i in held - still if now < until[i])
+            assert not early, f"keys of the killed worker taken while its claim lived: {early[:5]}"
+            if now >= max(until.values()):
+                break
+            time.sleep(0.05)  # the poll's interval; the loop ends when the last claim has expired (3 s)
 
         def settled() -> bool:
             derive_dirty_task.apply_async()  # as the beat does

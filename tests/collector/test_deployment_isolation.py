@@ -26,6 +26,7 @@ from celery import Celery
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from kombu import Exchange, Queue
 
+from tests.waits import subscribed
 from timelines.live import group_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,24 +93,27 @@ def test_live_deltas_stay_within_their_deployment(two_deployments: dict[str, dic
         channels = {key: await layer.new_channel() for key, layer in servers.items()}
         for key, layer in servers.items():
             await layer.group_add(group, channels[key])
-        await asyncio.sleep(0.3)  # the subscriptions are live
-        await servers["a1"].group_send(group, {"type": "timeline.delta", "from": a_name, "seq": 1})
-        await servers["b"].group_send(group, {"type": "timeline.delta", "from": b_name, "seq": 1})
-        heard: dict[str, list[str]] = {key: [] for key in servers}
+        await subscribed(servers["a1"], group, 2)  # Redis took A's two servers' SUBSCRIBEs
+        await subscribed(servers["b"], group, 1)
+        # Then a last message from each (seq 2). Redis delivers in the order it took the publishes (each
+        # awaited): a server of A that heard A's last has heard anything B published before it, and B's
+        # server, once it heard B's last, anything A published at all.
+        for seq in (1, 2):
+            await servers["a1"].group_send(group, {"type": "timeline.delta", "from": a_name, "seq": seq})
+            await servers["b"].group_send(group, {"type": "timeline.delta", "from": b_name, "seq": seq})
+        own = {"a1": a_name, "a2": a_name, "b": b_name}
+        heard: dict[str, list[tuple[str, int]]] = {key: [] for key in servers}
 
         async def listen(key: str) -> None:
-            while True:
+            while (own[key], 2) not in heard[key]:
                 message = await servers[key].receive(channels[key])
-                heard[key].append(message["from"])
+                heard[key].append((message["from"], message["seq"]))
 
-        tasks = [asyncio.ensure_future(listen(key)) for key in servers]
-        await asyncio.sleep(1.5)
-        for task in tasks:
-            task.cancel()
+        await asyncio.wait_for(asyncio.gather(*(listen(key) for key in servers)), 10)
         for key, layer in servers.items():
             await layer.group_discard(group, channels[key])
             await layer.flush()
-        assert heard == {"a1": [a_name], "a2": [a_name], "b": [b_name]}
+        assert heard == {key: [(name, 1), (name, 2)] for key, name in own.items()}
 
     asyncio.run(run())
 
@@ -131,7 +135,7 @@ def test_control_a_layer_without_its_own_prefix_hears_the_other_deployment(
         sender, receiver = layer_of(a), RedisPubSubChannelLayer(**leaky)
         channel = await receiver.new_channel()
         await receiver.group_add(group, channel)
-        await asyncio.sleep(0.3)
+        await subscribed(receiver, group)
         await sender.group_send(group, {"type": "timeline.delta", "from": a_name})
         message = await asyncio.wait_for(receiver.receive(channel), 5)
         await receiver.group_discard(group, channel)

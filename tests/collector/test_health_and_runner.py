@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -48,15 +49,20 @@ def test_metrics_endpoint_exposes_health_per_resource(sim, client, settings):
     assert ("podlife_collector_events_total", "nodes") in samples
 
 
-def test_one_live_chain_per_watch():
+def test_one_live_chain_per_watch(monkeypatch):
     """GIVEN an armed chain WHEN the beat tries to arm again THEN it is refused; WHEN the lease expires
     (the worker died) THEN a new chain is armed and the old one's re-delivered step ends at once."""
+    now = [1000.0]  # the leases' clock, moved by the test: expiry is exact, whatever the machine's load
+    monkeypatch.setattr(lease, "time", SimpleNamespace(monotonic=lambda: now[0]))
     leases = lease.LocalLeases()
     key = lease.watch_key("c", "pods")
-    assert leases.acquire(key, "old", 0.2)
+    assert leases.acquire(key, "old", 0.5)
     assert not leases.acquire(key, "new", 5)
-    assert leases.renew(key, "old", 0.2) and not leases.renew(key, "new", 5)
-    time.sleep(0.25)
+    now[0] += 0.25
+    assert leases.renew(key, "old", 0.5) and not leases.renew(key, "new", 5)
+    now[0] += 0.25  # the first lease's end: held still, renewed until 0.5 s after the renewal
+    assert leases.holder(key) == "old"
+    now[0] += 0.25
     assert leases.holder(key) is None
     assert leases.acquire(key, "new", 5)
     assert not leases.renew(key, "old", 5) and not leases.release(key, "old")

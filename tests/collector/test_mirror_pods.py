@@ -72,17 +72,13 @@ def test_mirror_pods_count_once_with_their_phase_and_deletion(make_sim, monkeypa
     try:
         _watching("pods", "events")  # the first mirror lives 10 virtual seconds: the watches see it
         # The second incarnation runs (the manifest was put back at 12 s): one real pod in kube-system.
-        for _ in range(30):
-            sim.advance(1.0)
-            time.sleep(0.03)
+        sim.advance_watched(30)  # a virtual second at a time, each once the collector stored its pod events
         real = _real_pods(sim)
         _settled(lambda: _live_pods() == real and len(_mirror_api_uids()) >= 2)
         assert len([u for u in real if Pod.objects.filter(uid=u, namespace="kube-system").exists()]) == 1
         assert _live_pods() == real, list(Pod.objects.values_list("uid", "name", "static", "phase"))
         # The rest of the story: removed at 52 s, its mirror deleted; nothing is left running.
-        for _ in range(60):
-            sim.advance(1.0)
-            time.sleep(0.03)
+        sim.advance_watched(60)
         real = _real_pods(sim)
         _settled(lambda: _live_pods() == real)
     finally:

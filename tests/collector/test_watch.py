@@ -32,6 +32,28 @@ def api_states(uid: str) -> list[str]:
     )
 
 
+def wait_for_open_watch(sim, timeout: float = 30.0) -> None:
+    """Until the demo cluster holds a watch request open (the step listed and is now watching)."""
+    deadline = time.monotonic() + timeout
+    while sim.server._httpd.open_watches() == 0:
+        assert time.monotonic() < deadline, f"no watch request open after {timeout} s"
+        time.sleep(0.01)
+
+
+class VirtualClock:
+    """Stands for the ``time`` module in collectors/kube/watch.py: ``monotonic()`` reads ``now``, which only
+    the test moves; everything else is the real module's."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
 def test_list_then_watch_stores_every_kind(sim):
     """GIVEN the mixed demo cluster WHEN every resource is listed and then watched
     THEN pods, events, PDBs, nodes and all four workload kinds are stored, and later changes arrive."""
@@ -125,22 +147,32 @@ def test_expired_watch_relists_and_reconciles(sim):
     assert again.ok and again.action == "watch" and not again.expired
 
 
-def test_dropped_connection_resumes_from_the_stored_version(sim):
+def test_dropped_connection_resumes_from_the_stored_version(sim, monkeypatch):
     """GIVEN a watch in progress WHEN the server cuts the connection mid-stream THEN what arrived before
     the cut is stored, and the next step resumes from that version: nothing is lost, nothing relisted."""
-    import threading
-    import time
+    from timelines import store
 
     sim.step("pods")
     first = sim.spawn(2)
     later: set[str] = set()
+    saved_uids: set[str] = set()
+    first_saved = threading.Event()
+    save_observations = store.save_observations
+
+    def noting_save(cluster, batch, *args, **kwargs):
+        batch = list(batch)
+        saved = save_observations(cluster, batch, *args, **kwargs)
+        saved_uids.update(getattr(o, "pod_uid", None) for o in batch)
+        if first <= saved_uids:
+            first_saved.set()
+        return saved
+
+    monkeypatch.setattr(store, "save_observations", noting_save)
 
     def cut_then_change() -> None:  # the sim side only: the database stays on the test's thread
-        deadline = time.monotonic() + 5
-        while sim.server._httpd.open_watches() == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3)
-        sim.server.drop_watches("reset")
+        # Cut once the step stored the first pods' events: the cut is then mid-stream, after them.
+        if first_saved.wait(30):
+            sim.server.drop_watches("reset")
         later.update(sim.spawn(2))
 
     cutter = threading.Thread(target=cut_then_change)
@@ -297,23 +329,24 @@ def test_expired_watch_reconciles_pdbs_workloads_and_nodes(sim, resource, kind, 
 def test_a_burst_is_stored_when_the_stream_pauses_not_at_the_batch_deadline(sim):
     """GIVEN a listed cluster and a watch whose batches would otherwise wait 30 s (batch_seconds)
     WHEN three pods appear and the stream then goes quiet
-    THEN their observations are stored within about a second, long before the step ends
-    (on PostgreSQL through the step's writer threads, committed where another connection sees them)."""
-    patient = replace(FAST, watch_timeout_s=4, batch_seconds=30.0)
+    THEN their observations are stored while the watch request is still open, not when the step ends
+    (both 30 s away; the test ends the watch itself once it has seen them) (on PostgreSQL through the step's writer threads, committed where another connection sees them)."""
+    patient = replace(FAST, watch_timeout_s=30, batch_seconds=30.0)
     assert sim.step("pods", tunables=patient).ok  # the list
     done = threading.Event()
     results: list[StepResult] = []
     step = threading.Thread(target=lambda: (results.append(sim.step("pods", tunables=patient)), done.set()))
     step.start()
     try:
-        time.sleep(0.3)  # the watch request is open
+        wait_for_open_watch(sim)
         uids = sim.spawn(3)
-        deadline = time.monotonic() + 2.5
+        deadline = time.monotonic() + 20  # well before the step ends (30 s)
         while time.monotonic() < deadline and stored("pod", pod_uid__in=uids).count() < 3:
             time.sleep(0.05)
         assert stored("pod", pod_uid__in=uids).values("pod_uid").distinct().count() == 3
         assert not done.is_set(), "stored only when the step ended"
     finally:
+        sim.server.drop_watches("close")  # the watch ends now, cleanly, not after its 30 s
         step.join(10)
     assert results and results[0].ok and results[0].events >= 3
 
@@ -326,7 +359,7 @@ def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_o
     the watch request ends: it does not wait for the next line, bookmark or the step's end (the count
     came up to a second late, and with it the benchmark's clock and the version a restart resumes from)."""
     monkeypatch.setattr(watch_module, "PROGRESS_S", 30.0)
-    patient = replace(FAST, watch_timeout_s=6)
+    patient = replace(FAST, watch_timeout_s=30)
     assert sim.step("pods", tunables=patient).ok  # the list
     listed = state("pods")
     done = threading.Event()
@@ -334,10 +367,10 @@ def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_o
     step = threading.Thread(target=lambda: (results.append(sim.step("pods", tunables=patient)), done.set()))
     step.start()
     try:
-        time.sleep(0.3)  # the watch request is open
+        wait_for_open_watch(sim)
         sim.spawn(3)
         reached = str(sim.store.rv)
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + 20  # well before the step ends (30 s)
         while time.monotonic() < deadline and state("pods").resource_version != reached:
             time.sleep(0.05)
         saved = state("pods")
@@ -345,40 +378,49 @@ def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_o
         assert saved.resource_version == reached
         assert saved.events_total >= listed.events_total + 3
     finally:
+        sim.server.drop_watches("close")  # the watch ends now, cleanly, not after its 30 s
         step.join(15)
     assert results and results[0].ok and results[0].events >= 3
 
 
 def test_a_steps_busy_time_ends_when_its_last_batch_was_stored_not_when_it_was_counted(sim, monkeypatch):
-    """GIVEN a listed cluster and a burst of pods, and a step's thread that counts each stored batch half
-    a second late (as when it is parsing or waiting on the stream)
+    """GIVEN a listed cluster and a burst of pods, and a step's thread that counts each stored batch 100 s
+    late (as when it is parsing or waiting on the stream)
     WHEN one watch step replays the burst
     THEN its ``busy_seconds`` (bench/watch.py's clock) ends when the writers stored the last batch, not
-    when the step's thread got round to counting it."""
+    when the step's thread got round to counting it.
+
+    The step reads a virtual clock that moves only where this test moves it (1 s per stored batch, 100 s
+    before each count), so the answer is exact whatever the machine's load: no wall-clock tolerance."""
     from timelines import store
+    from timelines import writer as writer_module
 
     assert sim.step("pods").ok  # the list
     sim.spawn(6)
     sim.advance(2)
-    done: list[float] = []
+    clock = VirtualClock()
+    done: list[float] = []  # the virtual time each batch was stored at
     save_observations, stored = store.save_observations, watch_module._Stepper._stored
 
     def timed_save(*args, **kwargs):
         saved = save_observations(*args, **kwargs)
-        done.append(time.monotonic())
+        clock.now += 1.0  # storing a batch takes a second
+        done.append(clock.now)
         return saved
 
     def late(self, *args, **kwargs):
-        time.sleep(0.5)
+        clock.now += 100.0  # the step's thread counts it 100 s later
         return stored(self, *args, **kwargs)
 
     monkeypatch.setattr(store, "save_observations", timed_save)
     monkeypatch.setattr(watch_module._Stepper, "_stored", late)
-    before = time.monotonic()
+    monkeypatch.setattr(watch_module, "time", clock)  # the step's start
+    monkeypatch.setattr(writer_module, "time", clock)  # each batch's stored time (timelines/writer.py)
+    # In a test's transaction the batches are stored on the step's thread, one after the other.
     result = sim.step("pods", tunables=replace(FAST, batch_size=4))
-    assert result.ok and result.stored >= 6 and done
-    # Counted late, it would end at least 0.5 s after the last store.
-    assert result.busy_seconds <= max(done) - before + 0.25
+    assert result.ok and result.stored >= 6 and len(done) >= 2
+    # The step started at virtual 0; counted late, it would end 100 s after its last store.
+    assert result.busy_seconds == max(done)
 
 
 def test_progress_is_written_once_per_interval_and_whole_when_the_step_ends(sim, monkeypatch):
@@ -431,3 +473,27 @@ def test_a_first_list_reads_no_snapshots_back_and_a_relist_does(sim, monkeypatch
     result = sim.step("pods")
     assert result.ok and result.expired and result.action == "list"
     assert reads == ["pods"]
+
+
+def test_arrival_stamps_go_on_from_one_watch_step_to_the_next(sim, monkeypatch):
+    """GIVEN a clock that stands still (the tests' virtual clock; a burst stamped microseconds ahead of the
+    wall clock) WHEN one watch step stores three pods' ADDED and the next step, in the same instant, the
+    last one's deletion THEN the deletion is stamped after its ADDED: ordered by arrival, a pod's snapshots
+    are in the order the watch delivered them, across steps (a new step started its stamps again at the
+    clock's time, before the last step's, and a pod read Succeeded then Running in test_findings_truth)."""
+    from .conftest import on_virtual_time
+
+    on_virtual_time(monkeypatch, sim.server.cluster.engine)
+    assert sim.step("pods").ok  # the list
+    spawned = sim.spawn(3)
+    assert sim.step("pods").ok  # the three ADDED, stamped one microsecond apart
+    added = list(stored(Kind.POD, pod_uid__in=spawned).order_by("observed_at"))
+    last = added[-1].pod_uid
+    sim.remove(last)
+    assert sim.step("pods").ok  # its DELETED, in the same instant
+    kinds = list(
+        stored((Kind.POD, Kind.POD_DELETED), pod_uid=last)
+        .order_by("observed_at")
+        .values_list("kind", flat=True)
+    )
+    assert kinds[-1] == Kind.POD_DELETED, kinds

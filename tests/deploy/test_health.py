@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterator
 
 import pytest
 from django.db import OperationalError
@@ -21,10 +22,13 @@ def _fresh_probe_state(monkeypatch):
     health._redis_client.cache_clear()
 
 
-def _closed_port() -> int:
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A loopback port this test holds bound but never listens on: a connection to it is refused, and no
+    other test or process can start listening there while the test runs."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends: nothing listens there
+        yield s.getsockname()[1]
 
 
 def test_healthz_answers_without_touching_the_database(client):
@@ -59,8 +63,8 @@ def test_readyz_is_not_ready_while_a_migration_is_pending(client, settings):
 
 
 @pytest.mark.django_db
-def test_readyz_reports_unreachable_redis_without_its_url(client, settings):
-    settings.REDIS_URL = f"redis://:hunter2-secret@127.0.0.1:{_closed_port()}/0"
+def test_readyz_reports_unreachable_redis_without_its_url(client, settings, refusing_port):
+    settings.REDIS_URL = f"redis://:hunter2-secret@127.0.0.1:{refusing_port}/0"
     response = client.get("/readyz")
     assert response.status_code == 503
     body = response.json()

@@ -8,7 +8,6 @@ labels its podlife link needs, and no other finding rule fires.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,9 +23,12 @@ from alerts.models import Destination
 from collectors.kube import config, lease, watch
 from collectors.kube.config import ClusterSource, Tunables
 from collectors.kube.runner import Collector
+from collectors.models import CollectorState
 from demo_cluster import run_sim
 from tests.alerts.conftest import make_finding
 from tests.alerts.receiver import Receiver
+from tests.collector.conftest import SimCluster
+from tests.waits import wait_for
 from timelines import derivation
 from timelines.models import Cluster
 
@@ -164,7 +166,17 @@ def demo_cluster(tmp_path: Path, scenario: str):
         with _clock(lambda: engine.now):
             collector = Collector([CLUSTER], tunables=FAST).start()
             try:
-                yield server
+                # The story moves only once the collector listed the pods (advance_watched waits for the
+                # watch events after that list).
+                wait_for(
+                    lambda: (
+                        CollectorState.objects.filter(cluster__name=CLUSTER, resource="pods")
+                        .exclude(resource_version="")
+                        .exists()
+                    ),
+                    "the collector listed the pods",
+                )
+                yield SimCluster(server, kubeconfig, cluster=CLUSTER)
             finally:
                 collector.stop()
                 config.unregister_cluster(CLUSTER)
@@ -172,14 +184,12 @@ def demo_cluster(tmp_path: Path, scenario: str):
                 watch.forget_caches()
 
 
-def play_until(server, client, settings, done, *, limit: int = 240, pause: float = 0.1) -> list[Sample]:
-    """Advance the demo cluster a virtual second at a time (marking ageing pods every 5 s, as beat does),
-    run the derive stage as a derive worker would, and scrape, until ``done(firing)``; returns that
-    scrape."""
+def play_until(sim, client, settings, done, *, limit: int = 240) -> list[Sample]:
+    """Advance the demo cluster a virtual second at a time, each once the collector stored the pod events
+    of the last (``advance_watched``), marking ageing pods every 5 s, as beat does; run the derive stage
+    as a derive worker would, and scrape, until ``done(firing)``; returns that scrape."""
     for second in range(limit):
-        with server.cluster.engine.lock:
-            server.cluster.advance(1.0)
-        time.sleep(pause)
+        sim.advance_watched(1.0)
         if second % 5 == 0:
             derivation.mark_open_pods()
         derivation.drain()
@@ -202,8 +212,8 @@ def test_stuck_terminating_scenario_fires_its_rule_and_the_webhooks(client, sett
         Destination.objects.create(
             name="oncall", url=receiver.url, min_severity="warning", kinds="stuck_terminating"
         )
-        with demo_cluster(tmp_path, "stuck-terminating") as server:
-            samples = play_until(server, client, settings, lambda f: "PodlifePodStuckTerminating" in f)
+        with demo_cluster(tmp_path, "stuck-terminating") as sim:
+            samples = play_until(sim, client, settings, lambda f: "PodlifePodStuckTerminating" in f)
             fired = findings_rules(firing(samples))
             assert fired == {"PodlifePodStuckTerminating": [{"cluster": CLUSTER, "namespace": "demo"}]}
             run_once()
@@ -215,7 +225,7 @@ def test_stuck_terminating_scenario_fires_its_rule_and_the_webhooks(client, sett
             )
             assert new["finding"]["subject_name"].startswith("demo/stubborn-")
             # The runtime lets go: the worker's termination ends, so does the finding, and the rule stops.
-            play_until(server, client, settings, lambda f: "PodlifePodStuckTerminating" not in f)
+            play_until(sim, client, settings, lambda f: "PodlifePodStuckTerminating" not in f)
             run_once()
         assert [m["event"] for m in receiver.messages()] == ["new", "resolved"]
         resolved = receiver.messages()[1]["finding"]
@@ -228,9 +238,9 @@ def test_stuck_terminating_scenario_fires_its_rule_and_the_webhooks(client, sett
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_drain_blocked_scenario_fires_its_rule_for_the_cordoned_node(client, settings, tmp_path):
-    with demo_cluster(tmp_path, "drain-blocked-by-pdb") as server:
-        samples = play_until(server, client, settings, lambda f: "PodlifeDrainBlockedByPDB" in f)
-        cordoned = [n for n in server.cluster.store.iter_objects("nodes") if n["spec"].get("unschedulable")]
+    with demo_cluster(tmp_path, "drain-blocked-by-pdb") as sim:
+        samples = play_until(sim, client, settings, lambda f: "PodlifeDrainBlockedByPDB" in f)
+        cordoned = [n for n in sim.store.iter_objects("nodes") if n["spec"].get("unschedulable")]
         fired = findings_rules(firing(samples))
     assert [n["metadata"]["name"] for n in cordoned] == [fired["PodlifeDrainBlockedByPDB"][0]["node"]]
     assert fired == {

@@ -72,7 +72,7 @@ def test_export_job_runs_on_a_celery_worker_with_progress_and_a_download(client,
     response = client.post("/c/src/export/jobs", {"namespace": "shop", **window, "format": "json"})
     assert response.status_code == 202, response.content
     job = response.json()
-    time.sleep(1)
+    time.sleep(1)  # the scenario: time passes with no worker, and nothing in this process runs the job
     queued = client.get(job["status_url"]).json()
     assert queued["state"] == "queued" and queued["progress"] == {"stage": "queued", "done": 0, "total": 0}
     assert client.get(job["download_url"]).status_code == 409  # not done: nothing to download yet

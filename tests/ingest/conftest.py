@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from collectors.models import IngestToken
 from dashboard import queries, timeline_reads
+from tests.web.conftest import held_socket
 from timelines import derivation, store
 from timelines.lifecycle import schema
 from timelines.models import Observation
@@ -73,18 +73,19 @@ def ingest(live_server: object) -> Ingest:
 
 @pytest.fixture
 def asgi_ingest(transactional_db: None) -> Iterator[Ingest]:
-    """podlife's ASGI application under uvicorn, in a thread on a free loopback port."""
+    """podlife's ASGI application under uvicorn, in a thread, on a loopback port the fixture holds."""
     import uvicorn
 
     from podlife_site.asgi import application
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    sock = held_socket()  # held from the start: no other test can take the port in between
+    port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
-    thread = threading.Thread(target=server.run, name="uvicorn-ingest", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-ingest", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -95,6 +96,7 @@ def asgi_ingest(transactional_db: None) -> Iterator[Ingest]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
 
 
 # --------------------------------------------------------------------------------------------- kubelet spans

@@ -24,7 +24,6 @@ import select
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,24 +36,13 @@ import requests
 
 from tests.poison import hostile
 from tests.security.conftest import ROOT, Served, deployment_env, strong_key
+from tests.waits import wait_for
 
 MIB = 1 << 20
 DEADLINE_S = 20.0
 PASSWORD = "e2e-" + strong_key()[:24]
 METRICS_TOKEN = strong_key()
 PROTOBUF = "application/x-protobuf"
-
-
-def wait_for(condition: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
-    """``condition()`` once it is truthy; fails naming ``what`` if it is not within ``deadline_s``."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {deadline_s:.0f} s: {what} (last: {value!r})")
-        time.sleep(0.05)
 
 
 # --- the deployment --------------------------------------------------------------------------------------------
@@ -202,7 +190,7 @@ def demo_pod_derives(deployment: Deployment) -> str:
             return None
         return [iv["state"] for iv in timeline.json()["lanes"].get("worker", [])] or None
 
-    lane = wait_for(worker_lane, f"the worker lane of demo pod {uid}")
+    lane = wait_for(worker_lane, f"the worker lane of demo pod {uid}", DEADLINE_S)
     assert lane == ["setup", "unknown", "terminating", "cleanup"], lane
     return uid
 
@@ -462,7 +450,7 @@ def test_the_database_away_is_a_503_the_exporters_retry(deployment: Deployment) 
     def stored() -> bool:
         return deployment.ingest("demo", "/v1/traces", export, "application/json").status_code == 200
 
-    wait_for(stored, "the export stored once the database is back")
+    wait_for(stored, "the export stored once the database is back", DEADLINE_S)
     demo_pod_derives(deployment)
 
 
@@ -566,7 +554,7 @@ def test_nothing_waits_dirty_or_failing_and_the_quarantine_shows_what_was_set_as
         m = deployment.metrics()
         return m if m["podlife_derive_dirty_keys"] == 0 and m["podlife_derive_dirty_batches"] == 0 else None
 
-    metrics = wait_for(settled, "no dirty key waiting")
+    metrics = wait_for(settled, "no dirty key waiting", DEADLINE_S)
     assert metrics["podlife_derive_failing_keys"] == 0
     quarantined = deployment.manage("derive", "--quarantined").stdout
     assert (

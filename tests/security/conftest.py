@@ -17,7 +17,7 @@ import pytest
 from tests.web.conftest import (  # noqa: F401  (fixtures)
     admin_user,
     browser_page,
-    free_port,
+    held_socket,
     inmemory_layer,
     lab,
     live_server_asgi,
@@ -52,19 +52,25 @@ def strong_key() -> str:
 
 
 class Served:
-    """``uvicorn podlife_site.asgi:application`` in a subprocess (a real deployment's process)."""
+    """``uvicorn podlife_site.asgi:application`` in a subprocess (a real deployment's process), serving on a
+    socket this process bound and holds until ``stop`` (``held_socket``), handed to it as ``--fd``: no other
+    test or process can take the port between choosing it and the server listening."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.port = free_port()
+        self.socket = held_socket()
+        self.port = self.socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        fd = self.socket.fileno()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "podlife_site.asgi:application", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", "--lifespan", "off"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-m", "uvicorn", "podlife_site.asgi:application", "--fd", str(fd),
+             "--log-level", "warning", "--lifespan", "off"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, pass_fds=(fd,),
         )  # fmt: skip
+        # Bound, not listening: a connection is refused until uvicorn listens on it.
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:
+                self.socket.close()
                 raise RuntimeError(f"uvicorn exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
@@ -82,6 +88,7 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.socket.close()
 
 
 @pytest.fixture

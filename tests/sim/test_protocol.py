@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.parsers.klog import split_journald_prefix
 from demo_cluster import SimServer, run_sim
 from demo_cluster.kubelet import node_log_zone
+from tests.waits import wait_for
 
 from .conftest import KHI_RE, api_client
 
@@ -163,7 +164,7 @@ def test_watch_sees_live_changes_and_hooks(sim: SimServer) -> None:
 
     t = threading.Thread(target=reader)
     t.start()
-    time.sleep(0.3)
+    wait_for(lambda: sim._httpd.open_watches(), "the watch request is open")
 
     def hook(hook_name: str, **q: str) -> dict:
         query = "&".join(f"{k}={v}" for k, v in q.items())
@@ -175,7 +176,10 @@ def test_watch_sees_live_changes_and_hooks(sim: SimServer) -> None:
     assert made["pod"]["name"] == "browser-live"
     hook("redeliver")
     hook("inject-malformed")
-    time.sleep(0.3)
+    # The three lines arrived (the pod twice, the malformed line) before the watch is ended.
+    wait_for(
+        lambda: len([g for g in got if b'"browser-live"' in g]) == 2 and b"broken" in got[-1], "the lines"
+    )
     hook("drop-watches")
     t.join(timeout=5)
     assert not t.is_alive()
@@ -425,7 +429,7 @@ def test_scale_cluster_pages_and_streams_over_http(tmp_path) -> None:
 
         reader = threading.Thread(target=read)
         reader.start()
-        time.sleep(0.4)
+        wait_for(lambda: sim._httpd.open_watches(), "the watch request is open")
         with sim.cluster.engine.lock:
             sim.cluster.advance(3)
         reader.join(10)

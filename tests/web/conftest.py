@@ -88,17 +88,10 @@ def nobody(db: Any) -> User:
 
 
 # --- a real ASGI server ---------------------------------------------------------------------------------------
-def free_port() -> int:
-    """A port free now, for a server in a subprocess (it binds it itself: another process could take it
-    in between; an in-process server holds its socket from the start instead: ``held_socket``)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def held_socket() -> socket.socket:
-    """A socket bound to a free loopback port and kept, for an in-process uvicorn to serve on
-    (``Server.serve(sockets=[...])``): no other test can take the port between choosing and listening."""
+    """A socket bound to a free loopback port and kept, for uvicorn to serve on: in this process
+    (``Server.serve(sockets=[...])``) or in a subprocess it is handed to (``--fd``, tests/security/conftest.py):
+    no other test can take the port between choosing and listening."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     return sock

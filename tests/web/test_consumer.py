@@ -18,6 +18,7 @@ from channels.testing import WebsocketCommunicator
 from dashboard.web.routing import websocket_urlpatterns
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
+from tests.waits import subscribed
 from tests.web.conftest import UID_EVIL, UID_OK, UID_SECRET
 from tests.web.factories import retarget, started_pod
 from timelines import live
@@ -303,7 +304,7 @@ def test_deltas_flow_through_the_redis_pubsub_layer(redis_layer: None, settings:
     async def run() -> None:
         ws = await connect(viewer)
         await ws.receive_json_from()
-        await asyncio.sleep(0.2)  # the subscription is live
+        await subscribed(get_channel_layer(), GROUP)  # Redis took the socket's SUBSCRIBE
         from channels.db import database_sync_to_async
 
         await database_sync_to_async(ingest_observations)("lab", started_pod("u-redis-1", "web-redis"))
@@ -411,7 +412,7 @@ def test_pod_deltas_flow_through_the_redis_pubsub_layer(
     async def run() -> None:
         ws = await connect(viewer, f"/ws/v1/pods/lab/{UID_OK}/")
         await ws.receive_json_from()
-        await asyncio.sleep(0.2)  # the subscription is live
+        await subscribed(get_channel_layer(), group)  # Redis took the socket's SUBSCRIBE
         listeners = redis.Redis.from_url(settings.REDIS_URL).zscore(
             f"{settings.PODLIFE_DEPLOYMENT}:live:listeners", group
         )
@@ -509,36 +510,42 @@ def test_pages_of_one_group_share_one_reader_and_one_frame(admin_user: Any, view
 
 
 def test_pages_of_one_cluster_share_one_health_poll(admin_user: Any, lab: Any, monkeypatch: Any) -> None:
-    """GIVEN three pages of cluster lab and a health poll every 0.05 s WHEN they stay 0.5 s THEN the
-    cluster's collector health was read about ten times (one poll for all), not thirty; after the pages
-    leave it is read no more."""
+    """GIVEN three pages of cluster lab and a health poll every 0.05 s WHEN five polls have read the
+    cluster's collector health THEN they were all made by one poller (one poll for all three pages, not one
+    each); after the pages leave it has stopped and read no more."""
     from dashboard.web import consumers, fanout
 
     monkeypatch.setattr(fanout, "HEALTH_POLL_S", 0.05)
-    reads: list[str] = []
+    readers: list[asyncio.Task[Any] | None] = []  # the task of each read: a page's own, or a poller's
     original = consumers._collector_frame
 
     async def counted(cluster: str) -> dict[str, Any]:
-        reads.append(cluster)
+        readers.append(asyncio.current_task())
         return await original(cluster)
 
     monkeypatch.setattr(consumers, "_collector_frame", counted)
 
-    async def run() -> tuple[int, int]:
+    async def until(condition: Any, what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline, f"not within 10 s: {what}"
+            await asyncio.sleep(0.01)
+
+    async def run() -> tuple[set[asyncio.Task[Any] | None], int]:
         pages = [await connect(admin_user) for _ in range(3)]
         for page in pages:
             await page.receive_json_from()
-        hellos = len(reads)
-        await asyncio.sleep(0.5)
-        polls = len(reads) - hellos
+        hellos = len(readers)
+        await until(lambda: len(readers) >= hellos + 5, "five health polls")
+        pollers = set(readers[hellos:])
         for page in pages:
             await page.disconnect()
-        left = len(reads)
-        await asyncio.sleep(0.2)
-        return polls, len(reads) - left
+        left = len(readers)
+        await until(lambda: all(t is not None and t.done() for t in pollers), "the poller stops")
+        return pollers, len(readers) - left
 
-    polls, after = async_to_sync(run)()
-    assert 3 <= polls <= 12, polls
+    pollers, after = async_to_sync(run)()
+    assert len(pollers) == 1, pollers
     assert after == 0
 
 

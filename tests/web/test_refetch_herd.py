@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import requests
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
@@ -20,6 +21,7 @@ from dashboard.web.access import create_token
 from dashboard.web.routing import websocket_urlpatterns
 from dashboard.web.shared_reads import timeline_reads
 from tests.flow import ingest as ingest_observations
+from tests.waits import subscribed
 from tests.web.factories import started_pod
 from timelines import live
 from timelines.lifecycle.timeline import Interval, PodTimeline
@@ -125,7 +127,8 @@ def test_two_publishers_at_once_make_no_false_gap(settings: Any, admin_user: Any
         ws.scope["user"] = admin_user
         assert (await ws.connect())[0]
         assert (await ws.receive_json_from())["type"] == "hello"
-        await asyncio.sleep(0.2)  # the subscription is live
+        # Redis took the socket's SUBSCRIBE
+        await subscribed(get_channel_layer(), live.group_name("node", cluster, "node-a"))
         workers = [threading.Thread(target=publisher, args=(w,)) for w in (1, 2)]
         for w in workers:
             w.start()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -59,6 +60,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)), help="HTTP port")
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+        parser.add_argument(
+            "--fd",
+            type=int,
+            default=None,
+            help="serve on this inherited TCP socket (bound by the parent) instead of --host/--port: how a "
+            "test holds its port from the start (tests/test_demo_ctrl_c.py)",
+        )
         parser.add_argument("--scenario", default="mixed", choices=sorted(ALL_NAMES), help="demo scenario")
         parser.add_argument("--speed", type=float, default=1.0, help="demo cluster time factor (default 1)")
         parser.add_argument(
@@ -78,9 +86,12 @@ class Command(BaseCommand):
         scenario: str,
         speed: float,
         kubelet_verbosity: int = 4,
+        fd: int | None = None,
         **options: object,
     ) -> None:
-        if not 0 < port < 65536:
+        if fd is not None:
+            host, port = _bound_address(fd)
+        elif not 0 < port < 65536:
             raise CommandError(f"--port {port} is not a TCP port: expected 1-65535")
         ensure_demo_user()
         var = Path(settings.BASE_DIR) / "var"
@@ -136,6 +147,7 @@ class Command(BaseCommand):
                 "podlife_site.asgi:application",
                 host=host,
                 port=port,
+                fd=fd,  # when given, uvicorn serves it and binds nothing
                 log_level="warning",
                 lifespan="off",
                 timeout_graceful_shutdown=1,  # an open node page's socket must not hold Ctrl-C up
@@ -213,3 +225,18 @@ class AuditShipper:
                     logging.getLogger(__name__).exception("demo audit shipping failed")
         finally:
             connection.close()
+
+
+def _bound_address(fd: int) -> tuple[str, int]:
+    """The loopback or interface address and port of the inherited TCP socket ``fd`` (``--fd``)."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))  # family and type read from the descriptor
+    except OSError as exc:
+        raise CommandError(f"--fd {fd} is not an open socket: {exc}") from None
+    with sock:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
+            raise CommandError(f"--fd {fd} is not a TCP socket")
+        host, port = sock.getsockname()[:2]
+    if not port:
+        raise CommandError(f"--fd {fd} is not bound to a port")
+    return str(host), int(port)
