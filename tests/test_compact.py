@@ -314,3 +314,13 @@ def test_the_demo_clusters_observations_read_back_exactly(scenario: str) -> None
     body = sum(len(stored[i].body) for i in pods)
     whole = sum(len(orjson.dumps(rows[i - 1].payload)) for i in pods)
     assert body * 4 < whole
+
+
+def test_a_payload_of_several_mebibytes_reads_back() -> None:
+    """Frames carry no content size: decoding assumes no bound (an annotation may hold megabytes)."""
+    payload = {"annotations": {"big": "ab" * 3_000_000}, "items": list(range(1000))}
+    row = pod_row(str(uuid.uuid4()), 0, payload)
+    names, dictionaries = NameTable(), Dictionaries()
+    stored, _ = compact.encode(row, names, dictionaries)
+    assert len(stored.body) < 100_000  # compressed (synthetic: a repetitive text)
+    assert_same_row(compact.decode(stored, names, dictionaries), row)

@@ -343,9 +343,11 @@ class Dictionaries:
     def compress(self, dict_id: int, data: bytes) -> bytes:
         return self._compress[dict_id].compress(data)
 
-    def decompress(self, dict_id: int, data: bytes, size_hint: int = 1 << 20) -> bytes:
+    def decompress(self, dict_id: int, data: bytes) -> bytes:
+        # A stream decompressor: frames carry no content size (it would cost a row 2-3 bytes), and no
+        # upper bound on a payload's size is assumed.
         try:
-            return self._decompress[dict_id].decompress(data, max_output_size=size_hint)
+            return self._decompress[dict_id].decompressobj().decompress(data)
         except KeyError:
             raise CorruptRow(f"zstd dictionary {dict_id} is not stored") from None
         except zstandard.ZstdError as exc:
