@@ -3,7 +3,7 @@ against what a general compressor that sees everything makes of the same observa
 against raw COPY in the same run. PostgreSQL only (the disk a fleet pays for).
 
     DATABASE_URL=postgres://... python bench/storage.py [--observations 100000] [--nodes 100]
-        [--pods-per-node 100] [--churn 200] [--backlog 10]
+        [--pods-per-node 100] [--churn 200] [--backlog 10] [--compact [--every 16]]
 
 1. The collector lists nodes, pods and events of the ``scale`` scenario (a demo cluster in a subprocess,
    through the real kubernetes client over loopback HTTP). Then, until ``--observations`` are stored, the

@@ -7,8 +7,10 @@ it, the store's domain: integers within 64 bits, finite floats, any Unicode text
 from __future__ import annotations
 
 import random
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -324,3 +326,12 @@ def test_a_payload_of_several_mebibytes_reads_back() -> None:
     stored, _ = compact.encode(row, names, dictionaries)
     assert len(stored.body) < 100_000  # compressed (synthetic: a repetitive text)
     assert_same_row(compact.decode(stored, names, dictionaries), row)
+
+
+def test_the_codec_is_pure() -> None:
+    """Stdlib, orjson and zstandard only: the store, a migration and a bench can all run it."""
+    from tests.lifecycle.test_purity import imported_modules
+
+    path = Path(compact.__file__)
+    imported = {module.split(".")[0] for _, module in imported_modules(path)}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__", "orjson", "zstandard"}, imported
