@@ -30,7 +30,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -375,19 +375,14 @@ def chain_key(row: Row) -> tuple[str, str] | None:
     return None
 
 
-def _substitutes(row: Row) -> list[tuple[bytes, bytes]]:
+def _substitutes(
+    uid: str | None, node: str, name: str, namespace: str, at: datetime
+) -> list[tuple[bytes, bytes]]:
     """(text, placeholder) pairs ``plain`` replaces: the row's pod UID, node, name, namespace and time
     as the payload spells them (UTC ISO 8601), where they are not empty and hold no control character,
     each written as one control byte (0x01-0x05), which JSON text never holds raw. A decoder knows the
     same texts from the row's columns."""
-    at = row.observed_at
-    texts = (
-        row.pod_uid or "",
-        row.node,
-        row.name,
-        row.namespace,
-        (at.astimezone(UTC) if at.tzinfo else at).isoformat(),
-    )
+    texts = (uid or "", node, name, namespace, (at.astimezone(UTC) if at.tzinfo else at).isoformat())
     out = []
     for i, text in enumerate(texts, 1):
         raw = text.encode()
@@ -426,7 +421,7 @@ def plain(row: Row, base_payload: Any = None, *, delta: bool = False) -> tuple[b
             payload, is_patch = patch, True
     if _CONTROL.search(key):
         return _varint(len(key)) + key + payload, is_patch, False
-    pairs = _substitutes(row)
+    pairs = _substitutes(row.pod_uid, row.node, row.name, row.namespace, row.observed_at)
     key = _substitute(key, pairs)
     return _varint(len(key)) + key + _substitute(payload, pairs), is_patch, True
 
@@ -530,24 +525,24 @@ def decode(compact: Compact, names: NameTable, dictionaries: Dictionaries, base_
     if at + size > len(data):
         raise CorruptRow("the data ends inside the dedupe key")
     key, rest = data[at : at + size], data[at + size :]
-    row = Row(
+    node, namespace, name = names.text(compact.node), names.text(compact.namespace), names.text(compact.name)
+    if flags & _SUBST:
+        pairs = _substitutes(uid, node, name, namespace, compact.observed_at)
+        key, rest = _restore(key, pairs), _restore(rest, pairs)
+    value = orjson.loads(rest)
+    payload = apply(base_payload, value) if flags & _DELTA else value
+    return Row(
         kind=kind,
         source=source,
         observed_at=compact.observed_at,
         received_at=compact.received_at,
-        dedupe_key="",
+        dedupe_key=key.decode(),
         pod_uid=uid,
-        node=names.text(compact.node),
-        namespace=names.text(compact.namespace),
-        name=names.text(compact.name),
-        payload=None,
+        node=node,
+        namespace=namespace,
+        name=name,
+        payload=payload,
     )
-    if flags & _SUBST:
-        pairs = _substitutes(row)
-        key, rest = _restore(key, pairs), _restore(rest, pairs)
-    value = orjson.loads(rest)
-    payload = apply(base_payload, value) if flags & _DELTA else value
-    return replace(row, dedupe_key=key.decode(), payload=payload)
 
 
 # -- a writer's and a reader's view of chains ----------------------------------------------------------------
