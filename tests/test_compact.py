@@ -335,3 +335,26 @@ def test_the_codec_is_pure() -> None:
     path = Path(compact.__file__)
     imported = {module.split(".")[0] for _, module in imported_modules(path)}
     assert imported <= set(sys.stdlib_module_names) | {"__future__", "orjson", "zstandard"}, imported
+
+
+def test_every_kind_and_source_of_the_contract_has_a_code_and_codes_never_move() -> None:
+    """Stored rows hold the codes: a code once given names the same text forever (the tables only grow),
+    and every kind and source the observation contract knows has one."""
+    from timelines.lifecycle.observation import Kind, Source
+
+    assert set(Kind.ALL) <= set(compact.KINDS) and set(Source.ALL) <= set(compact.SOURCES)
+    first_kinds = ("", "pod", "pod_deleted", "event", "worker", "span", "kubelet_marker", "node")
+    first_kinds += ("node_deleted", "node_metrics", "pdb", "pdb_deleted", "workload", "workload_deleted")
+    first_kinds += ("audit", "kubelet_process")
+    first_sources = (
+        "",
+        "api",
+        "offline",
+        "kubelet_log",
+        "kubelet_span",
+        "kubelet_metrics",
+        "synthetic",
+        "audit",
+    )
+    assert compact.KINDS[: len(first_kinds)] == first_kinds
+    assert compact.SOURCES[: len(first_sources)] == first_sources
