@@ -3,7 +3,7 @@ against what a general compressor that sees everything makes of the same observa
 against raw COPY in the same run. PostgreSQL only (the disk a fleet pays for).
 
     DATABASE_URL=postgres://... python bench/storage.py [--observations 100000] [--nodes 100]
-        [--pods-per-node 100] [--churn 200] [--backlog 10]
+        [--pods-per-node 100] [--churn 200] [--backlog 10] [--compact [--every 16]]
 
 1. The collector lists nodes, pods and events of the ``scale`` scenario (a demo cluster in a subprocess,
    through the real kubernetes client over loopback HTTP). Then, until ``--observations`` are stored, the
@@ -20,6 +20,12 @@ against raw COPY in the same run. PostgreSQL only (the disk a fleet pays for).
    each watch step's idle tail excluded), against a raw binary COPY of the same rows into a scratch table like the partition, in
    batches of the collector's size (median of three), as bench/watch.py measures it. Ratio goal >= 0.5.
 
+5. With ``--compact``: the same observations encoded by ``timelines/compact.py`` (the design of
+   docs/storage.md, not wired into the store) into scratch tables of the proposed schema, once per index
+   layout of ``LAYOUTS``, each vacuumed and measured as in 2 (in total and per kind), with the cluster's
+   name table and zstd dictionaries counted apart. Every encoded row is decoded again (its chain followed)
+   and checked equal, canonical JSON, to the row PostgreSQL returned.
+
 Goal (issue #37): <= 300 bytes on disk per observation, all indexes included.
 """
 
@@ -33,9 +39,9 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 from _collector import checkpoint, copy_baseline, sim_hook, start_sim
@@ -50,7 +56,7 @@ from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
 from podlife_site import tuning  # noqa: E402
-from timelines import partitions  # noqa: E402
+from timelines import compact, partitions  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 
 tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
@@ -211,6 +217,277 @@ def zstd_bytes(path: Path) -> int:
     return len(done.stdout)
 
 
+# -- the compact form (timelines/compact.py, docs/storage.md), measured without being wired ----------------
+COMPACT_TABLE = "bench_storage_compact"
+# Columns widest-aligned first: no padding between them (8-byte, then the 16-byte uuids, 4, 2, the body).
+COMPACT_COLUMNS = (
+    "id bigint NOT NULL, observed_at timestamptz NOT NULL, received_at timestamptz NOT NULL, "
+    "key_hash {key_type} NOT NULL, pod_uid uuid, cluster_id integer NOT NULL, node integer NOT NULL, "
+    "namespace integer NOT NULL, name integer NOT NULL, kind smallint NOT NULL, source smallint NOT NULL, "
+    "body bytea NOT NULL"
+)
+_UIDLESS = ", ".join(
+    str(compact.KINDS.index(k)) for k in ("audit", "kubelet_marker", "kubelet_process", "worker")
+)
+_PARTIALS = (
+    f"(cluster_id, namespace, name) WHERE pod_uid IS NULL AND kind IN ({_UIDLESS})",
+    f"(cluster_id, observed_at) WHERE pod_uid IS NULL AND name = 0 AND kind IN ({_UIDLESS})",
+)
+# name -> (key column type, indexes): what each layout keeps of the reads' indexes (docs/storage.md).
+LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # Today's indexes, over the compact columns (the key hash as bytea(16), as first proposed).
+    "today's indexes": (
+        "bytea",
+        (
+            "(id)",
+            "UNIQUE (cluster_id, key_hash)",
+            "(cluster_id, pod_uid, observed_at)",
+            "(cluster_id, kind, observed_at)",
+            "USING brin (observed_at)",
+            *_PARTIALS,
+        ),
+    ),
+    # The key hash as uuid (16 bytes, no length byte); by pod and by kind without the time (btree
+    # deduplication folds a pod's or a kind's entries into posting lists of 6 bytes a row): the reads
+    # by pod take all of a pod's rows and sort them, the time bounds of reads by kind go to the BRIN.
+    "slim": (
+        "uuid",
+        (
+            "(id)",
+            "UNIQUE (cluster_id, key_hash)",
+            "(cluster_id, pod_uid)",
+            "(cluster_id, kind)",
+            "USING brin (observed_at)",
+            *_PARTIALS,
+        ),
+    ),
+    # As slim, and ids found through a BRIN: rows go in in id order, so a range of 16 pages holds an
+    # interval of ids and an evidence link reads at most 16 pages (128 KiB) instead of a btree entry a row.
+    # The key hash salted with the cluster (``compact.key_hash(key, cluster)``) is unique alone.
+    "lean": (
+        "uuid",
+        (
+            "USING brin (id) WITH (pages_per_range = 16)",
+            "UNIQUE (key_hash)",
+            "(cluster_id, pod_uid)",
+            "(cluster_id, kind)",
+            "USING brin (observed_at)",
+            *_PARTIALS,
+        ),
+    ),
+}
+COPY_BATCH = 1000
+DICTIONARY_TRAINING_ROWS = 2000  # a kind's dictionary is trained on its first rows (the store would, too)
+DICTIONARY_BYTES = 16384
+
+
+def stored_rows(cluster_id: int) -> list[tuple[int, compact.Row]]:
+    """(id, row) of the cluster's observations in id order, as PostgreSQL returns them."""
+    out = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, kind, source, observed_at, received_at, dedupe_key, pod_uid, node, namespace, name, "
+            "payload::text FROM timelines_observation WHERE cluster_id = %s ORDER BY id",
+            [cluster_id],
+        )
+        while rows := cursor.fetchmany(5000):
+            for oid, kind, source, observed, received, key, uid, node, ns, name, payload in rows:
+                row = compact.Row(
+                    kind, source, observed, received, key, uid, node, ns, name, orjson.loads(payload)
+                )
+                out.append((oid, row))
+    return out
+
+
+def train_dictionaries(
+    rows: list[tuple[int, compact.Row]], every: int
+) -> tuple[compact.Dictionaries, dict[str, int]]:
+    """A dictionary per kind from the plain data (patches where a chain allows) of its first rows."""
+    probe = compact.Encoder(compact.NameTable(), compact.Dictionaries(), every=every)
+    samples: dict[str, list[bytes]] = defaultdict(list)
+    for oid, row in rows:
+        if len(samples[row.kind]) >= DICTIONARY_TRAINING_ROWS:
+            continue
+        chain = compact.chain_key(row)
+        prior = probe.last.get(chain) if chain is not None else None
+        base = prior.payload if prior is not None and prior.depth < every - 1 else None
+        samples[row.kind].append(compact.plain(row, base, delta=base is not None)[0])
+        probe.encode(oid, row)
+    dictionaries, by_kind = compact.Dictionaries(), {}
+    for n, (kind, data) in enumerate(sorted(samples.items()), 1):
+        if len(data) >= 100:  # fewer rows train no useful dictionary; they go without
+            dictionaries.add(n, compact.train(data, DICTIONARY_BYTES))
+            by_kind[kind] = n
+    return dictionaries, by_kind
+
+
+def _span(at: Any) -> Any:
+    return partitions.span_start(at, partitions.configured_span())
+
+
+def encode_all(
+    rows: list[tuple[int, compact.Row]], every: int
+) -> tuple[dict[int, compact.Compact], compact.NameTable, compact.Dictionaries, dict[str, int], float]:
+    dictionaries, by_kind = train_dictionaries(rows, every)
+    names = compact.NameTable()
+    encoder = compact.Encoder(names, dictionaries, every=every, kind_dictionary=by_kind)
+    started = time.perf_counter()
+    encoded = {oid: encoder.encode(oid, row, _span(row.observed_at)) for oid, row in rows}
+    return encoded, names, dictionaries, by_kind, time.perf_counter() - started
+
+
+def check_exact(
+    rows: list[tuple[int, compact.Row]],
+    encoded: dict[int, compact.Compact],
+    names: compact.NameTable,
+    dictionaries: compact.Dictionaries,
+) -> float:
+    """Decode every row in id order (a base is decoded before the rows on it) and compare it, canonical
+    JSON, with the row PostgreSQL returned. Returns the seconds decoding took."""
+    payloads: dict[int, Any] = {}
+    elapsed = 0.0
+    for oid, row in rows:
+        started = time.perf_counter()
+        item = encoded[oid]
+        distance = compact.base_distance(item)
+        back = compact.decode(item, names, dictionaries, payloads[oid - distance] if distance else None)
+        elapsed += time.perf_counter() - started
+        payloads[oid] = back.payload
+        if compact.chain_key(row) is None:
+            payloads.pop(oid)
+        if _canonical(back) != _canonical(row):
+            raise SystemExit(f"compact form of observation {oid} reads back different:\n{back}\n{row}")
+    return elapsed
+
+
+def _canonical(row: compact.Row) -> bytes:
+    return orjson.dumps(dataclasses.asdict(row), option=orjson.OPT_SORT_KEYS)
+
+
+def copy_compact(
+    table: str, cluster_id: int, encoded: dict[int, compact.Compact], ids: list[int], *, key_uuid: bool
+) -> None:
+    """COPY the compact rows ``ids`` into ``table`` (the key hash as uuid when ``key_uuid``)."""
+    columns = "id, observed_at, received_at, key_hash, pod_uid, cluster_id, node, namespace, name, kind, source, body"
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for oid in ids:
+            c = encoded[oid]
+            key: bytes | uuid.UUID = uuid.UUID(bytes=c.key_hash) if key_uuid else c.key_hash
+            uid = uuid.UUID(bytes=c.pod_uid) if c.pod_uid is not None else None
+            copy.write_row(
+                (
+                    oid, c.observed_at, c.received_at, key, uid, cluster_id, c.node, c.namespace, c.name,
+                    c.kind, c.source, c.body,
+                )
+            )  # fmt: skip
+
+
+def compact_disk(
+    layout: str, cluster_id: int, encoded: dict[int, compact.Compact], ids: list[int]
+) -> tuple[Disk, list[int]]:
+    """``ids``' compact rows alone in a table of ``layout``, vacuumed: its size, and each index's."""
+    key_type, indexes = LAYOUTS[layout]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {COMPACT_TABLE}")
+        cursor.execute(f"CREATE TABLE {COMPACT_TABLE} ({COMPACT_COLUMNS.format(key_type=key_type)})")
+    with connection.cursor() as cursor:
+        for n, index in enumerate(indexes):
+            unique = index.startswith("UNIQUE ")
+            spec = index.removeprefix("UNIQUE ")
+            cursor.execute(
+                f"CREATE {'UNIQUE ' if unique else ''}INDEX {COMPACT_TABLE}_{n} ON {COMPACT_TABLE} {spec}"
+            )
+    # Indexed as rows arrive, in the collector's batches (a btree built at once packs tighter than one
+    # that grows by page splits, as a partition's do).
+    for at in range(0, len(ids), COPY_BATCH):
+        copy_compact(
+            COMPACT_TABLE, cluster_id, encoded, ids[at : at + COPY_BATCH], key_uuid=key_type == "uuid"
+        )
+    vacuum([COMPACT_TABLE])
+    disk = disk_total([COMPACT_TABLE])
+    sizes = []
+    with connection.cursor() as cursor:
+        for n in range(len(indexes)):
+            cursor.execute("SELECT pg_relation_size(%s)", [f"{COMPACT_TABLE}_{n}"])
+            sizes.append(int(cursor.fetchone()[0]))
+        cursor.execute(f"DROP TABLE {COMPACT_TABLE}")
+    return disk, sizes
+
+
+def side_tables(
+    names: compact.NameTable, dictionaries: compact.Dictionaries, by_kind: dict[str, int]
+) -> tuple[int, int]:
+    """Bytes on disk of the cluster's name table and of its dictionaries, as tables with their indexes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE bench_storage_names (cluster_id integer, id integer, text varchar(253), "
+            "PRIMARY KEY (cluster_id, id), UNIQUE (cluster_id, text))"
+        )
+        with cursor.cursor.copy("COPY bench_storage_names FROM STDIN") as copy:
+            for ref in range(1, len(names.added) + 1):
+                copy.write_row((1, ref, names.text(ref)))
+        cursor.execute(
+            "CREATE TABLE bench_storage_dictionaries (id integer PRIMARY KEY, cluster_id integer, "
+            "kind smallint, data bytea)"
+        )
+        cursor.executemany(
+            "INSERT INTO bench_storage_dictionaries VALUES (%s, 1, %s, %s)",
+            [(n, compact.KINDS.index(kind), dictionaries.raw(n)) for kind, n in by_kind.items()],
+        )
+    tables = ["bench_storage_names", "bench_storage_dictionaries"]
+    vacuum(tables)
+    sizes = (disk_total(tables[:1]).total, disk_total(tables[1:]).total)
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"DROP TABLE {table}")
+    return sizes
+
+
+def report_compact(cluster_id: int, counts: Counter[str], today: dict[str, Disk], every: int) -> None:
+    rows = stored_rows(cluster_id)
+    encoded, names, dictionaries, by_kind, encoding = encode_all(rows, every)
+    decoding = check_exact(rows, encoded, names, dictionaries)
+    n = len(rows)
+    print(
+        f"\ncompact form (timelines/compact.py, a whole payload every {every} rows of an object): "
+        f"{n:,} rows decoded back exact (canonical JSON); encode {encoding / n * 1e6:,.0f} µs, "
+        f"decode {decoding / n * 1e6:,.0f} µs an observation"
+    )
+    by_kind_ids: dict[str, list[int]] = defaultdict(list)
+    for oid, row in rows:
+        by_kind_ids[row.kind].append(oid)
+    body = Counter[str]()
+    for oid, row in rows:
+        body[row.kind] += len(encoded[oid].body)
+    name_bytes, dictionary_bytes = side_tables(names, dictionaries, by_kind)
+    named = len(names.added)
+    print(
+        f"name table: {named:,} names, {name_bytes / 1024:,.0f} KiB ({name_bytes / max(1, named):,.0f} B a name, "
+        f"{name_bytes / n:,.1f} B/obs: pods' names are new with each pod); {len(by_kind)} dictionaries "
+        f"of {DICTIONARY_BYTES // 1024} KiB: {dictionary_bytes / 1024:,.0f} KiB (per cluster and kind, not per row)"
+    )
+    for layout, (_key, indexes) in LAYOUTS.items():
+        print(f"\nlayout {layout!r}:")
+        print(f"{'kind':<16}{'rows':>9}{'body B':>9}{'heap':>7}{'index':>7}{'total B/obs':>13}{'today':>8}")
+        for kind in sorted(counts, key=lambda k: -counts[k]):
+            alone, _sizes = compact_disk(layout, cluster_id, encoded, by_kind_ids[kind])
+            k = len(by_kind_ids[kind])
+            print(
+                f"{kind:<16}{k:>9,}{body[kind] / k:>9,.1f}{(alone.heap + alone.toast) / k:>7,.0f}"
+                f"{alone.indexes / k:>7,.0f}{alone.total / k:>13,.0f}{today[kind].total / k:>8,.0f}"
+            )
+        disk, sizes = compact_disk(layout, cluster_id, encoded, [oid for oid, _ in rows])
+        with_names = (disk.total + name_bytes) / n
+        verdict = "met" if with_names <= GOAL_BYTES else "MISSED"
+        print(
+            f"{'all':<16}{n:>9,}{sum(body.values()) / n:>9,.1f}{(disk.heap + disk.toast) / n:>7,.0f}"
+            f"{disk.indexes / n:>7,.0f}{disk.total / n:>13,.0f}{today['all'].total / n:>8,.0f}"
+        )
+        for index, size in zip(indexes, sizes, strict=True):
+            print(f"  index {size / n:6,.1f} B/obs  {index}")
+        print(f"  with the name table: {with_names:,.0f} B/obs (goal <= {GOAL_BYTES}: {verdict})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -220,6 +497,12 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=100)
     parser.add_argument("--churn", type=float, default=200.0, help="pods replaced per second")
     parser.add_argument("--backlog", type=float, default=10.0, help="seconds of churn between two replays")
+    parser.add_argument(
+        "--compact", action="store_true", help="also measure the compact form (timelines/compact.py)"
+    )
+    parser.add_argument(
+        "--every", type=int, default=16, help="--compact: a whole payload every this many rows"
+    )
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         raise SystemExit("bench/storage.py measures PostgreSQL's disk: set DATABASE_URL to a postgres:// URL")
@@ -248,9 +531,10 @@ def main() -> None:
         print(
             f"{'kind':<16}{'rows':>9}{'disk B/obs':>12}{'JSON B/obs':>12}{'zstd B/obs':>12}{'disk/zstd':>11}"
         )
+        today: dict[str, Disk] = {"all": total}
         for kind in sorted(counts, key=lambda k: -counts[k]):
             n = counts[kind]
-            alone = disk_of_kind(cluster_id, kind, like)
+            alone = today[kind] = disk_of_kind(cluster_id, kind, like)
             raw, packed = json_files[kind].stat().st_size, zstd_bytes(json_files[kind])
             print(
                 f"{kind:<16}{n:>9,}{alone.total / n:>12,.0f}{raw / n:>12,.0f}{packed / n:>12,.1f}"
@@ -273,6 +557,8 @@ def main() -> None:
         )
         verdict = "met" if total.total / n <= GOAL_BYTES else "MISSED"
         print(f"bytes on disk per observation: {total.total / n:,.0f}  (goal <= {GOAL_BYTES}: {verdict})")
+        if args.compact:
+            report_compact(cluster_id, counts, today, args.every)
     finally:
         sim.terminate()
         sim.wait(10)

@@ -1,0 +1,602 @@
+"""The compact form of an observation row and its exact inverse (issue #37; docs/storage.md). Pure: no
+database, no Django. Not wired into the store yet: ``bench/storage.py --compact`` measures it.
+
+A row as the store holds it today (``Row``: kind, source, observed_at, received_at, dedupe_key, pod_uid,
+node, namespace, name, payload) becomes a ``Compact`` row:
+
+- ``key_hash``: 16 bytes of BLAKE2b of the dedupe key, the column a unique index holds per cluster;
+- ``pod_uid``: the UID's 16 bytes when it is a UUID in its canonical text form (lowercase, dashed, what an
+  API server sends); any other text gets the 16 bytes of its BLAKE2b (the index by pod still finds it)
+  and its exact text goes into ``body``;
+- ``kind``, ``source``: small integers from the fixed tables ``KINDS`` and ``SOURCES`` (append-only: a
+  code, once given, names the same text forever); an unknown text is code 0 and its text goes into
+  ``body``;
+- ``node``, ``namespace``, ``name``: ids into a per-cluster table of names (``NameTable``; 0 is "");
+- ``observed_at``, ``received_at``: unchanged (the partition key, and the time reads bound);
+- ``body``: the rest, ``flags | base distance | dictionary id | literals | data`` (see ``encode``), where
+  data is the dedupe key (the pod UID in it replaced by one byte) and the payload, either whole or as the
+  change against an earlier row of the same object (``base``: a row of the same ``chain_key``, at most
+  ``Encoder.every - 1`` rows back, so any row is rebuilt from at most ``every`` rows), and compressed by
+  zstd with the dictionary of the cluster and kind when that is shorter.
+
+``decode(encode(x)) == x`` exactly, payload key order included (``tests/test_compact.py``). Payloads are
+JSON values as orjson reads and writes them (what the store takes): integers within 64 bits, finite
+floats, strings, booleans, null, lists and objects with string keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import zstandard
+
+# Append-only: a code names the same text forever (rows written with it stay readable). 0 is "another
+# text", carried in the row's body.
+KINDS: tuple[str, ...] = (
+    "",
+    "pod",
+    "pod_deleted",
+    "event",
+    "worker",
+    "span",
+    "kubelet_marker",
+    "node",
+    "node_deleted",
+    "node_metrics",
+    "pdb",
+    "pdb_deleted",
+    "workload",
+    "workload_deleted",
+    "audit",
+    "kubelet_process",
+)
+SOURCES: tuple[str, ...] = (
+    "",
+    "api",
+    "offline",
+    "kubelet_log",
+    "kubelet_span",
+    "kubelet_metrics",
+    "synthetic",
+    "audit",
+)
+_KIND_CODE = {text: code for code, text in enumerate(KINDS) if text}
+_SOURCE_CODE = {text: code for code, text in enumerate(SOURCES) if text}
+
+# Flags, the body's first byte.
+_DELTA = 1  # data's payload is a patch against the base row's payload; the base distance follows
+_ZSTD = 2  # data is a zstd frame (magicless, no checksum); the dictionary id follows (0: none)
+_KIND_TEXT = 4  # kind code 0: its text follows
+_SOURCE_TEXT = 8  # source code 0: its text follows
+_UID_TEXT = 16  # the pod UID is not a canonical UUID: its text follows
+_SUBST = 32  # the row's own texts are written as one byte each in the data (``_substitutes``)
+
+_FRAME = {"write_checksum": False, "write_content_size": False, "write_dict_id": False}
+LEVEL = 3  # per row: 3 µs a pod snapshot; 19 saves 8 % of the bytes for 600 times the time
+
+
+class CorruptRow(ValueError):
+    """A compact row that cannot be decoded (truncated, unknown dictionary, base missing or wrong)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One observation row as ``timelines_observation`` holds it (``pod_uid`` None when it has none;
+    ``node``, ``namespace``, ``name`` "" when absent), without the local ``id`` and ``cluster_id``."""
+
+    kind: str
+    source: str
+    observed_at: datetime
+    received_at: datetime
+    dedupe_key: str
+    pod_uid: str | None
+    node: str
+    namespace: str
+    name: str
+    payload: Any
+
+
+@dataclass(frozen=True)
+class Compact:
+    """The columns of a compact row (``id`` and ``cluster`` are the store's)."""
+
+    key_hash: bytes
+    pod_uid: bytes | None
+    kind: int
+    source: int
+    observed_at: datetime
+    received_at: datetime
+    node: int
+    namespace: int
+    name: int
+    body: bytes
+
+
+# -- columns -----------------------------------------------------------------------------------------------
+
+
+def key_hash(dedupe_key: str, cluster: int = 0) -> bytes:
+    """16 bytes of BLAKE2b of the dedupe key, salted with the cluster's id when one is given (then unique
+    alone: docs/storage.md, layout "lean"). Two keys share a hash with probability about n²/2¹²⁹ for n
+    keys of a cluster (10⁻¹⁹ at 10¹⁰ keys): never in practice. Were it to happen, the store would take the
+    second fact for a re-delivery of the first; the store can tell (the first row's body holds its key)
+    and log it rather than lose it silently."""
+    salt = cluster.to_bytes(8, "big") if cluster else b""
+    return hashlib.blake2b(dedupe_key.encode(), digest_size=16, salt=salt).digest()
+
+
+def uid_bytes(uid: str) -> tuple[bytes, bool]:
+    """The 16 bytes of the ``pod_uid`` column for ``uid``, and whether they are the UUID itself (else a
+    hash, and the text goes into the body). A reader looks a pod up by the same bytes."""
+    try:
+        parsed = uuid.UUID(uid)
+    except ValueError:
+        parsed = None
+    if parsed is not None and str(parsed) == uid:
+        return parsed.bytes, True
+    return hashlib.blake2b(uid.encode(), digest_size=16, person=b"podlife-uid").digest(), False
+
+
+class NameTable:
+    """A cluster's node, namespace and object names as small ids (0 is ""). In the store, a table
+    (cluster, id, text) that only grows; here its in-memory image. ``added`` lists what ``ref`` made new
+    since the last ``take_added`` (what the store would insert with the batch)."""
+
+    def __init__(self, texts: Iterable[tuple[int, str]] = ()) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self._texts: dict[int, str] = {0: ""}
+        for ref, text in texts:
+            self._ids[text], self._texts[ref] = ref, text
+        self.added: list[tuple[int, str]] = []
+
+    def ref(self, text: str) -> int:
+        ref = self._ids.get(text)
+        if ref is None:
+            ref = max(self._texts) + 1
+            self._ids[text], self._texts[ref] = ref, text
+            self.added.append((ref, text))
+        return ref
+
+    def text(self, ref: int) -> str:
+        try:
+            return self._texts[ref]
+        except KeyError:
+            raise CorruptRow(f"name id {ref} is not in the cluster's name table") from None
+
+    def take_added(self) -> list[tuple[int, str]]:
+        added, self.added = self.added, []
+        return added
+
+
+# -- structural patches ------------------------------------------------------------------------------------
+# A patch turns one JSON value into another exactly (types, float signs and key order included):
+#   [0, value]                            the new value whole
+#   [1, sets, dels, subs, order]          an object: ``sets`` {key: value} replaces or adds, ``dels`` lists the
+#                                         keys removed, ``subs`` {key: patch} edits a member in place,
+#                                         ``order`` (or null) the new key order when it is not the old one's
+#                                         with new keys appended; trailing empty parts are left out
+#   [2, prefix, suffix, items]            an array: the first ``prefix`` and last ``suffix`` items are kept,
+#                                         the ones between become ``items``, each a patch against the old
+#                                         item at the same place between (or [0, value])
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON equality as the text shows it: 1, 1.0 and true differ, -0.0 is not 0.0, key order counts."""
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is str or ta is int or ta is bool or a is None:
+        return bool(a == b)
+    # Containers and floats: their JSON text (orjson's, in C, is several times faster than a walk here).
+    return orjson.dumps(a) == orjson.dumps(b)
+
+
+def diff(old: Any, new: Any) -> list[Any]:
+    """A patch (above) that turns ``old`` into ``new``."""
+    if type(old) is dict and type(new) is dict:
+        sets: dict[str, Any] = {}
+        subs: dict[str, Any] = {}
+        for k, v in new.items():
+            if k not in old:
+                sets[k] = v
+                continue
+            was = old[k]
+            if same(was, v):
+                continue
+            if type(was) is type(v) and type(v) in (dict, list):
+                subs[k] = diff(was, v)
+            else:
+                sets[k] = v
+        dels = [k for k in old if k not in new]
+        made = [k for k in old if k in new] + [k for k in new if k not in old]
+        order = None if made == list(new) else list(new)
+        patch: list[Any] = [1, sets, dels, subs, order]
+        while patch[-1] in ({}, [], None) and len(patch) > 2:
+            patch.pop()
+        return patch
+    if type(old) is list and type(new) is list:
+        n = min(len(old), len(new))
+        prefix = 0
+        while prefix < n and same(old[prefix], new[prefix]):
+            prefix += 1
+        suffix = 0
+        while suffix < n - prefix and same(old[-1 - suffix], new[-1 - suffix]):
+            suffix += 1
+        was, now = old[prefix : len(old) - suffix], new[prefix : len(new) - suffix]
+        items = [
+            diff(was[i], v)
+            if i < len(was) and type(was[i]) is type(v) and type(v) in (dict, list)
+            else [0, v]
+            for i, v in enumerate(now)
+        ]
+        return [2, prefix, suffix, items]
+    return [0, new]
+
+
+def apply(old: Any, patch: list[Any]) -> Any:
+    """The value ``patch`` makes of ``old`` (``old`` is not changed)."""
+    tag = patch[0]
+    if tag == 0:
+        return patch[1]
+    if tag == 1:
+        if type(old) is not dict:
+            raise CorruptRow("an object patch meets a value that is not an object")
+        sets = patch[1]
+        dels = patch[2] if len(patch) > 2 else ()
+        subs = patch[3] if len(patch) > 3 else {}
+        order = patch[4] if len(patch) > 4 else None
+        out = dict(old)
+        for k in dels:
+            del out[k]
+        for k, sub in subs.items():
+            out[k] = apply(out[k], sub)
+        out.update(sets)
+        return {k: out[k] for k in order} if order is not None else out
+    if tag == 2:
+        if type(old) is not list:
+            raise CorruptRow("an array patch meets a value that is not an array")
+        _, prefix, suffix, items = patch
+        was = old[prefix : len(old) - suffix]
+        middle = [
+            item[1] if item[0] == 0 else apply(was[i] if i < len(was) else None, item)
+            for i, item in enumerate(items)
+        ]
+        return [*old[:prefix], *middle, *old[len(old) - suffix :]]
+    raise CorruptRow(f"unknown patch tag {tag!r}")
+
+
+# -- bytes -------------------------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if at >= len(data):
+            raise CorruptRow("the body ends inside a number")
+        byte = data[at]
+        at += 1
+        n |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return n, at
+        shift += 7
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode()
+    return _varint(len(raw)) + raw
+
+
+def _read_text(data: bytes, at: int) -> tuple[str, int]:
+    size, at = _read_varint(data, at)
+    if at + size > len(data):
+        raise CorruptRow("the body ends inside a text")
+    return data[at : at + size].decode(), at + size
+
+
+class Dictionaries:
+    """zstd dictionaries by id (0: none), as the store would keep them: a row names the dictionary it was
+    compressed with, and a dictionary once stored never changes nor goes while a row names it, so old rows
+    stay readable when newer ones use a newer dictionary."""
+
+    def __init__(self, stored: Mapping[int, bytes] | None = None) -> None:
+        self._raw: dict[int, bytes] = {}
+        self._compress: dict[int, zstandard.ZstdCompressor] = {}
+        self._decompress: dict[int, zstandard.ZstdDecompressor] = {}
+        for dict_id, data in (stored or {}).items():
+            self.add(dict_id, data)
+        self.add(0, b"")
+
+    def add(self, dict_id: int, data: bytes) -> None:
+        if dict_id in self._raw and self._raw[dict_id] != data:
+            raise ValueError(f"dictionary {dict_id} is stored already with other bytes")
+        self._raw[dict_id] = data
+        zdict = zstandard.ZstdCompressionDict(data) if data else None
+        params = zstandard.ZstdCompressionParameters.from_level(
+            LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, **_FRAME
+        )
+        self._compress[dict_id] = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
+        self._decompress[dict_id] = zstandard.ZstdDecompressor(
+            dict_data=zdict, format=zstandard.FORMAT_ZSTD1_MAGICLESS
+        )
+
+    def raw(self, dict_id: int) -> bytes:
+        return self._raw[dict_id]
+
+    def compress(self, dict_id: int, data: bytes) -> bytes:
+        return self._compress[dict_id].compress(data)
+
+    def decompress(self, dict_id: int, data: bytes) -> bytes:
+        # A stream decompressor: frames carry no content size (it would cost a row 2-3 bytes), and no
+        # upper bound on a payload's size is assumed.
+        try:
+            return self._decompress[dict_id].decompressobj().decompress(data)
+        except KeyError:
+            raise CorruptRow(f"zstd dictionary {dict_id} is not stored") from None
+        except zstandard.ZstdError as exc:
+            raise CorruptRow(f"zstd: {exc}") from None
+
+
+def train(samples: list[bytes | bytearray | memoryview], size: int = 16384) -> bytes:
+    """A zstd dictionary of ``size`` bytes at most from ``samples`` (the plain data of rows: ``plain``)."""
+    return zstandard.train_dictionary(size, samples).as_bytes()
+
+
+# -- rows --------------------------------------------------------------------------------------------------
+
+
+def chain_key(row: Row) -> tuple[str, str] | None:
+    """The object whose earlier rows a row's payload may be stored against: a pod (its snapshots and its
+    deletion), a node, a PDB or a workload; None for facts that are no snapshot of an object."""
+    kind = row.kind
+    if kind in ("pod", "pod_deleted") and row.pod_uid:
+        return ("pod", row.pod_uid)
+    if kind in ("node", "node_deleted"):
+        return ("node", row.node)
+    if kind in ("pdb", "pdb_deleted", "workload", "workload_deleted"):
+        return (kind.split("_")[0], f"{row.namespace}/{row.name}")
+    return None
+
+
+def _substitutes(
+    uid: str | None, node: str, name: str, namespace: str, at: datetime
+) -> list[tuple[bytes, bytes]]:
+    """(text, placeholder) pairs ``plain`` replaces: the row's pod UID, node, name, namespace and time
+    as the payload spells them (UTC ISO 8601), where they are not empty and hold no control character,
+    each written as one control byte (0x01-0x05), which JSON text never holds raw. A decoder knows the
+    same texts from the row's columns."""
+    texts = (uid or "", node, name, namespace, (at.astimezone(UTC) if at.tzinfo else at).isoformat())
+    out = []
+    for i, text in enumerate(texts, 1):
+        raw = text.encode()
+        if raw and not _CONTROL.search(raw):
+            out.append((raw, bytes([i])))
+    return out
+
+
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+
+
+def _substitute(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
+    for text, mark in pairs:
+        data = data.replace(text, mark)
+    return data
+
+
+def _restore(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
+    # In the reverse order: a text replaced later may hold the mark of one replaced earlier.
+    for text, mark in reversed(pairs):
+        data = data.replace(mark, text)
+    return data
+
+
+def plain(row: Row, base_payload: Any = None, *, delta: bool = False) -> tuple[bytes, bool, bool]:
+    """The data of ``row`` before compression: its dedupe key then its payload as JSON, or as a patch
+    against ``base_payload`` when ``delta`` and that is shorter, with the row's own texts written as one
+    byte each (``_substitutes``) unless the key holds a control character. Returns (data, whether the
+    payload is a patch, whether texts were replaced)."""
+    key = row.dedupe_key.encode()
+    payload = orjson.dumps(row.payload)
+    is_patch = False
+    if delta:
+        patch = orjson.dumps(diff(base_payload, row.payload))
+        if len(patch) < len(payload):
+            payload, is_patch = patch, True
+    if _CONTROL.search(key):
+        return _varint(len(key)) + key + payload, is_patch, False
+    pairs = _substitutes(row.pod_uid, row.node, row.name, row.namespace, row.observed_at)
+    key = _substitute(key, pairs)
+    return _varint(len(key)) + key + _substitute(payload, pairs), is_patch, True
+
+
+def encode(
+    row: Row,
+    names: NameTable,
+    dictionaries: Dictionaries,
+    *,
+    dictionary: int = 0,
+    base: tuple[int, Any] | None = None,
+) -> tuple[Compact, bool]:
+    """The compact row of ``row``. ``base``: (how many ids back the base row is, its payload) to store the
+    payload as a patch against, when shorter; ``dictionary``: the id of the zstd dictionary to compress
+    with (0: none), when that is shorter. Returns the row and whether its payload is a patch.
+
+    Body: flags (one byte); the base distance (varint) if a patch; the dictionary id (varint) if
+    compressed; the kind's, source's and pod UID's texts (varint length + UTF-8) if their flags say so;
+    then the data (``plain``), compressed or not."""
+    flags = 0
+    head = bytearray()
+    data, is_patch, substituted = plain(row, base[1] if base else None, delta=base is not None)
+    if substituted:
+        flags |= _SUBST
+    if is_patch:
+        assert base is not None
+        flags |= _DELTA
+        head += _varint(base[0])
+    packed = dictionaries.compress(dictionary, data)
+    if len(packed) + len(_varint(dictionary)) < len(data):
+        flags |= _ZSTD
+        head += _varint(dictionary)
+        data = packed
+    kind = _KIND_CODE.get(row.kind, 0)
+    if not kind:
+        flags |= _KIND_TEXT
+        head += _text(row.kind)
+    source = _SOURCE_CODE.get(row.source, 0)
+    if not source:
+        flags |= _SOURCE_TEXT
+        head += _text(row.source)
+    uid: bytes | None = None
+    if row.pod_uid is not None:
+        uid, exact = uid_bytes(row.pod_uid)
+        if not exact:
+            flags |= _UID_TEXT
+            head += _text(row.pod_uid)
+    compact = Compact(
+        key_hash=key_hash(row.dedupe_key),
+        pod_uid=uid,
+        kind=kind,
+        source=source,
+        observed_at=row.observed_at,
+        received_at=row.received_at,
+        node=names.ref(row.node),
+        namespace=names.ref(row.namespace),
+        name=names.ref(row.name),
+        body=bytes([flags]) + bytes(head) + data,
+    )
+    return compact, is_patch
+
+
+def base_distance(compact: Compact) -> int | None:
+    """How many ids back the row's base is, or None when its payload is whole."""
+    body = compact.body
+    if not body or not body[0] & _DELTA:
+        return None
+    return _read_varint(body, 1)[0]
+
+
+def decode(compact: Compact, names: NameTable, dictionaries: Dictionaries, base_payload: Any = None) -> Row:
+    """The row ``compact`` was made from. ``base_payload``: the decoded payload of its base row (the one
+    ``base_distance`` ids back) when it has one."""
+    body = compact.body
+    if not body:
+        raise CorruptRow("empty body")
+    flags, at = body[0], 1
+    if flags & _DELTA:
+        _distance, at = _read_varint(body, at)
+    dict_id = None
+    if flags & _ZSTD:
+        dict_id, at = _read_varint(body, at)
+    kind = KINDS[compact.kind] if 0 < compact.kind < len(KINDS) else None
+    if flags & _KIND_TEXT:
+        kind, at = _read_text(body, at)
+    source = SOURCES[compact.source] if 0 < compact.source < len(SOURCES) else None
+    if flags & _SOURCE_TEXT:
+        source, at = _read_text(body, at)
+    if kind is None or source is None:
+        raise CorruptRow(f"kind {compact.kind} or source {compact.source} has no text")
+    uid: str | None = None
+    if compact.pod_uid is not None:
+        if flags & _UID_TEXT:
+            uid, at = _read_text(body, at)
+        else:
+            uid = str(uuid.UUID(bytes=compact.pod_uid))
+    data = body[at:]
+    if dict_id is not None:
+        data = dictionaries.decompress(dict_id, data)
+    size, at = _read_varint(data, 0)
+    if at + size > len(data):
+        raise CorruptRow("the data ends inside the dedupe key")
+    key, rest = data[at : at + size], data[at + size :]
+    node, namespace, name = names.text(compact.node), names.text(compact.namespace), names.text(compact.name)
+    if flags & _SUBST:
+        pairs = _substitutes(uid, node, name, namespace, compact.observed_at)
+        key, rest = _restore(key, pairs), _restore(rest, pairs)
+    value = orjson.loads(rest)
+    payload = apply(base_payload, value) if flags & _DELTA else value
+    return Row(
+        kind=kind,
+        source=source,
+        observed_at=compact.observed_at,
+        received_at=compact.received_at,
+        dedupe_key=key.decode(),
+        pod_uid=uid,
+        node=node,
+        namespace=namespace,
+        name=name,
+        payload=payload,
+    )
+
+
+# -- a writer's and a reader's view of chains ----------------------------------------------------------------
+
+
+@dataclass
+class _Last:
+    id: int
+    payload: Any
+    depth: int  # rows since the last whole one (0: this one is whole)
+    span: Any  # the partition it is in: a base is never in another one (retention drops them whole)
+
+
+@dataclass
+class Encoder:
+    """What a store writer keeps to encode a cluster's rows in id order: each chain's last row, the
+    dictionary of each kind, the name table. A row is stored as a patch against its chain's last row when
+    that row is in the same ``span`` (partition) and fewer than ``every - 1`` patches follow the last whole
+    row; so any row is rebuilt from at most ``every`` rows, all in its partition. After a restart the
+    chains are empty: each object's next row is whole."""
+
+    names: NameTable
+    dictionaries: Dictionaries
+    every: int = 16
+    kind_dictionary: dict[str, int] = field(default_factory=dict)
+    last: dict[tuple[str, str], _Last] = field(default_factory=dict)
+
+    def encode(self, row_id: int, row: Row, span: Any = None) -> Compact:
+        chain = chain_key(row)
+        prior = self.last.get(chain) if chain is not None else None
+        base = None
+        if prior is not None and prior.span == span and prior.depth < self.every - 1:
+            base = (row_id - prior.id, prior.payload)
+        compact, is_patch = encode(
+            row, self.names, self.dictionaries, dictionary=self.kind_dictionary.get(row.kind, 0), base=base
+        )
+        if chain is not None:
+            depth = prior.depth + 1 if is_patch and prior is not None else 0
+            self.last[chain] = _Last(row_id, row.payload, depth, span)
+        return compact
+
+
+def rebuild(row_id: int, rows: Mapping[int, Compact], names: NameTable, dictionaries: Dictionaries) -> Row:
+    """Row ``row_id`` of ``rows`` (compact rows by id), following its chain of bases back to a whole row."""
+    chain = [row_id]
+    while (distance := base_distance(rows[chain[-1]])) is not None:
+        base_id = chain[-1] - distance
+        if base_id not in rows:
+            raise CorruptRow(f"row {chain[-1]}'s base {base_id} is missing")
+        chain.append(base_id)
+    payload: Any = None
+    row: Row | None = None
+    for rid in reversed(chain):
+        row = decode(rows[rid], names, dictionaries, payload)
+        payload = row.payload
+    assert row is not None
+    return row
