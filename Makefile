@@ -35,7 +35,7 @@ fidelity: $(VENV)/.installed
 
 ## make mutation: mutation testing (mutmut) of the code that decides what a user sees (pyproject.toml
 ## [tool.mutmut]): per area, killed / total mutants and the survivors. A seeded sample of SAMPLE lines
-## (default 15, SEED=S) runs in about 7 min; FULL=1 mutates every line (a release's run: hours). Exits 1 when
+## (default 15, SEED=S) runs in 7-11 min; FULL=1 mutates every line (a release's run: hours). Exits 1 when
 ## an area of the default sample scores below tools/mutation-score; RATCHET=update records a higher one
 ## (docs/testing.md).
 mutation: $(VENV)/.installed
