@@ -50,6 +50,15 @@ def test_duplicates_inside_one_batch_are_stored_once():
     assert ObservationRow.objects.count() == 2
 
 
+def test_every_repeat_within_a_batch_is_counted():
+    """GIVEN one fact delivered three times in a batch (a re-sent watch event, a log file read twice) beside
+    another WHEN the batch is stored THEN the fact is stored once and its two repeats are counted as
+    duplicates: each record received is stored, a duplicate or rejected (save_observations' contract)."""
+    result = store.save_observations("c1", [obs(1), obs(1), obs(2), obs(1)])
+    assert (result.received, result.stored, result.duplicates) == (4, 2, 2)
+    assert result.received == result.stored + result.duplicates + len(result.rejected)
+
+
 def test_dedupe_key_is_per_cluster():
     store.save_observations("c1", [obs(1)])
     result = store.save_observations("c2", [obs(1)])

@@ -67,6 +67,26 @@ def lives_of(
     return out
 
 
+def test_audit_snapshots_read_as_the_watch_would_have_delivered_them() -> None:
+    """GIVEN the KodeKloud log's incarnations of citadel/webapp-color WHEN their snapshots are read back from
+    the requests THEN each carries the event a watch of the pod would have delivered (docs/observations.md,
+    ``watch``): the CREATE's object ADDED, the DELETE that set its deletion time MODIFIED, its end
+    DELETED, as a ``pod_deleted``; the pod that existed before the log begins MODIFIED."""
+    obs = observations(KODEKLOUD)
+    events = []
+    for life in audit_lives("citadel", "webapp-color", obs, []):
+        records = [r for r in map(read_audit, life.observations) if r is not None]
+        events.append(
+            [(o.kind, o.payload["watch"]) for o in audit_snapshots(life.uid, records, life.gone_by)]
+        )
+    created_then_deleted = [(Kind.POD, "ADDED"), (Kind.POD, "MODIFIED"), (Kind.POD_DELETED, "DELETED")]
+    assert events == [
+        [(Kind.POD, "MODIFIED"), (Kind.POD_DELETED, "DELETED")],
+        *[created_then_deleted] * 4,
+        [(Kind.POD, "ADDED")],  # the last one is alive
+    ]
+
+
 def test_a_pod_replaced_five_times_at_metadata_level_is_six_incarnations_each_deletion_naming_the_user() -> (
     None
 ):

@@ -987,3 +987,27 @@ def test_a_line_the_parser_fails_on_is_named_not_counted_as_malformed(monkeypatc
     assert len(result.observations) == 2 and result.lines_read == 3
     assert result.skipped == Counter(parser_error=1)
     assert result.errors == ["kubelet.log:2: KeyError: 'transition'"]
+
+
+def test_startup_duration_lines_date_the_pods_creation_under_both_spellings():
+    """pod_startup_latency_tracker.go's "Observed pod startup duration" names the pod's creation time
+    ``pod.CreationTimestamp`` up to 1.26 and ``podCreationTimestamp`` from 1.27: under either name it is the
+    pod's creation (to the second, as metav1.Time prints), read from real lines of each (issue #38: a
+    mutant that dropped one spelling survived)."""
+
+    def startup(name: str, year: int):
+        return _worker(_real(name, year=year), Transition.STARTUP_OBSERVED)[0]
+
+    old = startup("gke-1.26-multus-init-container-startup.journal", 2023)
+    assert old.name == "kube-multus-ds-kk2r8"
+    assert (
+        old.payload["created"] == "2023-05-02T08:55:55.000000+00:00"
+    )  # pod.CreationTimestamp="2023-05-02 08:55:55 +0000 UTC"
+    assert old.payload["first_started_pulling"] == "2023-05-02T08:55:55.732815+00:00"
+    new = startup("k8s-127339-prestop-1.29.journal", 2024)
+    assert new.name == "test-54f748667b-xln29"
+    assert (
+        new.payload["created"] == "2024-09-19T09:45:13.000000+00:00"
+    )  # podCreationTimestamp="2024-09-19 09:45:13 +0000 UTC"
+    assert new.payload["first_started_pulling"] == "2024-09-19T09:45:14.250689+00:00"
+    assert new.payload["slo_seconds"] == 136.39753918

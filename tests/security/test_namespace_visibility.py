@@ -154,3 +154,20 @@ def test_unknown_nodes_namespaces_and_pods_are_404_never_an_empty_page(
         assert "never-seen" in answer.json()["error"]["message"]
     else:
         assert b"<h1>Not found</h1>" in answer.content
+
+
+def test_a_whole_cluster_grant_reads_every_namespace_and_a_namespace_grant_only_its_own() -> None:
+    """GIVEN a reader granted the whole of one cluster (a grant with no namespace) and some namespaces of
+    another WHEN it asks about namespaces THEN it reads every namespace of the first, the namespaces
+    granted and no other of the second, and nothing of a third cluster (timelines/web/access.py,
+    docs/security.md "What a namespace grant reveals"). Unsaved clusters: only their ids are read."""
+    from timelines.web.access import ALL, Access
+
+    whole, some, other = Cluster(id=1, name="whole"), Cluster(id=2, name="some"), Cluster(id=3, name="other")
+    reader = Access(namespaces={whole.id: ALL, some.id: {"shop"}})
+    assert reader.can_namespace(whole, "shop") and reader.can_namespace(whole, "kube-system")
+    assert reader.whole_cluster(whole) and not reader.whole_cluster(some)
+    assert reader.can_namespace(some, "shop") and not reader.can_namespace(some, "kube-system")
+    assert not reader.can_namespace(some, None)  # what belongs to no namespace needs the whole cluster
+    assert not reader.can_namespace(other, "shop") and not reader.can_cluster(other)
+    assert Access(superuser=True).can_namespace(other, "anything")

@@ -572,7 +572,9 @@ def _snapshot(
         node=payload.get("node"),
         namespace=payload.get("namespace"),
         name=payload.get("name"),
-        payload={**payload, "watch": "DELETED" if deleted else payload.get("watch", "MODIFIED")},
+        # The event a watch would have delivered for this write (docs/observations.md): the CREATE's object
+        # ADDED, every later write MODIFIED, the object's end DELETED.
+        payload={**payload, "watch": "DELETED" if deleted else "ADDED" if rec.is_create else "MODIFIED"},
     )
 
 
