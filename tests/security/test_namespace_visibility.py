@@ -161,7 +161,7 @@ def test_a_whole_cluster_grant_reads_every_namespace_and_a_namespace_grant_only_
     another WHEN it asks about namespaces THEN it reads every namespace of the first, the namespaces
     granted and no other of the second, and nothing of a third cluster (timelines/web/access.py,
     docs/security.md "What a namespace grant reveals"). Unsaved clusters: only their ids are read."""
-    from timelines.web.access import ALL, Access
+    from dashboard.web.access import ALL, Access
 
     whole, some, other = Cluster(id=1, name="whole"), Cluster(id=2, name="some"), Cluster(id=3, name="other")
     reader = Access(namespaces={whole.id: ALL, some.id: {"shop"}})
