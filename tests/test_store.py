@@ -66,7 +66,10 @@ def test_dedupe_key_is_per_cluster():
     assert ObservationRow.objects.count() == 2
 
 
-def test_bad_record_is_named_and_the_rest_is_stored():
+def test_bad_record_is_named_and_the_rest_is_stored(caplog):
+    """GIVEN a batch with refused records among good ones WHEN it is stored THEN the good ones are, and each
+    refused one is named with why, in the answer and in the operator's log (one warning each, naming the
+    record's key and the reason)."""
     good = [obs(1), obs(2)]
     naive = {
         "kind": Kind.WORKER,
@@ -91,6 +94,10 @@ def test_bad_record_is_named_and_the_rest_is_stored():
     assert "JSON" in reasons["k3"]
     assert "name must be 1-253 characters, got 300" in reasons["long-name"]
     assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k1", "k2"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "timelines.store"]
+    assert logged == [
+        f"rejected observation {key}: {reasons[key]}" for key in ("naive-one", "k3", "long-name")
+    ]
 
 
 def test_mapping_records_and_unknown_fields():

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 
 from dashboard import queries, serialize, timeline_reads
 from dashboard.export import Scope, ScopeError, export_incident, iter_export, resolve
-from dashboard.export.bundle import canonical_observation, crc32_combine
+from dashboard.export.bundle import crc32_combine
 from tests.export.conftest import HOSTILE, SINCE, UNTIL, uid_for
 from tests.export.helpers import export_json
 from tests.lifecycle.factories import T0
@@ -124,10 +124,35 @@ def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):
     assert {"pdb_blocking_drain", "stuck_terminating", "killed_during_setup"} <= {
         f["kind"] for f in bundle["findings"]
     }
+    # Both digests as docs/incident-bundle.md ("Digests") defines them, computed here with the standard
+    # library's json, not the exporter's own functions: the observations' contract fields as compact JSON
+    # with sorted keys, a newline after each; the derived sections as "SECTION<TAB>compact JSON<LF>".
     import hashlib
+    import json
 
-    sha = hashlib.sha256(b"".join(canonical_observation(o) for o in bundle["observations"])).hexdigest()
-    assert meta["digest"]["observations_sha256"] == sha
+    def compact(value: object, *, sort: bool) -> bytes:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort).encode()
+
+    contract = (
+        "kind",
+        "source",
+        "observed_at",
+        "dedupe_key",
+        "pod_uid",
+        "node",
+        "namespace",
+        "name",
+        "payload",
+    )
+    observed = hashlib.sha256()
+    for o in bundle["observations"]:
+        observed.update(compact({k: o[k] for k in contract}, sort=True) + b"\n")
+    assert meta["digest"]["observations_sha256"] == observed.hexdigest()
+    derived = hashlib.sha256()
+    for section in ("pods", "nodes", "pdbs", "workloads", "findings"):
+        for item in bundle[section]:
+            derived.update(section.encode() + b"\t" + compact(item, sort=False) + b"\n")
+    assert bundle["trailer"]["derived_sha256"] == derived.hexdigest()
     assert (
         bundle["trailer"]["counts"]["observations"]
         == len(bundle["observations"])
