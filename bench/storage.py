@@ -58,6 +58,7 @@ from collectors.kube.watch import StepControl, run_step  # noqa: E402
 from podlife_site import tuning  # noqa: E402
 from timelines import compact, partitions  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
+from timelines.models import Observation as ObservationRow  # noqa: E402
 
 tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
 
@@ -99,13 +100,7 @@ def collect(cluster: str, control: StepControl, target: int, backlog: float) -> 
 
 
 def stored_count(cluster: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM timelines_observation o JOIN timelines_cluster c ON c.id = o.cluster_id "
-            "WHERE c.name = %s",
-            [cluster],
-        )
-        return int(cursor.fetchone()[0])
+    return ObservationRow.objects.filter(cluster__name=cluster).count()  # as bench/watch.py counts them
 
 
 @dataclasses.dataclass
