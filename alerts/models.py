@@ -3,7 +3,7 @@
 Findings are derived rows that a derive stage replaces wholesale, so nothing here points at a Finding
 row: a finding is known by its identity (cluster, subject, subject name, pod UID, kind, start), which
 survives re-derivation. ``NotifiedFinding`` is the per-destination "already told" state that makes the
-scan idempotent; ``Delivery`` is one message to send, retried with backoff until it is accepted.
+scan idempotent; it follows its finding when new evidence moves the finding's start (``follows``); ``Delivery`` is one message to send, retried with backoff until it is accepted.
 """
 
 from __future__ import annotations
@@ -92,11 +92,18 @@ class NotifiedFinding(models.Model):
 
     destination = models.ForeignKey(Destination, on_delete=models.CASCADE, related_name="notified")
     identity = models.CharField(
-        max_length=64, help_text="sha256 of cluster, subject, name, pod UID, kind, start"
+        max_length=64,
+        help_text="What the destination was told: sha256 of cluster, subject, name, pod UID, kind, start",
+    )
+    follows = models.CharField(
+        max_length=64,
+        help_text="The identity of the finding this row follows now: the told one, or the same finding "
+        "re-derived with a start that new evidence moved",
     )
     cluster = models.CharField(max_length=63)
     subject = models.CharField(max_length=16)
     subject_name = models.CharField(max_length=300)
+    pod_uid = models.CharField(max_length=64, blank=True)
     namespace = models.CharField(max_length=253, blank=True)
     kind = models.CharField(max_length=64)
     severity = models.CharField(max_length=16)
@@ -109,7 +116,11 @@ class NotifiedFinding(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["destination", "identity"], name="notified_once_per_destination")
         ]
-        indexes = [models.Index(fields=["destination", "open"], name="notified_open")]
+        indexes = [
+            models.Index(fields=["destination", "open"], name="notified_open"),
+            models.Index(fields=["destination", "follows"], name="notified_follows"),
+            models.Index(fields=["destination", "cluster", "subject_name", "kind"], name="notified_subject"),
+        ]
 
 
 class Delivery(models.Model):

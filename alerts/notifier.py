@@ -5,7 +5,9 @@ it reads the findings of live clusters that are open or ended within ``PODLIFE_M
 each by a stable identity (cluster, subject, subject name, pod UID, kind, start: all survive
 re-derivation), and compares them with each destination's ``NotifiedFinding`` rows. A new identity
 queues a "new" delivery (saying whether the finding is still open); an identity told as open whose
-finding has ended, or is gone, queues a "resolved" one. The same state twice queues nothing: running the
+finding has ended, or is gone, queues a "resolved" one. A finding whose start new evidence moved is not
+new: the row told of it follows it (``_moved``), and its end is told under the identity told first. The
+same state twice queues nothing: running the
 scan again, on any number of workers, is safe (one destination is scanned under a row lock at a time).
 
 Imported and offline clusters are history, never paged about.
@@ -17,7 +19,7 @@ import fnmatch
 import hashlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -96,7 +98,7 @@ def current_findings(now: datetime, lookback: timedelta) -> dict[str, FindingVie
 
 
 def _lookup(row: NotifiedFinding) -> FindingView | None:
-    """The finding a NotifiedFinding row speaks of, wherever its end lies (None: it is gone)."""
+    """The finding a NotifiedFinding row follows, wherever its end lies (None: it is gone)."""
     rows = Finding.objects.filter(
         cluster__name=row.cluster,
         subject=row.subject,
@@ -105,7 +107,7 @@ def _lookup(row: NotifiedFinding) -> FindingView | None:
         start=row.start,
     ).values_list(*_COLUMNS)
     found = _views(rows)
-    return found.get(row.identity)
+    return found.get(row.follows)
 
 
 def matches(dest: Destination, f: FindingView) -> bool:
@@ -145,28 +147,31 @@ def scan_destination(
         if dest is None:
             return ScanResult()
         wanted = {key: f for key, f in current.items() if matches(dest, f)}
-        known: dict[str, NotifiedFinding] = {}
+        known: dict[str, NotifiedFinding] = {}  # by the identity each row follows
         keys = list(wanted)
         for i in range(0, len(keys), CHUNK):
-            for row in NotifiedFinding.objects.filter(destination=dest, identity__in=keys[i : i + CHUNK]):
-                known[row.identity] = row
+            for row in NotifiedFinding.objects.filter(destination=dest, follows__in=keys[i : i + CHUNK]):
+                known[row.follows] = row
         for row in NotifiedFinding.objects.filter(destination=dest, open=True):
-            known.setdefault(row.identity, row)
+            known.setdefault(row.follows, row)
+        # Queued in the order the findings began: a receiver reads them as a story.
+        fresh = sorted(
+            (f for f in wanted.values() if f.identity not in known), key=lambda f: (f.start, f.identity)
+        )
+        moved, fresh = _moved(dest, fresh, known, current)
 
         new_rows: list[NotifiedFinding] = []
         deliveries: list[Delivery] = []
-        # Queued in the order the findings began: a receiver reads them as a story.
-        for f in sorted(wanted.values(), key=lambda f: (f.start, f.identity)):
-            key = f.identity
-            if key in known:
-                continue
+        for f in fresh:
             new_rows.append(
                 NotifiedFinding(
                     destination=dest,
-                    identity=key,
+                    identity=f.identity,
+                    follows=f.identity,
                     cluster=f.cluster,
                     subject=f.subject,
                     subject_name=f.subject_name,
+                    pod_uid=f.pod_uid,
                     namespace=f.namespace,
                     kind=f.kind,
                     severity=f.severity,
@@ -182,17 +187,18 @@ def scan_destination(
         for row in sorted(known.values(), key=lambda r: (r.start, r.identity)):
             if not row.open:
                 continue
-            found = current[row.identity] if row.identity in current else _lookup(row)
+            found = current[row.follows] if row.follows in current else _lookup(row)
             if found is not None and found.open:
                 continue
             # None: the derive stage no longer finds it: resolved, end unknown
-            gone = found if found is not None else _gone(row)
+            gone = replace(found, identity=row.identity) if found is not None else _gone(row)
             row.open, row.resolved_at = False, now
             resolved.append(row)
             if dest.notify_resolved:
                 deliveries.append(_delivery(dest, "resolved", gone, now))
 
         NotifiedFinding.objects.bulk_create(new_rows, batch_size=CHUNK)
+        NotifiedFinding.objects.bulk_update(moved, ["follows", "start", "severity"], batch_size=CHUNK)
         NotifiedFinding.objects.bulk_update(resolved, ["open", "resolved_at"], batch_size=CHUNK)
         Delivery.objects.bulk_create(deliveries, batch_size=CHUNK, ignore_conflicts=True)
         NotifiedFinding.objects.filter(
@@ -201,6 +207,62 @@ def scan_destination(
     if new_rows or resolved:
         log.info("alerts: %s: %d new, %d resolved finding(s) queued", dest.name, len(new_rows), len(resolved))
     return ScanResult(len(new_rows), len(resolved))
+
+
+def _moved(
+    dest: Destination,
+    fresh: list[FindingView],
+    known: dict[str, NotifiedFinding],
+    current: dict[str, FindingView],
+) -> tuple[list[NotifiedFinding], list[FindingView]]:
+    """Pair each finding the destination was not told of with a told row whose finding is gone and that
+    speaks of the same thing: same cluster, subject, pod UID and kind, overlapping in time. That is one
+    finding whose start new evidence moved (an API event dates a termination to the second, the kubelet's
+    line that arrives later to the microsecond): the row follows it (``follows``, ``start``) and keeps the
+    identity the destination was told, so the destination hears of it once, and of its end under the same
+    identity. Returns the rows that now follow another finding (``known`` updated) and the findings left
+    unpaired: those are new."""
+    if not fresh:
+        return [], fresh
+    subjects = {(f.cluster, f.subject_name, f.kind) for f in fresh}
+    candidates: dict[int, NotifiedFinding] = {
+        row.pk: row for row in known.values() if row.follows not in current
+    }
+    names = sorted({name for _, name, _ in subjects})
+    for i in range(0, len(names), CHUNK):
+        for row in NotifiedFinding.objects.filter(destination=dest, subject_name__in=names[i : i + CHUNK]):
+            if (row.cluster, row.subject_name, row.kind) in subjects and row.follows not in current:
+                candidates.setdefault(row.pk, row)
+    lost: dict[tuple[str, str, str, str, str], list[NotifiedFinding]] = {}
+    for row in candidates.values():
+        if _lookup(row) is None:  # its finding is gone, not merely out of the window
+            lost.setdefault((row.cluster, row.subject, row.subject_name, row.pod_uid, row.kind), []).append(
+                row
+            )
+    if not lost:
+        return [], fresh
+    moved: list[NotifiedFinding] = []
+    unpaired: list[FindingView] = []
+    for f in fresh:
+        rows = lost.get((f.cluster, f.subject, f.subject_name, f.pod_uid, f.kind), [])
+        # A row told as ended pairs only with an ended finding: one open again is news.
+        fits = [r for r in rows if _overlaps(r, f) and (r.open or not f.open)]
+        if not fits:
+            unpaired.append(f)
+            continue
+        row = min(fits, key=lambda r: (abs((r.start - f.start).total_seconds()), r.pk))
+        rows.remove(row)
+        known.pop(row.follows, None)
+        row.follows, row.start, row.severity = f.identity, f.start, f.severity
+        known[row.follows] = row
+        moved.append(row)
+    return moved, unpaired
+
+
+def _overlaps(row: NotifiedFinding, f: FindingView) -> bool:
+    """Whether the told row's time (its start to when it was told ended, or on) meets ``f``'s."""
+    row_end = row.resolved_at if not row.open else None
+    return (row_end is None or f.start <= row_end) and (f.end is None or f.end >= row.start)
 
 
 def _gone(row: NotifiedFinding) -> FindingView:

@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from alerts.delivery import BACKOFF_BASE_S, deliver_due
 from alerts.models import Delivery, Destination, NotifiedFinding
-from alerts.notifier import scan
+from alerts.notifier import ScanResult, scan
 from timelines.models import Cluster, Finding
 
+from ..waits import wait_for
 from .conftest import later, make_finding
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback")]
@@ -118,6 +119,75 @@ def test_finding_that_came_and_went_between_scans_is_told_once_as_ended(receiver
     assert msg["event"] == "new"
     assert msg["finding"]["open"] is False
     assert msg["finding"]["end"] == "2026-11-30T10:00:02.123456+00:00"
+
+
+def test_a_finding_whose_start_new_evidence_moves_is_told_once_and_resolved_under_its_told_identity(
+    receiver, live_cluster
+):
+    """API events date a termination to the second; the kubelet's line, which a log shipper delivers later,
+    dates it to the microsecond. Re-derived with it, the same finding (same pod, kind, overlapping time)
+    starts elsewhere: the destination is not told of it again, and hears of its end under the identity it
+    was told."""
+    destination(receiver)
+    make_finding(live_cluster, start=later(0))
+    round_at(later(60))
+    (told,) = receiver.messages()
+
+    Finding.objects.all().delete()
+    make_finding(live_cluster, start=later(-0.876543))  # the kubelet's line: earlier, to the microsecond
+    assert round_at(later(90))[0] == ScanResult(0, 0) and len(receiver.messages()) == 1
+    Finding.objects.all().delete()
+    make_finding(live_cluster, start=later(-0.876543), end=later(100))
+    round_at(later(120))
+    assert [m["event"] for m in receiver.messages()] == ["new", "resolved"]
+    resolved = receiver.messages()[1]["finding"]
+    assert resolved["identity"] == told["finding"]["identity"]
+    assert (resolved["start"], resolved["end"]) == (
+        "2026-11-30T09:59:59.246913+00:00",
+        "2026-11-30T10:01:40.123456+00:00",
+    )
+    round_at(later(150))
+    assert len(receiver.messages()) == 2
+
+
+def test_a_start_that_moves_as_the_finding_ends_is_told_as_its_end_only(receiver, live_cluster):
+    destination(receiver)
+    make_finding(live_cluster)
+    round_at(later(60))
+    Finding.objects.all().delete()
+    make_finding(live_cluster, start=later(0.5), end=later(80))
+    found, _ = round_at(later(90))
+    assert (found.new, found.resolved) == (0, 1)
+    told, resolved = receiver.messages()
+    assert resolved["event"] == "resolved" and resolved["finding"]["identity"] == told["finding"]["identity"]
+    # Told as ended, then moved again while still ended: nothing to say.
+    Finding.objects.all().delete()
+    make_finding(live_cluster, start=later(0.25), end=later(80))
+    assert round_at(later(120))[0] == ScanResult(0, 0)
+    assert len(receiver.messages()) == 2
+
+
+def test_another_pod_or_another_episode_is_news_not_a_moved_start(receiver, live_cluster):
+    """A StatefulSet's replacement pod has the same name and another UID; a pod's second episode of a kind
+    starts after its first, which is still there. Neither is the told finding with a moved start."""
+    destination(receiver)
+    first = make_finding(live_cluster, kind="crash_loop", severity="warning", end=later(30))
+    make_finding(live_cluster)
+    round_at(later(60))
+    assert [m["event"] for m in receiver.messages()] == ["new", "new"]
+
+    make_finding(live_cluster, kind="crash_loop", severity="warning", start=later(40))  # first still there
+    Finding.objects.filter(kind="stuck_terminating").delete()
+    make_finding(live_cluster, pod_uid="uid-2", start=later(1))  # cart-0 again, another pod
+    found, _ = round_at(later(90))
+    assert (found.new, found.resolved) == (2, 1)
+    events = [(m["event"], m["finding"]["kind"], m["finding"]["pod_uid"]) for m in receiver.messages()[2:]]
+    assert sorted(events) == [
+        ("new", "crash_loop", "uid-1"),
+        ("new", "stuck_terminating", "uid-2"),
+        ("resolved", "stuck_terminating", ""),  # gone: told by what was kept of it
+    ]
+    assert first.pk and Finding.objects.filter(kind="crash_loop").count() == 2
 
 
 def test_history_beyond_the_look_back_window_is_never_sent(receiver, live_cluster, settings):
@@ -296,17 +366,42 @@ def test_real_clock_round_through_the_celery_task(receiver, live_cluster):
 @pytest.mark.django_db(transaction=True)
 def test_embedded_loop_sends_without_celery(receiver, live_cluster):
     """The embedded default has no beat: ``manage.py demo`` runs NotifierLoop in a thread instead."""
-    import time
-
     from alerts.loop import NotifierLoop
 
     destination(receiver)
     make_finding(live_cluster, start=timezone.now() - timedelta(minutes=5))
     loop = NotifierLoop(interval=0.1).start()
     try:
-        deadline = time.monotonic() + 20
-        while not receiver.received and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: receiver.received, "the loop's first message", timeout=20)
     finally:
         loop.stop()
     assert [m["event"] for m in receiver.messages()] == ["new"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_told_before_follows_existed_follow_their_own_identity(receiver):
+    """GIVEN a destination told of a finding before alerts 0003 WHEN migrated forward THEN the row follows
+    the identity it was told, so the next scan neither repeats the news nor resolves it."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("alerts", "0002_scrub_response_bodies")]
+    MigrationExecutor(connection).migrate(before)
+    old = MigrationExecutor(connection).loader.project_state(before).apps
+    dest = old.get_model("alerts", "Destination").objects.create(name="pager", url=receiver.url)
+    old.get_model("alerts", "NotifiedFinding").objects.create(
+        destination=dest,
+        identity="ab" * 32,
+        cluster="prod",
+        subject="pod",
+        subject_name="shop/cart-0",
+        kind="stuck_terminating",
+        severity="critical",
+        start=later(0),
+        open=True,
+        first_notified_at=later(60),
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    (row,) = NotifiedFinding.objects.all()
+    assert (row.identity, row.follows, row.pod_uid) == ("ab" * 32, "ab" * 32, "")
