@@ -38,7 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet
 
 from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
@@ -60,14 +60,24 @@ def kubelet_evidence_until(
     names = sorted({n for n in nodes if n})
     out: dict[str, datetime] = {}
     for i in range(0, len(names), 500):
-        qs = Observation.objects.filter(
-            cluster=cluster, kind__in=KUBELET_KINDS, node__in=names[i : i + 500], observed_at__gte=since
+        qs = _one_of(
+            Observation.objects.filter(cluster=cluster, kind__in=KUBELET_KINDS, observed_at__gte=since),
+            "node",
+            names[i : i + 500],
         )
         if namespaces is not None:
-            qs = qs.filter(namespace__in=sorted(namespaces))
+            qs = _one_of(qs, "namespace", sorted(namespaces))
         rows = qs.values("node").annotate(until=Max("observed_at"))
         out.update({r["node"]: r["until"] for r in rows})
     return out
+
+
+def _one_of(qs: QuerySet[Observation], column: str, values: list[str]) -> QuerySet[Observation]:
+    """``qs`` where ``column`` is one of ``values``. PostgreSQL: one array parameter, so one statement text
+    whatever the number of values (``timeline_reads.any_of`` says why that matters); SQLite: ``IN``."""
+    if connection.vendor == "postgresql":
+        return qs.extra(where=[f"{column} = ANY(%s::text[])"], params=[text_array(values)])
+    return qs.filter(**{f"{column}__in": values})
 
 
 # Worker lines that say the worker is done with the pod for good (see the module's docstring).
@@ -98,19 +108,17 @@ def final_status_at(cluster: Cluster, uids: Iterable[str], *, since: datetime) -
         if uid not in into or at > into[uid]:
             into[uid] = at
 
-    postgres = connection.vendor == "postgresql"
     for i in range(0, len(uid_list), 500):
         batch = uid_list[i : i + 500]
-        qs = Observation.objects.filter(
-            Q(kind=Kind.WORKER) | Q(kind=Kind.SPAN) | Q(kind=Kind.KUBELET_MARKER),
-            cluster=cluster,
-            observed_at__gte=since,
+        qs = _one_of(
+            Observation.objects.filter(
+                Q(kind=Kind.WORKER) | Q(kind=Kind.SPAN) | Q(kind=Kind.KUBELET_MARKER),
+                cluster=cluster,
+                observed_at__gte=since,
+            ),
+            "pod_uid",
+            batch,
         )
-        if postgres:
-            # One array parameter: one statement text whatever the number of pods (timeline_reads.window_json).
-            qs = qs.extra(where=["pod_uid = ANY(%s::text[])"], params=[text_array(batch)])
-        else:
-            qs = qs.filter(pod_uid__in=batch)
         rows = qs.values_list("pod_uid", "kind", "observed_at", "payload")
         for uid, kind, at, payload in rows:
             if uid is None or not isinstance(payload, dict):
