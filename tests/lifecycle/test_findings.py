@@ -171,13 +171,23 @@ def test_crash_loop_by_restart_count_alone() -> None:
     assert quiet.findings == ()
 
 
-def test_detect_findings_is_what_derive_attaches() -> None:
+def test_an_open_termination_is_measured_at_the_newest_observation_or_at_now() -> None:
+    """GIVEN a pod whose deletion (30 s grace) the kubelet takes at 20.45 s, whose runtime never kills its
+    container (ExceededGracePeriod at 65 s) and which is last seen still terminating at 200 s (hand-written
+    scenario). THEN, measured at its newest observation (what ``derive`` attaches, and ``detect_findings``
+    without ``now``), it has been terminating 179.55 s, past 30 s + the default 60 s slack: stuck, critical,
+    open, beside the runtime's grace_exceeded report. Measured at 100 s, 79.55 s is within grace + slack:
+    the report alone."""
     obs = scenarios.stuck_terminating()
     tl = derive_pod_timeline(obs)
-    assert detect_findings(tl, obs) == tl.findings
-    assert detect_findings(tl, obs, DEFAULT_THRESHOLDS, t(100)) == tuple(
-        f for f in tl.findings if f.kind != "stuck_terminating"
-    )
+    for found in (tl.findings, detect_findings(tl, obs)):
+        assert [(f.kind, f.severity, f.start, f.end) for f in found] == [
+            ("grace_exceeded", "warning", t(20.45), t(65.0)),
+            ("stuck_terminating", "critical", t(20.45), None),
+        ]
+        assert found[1].attrs == {"seconds": 179.55, "grace_seconds": 30.0, "open": True}
+    early = detect_findings(tl, obs, DEFAULT_THRESHOLDS, t(100))
+    assert [f.kind for f in early] == ["grace_exceeded"]
 
 
 def test_contract_errors_name_the_input() -> None:
