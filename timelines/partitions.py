@@ -25,7 +25,8 @@ last read (``range_holding``), checked in the same transaction.
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an
 incident bundle is a record, kept) are moved to the default partition before the drop; in the default
-partition (and the legacy one), the live rows older than the cutoff are deleted (they hold few rows).
+partition (and the legacy one), the live rows older than the start of the cutoff's span are deleted (they
+hold few rows; ``retention_cut``).
 """
 
 from __future__ import annotations
