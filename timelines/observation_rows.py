@@ -48,6 +48,11 @@ def payload_sql(table: str) -> str:
     return f"CAST({table}.payload AS TEXT)"
 
 
+def payload_expression() -> Any:
+    """The ORM expression that selects the stored payload for ``decode_payload`` (``payload_sql``'s)."""
+    return Cast("payload", TextField())
+
+
 def decode_payload(stored: str | bytes) -> Any:
     """The one decode of a stored payload (as ``payload_sql`` selects it) back into its JSON value."""
     return orjson.loads(stored)
@@ -92,7 +97,7 @@ Where = Callable[[Any], bool]
 
 
 def _selected(qs: QuerySet[ObservationRow]) -> Any:
-    return qs.annotate(payload_text=Cast("payload", TextField())).values_list(*COLUMNS, "payload_text")
+    return qs.annotate(payload_text=payload_expression()).values_list(*COLUMNS, "payload_text")
 
 
 def rows(qs: QuerySet[ObservationRow], where: Where | None = None) -> list[StoredRow]:

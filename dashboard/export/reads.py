@@ -18,7 +18,6 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import F, Func, Q, TextField
-from django.db.models.functions import Cast
 
 from dashboard import queries, serialize, timeline_reads
 from dashboard.serialize import FindingBundleDoc, IntervalDoc
@@ -115,7 +114,7 @@ def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
     """Rows as bundle items; the payload is read as text and parsed with orjson (several times faster
     than the JSONField's own decoding on a quarter of a million rows)."""
     for row in qs.annotate(
-        payload_text=Cast("payload", TextField()),
+        payload_text=observation_rows.payload_expression(),
         observed_iso=iso("observed_at"),
         received_iso=iso("received_at"),
     ).values_list(*_OBS_COLUMNS):
