@@ -725,9 +725,21 @@ def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dic
     which may not have caught up with what this collector stored a moment ago.
     """
     newest: dict[str, tuple[str, dict[str, str]]] = {}
-    for row in _snapshots(cluster, spec):
-        kind, pod_uid, namespace, name = row.kind, row.pod_uid, row.namespace, row.name
-        uid = observation_rows.field_of(row.payload, "uid")
+    if spec.name == "pods":
+        # A pod's identity and uid are its row's pod UID (the parsers key a pod snapshot on its payload's
+        # uid): the columns alone, no payload read, for every pod the cluster ever had.
+        snapshots: Iterable[tuple[str, str | None, str, str, Any]] = (
+            ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
+            .order_by("observed_at", "id")
+            .values_list("kind", "pod_uid", "namespace", "name", "pod_uid")
+            .iterator(chunk_size=5000)
+        )
+    else:
+        snapshots = (
+            (row.kind, row.pod_uid, row.namespace, row.name, observation_rows.field_of(row.payload, "uid"))
+            for row in _snapshots(cluster, spec)
+        )
+    for kind, pod_uid, namespace, name, uid in snapshots:
         identity = pod_uid if spec.name == "pods" else name if spec.name == "nodes" else uid
         if identity:
             newest[str(identity)] = (
