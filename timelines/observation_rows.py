@@ -129,14 +129,19 @@ def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[
             yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
 
 
+def facts_sql(condition: str) -> str:
+    """The statement ``pg_facts`` runs for ``condition``."""
+    return (
+        "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, "
+        f"o.name, {payload_sql('o')} FROM timelines_observation o WHERE o.cluster_id = %s {condition}"
+    )
+
+
 def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) -> list[Fact]:
     """PostgreSQL: (id, Observation) of the rows ``condition`` (SQL after ``WHERE o.cluster_id = %s``,
     ordering included) selects, read in one binary round trip; with ``where``, those whose payload it
     accepts."""
-    sql = (
-        "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, "
-        f"o.name, {payload_sql('o')} FROM timelines_observation o WHERE o.cluster_id = %s {condition}"
-    )
+    sql = facts_sql(condition)
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         # Never a named prepared statement: a transaction-pooling proxy may hand the next query to
