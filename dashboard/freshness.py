@@ -40,6 +40,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Q, QuerySet
 
+from timelines import observation_rows
 from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Observation, Pod
@@ -119,8 +120,8 @@ def final_status_at(cluster: Cluster, uids: Iterable[str], *, since: datetime) -
             "pod_uid",
             batch,
         )
-        rows = qs.values_list("pod_uid", "kind", "observed_at", "payload")
-        for uid, kind, at, payload in rows:
+        for row in observation_rows.rows(qs):
+            uid, kind, at, payload = row.pod_uid, row.kind, row.observed_at, row.payload
             if uid is None or not isinstance(payload, dict):
                 continue
             if kind == Kind.WORKER:

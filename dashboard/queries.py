@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from collectors.models import CollectorState  # the collectors' own rows, read for their health
 from dashboard.timeline_reads import MAX_WINDOW_PODS
+from timelines import observation_rows
 from timelines.lifecycle import cluster_objects
 from timelines.models import (
     Cluster,
@@ -26,6 +27,7 @@ from timelines.models import (
     Workload,
 )
 from timelines.models import NotFound as NotFound  # the read side's callers catch queries.NotFound
+from timelines.observation_rows import StoredRow
 
 _M = TypeVar("_M", bound=Model)
 
@@ -385,17 +387,15 @@ def pdb_lane(pdb: PodDisruptionBudget) -> list[Interval]:
     return list(side_intervals(pdb.cluster_id, pdb_uid=pdb.uid))
 
 
-def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[Observation]:
-    return list(
+def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[StoredRow]:
+    return observation_rows.rows(
         Observation.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("observed_at", "id")[:limit]
     )
 
 
-def observations_by_id(
-    cluster: Cluster, ids: Iterable[int], namespaces: set[str] | None
-) -> list[Observation]:
+def observations_by_id(cluster: Cluster, ids: Iterable[int], namespaces: set[str] | None) -> list[StoredRow]:
     qs = _ns_filter(Observation.objects.filter(cluster=cluster, id__in=list(ids)[:1000]), namespaces)
-    return list(qs.order_by("observed_at", "id"))
+    return observation_rows.rows(qs.order_by("observed_at", "id"))
 
 
 MAX_KEYS = 1000  # observations asked for by key in one request
@@ -403,12 +403,12 @@ MAX_KEYS = 1000  # observations asked for by key in one request
 
 def observations_by_key(
     cluster: Cluster, keys: Iterable[str], namespaces: set[str] | None
-) -> list[Observation]:
+) -> list[StoredRow]:
     """The observations of ``cluster`` with these dedupe keys (what a timeline document cites as
     evidence), over the ``(cluster, dedupe_key)`` index; at most ``MAX_KEYS``."""
     wanted = sorted(set(keys))[:MAX_KEYS]
     qs = _ns_filter(Observation.objects.filter(cluster=cluster, dedupe_key__in=wanted), namespaces)
-    return list(qs.order_by("observed_at", "id"))
+    return observation_rows.rows(qs.order_by("observed_at", "id"))
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

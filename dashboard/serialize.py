@@ -35,7 +35,8 @@ from timelines.lifecycle.schema import (
     to_builtins,
 )
 from timelines.lifecycle.timeline import format_time
-from timelines.models import Finding, Node, Observation, Pod, PodDisruptionBudget, Workload
+from timelines.models import Finding, Node, Pod, PodDisruptionBudget, Workload
+from timelines.observation_rows import StoredRow
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -322,7 +323,7 @@ class ObservationDoc(msgspec.Struct):
     payload: Any
 
 
-def observation_doc(o: Observation) -> ObservationDoc:
+def observation_doc(o: StoredRow) -> ObservationDoc:
     return ObservationDoc(
         id=o.id,
         kind=o.kind,

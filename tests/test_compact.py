@@ -358,3 +358,106 @@ def test_every_kind_and_source_of_the_contract_has_a_code_and_codes_never_move()
     )
     assert compact.KINDS[: len(first_kinds)] == first_kinds
     assert compact.SOURCES[: len(first_sources)] == first_sources
+
+
+# -- batches: a base is a row that exists ------------------------------------------------------------------
+
+
+def pod_rows(uid: str, start: int, n: int) -> list[Row]:
+    return [
+        pod_row(uid, i, {"uid": uid, "restarts": i, "phase": "Running", "node": "node-1"})
+        for i in range(start, start + n)
+    ]
+
+
+def test_a_batch_in_flight_is_no_base_for_another() -> None:
+    """GIVEN batch A of a pod's rows encoded and not committed (its transaction still open, or failed)
+    WHEN batch B encodes the pod's next rows
+    THEN B's first row is whole and every B row rebuilds from B's rows alone (A may never be stored)."""
+    uid = str(uuid.uuid4())
+    encoder = Encoder(NameTable(), Dictionaries())
+    a = encoder.begin()
+    stored_a = {i: a.encode(i, row) for i, row in enumerate(pod_rows(uid, 0, 3), 1)}
+    assert compact.base_distance(stored_a[2]) == 1  # within a batch, rows chain
+    b = encoder.begin()
+    rows_b = pod_rows(uid, 3, 3)
+    stored_b = {i: b.encode(i, row) for i, row in enumerate(rows_b, 4)}
+    assert compact.base_distance(stored_b[4]) is None
+    for i, row in enumerate(rows_b, 4):  # A dropped: never committed
+        assert_same_row(compact.rebuild(i, stored_b, encoder.names, encoder.dictionaries), row)
+
+
+def test_a_committed_batch_is_a_base_and_a_chain_only_moves_forward() -> None:
+    """GIVEN batch A (ids 1-3) and batch B (ids 4-6) of one pod, B committed first, then A
+    WHEN batch C (ids 7-8) encodes the pod's next rows
+    THEN C's first row is stored against B's last (id 6), not A's older one, and every row rebuilds."""
+    uid = str(uuid.uuid4())
+    encoder = Encoder(NameTable(), Dictionaries())
+    rows = pod_rows(uid, 0, 8)
+    a, b = encoder.begin(), encoder.begin()
+    stored = {i: a.encode(i, rows[i - 1]) for i in (1, 2, 3)}
+    stored |= {i: b.encode(i, rows[i - 1]) for i in (4, 5, 6)}
+    b.commit()
+    a.commit()
+    c = encoder.begin()
+    stored |= {i: c.encode(i, rows[i - 1]) for i in (7, 8)}
+    c.commit()
+    assert compact.base_distance(stored[7]) == 1
+    for i, row in enumerate(rows, 1):
+        assert_same_row(compact.rebuild(i, stored, encoder.names, encoder.dictionaries), row)
+
+
+def test_a_committed_row_with_a_higher_id_is_no_base() -> None:
+    """GIVEN a batch that reserved ids 1-2 and another that reserved 3-4 and committed first
+    WHEN the first encodes its rows THEN none is stored against a later id (a base precedes its row)."""
+    uid = str(uuid.uuid4())
+    encoder = Encoder(NameTable(), Dictionaries())
+    rows = pod_rows(uid, 0, 4)
+    late = encoder.begin()
+    stored = {i: late.encode(i, rows[i - 1]) for i in (3, 4)}
+    late.commit()
+    early = encoder.begin()
+    stored |= {i: early.encode(i, rows[i - 1]) for i in (1, 2)}
+    assert compact.base_distance(stored[1]) is None
+    for i, row in enumerate(rows, 1):
+        assert_same_row(compact.rebuild(i, stored, encoder.names, encoder.dictionaries), row)
+
+
+def test_threads_storing_batches_that_may_fail_leave_every_stored_row_rebuildable() -> None:
+    """GIVEN four threads encoding batches of the same pods' rows at once, ids reserved per batch, a third
+    of the batches failing (not committed, their rows never stored)
+    WHEN the committed batches' rows are read back THEN each rebuilds from stored rows only."""
+    import threading
+
+    uids = [str(uuid.UUID(int=n, version=4)) for n in range(1, 6)]
+    encoder = Encoder(NameTable(), Dictionaries(), every=4)
+    next_id, lock = iter(range(1, 10**9)), threading.Lock()
+    stored: dict[int, Compact] = {}
+    expected: dict[int, Row] = {}
+
+    def work(seed: int) -> None:
+        rnd = random.Random(seed)
+        for step in range(40):
+            rows = [
+                pod_row(uid, step, {"uid": uid, "seed": seed, "step": step, "phase": "Running"})
+                for uid in rnd.sample(uids, 3)
+            ]
+            with lock:
+                ids = [next(next_id) for _ in rows]
+            batch = encoder.begin()
+            encoded = {i: batch.encode(i, row) for i, row in zip(ids, rows, strict=True)}
+            if rnd.random() < 1 / 3:
+                continue  # the transaction failed: nothing stored, nothing committed
+            with lock:
+                stored.update(encoded)
+                expected.update(zip(ids, rows, strict=True))
+            batch.commit()
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(stored) > 100 and any(compact.base_distance(c) for c in stored.values())
+    for i, row in expected.items():
+        assert_same_row(compact.rebuild(i, stored, encoder.names, encoder.dictionaries), row)

@@ -19,7 +19,7 @@ from django.db import connection
 
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import t
-from timelines import derivation, live, store
+from timelines import derivation, live, observation_rows, store
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition
 from timelines.models import Finding, Interval, Marker, Pod
 from timelines.models import Observation as ObservationRow
@@ -182,10 +182,10 @@ def test_uidless_reads_use_their_partial_index(nameless: bool, monkeypatch: Any)
     assert len(names) > len(partial)  # the partitions have them too
     plans: list[str] = []
 
-    def explain(sql: str, params: Any) -> list[Any]:
+    def explain(sql: str, params: Any, where: Any = None) -> list[Any]:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("EXPLAIN " + derivation._SELECT_FACTS + sql, params)
+            cursor.execute("EXPLAIN " + observation_rows.facts_sql(sql), params)
             plans.append("\n".join(r[0] for r in cursor.fetchall()))
         return []
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -558,31 +559,86 @@ class _Last:
 
 @dataclass
 class Encoder:
-    """What a store writer keeps to encode a cluster's rows in id order: each chain's last row, the
-    dictionary of each kind, the name table. A row is stored as a patch against its chain's last row when
-    that row is in the same ``span`` (partition) and fewer than ``every - 1`` patches follow the last whole
-    row; so any row is rebuilt from at most ``every`` rows, all in its partition. After a restart the
-    chains are empty: each object's next row is whole."""
+    """What a store writer keeps to encode a cluster's rows: each chain's last stored row, the dictionary
+    of each kind, the name table. A row is stored as a patch against its chain's last row when that row is
+    in the same ``span`` (partition, or the day in the default partition and on SQLite: retention drops
+    or cuts whole spans, ``partitions.retention_cut``) and fewer than ``every - 1`` patches follow the last
+    whole row; so any row is rebuilt from at most ``every`` rows, all in its span. After a restart the
+    chains are empty: each object's next row is whole.
+
+    **A base is a row that exists.** The writer stores a cluster's batches on several threads, and a batch
+    can fail, or lose rows found stored already. So rows are encoded in a ``Batch`` (``begin``): a row's
+    base is an earlier row of the same batch, or a row of a batch that committed (``Batch.commit``, called
+    after the database committed it); what a batch that did not commit encoded is forgotten, and a batch
+    whose set of rows changed is encoded again in a new ``Batch``. The committed chains are shared by the
+    cluster's threads under a lock. Names are the caller's to store before the rows that name them
+    (``NameTable.take_added``, committed on their own: the table only grows, and a name a failed batch
+    added is only unused)."""
 
     names: NameTable
     dictionaries: Dictionaries
     every: int = 16
     kind_dictionary: dict[str, int] = field(default_factory=dict)
-    last: dict[tuple[str, str], _Last] = field(default_factory=dict)
+    last: dict[tuple[str, str], _Last] = field(default_factory=dict)  # committed rows only
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def begin(self) -> Batch:
+        """A batch to encode rows in (in the order of their ids), then ``commit`` or drop."""
+        return Batch(self)
 
     def encode(self, row_id: int, row: Row, span: Any = None) -> Compact:
+        """One row as a batch of its own, committed at once (rows stored one by one, in id order)."""
+        batch = self.begin()
+        compact = batch.encode(row_id, row, span)
+        batch.commit()
+        return compact
+
+    def committed(self, chain: tuple[str, str]) -> _Last | None:
+        with self._lock:
+            return self.last.get(chain)
+
+    def _commit(self, heads: Mapping[tuple[str, str], _Last]) -> None:
+        with self._lock:
+            for chain, head in heads.items():
+                prior = self.last.get(chain)
+                # Another thread's batch of higher ids may have committed first: a chain only moves forward.
+                if prior is None or prior.id < head.id:
+                    self.last[chain] = head
+
+
+class Batch:
+    """Rows of one store batch being encoded (``Encoder.begin``); bases come from the batch's own earlier
+    rows or from the encoder's committed rows, never from another batch still in flight."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.heads: dict[tuple[str, str], _Last] = {}
+        self._done = False
+
+    def encode(self, row_id: int, row: Row, span: Any = None) -> Compact:
+        if self._done:
+            raise RuntimeError("this batch was committed: begin another")
+        enc = self.encoder
         chain = chain_key(row)
-        prior = self.last.get(chain) if chain is not None else None
+        prior = None
+        if chain is not None:
+            prior = self.heads.get(chain) or enc.committed(chain)
         base = None
-        if prior is not None and prior.span == span and prior.depth < self.every - 1:
+        if prior is not None and prior.span == span and prior.depth < enc.every - 1 and prior.id < row_id:
             base = (row_id - prior.id, prior.payload)
         compact, is_patch = encode(
-            row, self.names, self.dictionaries, dictionary=self.kind_dictionary.get(row.kind, 0), base=base
+            row, enc.names, enc.dictionaries, dictionary=enc.kind_dictionary.get(row.kind, 0), base=base
         )
         if chain is not None:
             depth = prior.depth + 1 if is_patch and prior is not None else 0
-            self.last[chain] = _Last(row_id, row.payload, depth, span)
+            self.heads[chain] = _Last(row_id, row.payload, depth, span)
         return compact
+
+    def commit(self) -> None:
+        """The batch's rows are stored (its transaction committed): later batches may use them as bases."""
+        if not self._done:
+            self._done = True
+            self.encoder._commit(self.heads)
 
 
 def rebuild(row_id: int, rows: Mapping[int, Compact], names: NameTable, dictionaries: Dictionaries) -> Row:

@@ -37,21 +37,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-import psycopg
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, connection, transaction
-from django.db.models import Max, Min, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from podlife_site.tuning import gc_paused
-from timelines import dirty, live, mirrors, pg_arrays, store
+from timelines import dirty, live, mirrors, observation_rows, pg_arrays, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.findings import Thresholds
-from timelines.lifecycle.observation import Kind, Observation, stored_observation
+from timelines.lifecycle.observation import Kind
 from timelines.lifecycle.resolve import (
     CONTEXT_LOOKBACK,
     CONTEXT_MARGIN,
@@ -87,66 +84,17 @@ def thresholds_from_settings() -> Thresholds:
     )
 
 
-def observation_from_row(row: ObservationRow) -> Observation:
-    return Observation(
-        kind=row.kind,
-        source=row.source,
-        observed_at=row.observed_at,
-        dedupe_key=row.dedupe_key,
-        pod_uid=row.pod_uid,
-        node=row.node or None,
-        namespace=row.namespace or None,
-        name=row.name or None,
-        payload=row.payload,
-    )
-
-
-# -- reading observations ----------------------------------------------------------------------------------
-# (id, observation) pairs: the id is what derived rows cite as evidence.
-Fact = tuple[int, Observation]
-_FACT_COLUMNS = ("id", "kind", "source", "observed_at", "dedupe_key", "pod_uid", "node", "namespace", "name")
-
-
-def _facts(rows: Any) -> Iterable[Fact]:
-    """(id, Observation) from a queryset of observation rows; the payload is read as text and parsed with
-    orjson (several times faster than the JSONField's own decoding)."""
-    for oid, kind, source, at, key, uid, node, ns, name, payload in rows.annotate(
-        payload_text=Cast("payload", TextField())
-    ).values_list(*_FACT_COLUMNS, "payload_text"):
-        yield (
-            oid,
-            stored_observation(
-                kind, source, at, key, uid, node or None, ns or None, name or None, orjson.loads(payload)
-            ),
-        )
-
-
-# The three reads of ``pod_observations``. On PostgreSQL each is one statement whose lists travel as
-# arrays (a Q object per name or node cost more to build than the query took to run) through a cursor
-# that binds on the server and reads binary (timestamps decoded without parsing text); elsewhere the ORM.
-_SELECT_FACTS = (
-    "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, o.name, "
-    "o.payload::text FROM timelines_observation o WHERE o.cluster_id = %s "
-)
-
-
-def _pg_facts(sql: str, params: Sequence[Any]) -> list[Fact]:
-    with psycopg.Cursor(connection.connection) as cursor:
-        # Never a named prepared statement: a transaction-pooling proxy may hand the next query to
-        # another server session.
-        cursor.execute(_SELECT_FACTS + sql, params, binary=True, prepare=False)
-        rows = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
-    loads, made = orjson.loads, stored_observation
-    return [
-        (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, loads(payload)))
-        for oid, kind, source, at, key, uid, node, ns, name, payload in rows
-    ]
+# -- reading observations (``timelines/observation_rows.py``: the one decode of a stored row) -------------
+observation_from_row = observation_rows.observation_from_row
+Fact = observation_rows.Fact
+_facts = observation_rows.facts
+_pg_facts = observation_rows.pg_facts
+_REQUESTS_ABOUT_PODS = observation_rows.field_is(("resource",), "pods")
 
 
 def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
     """The observations naming one of ``uids``, by pod, time and id."""
     if connection.vendor == "postgresql":
-        connection.ensure_connection()
         return _pg_facts(
             "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
             [cluster.pk, pg_arrays.text_array(uids)],
@@ -166,18 +114,18 @@ def _named_facts(
     kubelet's; with ``pod_requests`` only those about the ``pods`` resource (audited requests)."""
     if not names:
         return ()
+    where = _REQUESTS_ABOUT_PODS if pod_requests else None
     if connection.vendor == "postgresql":
-        connection.ensure_connection()
         namespaces, pod_names = zip(*sorted(names), strict=True)
         return _pg_facts(
             "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
-            + ("AND o.payload->>'resource' = 'pods' " if pod_requests else "")
-            + "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
             [cluster.pk, list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
+            where,
         )
     by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
     rows = ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=list(kinds))
-    return _facts(rows.filter(payload__resource="pods") if pod_requests else rows)
+    return _facts(rows, where)
 
 
 def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, datetime]]) -> Iterable[Fact]:
@@ -189,7 +137,6 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
     los = [spans[n][0] - CONTEXT_LOOKBACK for n in nodes]
     his = [spans[n][1] + CONTEXT_MARGIN for n in nodes]
     if connection.vendor == "postgresql":
-        connection.ensure_connection()
         return _pg_facts(
             "AND o.pod_uid IS NULL AND o.kind = ANY(%s) AND o.name = '' "
             "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
@@ -310,10 +257,8 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
 def node_observations(cluster: Cluster, name: str) -> list[Fact]:
     """The node, node_deleted and node_metrics observations of one node, and the audited writes to it."""
     rows = ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)
-    requests = ObservationRow.objects.filter(
-        cluster=cluster, kind=Kind.AUDIT, node=name, payload__resource="nodes"
-    )
-    return [*_facts(rows), *_facts(requests)]
+    requests = ObservationRow.objects.filter(cluster=cluster, kind=Kind.AUDIT, node=name)
+    return [*_facts(rows), *_facts(requests, observation_rows.field_is(("resource",), "nodes"))]
 
 
 def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
@@ -323,16 +268,14 @@ def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
         cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace
     )
     events = ObservationRow.objects.filter(
-        cluster=cluster,
-        kind=Kind.EVENT,
-        namespace=namespace,
-        pod_uid__isnull=True,
-        payload__involved__kind="PodDisruptionBudget",
+        cluster=cluster, kind=Kind.EVENT, namespace=namespace, pod_uid__isnull=True
     )
-    evictions = ObservationRow.objects.filter(
-        cluster=cluster, kind=Kind.AUDIT, namespace=namespace, payload__subresource="eviction"
-    )
-    return [*_facts(snaps), *_facts(events), *_facts(evictions)]
+    evictions = ObservationRow.objects.filter(cluster=cluster, kind=Kind.AUDIT, namespace=namespace)
+    return [
+        *_facts(snaps),
+        *_facts(events, observation_rows.field_is(("involved", "kind"), "PodDisruptionBudget")),
+        *_facts(evictions, observation_rows.field_is(("subresource",), "eviction")),
+    ]
 
 
 def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[Fact]:

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
+from timelines import observation_rows
 from timelines.lifecycle.observation import Kind, Observation, stored_observation
 from timelines.models import Cluster, Marker, Pod
 from timelines.models import Observation as ObservationRow
@@ -107,15 +108,22 @@ def static_lives(
     uids = set(also) | set(
         Pod.objects.filter(_by_name(wanted), cluster=cluster, static=True).values_list("uid", flat=True)
     )
-    rows = (
+    rows = observation_rows.rows(
         ObservationRow.objects.filter(
-            cluster=cluster, pod_uid__in=sorted(uids), kind__in=POD_SNAPSHOTS, payload__static=True
-        )
-        .order_by("observed_at", "id")
-        .values_list("pod_uid", "namespace", "name", "kind", "observed_at", "node")
+            cluster=cluster, pod_uid__in=sorted(uids), kind__in=POD_SNAPSHOTS
+        ).order_by("observed_at", "id"),
+        observation_rows.field_is(("static",), True),
     )
     seen: dict[tuple[str, str, str], tuple[datetime, datetime, bool, set[str]]] = {}
-    for uid, ns, name, kind, at, node in rows:
+    for row in rows:
+        uid, ns, name, kind, at, node = (
+            row.pod_uid,
+            row.namespace,
+            row.name,
+            row.kind,
+            row.observed_at,
+            row.node,
+        )
         if (ns, name) not in wanted:
             continue
         key = (ns, name, str(uid))
@@ -175,17 +183,17 @@ def static_owners(cluster: Cluster, facts_by_uid: dict[str, list[Fact]]) -> dict
     batch = _batch_statics(facts_by_uid)
     if not statics and not batch:
         return {}
-    rows = (
-        ObservationRow.objects.filter(
-            cluster=cluster,
-            pod_uid__in=sorted({*statics, *batch}),
-            kind__in=POD_SNAPSHOTS,
-            payload__api_uid__in=sorted(names),
+    owners = {
+        api_uid: str(row.pod_uid)
+        for row in observation_rows.rows(
+            ObservationRow.objects.filter(
+                cluster=cluster, pod_uid__in=sorted({*statics, *batch}), kind__in=POD_SNAPSHOTS
+            )
         )
-        .values_list("payload__api_uid", "pod_uid")
-        .distinct()
-    )
-    owners = {str(api_uid): str(uid) for api_uid, uid in rows if uid}
+        if row.pod_uid
+        and isinstance(api_uid := observation_rows.field_of(row.payload, "api_uid"), str)
+        and api_uid in names
+    }
     unnamed: dict[str, tuple[Name, list[Observation]]] = {}
     for uid, pairs in names.items():
         events = own_events(facts_by_uid[uid], uid) if uid not in owners and len(pairs) == 1 else None
@@ -256,13 +264,12 @@ def unnamed_mirrors(
     lives = static_lives(cluster, pairs, also=[uid, *_batch_statics(facts_by_uid)])
     statics = sorted({life.uid for group in lives.values() for life in group})
     named_elsewhere = {  # a mirror another static pod's snapshot names is that one's
-        str(api_uid)
-        for api_uid in ObservationRow.objects.filter(
-            cluster=cluster,
-            pod_uid__in=statics,
-            kind__in=POD_SNAPSHOTS,
-            payload__api_uid__in=sorted(candidates),
-        ).values_list("payload__api_uid", flat=True)
+        api_uid
+        for row in observation_rows.rows(
+            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=statics, kind__in=POD_SNAPSHOTS)
+        )
+        if isinstance(api_uid := observation_rows.field_of(row.payload, "api_uid"), str)
+        and api_uid in candidates
     }
     mine: set[str] = set()
     others: set[str] = set()

@@ -25,7 +25,8 @@ last read (``range_holding``), checked in the same transaction.
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an
 incident bundle is a record, kept) are moved to the default partition before the drop; in the default
-partition (and the legacy one), the live rows older than the cutoff are deleted (they hold few rows).
+partition (and the legacy one), the live rows older than the start of the cutoff's span are deleted (they
+hold few rows; ``retention_cut``).
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ def span_start(at: datetime, span: timedelta) -> datetime:
     """The start of the span of length ``span`` that holds ``at`` (spans counted from a Monday, UTC)."""
     steps = (at - _ANCHOR) // span
     return _ANCHOR + steps * span
+
+
+def retention_cut(cutoff: datetime) -> datetime:
+    """Where retention's DELETE cuts (the default and legacy partitions on PostgreSQL, the one table on
+    SQLite): at the start of the span that holds ``cutoff``, never inside a span. A span is the unit the
+    observations' compact form chains rows in (docs/storage.md: a row may be stored as the change against
+    an earlier row of its object in the same span), so a cut inside one would leave rows whose base is
+    gone. Up to one span more is kept, as a partition's drop keeps it."""
+    return span_start(cutoff, configured_span())
 
 
 def partition_name(start: datetime) -> str:
@@ -281,7 +291,8 @@ class Dropped:
 
 def drop_expired(cutoff: datetime, kept_clusters: Iterable[int]) -> Dropped:
     """Detach and drop every partition whose upper bound is at or before ``cutoff``; delete the live rows
-    older than ``cutoff`` in the default partition. Rows of ``kept_clusters`` (imported) are kept."""
+    older than the start of ``cutoff``'s span (``retention_cut``) in the default partition and the legacy
+    table. Rows of ``kept_clusters`` (imported) are kept."""
     kept_ids = list(kept_clusters)
     result = Dropped([], 0, 0)
     sweep = [DEFAULT]
@@ -308,13 +319,14 @@ def drop_expired(cutoff: datetime, kept_clusters: Iterable[int]) -> Dropped:
             cursor.execute(f"DROP TABLE {q}")
         result.partitions.append(part.name)
     # The default partition, and the legacy table while it still holds rows inside the retention window,
-    # lose their expired live rows by DELETE, as the single table did before migration 0010.
+    # lose their expired live rows by DELETE, as the single table did before migration 0010, cut at a
+    # span's start (``retention_cut``).
     with connection.cursor() as cursor:
         for name in sweep:
             cursor.execute(
                 f"DELETE FROM {connection.ops.quote_name(name)} "
                 "WHERE observed_at < %s AND NOT (cluster_id = ANY(%s))",
-                [cutoff, kept_ids],
+                [retention_cut(cutoff), kept_ids],
             )
             result.rows += cursor.rowcount
     result.rows -= result.kept

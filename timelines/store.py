@@ -640,7 +640,8 @@ def apply_retention(days: int, *, now: datetime | None = None) -> int:
 
     On PostgreSQL the observations go by whole partitions (``partitions.drop_expired``: DETACH and DROP,
     no DELETE, nothing left for vacuum; the cutoff is then a partition bound, so up to one span more is
-    kept). Elsewhere (SQLite, one table) one bulk DELETE on the time column. The derived tables are not
+    kept). Elsewhere (SQLite, one table) one bulk DELETE on the time column, cut at the same span's start
+    (``partitions.retention_cut``: never inside a span, where a row's base may lie). The derived tables are not
     append-only (the derive stage replaces a pod's rows whenever it changes), so they follow the same
     cutoff by DELETE of the rows that ended before it; ``manage.py rederive`` rebuilds them from the
     observations that remain. Imported clusters are kept: an incident bundle is a record, not a live
@@ -657,7 +658,9 @@ def apply_retention(days: int, *, now: datetime | None = None) -> int:
     with transaction.atomic():
         if not partitioned:
             # No signals and nothing refers to these rows, so Django deletes each set in one statement.
-            deleted, _ = ObservationRow.objects.filter(cluster__in=live, observed_at__lt=cutoff).delete()
+            deleted, _ = ObservationRow.objects.filter(
+                cluster__in=live, observed_at__lt=partitions.retention_cut(cutoff)
+            ).delete()
         Interval.objects.filter(cluster__in=live, end__lt=cutoff).delete()
         Marker.objects.filter(cluster__in=live, at__lt=cutoff).delete()
         Finding.objects.filter(cluster__in=live, end__lt=cutoff).delete()

@@ -36,7 +36,7 @@ from collectors.kube import state
 from collectors.kube.config import api_client, api_errors, cluster_source
 from collectors.kube.stream import close_response
 from collectors.kubelet_logs import KubeletLogIngest
-from timelines import store
+from timelines import observation_rows, store
 from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -192,16 +192,14 @@ def _get_metrics(client: Any, node: str) -> str:
 
 
 def _last_fingerprints(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
-    rows = (
-        ObservationRow.objects.filter(cluster=cluster, kind=Kind.NODE_METRICS, node__in=nodes)
-        .order_by("node", "-observed_at", "-id")
-        .values_list("node", "payload__fingerprint")
+    rows = ObservationRow.objects.filter(cluster=cluster, kind=Kind.NODE_METRICS, node__in=nodes).order_by(
+        "node", "-observed_at", "-id"
     )
     if connection.vendor == "postgresql":
         rows = rows.distinct("node")
     found: dict[str, str] = {}
-    for node, fingerprint in rows.iterator(chunk_size=2000):
-        found.setdefault(node, fingerprint)
+    for row in observation_rows.rows(rows):
+        found.setdefault(row.node, observation_rows.field_of(row.payload, "fingerprint"))
     return found
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,7 +34,6 @@ from typing import Any
 
 import orjson
 from django.db import connection
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from collectors.kube import state
@@ -45,10 +44,11 @@ from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
 from podlife_site import tuning
 from podlife_site.tuning import gc_paused
-from timelines import store
+from timelines import observation_rows, store
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
+from timelines.observation_rows import StoredRow
 from timelines.writer import StoredBatch, observation_writer
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ class _Stepper:
         restarts = 0
         # Nothing stored of this kind before the list (a first list): nothing can have vanished, and the
         # reconcile's read of every snapshot stored, just now, is skipped.
-        known = self.spec.reconcile and _snapshots(self.cluster, self.spec).exists()
+        known = self.spec.reconcile and _any_snapshot(self.cluster, self.spec)
         while True:
             seen: set[str] = set()
             try:
@@ -697,12 +697,25 @@ def _observed_identity(spec: ResourceSpec, obs: AnyObservation) -> str:
     return str(obs.payload.get("uid") or "")
 
 
-def _snapshots(cluster: Cluster, spec: ResourceSpec) -> QuerySet[ObservationRow]:
-    """The stored snapshots and deletions of ``spec``'s kind in ``cluster``."""
+def _snapshots(cluster: Cluster, spec: ResourceSpec, *, chunk_size: int = 5000) -> Generator[StoredRow]:
+    """The stored snapshots and deletions of ``spec``'s kind in ``cluster``, oldest first (workloads: the
+    payload names the kind, filtered once decoded)."""
     rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
-    if spec.live_kind == Kind.WORKLOAD:
-        rows = rows.filter(payload__kind=spec.kind)
-    return rows
+    where = observation_rows.field_is(("kind",), spec.kind) if spec.live_kind == Kind.WORKLOAD else None
+    return observation_rows.iter_rows(rows.order_by("observed_at", "id"), where, chunk_size=chunk_size)
+
+
+def _any_snapshot(cluster: Cluster, spec: ResourceSpec) -> bool:
+    """Whether anything of ``spec``'s kind is stored in ``cluster``."""
+    if spec.live_kind != Kind.WORKLOAD:
+        return ObservationRow.objects.filter(
+            cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind)
+        ).exists()
+    found = _snapshots(cluster, spec, chunk_size=500)
+    try:
+        return next(found, None) is not None
+    finally:
+        found.close()
 
 
 def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dict[str, str]]]:
@@ -711,12 +724,22 @@ def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dic
     Read from the observations, the source of truth, and not from the derive stage's current-state rows,
     which may not have caught up with what this collector stored a moment ago.
     """
-    rows = _snapshots(cluster, spec)
-    fields = ("kind", "pod_uid", "namespace", "name", "payload__uid")
     newest: dict[str, tuple[str, dict[str, str]]] = {}
-    for kind, pod_uid, namespace, name, uid in (
-        rows.order_by("observed_at", "id").values_list(*fields).iterator(chunk_size=5000)
-    ):
+    if spec.name == "pods":
+        # A pod's identity and uid are its row's pod UID (the parsers key a pod snapshot on its payload's
+        # uid): the columns alone, no payload read, for every pod the cluster ever had.
+        snapshots: Iterable[tuple[str, str | None, str, str, Any]] = (
+            ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
+            .order_by("observed_at", "id")
+            .values_list("kind", "pod_uid", "namespace", "name", "pod_uid")
+            .iterator(chunk_size=5000)
+        )
+    else:
+        snapshots = (
+            (row.kind, row.pod_uid, row.namespace, row.name, observation_rows.field_of(row.payload, "uid"))
+            for row in _snapshots(cluster, spec)
+        )
+    for kind, pod_uid, namespace, name, uid in snapshots:
         identity = pod_uid if spec.name == "pods" else name if spec.name == "nodes" else uid
         if identity:
             newest[str(identity)] = (
@@ -738,7 +761,7 @@ def _synthetic_deletion(
     else:
         rows = rows.filter(namespace=row.get("namespace") or "", name=row.get("name") or "")
     last = None
-    for candidate in rows[:20]:
+    for candidate in observation_rows.rows(rows[:20]):
         if (
             spec.name == "nodes"
             or (candidate.payload or {}).get("uid") == row.get("uid")
@@ -787,15 +810,14 @@ def _node_fingerprints(cluster: Cluster, rv: str) -> dict[str, str]:
         if cached is not None and cached[0] == rv and rv:
             return dict(cached[1])
     found: dict[str, str] = {}
-    rows = (
-        ObservationRow.objects.filter(cluster=cluster, kind__in=(Kind.NODE, Kind.NODE_DELETED))
-        .order_by("name", "-observed_at", "-id")
-        .values_list("name", "kind", "payload__fingerprint")
+    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(Kind.NODE, Kind.NODE_DELETED)).order_by(
+        "name", "-observed_at", "-id"
     )
     if connection.vendor == "postgresql":
         rows = rows.distinct("name")
     done: set[str] = set()
-    for name, kind, fingerprint in rows.iterator(chunk_size=2000):
+    for row in observation_rows.rows(rows):
+        name, kind, fingerprint = row.name, row.kind, observation_rows.field_of(row.payload, "fingerprint")
         if name in done:
             continue
         done.add(name)

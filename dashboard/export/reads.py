@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db import connection
 from django.db.models import F, Func, Q, TextField
 
@@ -32,7 +31,7 @@ from dashboard.timeline_reads import (
     pod_rows,
     time_text_sql,
 )
-from timelines import derivation
+from timelines import derivation, observation_rows
 from timelines.lifecycle.observation import FIELDS, Kind
 from timelines.models import (
     Cluster,
@@ -107,7 +106,7 @@ def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
         "node": node or None,
         "namespace": ns or None,
         "name": name or None,
-        "payload": orjson.loads(payload),
+        "payload": observation_rows.decode_payload(payload),
     }
 
 
@@ -115,7 +114,9 @@ def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
     """Rows as bundle items; the payload is read as text and parsed with orjson (several times faster
     than the JSONField's own decoding on a quarter of a million rows)."""
     for row in qs.annotate(
-        payload_text=json_text("payload"), observed_iso=iso("observed_at"), received_iso=iso("received_at")
+        payload_text=observation_rows.payload_expression(),
+        observed_iso=iso("observed_at"),
+        received_iso=iso("received_at"),
     ).values_list(*_OBS_COLUMNS):
         yield _observation_item(row)
 
@@ -124,7 +125,7 @@ def _observation_columns(t: str) -> str:
     return (
         f"{t}.id, {t}.kind, {t}.source, {time_text_sql(f'{t}.observed_at')}, "
         f"{time_text_sql(f'{t}.received_at')}, {t}.dedupe_key, {t}.pod_uid, {t}.node, {t}.namespace, "
-        f"{t}.name, {json_text_sql(f'{t}.payload')}"
+        f"{t}.name, {observation_rows.payload_sql(t)}"
     )
 
 
@@ -145,8 +146,15 @@ def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str
             yield from by_uid.pop(pod.uid)
 
 
-def _window_and_before(qs: Any, since: datetime, until: datetime) -> list[int]:
-    """Ids of ``qs`` observed in the window, plus the newest one before it (the state at ``since``)."""
+def _window_and_before(
+    qs: Any, since: datetime, until: datetime, where: observation_rows.Where | None = None
+) -> list[int]:
+    """Ids of ``qs`` observed in the window, plus the newest one before it (the state at ``since``);
+    with ``where``, of the rows whose payload it accepts (``observation_rows``: no payload filter in SQL)."""
+    if where is not None:
+        rows = observation_rows.rows(qs.filter(observed_at__lt=until).order_by("observed_at", "id"), where)
+        earlier = [row.id for row in rows if row.observed_at < since]
+        return [row.id for row in rows if row.observed_at >= since] + earlier[-1:]
     ids = list(qs.filter(observed_at__gte=since, observed_at__lt=until).values_list("id", flat=True))
     before = (
         qs.filter(observed_at__lt=since).order_by("-observed_at", "-id").values_list("id", flat=True).first()
@@ -178,31 +186,23 @@ def side_observation_ids(
             Kind.KUBELET_PROCESS,
         }
     for pdb in pdbs:
-        snaps = base.filter(
-            kind__in=(Kind.PDB, Kind.PDB_DELETED),
-            namespace=pdb.namespace,
-            name=pdb.name,
-            payload__uid=pdb.uid,
-        )
-        ids.update(_window_and_before(snaps, since, until))
+        snaps = base.filter(kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=pdb.namespace, name=pdb.name)
+        ids.update(_window_and_before(snaps, since, until, observation_rows.field_is(("uid",), pdb.uid)))
         events = base.filter(
             kind=Kind.EVENT,
             namespace=pdb.namespace,
             name=pdb.name,
             pod_uid__isnull=True,
-            payload__involved__kind="PodDisruptionBudget",
             observed_at__gte=since,
             observed_at__lt=until,
         )
-        ids.update(events.values_list("id", flat=True))
+        about_pdb = observation_rows.field_is(("involved", "kind"), "PodDisruptionBudget")
+        ids.update(row.id for row in observation_rows.rows(events, about_pdb))
     for w in workloads:
         snaps = base.filter(
-            kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED),
-            namespace=w.namespace,
-            name=w.name,
-            payload__uid=w.uid,
+            kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=w.namespace, name=w.name
         )
-        ids.update(_window_and_before(snaps, since, until))
+        ids.update(_window_and_before(snaps, since, until, observation_rows.field_is(("uid",), w.uid)))
     return sorted(ids)
 
 

@@ -36,7 +36,8 @@ from dashboard.web.visibility import (
 from timelines import dirty
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.live import group_name
-from timelines.models import Finding, Observation, Workload
+from timelines.models import Finding, Workload
+from timelines.observation_rows import StoredRow
 
 
 def _cluster_or_404(request: HttpRequest, name: str) -> Any:
@@ -351,7 +352,7 @@ def pod(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     return _gantt_page(request, "timelines/pod.html", context, page)
 
 
-def _summary(o: Observation) -> str:
+def _summary(o: StoredRow) -> str:
     """One readable line per observation: the log message, event reason, phase, span name."""
     p = o.payload or {}
     if o.kind == "worker":

@@ -9,12 +9,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.queries import NotFound, find_pods, get_cluster, resolve_pod
 from dashboard.timeline_reads import pod_timeline
-from timelines.derivation import UIDLESS_KINDS, observation_from_row
+from timelines import observation_rows
+from timelines.derivation import UIDLESS_KINDS
 from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.resolve import unclaimed_life
 from timelines.lifecycle.timeline import PodTimeline, format_time
 from timelines.models import Cluster, Observation
+from timelines.observation_rows import StoredRow
 
 
 def unresolved_timeline(cluster: Cluster, pod_ref: str) -> PodTimeline | None:
@@ -25,7 +27,7 @@ def unresolved_timeline(cluster: Cluster, pod_ref: str) -> PodTimeline | None:
     rows = Observation.objects.filter(
         cluster=cluster, pod_uid__isnull=True, namespace=namespace, name=name, kind__in=UIDLESS_KINDS
     )
-    life = unclaimed_life(observation_from_row(row) for row in rows)
+    life = unclaimed_life(o for _, o in observation_rows.facts(rows))
     return derive_pod_timeline(life) if life else None
 
 
@@ -76,7 +78,7 @@ def render_text(timeline: PodTimeline, cluster: str) -> str:
     return "\n".join(out)
 
 
-def _line_of(row: Observation) -> str:
+def _line_of(row: StoredRow) -> str:
     """What an observation says, in a line: the kubelet message (or span, or API object) and its pod."""
     p = row.payload if isinstance(row.payload, dict) else {}
     what = p.get("message") or p.get("name") or p.get("transition") or p.get("reason") or row.kind
@@ -88,10 +90,10 @@ def _line_of(row: Observation) -> str:
     if not where and p.get("span_id"):
         where = f"span {p.get('trace_id') or '-'}/{p['span_id']}"
     at = f"{where} " if isinstance(where, str) and where else ""
-    return f"{at}#{row.pk} {row.kind} on {row.node or '-'}{pid} at {format_time(row.observed_at)}: {what} {pod}".rstrip()
+    return f"{at}#{row.id} {row.kind} on {row.node or '-'}{pid} at {format_time(row.observed_at)}: {what} {pod}".rstrip()
 
 
-def explain_text(timeline: PodTimeline, proofs: dict[str, Observation]) -> str:
+def explain_text(timeline: PodTimeline, proofs: dict[str, StoredRow]) -> str:
     """For each worker interval, each bound and the observation that proves it (or why none does)."""
     out = [f"worker lane of {timeline.namespace}/{timeline.name} ({timeline.uid}): each bound and its proof"]
     for iv in timeline.lane("worker"):
@@ -172,7 +174,7 @@ class Command(BaseCommand):
                 for k in ("start_evidence", "end_evidence")
                 if iv.attrs.get(k)
             }
-            rows = Observation.objects.filter(cluster=c, dedupe_key__in=keys)
+            rows = observation_rows.rows(Observation.objects.filter(cluster=c, dedupe_key__in=keys))
             self.stdout.write(explain_text(timeline, {row.dedupe_key: row for row in rows}))
             return
         self.stdout.write(render_text(timeline, c.name))

@@ -1,0 +1,176 @@
+"""Reading stored observations back: every reader of ``timelines_observation`` gets its rows' payloads
+through ``decode_payload`` and its rows through ``rows`` / ``facts`` here, so that the stored form of an
+observation is known to the store (which writes it) and to this module (which reads it) and to nothing
+else (issue #37, docs/storage.md: the compact form replaces the payload column; its decode replaces
+``decode_payload``, and no reader filters on the payload in SQL).
+
+A reader that needs a payload field to choose rows reads the rows its indexed columns select (cluster,
+kind, pod UID, names, time) and keeps those whose decoded payload matches (``where``): the selections are
+an object's or a name's rows, never a whole cluster's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+import psycopg
+from django.db import connection
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
+
+from timelines.lifecycle.observation import Observation, stored_observation
+from timelines.models import Observation as ObservationRow
+
+# (id, observation) pairs: the id is what derived rows cite as evidence.
+Fact = tuple[int, Observation]
+
+# The columns a read selects, in this order, followed by the payload column as stored (``PAYLOAD_SQL``).
+COLUMNS = (
+    "id",
+    "kind",
+    "source",
+    "observed_at",
+    "received_at",
+    "dedupe_key",
+    "pod_uid",
+    "node",
+    "namespace",
+    "name",
+)
+
+
+def payload_sql(table: str) -> str:
+    """The SQL that selects the stored payload of ``table``'s row for ``decode_payload``."""
+    return f"CAST({table}.payload AS TEXT)"
+
+
+def payload_expression() -> Any:
+    """The ORM expression that selects the stored payload for ``decode_payload`` (``payload_sql``'s)."""
+    return Cast("payload", TextField())
+
+
+def decode_payload(stored: str | bytes) -> Any:
+    """The one decode of a stored payload (as ``payload_sql`` selects it) back into its JSON value."""
+    return orjson.loads(stored)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One stored observation as a reader gets it (the attribute names of the model's row)."""
+
+    id: int
+    kind: str
+    source: str
+    observed_at: datetime
+    received_at: datetime
+    dedupe_key: str
+    pod_uid: str | None
+    node: str
+    namespace: str
+    name: str
+    payload: Any
+
+    def observation(self) -> Observation:
+        return observation_from_row(self)
+
+
+def observation_from_row(row: StoredRow | ObservationRow) -> Observation:
+    """The ``Observation`` a stored row holds (empty texts read back as None, as they were given)."""
+    return stored_observation(
+        row.kind,
+        row.source,
+        row.observed_at,
+        row.dedupe_key,
+        row.pod_uid,
+        row.node or None,
+        row.namespace or None,
+        row.name or None,
+        row.payload,
+    )
+
+
+Where = Callable[[Any], bool]
+
+
+def _selected(qs: QuerySet[ObservationRow]) -> Any:
+    return qs.annotate(payload_text=payload_expression()).values_list(*COLUMNS, "payload_text")
+
+
+def rows(qs: QuerySet[ObservationRow], where: Where | None = None) -> list[StoredRow]:
+    """The rows of ``qs`` (in its order), decoded; with ``where``, those whose payload it accepts."""
+    return list(iter_rows(qs, where))
+
+
+def iter_rows(
+    qs: QuerySet[ObservationRow], where: Where | None = None, *, chunk_size: int | None = None
+) -> Generator[StoredRow]:
+    """As ``rows``, one at a time; with ``chunk_size``, read from the database that many at a time (a
+    server-side cursor on PostgreSQL) instead of all at once."""
+    selected = _selected(qs)
+    if chunk_size is not None:
+        selected = selected.iterator(chunk_size=chunk_size)
+    for oid, kind, source, at, received, key, uid, node, ns, name, payload in selected:
+        value = decode_payload(payload)
+        if where is None or where(value):
+            yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
+
+
+def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[Fact]:
+    """(id, Observation) of the rows of ``qs`` (in its order); with ``where``, those whose payload it
+    accepts."""
+    made = stored_observation
+    for oid, kind, source, at, _received, key, uid, node, ns, name, payload in _selected(qs):
+        value = decode_payload(payload)
+        if where is None or where(value):
+            yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
+
+
+def facts_sql(condition: str) -> str:
+    """The statement ``pg_facts`` runs for ``condition``."""
+    return (
+        "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, "
+        f"o.name, {payload_sql('o')} FROM timelines_observation o WHERE o.cluster_id = %s {condition}"
+    )
+
+
+def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) -> list[Fact]:
+    """PostgreSQL: (id, Observation) of the rows ``condition`` (SQL after ``WHERE o.cluster_id = %s``,
+    ordering included) selects, read in one binary round trip; with ``where``, those whose payload it
+    accepts."""
+    sql = facts_sql(condition)
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        # Never a named prepared statement: a transaction-pooling proxy may hand the next query to
+        # another server session.
+        cursor.execute(sql, params, binary=True, prepare=False)
+        fetched = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
+    made, decode = stored_observation, decode_payload
+    out = []
+    for oid, kind, source, at, key, uid, node, ns, name, payload in fetched:
+        value = decode(payload)
+        if where is None or where(value):
+            out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
+    return out
+
+
+def field_is(path: Sequence[str], expected: Any) -> Where:
+    """A ``where`` that keeps payloads whose member at ``path`` (object keys) is ``expected``."""
+
+    def accepts(payload: Any) -> bool:
+        value = payload
+        for key in path:
+            if not isinstance(value, dict):
+                return False
+            value = value.get(key)
+        return bool(value == expected and type(value) is type(expected))
+
+    return accepts
+
+
+def field_of(payload: Any, key: str) -> Any:
+    """``payload[key]`` when the payload is an object that has it, else None."""
+    return payload.get(key) if isinstance(payload, dict) else None
