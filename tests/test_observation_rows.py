@@ -1,0 +1,85 @@
+"""A payload condition (``observation_rows.field_is``) keeps exactly the rows whose decoded payload meets
+it, whether the read narrows the selection in SQL first (the ORM's reads and PostgreSQL's one-round-trip
+read, ``pg_facts``) or not: the narrowing only reads fewer rows. Synthetic audit records and events of one
+namespace, on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from timelines import observation_rows, store
+from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.models import Cluster
+from timelines.models import Observation as ObservationRow
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
+
+T0 = datetime(2026, 12, 6, 9, 0, 0, 123456, tzinfo=UTC)
+
+PAYLOADS: list[Any] = [
+    {"resource": "pods", "subresource": "eviction"},
+    {"resource": "pods", "subresource": "status"},
+    {"resource": "pods"},
+    {"resource": "nodes", "subresource": "eviction"},
+    {"resource": "Pods"},
+    {"resource": 1, "static": 1},
+    {"resource": None, "static": True},
+    {"involved": {"kind": "PodDisruptionBudget", "name": "db"}},
+    {"involved": {"kind": "Deployment"}},
+    {"involved": "PodDisruptionBudget"},
+    {"static": "true"},
+    {"static": False},
+    {},
+]
+
+CONDITIONS = [
+    (("subresource",), "eviction"),
+    (("resource",), "pods"),
+    (("involved", "kind"), "PodDisruptionBudget"),
+    (("static",), True),
+]
+
+
+def stored() -> Cluster:
+    facts = [
+        Observation(
+            kind=Kind.AUDIT,
+            source=Source.AUDIT,
+            observed_at=T0 + timedelta(seconds=i),
+            dedupe_key=f"audit:row-{i}",
+            pod_uid=None,
+            node=None,
+            namespace="shop",
+            name=f"web-{i}",
+            payload=payload,
+        )
+        for i, payload in enumerate(PAYLOADS)
+    ]
+    store.save_observations("rows", facts)
+    return Cluster.objects.get(name="rows")
+
+
+@pytest.mark.parametrize(("path", "expected"), CONDITIONS)
+def test_a_payload_condition_keeps_the_rows_its_decoded_payload_meets(
+    path: tuple[str, ...], expected: Any
+) -> None:
+    cluster = stored()
+    where = observation_rows.field_is(path, expected)
+    every = ObservationRow.objects.filter(cluster=cluster, kind=Kind.AUDIT).order_by("observed_at")
+    by_rule = [r.name for r in observation_rows.rows(every) if where(r.payload)]
+    assert by_rule, "each condition meets at least one row"
+    assert [r.name for r in observation_rows.rows(every, where)] == by_rule
+    with CaptureQueriesContext(connection) as read:
+        assert [o.name for _, o in observation_rows.facts(every, where)] == by_rule
+    (statement,) = [q["sql"] for q in read.captured_queries]
+    assert "payload" in statement.split(" WHERE ", 1)[1], "the selection is narrowed in SQL"
+    if connection.vendor == "postgresql":
+        got = observation_rows.pg_facts(
+            "AND o.kind = %s ORDER BY o.observed_at", [cluster.pk, Kind.AUDIT], where
+        )
+        assert [o.name for _, o in got] == by_rule
