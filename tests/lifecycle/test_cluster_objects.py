@@ -236,3 +236,17 @@ def test_a_drain_waits_on_a_pod_only_from_its_creation():
     timeline = derive_pdb_timeline([pdb(0, 0)], pods=[late], cordons={"node-a": [(at(10), None)]})
     [finding] = timeline.findings
     assert (finding.start, finding.end) == (at(40), None)
+
+
+def test_a_deleted_pdb_names_itself_and_ends_when_it_was_deleted():
+    """GIVEN PDB shop/web-pdb seen allowing 1 disruption at T0, blocking at T0+10, and its deletion
+    (a watch's DELETED) at T0+30 THEN its timeline names that PDB (uid, namespace, name: what the pages
+    and the store key it by), says it was deleted at T0+30, and its lane ends there."""
+    deleted = replace(pdb(30, 0), kind=Kind.PDB_DELETED, dedupe_key="pdb-deleted:pdb-uid-1")
+    timeline = derive_pdb_timeline([pdb(0, 1), pdb(10, 0), deleted])
+    assert (timeline.uid, timeline.namespace, timeline.name) == ("pdb-uid-1", "shop", "web-pdb")
+    assert timeline.deleted_at == at(30)
+    assert [(iv.lane, iv.state, iv.start, iv.end) for iv in timeline.intervals] == [
+        ("pdb:web-pdb", "allowed", at(0), at(10)),
+        ("pdb:web-pdb", "blocked", at(10), at(30)),
+    ]
