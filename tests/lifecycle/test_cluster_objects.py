@@ -250,3 +250,19 @@ def test_a_deleted_pdb_names_itself_and_ends_when_it_was_deleted():
         ("pdb:web-pdb", "allowed", at(0), at(10)),
         ("pdb:web-pdb", "blocked", at(10), at(30)),
     ]
+
+
+def test_the_kubelet_lane_bars_each_process_from_its_start_to_its_last_line():
+    """GIVEN the node's kubelet pid 100 logging from T0 to T0+50 (its start line at T0), then pid 200
+    started at T0+60 and logging to T0+90 THEN the node's kubelet lane has one bar per process, each from
+    its start to its last line, the second a restart (it started after the first one's last line)."""
+    from tests.lifecycle.test_worker_lane import process
+
+    timeline = derive_node_timeline(
+        [node(0), process(100, 0, 50, started=0), process(200, 60, 90, started=60)]
+    )
+    bars = timeline.lanes["node:kubelet"]
+    assert [(iv.attrs["pid"], iv.start, iv.end, iv.attrs["restart"]) for iv in bars] == [
+        (100, at(0), at(50), False),
+        (200, at(60), at(90), True),
+    ]
