@@ -323,3 +323,38 @@ def test_a_state_that_comes_back_is_a_new_snapshot() -> None:
         ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48791", 0),
         ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48792", 1),
     ]
+
+
+def test_an_invalid_requests_causes_name_the_field() -> None:
+    """(Written from the API types, not copied from a cluster.) A request the API server refuses as
+    Invalid (422) answers a metav1.Status whose ``details.causes`` each name the ``field`` at fault, as its
+    JSON path (metav1.StatusCause): the observation keeps it, so a refused create says what was wrong."""
+    import json
+
+    from collectors.parsers.audit import parse_audit
+
+    cause = {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"}
+    event = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": "invalid-1",
+        "stage": "ResponseComplete",
+        "requestURI": "/api/v1/namespaces/shop/pods",
+        "verb": "create",
+        "user": {"username": "kubernetes-admin"},
+        "objectRef": {"resource": "pods", "namespace": "shop", "name": "web-0", "apiVersion": "v1"},
+        "responseStatus": {
+            "metadata": {},
+            "status": "Failure",
+            "message": 'Pod "web-0" is invalid: spec.containers[0].image: Required value',
+            "reason": "Invalid",
+            "details": {"name": "web-0", "kind": "Pod", "causes": [cause]},
+            "code": 422,
+        },
+        "requestReceivedTimestamp": "2024-06-07T06:54:00.100000Z",
+        "stageTimestamp": "2024-06-07T06:54:00.110000Z",
+    }
+    (refused,) = [o for o in parse_audit(json.dumps(event).encode()).observations if o.kind == Kind.AUDIT]
+    assert refused.payload["code"] == 422
+    assert refused.payload["causes"] == [cause]
