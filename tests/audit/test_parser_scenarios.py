@@ -358,3 +358,26 @@ def test_an_invalid_requests_causes_name_the_field() -> None:
     (refused,) = [o for o in parse_audit(json.dumps(event).encode()).observations if o.kind == Kind.AUDIT]
     assert refused.payload["code"] == 422
     assert refused.payload["causes"] == [cause]
+
+
+def test_a_whole_node_update_without_unschedulable_says_schedulable() -> None:
+    """An ``update`` (PUT) replaces the whole Node: a spec without ``unschedulable`` (``omitempty``: false
+    is never written) and without taints leaves the node schedulable and untainted, which the write states
+    (``change`` None: a PUT states the result only). The PUT of cordon.jsonl, its ``unschedulable`` taken
+    out."""
+    import json
+
+    from collectors.parsers.audit import parse_audit
+
+    (put,) = [
+        json.loads(line)
+        for line in (FIXTURES / "cordon.jsonl").read_text().splitlines()
+        if '"verb":"update"' in line and '"ResponseComplete"' in line and '"code":200' in line
+    ]
+    del put["requestObject"]["spec"]["unschedulable"]
+    (audit,) = [o for o in parse_audit(json.dumps(put).encode()).observations if o.kind == Kind.AUDIT]
+    assert audit.payload["node_change"] == {
+        "unschedulable": False,
+        "unschedulable_taint": False,
+        "change": None,
+    }
