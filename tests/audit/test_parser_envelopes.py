@@ -318,3 +318,23 @@ def test_actor_of(username: str | None, reason: str | None, expected: dict) -> N
 )
 def test_a_member_of_system_nodes_is_a_kubelet(username: str, groups: list[str], expected: dict) -> None:
     assert actor_of(username, None, groups) == expected
+
+
+def test_an_aks_records_refused_event_is_named_by_its_line() -> None:
+    """The first record of the real AKS diagnostic log (tests/fixtures/real/audit, kube-audit-admin), its
+    Event's auditID taken out, after a good copy of it: the refusal names the line it came from, as every
+    refusal does, so a reader finds it in a file of thousands (the Event inside ``properties.log`` is
+    where, not what)."""
+    from pathlib import Path
+
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/real/audit/aks-2025-kube-audit-admin-eviction-429.jsonl"
+    )
+    record = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    event = json.loads(record["properties"]["log"])
+    del event["auditID"]
+    broken = {**record, "properties": {**record["properties"], "log": json.dumps(event)}}
+    result = parse_audit([json.dumps(record).encode(), json.dumps(broken).encode()])
+    assert result.rejected == {"no_audit_id": 1}
+    assert result.examples == ["no_audit_id: line 2"]
