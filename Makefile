@@ -44,8 +44,8 @@ fidelity: $(VENV)/.installed
 ## make mutation: mutation testing (mutmut) of the code that decides what a user sees (pyproject.toml
 ## [tool.mutmut]): per area, killed / total mutants and the survivors. A seeded sample of SAMPLE lines
 ## (default 15, SEED=S) runs in 7-11 min; FULL=1 mutates every line (a release's run: hours). Exits 1 when
-## an area of the default sample scores below tools/mutation-score; RATCHET=update records a higher one
-## (docs/testing.md).
+## a line of the default sample recorded in tools/mutation-score has a mutant fewer killed (a line new to
+## the sample, edited or added, is not compared); RATCHET=update records the sample (docs/testing.md).
 mutation: $(VENV)/.installed
 	$(PY) tools/mutation.py $(if $(FULL),--full) $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(SEED),--seed $(SEED)) $(if $(filter update,$(RATCHET)),--update)
 

@@ -19,9 +19,12 @@ each mutant against those tests only. This script drives it:
    percentage (a timeout is a kill, as in mutmut's own score; a mutant no selected test reaches counts
    as a survivor) and each surviving mutant with its file:line and change (``mutmut show NAME``: the diff).
 
-The ratchet: ``tools/mutation-score`` records each area's score of the default sample. The run exits 1 when
-an area scores below its record; ``--update`` (``make mutation RATCHET=update``) records the scores that
-went up. Another sample or ``--full`` prints its scores without a check.
+The ratchet: ``tools/mutation-score`` records, for each line of the default sample, its killed / total,
+the line known by the SHA-256 of its key (file, function, text). The run exits 1 when a recorded line still
+in the sample has a mutant fewer killed; a line new to the sample (edited, added, moved) is reported and
+not compared, so an edit cannot fail the check by changing the sample. ``--update`` (``make mutation
+RATCHET=update``) records the sample as it is. Another sample, ``--areas`` or ``--full`` prints its scores
+without a check.
 """
 
 from __future__ import annotations
@@ -217,7 +220,7 @@ def whole_functions(areas: dict[str, Area]) -> dict[str, set[int]]:
     return chosen
 
 
-def sample(areas: dict[str, Area], size: int, seed: str) -> dict[str, set[int]]:
+def sample(areas: dict[str, Area], size: int, seed: str) -> list[Line]:
     """``size`` lines split equally among the areas, in each those of the lowest SHA-256 of ``seed:key``."""
     order = {
         name: sorted(a.lines, key=lambda line: hashlib.sha256(f"{seed}:{line.key}".encode()).digest())
@@ -231,10 +234,13 @@ def sample(areas: dict[str, Area], size: int, seed: str) -> dict[str, set[int]]:
             take = min(each, len(order[name]) - share[name], left)
             share[name] += take
             left -= take
+    return [line for name in areas for line in order[name][: share[name]]]
+
+
+def by_path(lines: Iterable[Line]) -> dict[str, set[int]]:
     chosen: dict[str, set[int]] = {}
-    for name in areas:
-        for line in order[name][: share[name]]:
-            chosen.setdefault(line.path, set()).add(line.number)
+    for line in lines:
+        chosen.setdefault(line.path, set()).add(line.number)
     return chosen
 
 
@@ -338,63 +344,126 @@ def percent(killed: int, total: int) -> float:
     return int(1000 * killed / total) / 10 if total else 100.0
 
 
-def read_score(path: Path) -> dict[str, float]:
-    recorded: dict[str, float] = {}
+@dataclass(frozen=True)
+class LineScore:
+    """What the tests did to the mutants of one sampled line: the ratchet's unit."""
+
+    area: str
+    ident: (
+        str  # the line's identity: the first 12 hex digits of the SHA-256 of its key (file, function, text)
+    )
+    path: str
+    function: str
+    killed: int
+    total: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.area}: {self.path} {self.function} (line {self.ident})"
+
+
+def line_ident(line: Line) -> str:
+    return hashlib.sha256(line.key.encode()).hexdigest()[:12]
+
+
+def line_scores(
+    areas: dict[str, Area], lines: Sequence[Line], mutants: Iterable[Mutant]
+) -> dict[str, LineScore]:
+    """Each sampled line's killed / total: a mutant belongs to the last sampled line of its file at or
+    before the first line it changes (mutmut puts a mutant on a node that starts on a line it may mutate;
+    a node spanning lines may change a later one)."""
+    area_of = {line.key: name for name, area in areas.items() for line in area.lines}
+    counts: dict[str, list[int]] = {line.key: [0, 0] for line in lines}
+    for mutant in mutants:
+        if mutant.status in NOT_COUNTED:
+            continue
+        first, _, _ = change_of(mutant)
+        mine = [line for line in lines if line.path == str(mutant.path)]
+        if not mine:
+            continue
+        before = [line for line in mine if first is not None and line.number <= first]
+        line = max(before, key=lambda x: x.number) if before else min(mine, key=lambda x: x.number)
+        counts[line.key][0] += mutant.status in CAUGHT
+        counts[line.key][1] += 1
+    scores = {}
+    for line in lines:
+        killed, total = counts[line.key]
+        ident = line_ident(line)
+        scores[ident] = LineScore(area_of[line.key], ident, line.path, line.function, killed, total)
+    return scores
+
+
+SCORE_LINE = re.compile(r"(\S+)\s+(\d+)/(\d+)\s+([0-9a-f]{12})\s+(\S+)\s+(\S+)$")
+
+
+def read_score(path: Path) -> dict[str, LineScore]:
+    recorded: dict[str, LineScore] = {}
     if not path.exists():
         return recorded
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
+    for text in path.read_text(encoding="utf-8").splitlines():
+        if not text.strip() or text.startswith("#"):
             continue
-        if not (m := re.match(r"(\S+)\s+(\d+(?:\.\d+)?)%", line)):
-            raise SystemExit(f"mutation: {path}: expected `AREA PERCENT% (KILLED/TOTAL)`, got {line!r}")
-        recorded[m.group(1)] = float(m.group(2))
+        if not (m := SCORE_LINE.match(text)):
+            raise SystemExit(
+                f"mutation: {path}: expected `AREA KILLED/TOTAL LINE-ID FILE FUNCTION`, got {text!r}"
+            )
+        area, killed, total, ident, file, function = m.groups()
+        recorded[ident] = LineScore(area, ident, file, function, int(killed), int(total))
     return recorded
 
 
-def write_score(path: Path, scores: dict[str, tuple[int, int]], recorded: dict[str, float]) -> None:
+def write_score(path: Path, scores: Iterable[LineScore]) -> None:
     lines = [
-        "# The mutation ratchet (make mutation, tools/mutation.py, docs/testing.md): per area, the share of",
-        f"# the mutants of the default sample (SAMPLE={SAMPLE} lines, SEED={SEED}) the tests kill. `make mutation`",
-        "# fails when an area scores below its line; `make mutation RATCHET=update` records the ones that rose.",
+        "# The mutation ratchet (make mutation, tools/mutation.py, docs/testing.md): for each line of the default",
+        f"# sample (SAMPLE={SAMPLE} lines, SEED={SEED}), how many of its mutants the tests kill. A line is known by",
+        "# its identity (the SHA-256 of its file, function and text): `make mutation` fails when a recorded line",
+        "# still in the sample has a mutant fewer killed; a line new to the sample (one edited, added or moved",
+        "# since) is not compared. `make mutation RATCHET=update` records the sample as it is now.",
+        "# AREA KILLED/TOTAL LINE-ID FILE FUNCTION",
     ]
-    for name, (killed, total) in scores.items():
-        if percent(killed, total) >= recorded.get(name, 0.0):
-            lines.append(f"{name} {percent(killed, total):.1f}% ({killed}/{total})")
-        else:  # kept as it was: lower scores are recorded by hand, with the reason in the commit
-            lines.append(f"{name} {recorded[name]:.1f}%")
+    lines += [f"{s.area} {s.killed}/{s.total} {s.ident} {s.path} {s.function}" for s in scores]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def ratchet(scores: dict[str, tuple[int, int]], path: Path, *, update: bool) -> int:
+def ratchet(scores: dict[str, LineScore], path: Path, *, update: bool) -> int:
+    """Compares each sampled line with its record, if it has one: a score recorded for one line is never
+    compared with another line's, so an edit that changes the sample cannot fail the check (nor hide a
+    regression on the lines it left alone)."""
     recorded = read_score(path)
-    failed = False
-    rose = False
-    for name, (killed, total) in scores.items():
-        now = percent(killed, total)
-        if name not in recorded:
+    regressed: dict[str, LineScore] = {}
+    changed = False
+    new = []
+    for ident, now in scores.items():
+        was = recorded.get(ident)
+        if was is None:
+            new.append(now)
+        elif was.total != now.total:
+            print(f"mutation: {now.where}: {now.total} mutants, {was.total} when recorded: not compared")
+        elif now.killed < was.killed:
             print(
-                f"mutation: {name}: no score recorded in {path.name}: `make mutation RATCHET=update` records it"
+                f"mutation: {now.where}: {now.killed}/{now.total} killed, {was.killed} recorded: a regression"
             )
-            failed = failed or not update
-            rose = True
-        elif now < recorded[name]:
-            print(
-                f"mutation: {name}: {now:.1f}% killed, below the {recorded[name]:.1f}% recorded: a regression"
-            )
-            failed = True
-        elif now > recorded[name]:
-            rose = True
-            if not update:
-                print(
-                    f"mutation: {name}: {now:.1f}%, above the {recorded[name]:.1f}% recorded: RATCHET=update records it"
-                )
-    for name in sorted(recorded.keys() - scores.keys()):
-        print(f"mutation: {path.name} records {name!r}, which no only_mutate entry names: remove its line")
-        failed = True
-    if update and rose:
-        write_score(path, scores, recorded)
-        print(f"mutation: recorded the scores that rose in {path}")
-    return 1 if failed else 0
+            regressed[ident] = was
+        elif now.killed > was.killed and not update:
+            print(f"mutation: {now.where}: {now.killed}/{now.total} killed, above the {was.killed} recorded")
+        changed = changed or was is None or was != now
+    compared = len(scores) - len(new)
+    print(
+        f"mutation: ratchet: {compared} of the {len(scores)} sampled lines compared with their record", end=""
+    )
+    print(f"; {len(new)} new to the sample, not compared" if new else "", end="")
+    print(
+        f"; {len(recorded.keys() - scores.keys())} recorded lines left the sample"
+        if recorded.keys() - scores.keys()
+        else ""
+    )
+    if (new or changed or recorded.keys() - scores.keys()) and not update:
+        print("mutation: `make mutation RATCHET=update` records the sample as it is now")
+    if update and (changed or recorded.keys() - scores.keys()):
+        # a regressed line keeps its record: a lower one is recorded by hand, with the reason in the commit
+        write_score(path, [regressed.get(ident, now) for ident, now in scores.items()])
+        print(f"mutation: recorded the sample in {path}")
+    return 1 if regressed else 0
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -428,6 +497,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=SAMPLE, help=f"lines to mutate (default {SAMPLE})")
     parser.add_argument("--seed", default=SEED, help=f"which ones (default {SEED!r})")
     parser.add_argument("--full", action="store_true", help="every line (a release's run: hours)")
+    parser.add_argument(
+        "--areas",
+        default="",
+        help="comma-separated areas to mutate, the sample all theirs (default: every area)",
+    )
     parser.add_argument("--update", action="store_true", help="record higher scores in the ratchet file")
     parser.add_argument("--score-file", type=Path, default=SCORE, help="the ratchet file")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
@@ -448,18 +522,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutation: compiled core modules ({', '.join(compiled)}): `make clean-core-ext` first")
         return 2
     areas = areas_of(mutmut_config())
-    run: dict[str, object] = {"full": opts.full, "sample": opts.sample, "seed": opts.seed}
-    default = not opts.full and opts.sample == SAMPLE and opts.seed == SEED
+    if opts.areas:
+        wanted = [name.strip() for name in opts.areas.split(",") if name.strip()]
+        if unknown := [name for name in wanted if name not in areas]:
+            raise SystemExit(f"mutation: no area {', '.join(unknown)} (areas: {', '.join(areas)})")
+        areas = {name: areas[name] for name in wanted}
+    run: dict[str, object] = {
+        "full": opts.full,
+        "sample": opts.sample,
+        "seed": opts.seed,
+        "areas": list(areas),
+    }
+    default = not opts.full and opts.sample == SAMPLE and opts.seed == SEED and not opts.areas
     started = time.monotonic()
     if opts.report:
         if not RUN_FILE.exists():
             print("mutation: no run to report (mutants/ holds none)")
             return 2
         run = json.loads(RUN_FILE.read_text(encoding="utf-8"))
-        default = not run["full"] and run["sample"] == SAMPLE and run["seed"] == SEED
+        every = len(areas)
+        ran = run.get("areas", list(areas))
+        areas = {name: area for name, area in areas.items() if isinstance(ran, list) and name in ran}
+        default = not run["full"] and run["sample"] == SAMPLE and run["seed"] == SEED and len(areas) == every
     else:
-        chosen = whole_functions(areas) if opts.full else sample(areas, opts.sample, opts.seed)
+        lines = [] if opts.full else sample(areas, opts.sample, opts.seed)
+        chosen = whole_functions(areas) if opts.full else by_path(lines)
         run["code"] = code_digest()
+        run["lines"] = [line.key for line in lines]
         last = json.loads(RUN_FILE.read_text(encoding="utf-8")) if RUN_FILE.exists() else None
         if not opts.full or last != run:
             # From nothing, but to resume a --full run of the same code and tests: mutmut keeps the
@@ -490,11 +579,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unchecked := [m.name for m in mutants if m.status == "not checked"]:
         print(f"mutation: {len(unchecked)} mutants have no verdict (first: {unchecked[0]})")
         return 2
-    scores = report(areas, mutants, diffs=opts.diffs)
+    report(areas, mutants, diffs=opts.diffs)
     if not default:
         print("mutation: not the default sample, so no ratchet check")
         return 0
-    return ratchet(scores, opts.score_file, update=opts.update)
+    recorded_keys = run.get("lines", [])
+    keys = {str(key) for key in recorded_keys} if isinstance(recorded_keys, list) else set()
+    sampled = [line for area in areas.values() for line in area.lines if line.key in keys]
+    return ratchet(line_scores(areas, sampled, mutants), opts.score_file, update=opts.update)
 
 
 if __name__ == "__main__":

@@ -116,6 +116,8 @@ def test_gzip_bodies_and_gzip_members() -> None:
     assert [o.dedupe_key for o in twice.observations] == [o.dedupe_key for o in plain.observations]
     cut = parse_audit(gzip.compress(body)[:-200])
     assert cut.rejected["bad_gzip"] == 1
+    # what the ingest prints: the body was cut, and what came before it was kept
+    assert "bad_gzip: gzip data is cut short; kept what came before" in cut.examples
     assert 0 < len(cut.observations) < len(plain.observations)
 
 
@@ -152,6 +154,13 @@ def test_bad_lines_are_counted_and_the_rest_is_kept() -> None:
     assert result.rejected["bad_json"] == 2
     assert len(audits(result)) == 14
     assert any(e.startswith("bad_json: line 2:") for e in result.examples)
+
+
+def test_each_reason_quotes_its_first_ten_bad_records_and_counts_them_all() -> None:
+    """A log of 25 bad lines is told by its count and its first MAX_EXAMPLES (10) lines, not 25 quotes."""
+    result = parse_audit([b"garbage" for _ in range(25)])
+    assert result.rejected["not_audit_text"] == 25
+    assert result.examples == [f"not_audit_text: line {n}: 'garbage'" for n in range(1, 11)]
 
 
 def test_an_event_of_another_api_group_is_refused_by_name() -> None:
@@ -309,3 +318,23 @@ def test_actor_of(username: str | None, reason: str | None, expected: dict) -> N
 )
 def test_a_member_of_system_nodes_is_a_kubelet(username: str, groups: list[str], expected: dict) -> None:
     assert actor_of(username, None, groups) == expected
+
+
+def test_an_aks_records_refused_event_is_named_by_its_line() -> None:
+    """The first record of the real AKS diagnostic log (tests/fixtures/real/audit, kube-audit-admin), its
+    Event's auditID taken out, after a good copy of it: the refusal names the line it came from, as every
+    refusal does, so a reader finds it in a file of thousands (the Event inside ``properties.log`` is
+    where, not what)."""
+    from pathlib import Path
+
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/real/audit/aks-2025-kube-audit-admin-eviction-429.jsonl"
+    )
+    record = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    event = json.loads(record["properties"]["log"])
+    del event["auditID"]
+    broken = {**record, "properties": {**record["properties"], "log": json.dumps(event)}}
+    result = parse_audit([json.dumps(record).encode(), json.dumps(broken).encode()])
+    assert result.rejected == {"no_audit_id": 1}
+    assert result.examples == ["no_audit_id: line 2"]

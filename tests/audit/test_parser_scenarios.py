@@ -323,3 +323,61 @@ def test_a_state_that_comes_back_is_a_new_snapshot() -> None:
         ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48791", 0),
         ("pdb:9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d:after:48792", 1),
     ]
+
+
+def test_an_invalid_requests_causes_name_the_field() -> None:
+    """(Written from the API types, not copied from a cluster.) A request the API server refuses as
+    Invalid (422) answers a metav1.Status whose ``details.causes`` each name the ``field`` at fault, as its
+    JSON path (metav1.StatusCause): the observation keeps it, so a refused create says what was wrong."""
+    import json
+
+    from collectors.parsers.audit import parse_audit
+
+    cause = {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"}
+    event = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": "invalid-1",
+        "stage": "ResponseComplete",
+        "requestURI": "/api/v1/namespaces/shop/pods",
+        "verb": "create",
+        "user": {"username": "kubernetes-admin"},
+        "objectRef": {"resource": "pods", "namespace": "shop", "name": "web-0", "apiVersion": "v1"},
+        "responseStatus": {
+            "metadata": {},
+            "status": "Failure",
+            "message": 'Pod "web-0" is invalid: spec.containers[0].image: Required value',
+            "reason": "Invalid",
+            "details": {"name": "web-0", "kind": "Pod", "causes": [cause]},
+            "code": 422,
+        },
+        "requestReceivedTimestamp": "2024-06-07T06:54:00.100000Z",
+        "stageTimestamp": "2024-06-07T06:54:00.110000Z",
+    }
+    (refused,) = [o for o in parse_audit(json.dumps(event).encode()).observations if o.kind == Kind.AUDIT]
+    assert refused.payload["code"] == 422
+    assert refused.payload["causes"] == [cause]
+
+
+def test_a_whole_node_update_without_unschedulable_says_schedulable() -> None:
+    """An ``update`` (PUT) replaces the whole Node: a spec without ``unschedulable`` (``omitempty``: false
+    is never written) and without taints leaves the node schedulable and untainted, which the write states
+    (``change`` None: a PUT states the result only). The PUT of cordon.jsonl, its ``unschedulable`` taken
+    out."""
+    import json
+
+    from collectors.parsers.audit import parse_audit
+
+    (put,) = [
+        json.loads(line)
+        for line in (FIXTURES / "cordon.jsonl").read_text().splitlines()
+        if '"verb":"update"' in line and '"ResponseComplete"' in line and '"code":200' in line
+    ]
+    del put["requestObject"]["spec"]["unschedulable"]
+    (audit,) = [o for o in parse_audit(json.dumps(put).encode()).observations if o.kind == Kind.AUDIT]
+    assert audit.payload["node_change"] == {
+        "unschedulable": False,
+        "unschedulable_taint": False,
+        "change": None,
+    }

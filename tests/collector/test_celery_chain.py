@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -25,6 +25,7 @@ from django.db import connection
 from collectors import tasks
 from collectors.kube import config, lease
 from collectors.models import CollectorState
+from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 from timelines.models import Observation as ObservationRow
 
@@ -33,16 +34,6 @@ CLUSTER = "podlife-demo"  # the demo kubeconfig's context, which names the clust
 QUEUE_KEYS = ("celery", "unacked", "unacked_index", "unacked_mutex")
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 20.0) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def stored_uids(kind: str) -> set[str]:
@@ -124,9 +115,7 @@ class Worker:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: SIGKILL takes everything it started
         )
-        wait_for(
-            f"worker {name} to start", lambda: b"ready." in self.log_path.read_bytes(), timeout=start_timeout
-        )
+        wait_for(lambda: b"ready." in self.log_path.read_bytes(), f"worker {name} to start", start_timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -158,10 +147,10 @@ def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_en
     try:
         assert tasks.rearm_watches(["pods"]) == [f"{CLUSTER}/pods"]
         first_token = lease.leases().holder(lease.watch_key(CLUSTER, "pods"))
-        wait_for("the list", lambda: stored_uids(Kind.POD) >= sim.uids("pods"))
+        wait_for(lambda: stored_uids(Kind.POD) >= sim.uids("pods"), "the list")
         early = sim.spawn(2)
-        wait_for("watched pods", lambda: stored_uids(Kind.POD) >= early)
-        wait_for("a watch request in flight", lambda: open_watches() == 1)
+        wait_for(lambda: stored_uids(Kind.POD) >= early, "watched pods")
+        wait_for(lambda: open_watches() == 1, "a watch request in flight")
 
         workers[0].kill()  # mid-step: the watch request is open
         # Asked at once: a worker's start-up under load can outlast the lease's few seconds.
@@ -175,23 +164,23 @@ def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_en
 
         workers.append(Worker(env, "second", tmp_path, watch_queue))
         wait_for(
-            "the dead chain's lease to expire",
             lambda: lease.leases().holder(lease.watch_key(CLUSTER, "pods")) is None,
+            "the dead chain's lease to expire",
         )
         assert tasks.rearm_watches(["pods"]) == [f"{CLUSTER}/pods"]
         token = lease.leases().holder(lease.watch_key(CLUSTER, "pods"))
         assert token and token != first_token
 
         wait_for(
-            "pods created while no worker ran", lambda: stored_uids(Kind.POD) >= created | sim.uids("pods")
+            lambda: stored_uids(Kind.POD) >= created | sim.uids("pods"), "pods created while no worker ran"
         )
-        wait_for("the deletion made while no worker ran", lambda: victim in stored_uids(Kind.POD_DELETED))
+        wait_for(lambda: victim in stored_uids(Kind.POD_DELETED), "the deletion made while no worker ran")
 
         def pods_state() -> CollectorState:
             return CollectorState.objects.get(cluster__name=CLUSTER, resource="pods")
 
         # The version is saved just after what it covers is stored.
-        wait_for("the version to move on", lambda: int(pods_state().resource_version) > int(reached))
+        wait_for(lambda: int(pods_state().resource_version) > int(reached), "the version to move on")
         assert pods_state().relists_total == 1  # resumed from the stored version: no second list
         assert not ObservationRow.objects.filter(cluster__name=CLUSTER, source="synthetic").exists()
         # Exactly one live chain: never two watch requests, the same lease holder, re-arming refused.
@@ -227,8 +216,8 @@ def test_a_worker_sized_by_its_settings_runs_every_watch_chain_at_once(worker_en
         armed = tasks.rearm_watches()
         assert sorted(armed) == sorted(f"{CLUSTER}/{r}" for r in ALL_RESOURCES)
         wait_for(
-            f"all {len(ALL_RESOURCES)} watch requests open at once",
             lambda: open_watches() == len(ALL_RESOURCES),
+            f"all {len(ALL_RESOURCES)} watch requests open at once",
             timeout=90,
         )
     finally:

@@ -9,7 +9,6 @@ evictions, and who made the other pods go; the PDB's finding counts the refusals
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -19,6 +18,7 @@ from django.utils import timezone
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from demo_cluster.management.commands.demo import AuditShipper
+from tests.waits import wait_for
 from timelines import derivation
 from timelines.models import Finding, Marker, Pod
 
@@ -39,9 +39,8 @@ def test_the_demo_shows_who_evicted_a_drained_pod(make_sim, monkeypatch, derive_
     shipper = AuditShipper(cluster.audit, CLUSTER, every=0.2).start()
     try:
         sim.advance_watched(100)  # virtual seconds: the drain, its retries and the clean-up
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _evicted_marker():  # the shipper's and worker's rounds
-            time.sleep(0.3)
+        # the shipper's and the derive worker's rounds
+        wait_for(_evicted_marker, "the eviction's marker derived", interval=0.3)
     finally:
         shipper.stop()
         collector.stop()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
 from demo_cluster.truth import TruthEntry
 from tests.tools import require_tool
+from tests.waits import wait_for
 from timelines import derivation
 from timelines.lifecycle.findings import Thresholds
 from timelines.models import Finding
@@ -244,8 +244,9 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
             pdb = c.store.get("poddisruptionbudgets", NS, f"{pool}-pdb")
             return bool(pdb and pdb["status"].get("currentHealthy") == want)
 
-        _wait(lambda: healthy("ok", 3) and healthy("held", 2), 60)
-        _wait(lambda: _stored_pdbs_healthy({"ok-pdb": 3, "held-pdb": 2}), 30)  # the watch has it too
+        wait_for(lambda: healthy("ok", 3) and healthy("held", 2), "both PDBs healthy in the cluster", 60)
+        # the watch has it too
+        wait_for(lambda: _stored_pdbs_healthy({"ok-pdb": 3, "held-pdb": 2}), "both PDBs healthy as stored")
         for pool in ("ok", "held"):
             victim = next(
                 p for p in c.store.iter_objects("pods", NS) if p["metadata"]["labels"].get("app") == pool
@@ -253,7 +254,10 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
             node = victim["spec"]["nodeName"]
             proc = _drain(kubectl, sim.kubeconfig, tmp_path, node)
             if pool == "held":
-                _wait(lambda: any(e.outcome == "refused" for e in c.truth() if e.action == "eviction"), 30)
+                wait_for(
+                    lambda: any(e.outcome == "refused" for e in c.truth() if e.action == "eviction"),
+                    "an eviction refused",
+                )
                 with engine.lock:
                     c.update_deployment(NS, pool, lambda d: d["spec"].__setitem__("replicas", 3))
             out, _ = proc.communicate(timeout=120)
@@ -293,10 +297,3 @@ def _stored_pdbs_healthy(want: dict[str, int]) -> bool:
         for o in Observation.objects.filter(cluster__name=CLUSTER, kind=Kind.PDB).order_by("observed_at")
     }
     return all(seen.get(name) == n for name, n in want.items())
-
-
-def _wait(pred, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.1)
-    assert pred(), "timed out"

@@ -13,6 +13,7 @@ from django.db import connection
 
 from collectors.kube.runner import Collector
 from tests.collector.conftest import CLUSTER, FAST, stored
+from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 
 KUBELET_KINDS = (Kind.NODE_METRICS, Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
@@ -33,15 +34,6 @@ def terminate_other_backends() -> int:
     return int(row[0]) if row else 0
 
 
-def wait_for(check: Any, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
@@ -54,18 +46,23 @@ def test_kubelet_pulls_store_again_after_the_database_drops_every_connection(sim
     tunables = dataclasses.replace(FAST, kubelet_interval_s=0.3)
     collector = Collector([CLUSTER], resources=("pods",), tunables=tunables).start()
     try:
-        assert wait_for(lambda: stored(Kind.NODE_METRICS).exists() and stored(Kind.WORKER).exists())
+        wait_for(
+            lambda: stored(Kind.NODE_METRICS).exists() and stored(Kind.WORKER).exists(),
+            "the first kubelet metrics and log lines stored",
+        )
         # A pull that meets the dropped connection inside a transaction got a new one even before the fix
         # (Django closes a connection whose rollback fails); one that meets it in a plain query kept the
         # dead connection forever. Dropping them several times, a pull apart, reaches that case.
         killed = 0
         for _ in range(6):
             killed += terminate_other_backends()
-            time.sleep(0.4)  # pulls run on the dropped connections meanwhile
+            # Not a wait for a result: the scenario's pace (the connections drop again while pulls, 0.3 s
+            # apart, run on them); what the test asserts is waited for below, on conditions.
+            time.sleep(0.4)
         assert killed >= 1  # the collector's threads held connections
         last = max(stored(KUBELET_KINDS).values_list("id", flat=True))
         sim.advance(30)  # the kubelets log new lines and their working-pod counts change
-        assert wait_for(lambda: stored(Kind.WORKER, id__gt=last).exists(), 30), "no log line stored again"
-        assert wait_for(lambda: stored(Kind.NODE_METRICS, id__gt=last).exists(), 30), "no metrics again"
+        wait_for(lambda: stored(Kind.WORKER, id__gt=last).exists(), "a log line stored again")
+        wait_for(lambda: stored(Kind.NODE_METRICS, id__gt=last).exists(), "metrics stored again")
     finally:
         collector.stop()

@@ -15,7 +15,7 @@ from collectors.parsers.audit import parse_audit
 from tests.audit.helpers import parsed
 from tests.lifecycle.factories import T0, at, cond, ctr, pdb, pod, t
 from timelines.lifecycle import derive_pod_timeline
-from timelines.lifecycle.audit_evidence import who_of
+from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, read_audit, who_of
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.observation import Kind, Observation
 
@@ -348,3 +348,34 @@ def test_removing_the_last_finalizer_of_a_deleting_pod_is_its_removal() -> None:
     doc["responseObject"] = body
     result = parse_audit(json.dumps(doc).encode())
     assert [o.kind for o in result.observations if o.kind != Kind.AUDIT] == [Kind.POD]
+
+
+def test_a_second_graceful_delete_never_lengthens_the_deletion_time() -> None:
+    """The API server sets deletionTimestamp = now + grace on the first graceful DELETE; a later one can
+    shorten it but never lengthen it (k8s-facts.md, API objects: "Graceful DELETE"). GIVEN a pod known only
+    from audited requests, created at T0+1, deleted with grace 30 at T0+10 and again with grace 30 at
+    T0+20 (kubectl delete run twice) THEN every snapshot from the first DELETE on says deletionTimestamp
+    T0+40, grace 30: the second request changed nothing the object shows."""
+    create = event(
+        "c-1",
+        1,
+        "create",
+        "/api/v1/namespaces/default/pods",
+        ref={"resource": "pods", "namespace": "default", "name": "web-0"},
+        level="Metadata",
+    )
+    first = pod_delete("d-1", 10, "web-0", user="system:admin", agent=KUBECTL, grace=30)
+    again = pod_delete("d-2", 20, "web-0", user="system:admin", agent=KUBECTL, grace=30)
+    requests = audits_of(create, first, again)
+    (life,) = audit_lives("default", "web-0", requests, [])
+    records = [r for r in map(read_audit, life.observations) if r is not None]
+    deleting = [
+        (
+            o.observed_at,
+            datetime.fromisoformat(o.payload["deletion_timestamp"]),
+            o.payload["deletion_grace_seconds"],
+        )
+        for o in audit_snapshots(life.uid, records, life.gone_by)
+        if o.payload.get("deletion_timestamp")
+    ]
+    assert deleting == [(t(10), t(40), 30)]

@@ -236,3 +236,33 @@ def test_a_drain_waits_on_a_pod_only_from_its_creation():
     timeline = derive_pdb_timeline([pdb(0, 0)], pods=[late], cordons={"node-a": [(at(10), None)]})
     [finding] = timeline.findings
     assert (finding.start, finding.end) == (at(40), None)
+
+
+def test_a_deleted_pdb_names_itself_and_ends_when_it_was_deleted():
+    """GIVEN PDB shop/web-pdb seen allowing 1 disruption at T0, blocking at T0+10, and its deletion
+    (a watch's DELETED) at T0+30 THEN its timeline names that PDB (uid, namespace, name: what the pages
+    and the store key it by), says it was deleted at T0+30, and its lane ends there."""
+    deleted = replace(pdb(30, 0), kind=Kind.PDB_DELETED, dedupe_key="pdb-deleted:pdb-uid-1")
+    timeline = derive_pdb_timeline([pdb(0, 1), pdb(10, 0), deleted])
+    assert (timeline.uid, timeline.namespace, timeline.name) == ("pdb-uid-1", "shop", "web-pdb")
+    assert timeline.deleted_at == at(30)
+    assert [(iv.lane, iv.state, iv.start, iv.end) for iv in timeline.intervals] == [
+        ("pdb:web-pdb", "allowed", at(0), at(10)),
+        ("pdb:web-pdb", "blocked", at(10), at(30)),
+    ]
+
+
+def test_the_kubelet_lane_bars_each_process_from_its_start_to_its_last_line():
+    """GIVEN the node's kubelet pid 100 logging from T0 to T0+50 (its start line at T0), then pid 200
+    started at T0+60 and logging to T0+90 THEN the node's kubelet lane has one bar per process, each from
+    its start to its last line, the second a restart (it started after the first one's last line)."""
+    from tests.lifecycle.test_worker_lane import process
+
+    timeline = derive_node_timeline(
+        [node(0), process(100, 0, 50, started=0), process(200, 60, 90, started=60)]
+    )
+    bars = timeline.lanes["node:kubelet"]
+    assert [(iv.attrs["pid"], iv.start, iv.end, iv.attrs["restart"]) for iv in bars] == [
+        (100, at(0), at(50), False),
+        (200, at(60), at(90), True),
+    ]

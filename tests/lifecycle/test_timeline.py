@@ -153,3 +153,19 @@ def test_a_v1_document_still_reads_with_its_meaning_kept() -> None:
     assert setup.state == "setup" and setup.attrs["v1_sync"] is True
     assert [iv.attrs.get("v1_sync") for iv in timeline.lane("worker")] == [True, None, None]
     assert schema.to_builtins(schema.write_timeline(timeline, "prod-eu"))["schema"] == "podlife.timeline/v2"
+
+
+def test_an_api_state_cites_the_snapshots_that_show_it_and_no_other():
+    """Every interval keeps the ids of its evidence (DESIGN.md, "Lanes of a pod timeline"): a click on a bar
+    opens the objects that made it. GIVEN a pod seen scheduled (Pending on its node) at T0+1 and T0+2,
+    then Running at T0+5 and T0+9 (its container started at T0+4) THEN the scheduled bar cites the two
+    scheduled snapshots and the running bar the two Running ones: a bar cites the snapshot that dates it
+    and those that show its state, never one showing another state."""
+    from tests.lifecycle.factories import ctr, pod
+
+    run = {"phase": "Running", "start_time": 3, "containers": [ctr("app", "running", started=4)]}
+    snaps = [pod("u1", 1, 1), pod("u1", 2, 2), pod("u1", 3, 5, **run), pod("u1", 4, 9, **run)]
+    keys = [o.dedupe_key for o in snaps]
+    cited = {iv.state: set(iv.evidence) for iv in derive_pod_timeline(snaps).lane("api")}
+    assert cited["scheduled"] == set(keys[:2])
+    assert cited["running"] == set(keys[2:])

@@ -280,3 +280,23 @@ def test_open_phase_records_how_long_it_was_seen() -> None:
     assert (terminating.state, terminating.end) == ("terminating", None)
     assert terminating.attrs["seen_until"] == t(300.0).isoformat(timespec="microseconds")
     assert t(300.0) - terminating.start == timedelta(seconds=280)
+
+
+def test_a_kubelet_restart_known_only_from_a_reset_status_is_marked_on_the_running_worker():
+    """GIVEN a pod running on node-a since T0+3, and, with no kubelet log, another pod's status that the
+    node's kubelet rewrote from scratch at T0+100 (the ``kubelet_process`` collectors/parsers/kubectl.py
+    reads from it: the restarted kubelet's start, ``from_status_reset``) THEN the worker's running bar
+    carries that restart: the kubelet that runs the pod restarted under it (a restarted kubelet re-ADDs
+    every pod, k8s-facts.md; the reset status is what the API shows of it)."""
+    from dataclasses import replace
+
+    from tests.lifecycle.factories import ctr, pod
+
+    run = {"phase": "Running", "start_time": 1, "containers": [ctr("app", "running", started=3)]}
+    snaps = [pod("u1", 1, 1), pod("u1", 2, 5, **run), pod("u1", 3, 200, **run)]
+    reset = process(0, 100, 100, started=100)
+    reset = replace(
+        reset, payload={**reset.payload, "pid": None, "from_status_reset": "kube-system/etcd-node-a"}
+    )
+    (running,) = [iv for iv in derive_pod_timeline([*snaps, reset]).lane("worker") if iv.state == "running"]
+    assert running.attrs["kubelet_restarts"] == [t(100).isoformat(timespec="microseconds")]

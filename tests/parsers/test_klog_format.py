@@ -149,11 +149,13 @@ def test_json_record_time_in_epoch_milliseconds_and_error_severity():
     assert rec.observed_at == datetime(2022, 6, 18, 19, 42, 16, 241710, tzinfo=UTC)
     assert (rec.severity, rec.caller, rec.message) == ("I", "kubelet/kubelet.go:2102", "SyncLoop REMOVE")
     assert rec.values["pods"] == [{"name": "nettools", "namespace": "dev"}]
+    assert rec.level == 2  # "v": the verbosity the kubelet logged the line at (a V2 line, kops 1.24)
     err = parse_json_record(
         '{"ts":1635266751595.943,"caller":"kubelet/kubelet.go:1703","msg":"Failed creating a mirror pod for",'
         '"pod":"kube-system/kube-controller-manager-talos-dev-qemu-master-1","err":"pods already exists"}'
     )
     assert err is not None and err.severity == "E"
+    assert err.level is None  # an error line has no verbosity
     assert err.observed_at == datetime(2021, 10, 26, 16, 45, 51, 595943, tzinfo=UTC)
 
 

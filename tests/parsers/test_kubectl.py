@@ -108,3 +108,16 @@ def test_which_files_of_a_dump_folder_are_read():
     assert dump_member("nodes.json") is None and dump_member("shop/pods.JSON") is None
     assert dump_member("shop/web-1/logs.txt") == "container_logs"
     assert dump_member("README") == "other_file" and dump_member("shop/pods.json.gz") == "other_file"
+
+
+def test_a_lists_bad_item_is_named_by_the_number_a_reader_counts():
+    """A List whose second item is not an object: the error names ``item 2`` (items counted from 1, as a
+    person scrolling the file counts them), the first item is kept."""
+    text = '{"kind":"List","apiVersion":"v1","items":[' + (
+        '{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","uid":"u1","resourceVersion":"1"}},42]}'
+    )
+    result = read_kubectl_output(text, origin="list.json")
+    assert result.skipped["not_an_object"] == 1
+    (error,) = [e for e in result.errors if "expected a Kubernetes object" in e]
+    assert error.startswith("list.json: ") and error.endswith(" item 2: expected a Kubernetes object")
+    assert result.read["Node"] == 1

@@ -1011,3 +1011,31 @@ def test_startup_duration_lines_date_the_pods_creation_under_both_spellings():
     )  # podCreationTimestamp="2024-09-19 09:45:13 +0000 UTC"
     assert new.payload["first_started_pulling"] == "2024-09-19T09:45:14.250689+00:00"
     assert new.payload["slo_seconds"] == 136.39753918
+
+
+def test_the_real_eviction_line_keeps_the_kubelets_reason_and_its_pod():
+    """tests/fixtures/real/kubelet/k8s-117822-localized-month-1.28-eviction-v4.journal (SOURCES.md): the
+    eviction manager's "Evicting pod" line says why (``message=``, the text the pod's status.message and
+    its Evicted event carry: k8s-facts.md, Events) and which pod (``pod="default/uuuuu"``, its UID): the
+    marker keeps both, the reason as the sentence a user reads beside the kill."""
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/real/kubelet/k8s-117822-localized-month-1.28-eviction-v4.journal"
+    )
+    result = parse_kubelet_log(
+        path.read_text(encoding="utf-8").splitlines(), node="VM-8-4-tencentos", year=2024, tz=UTC
+    )
+    (evicting,) = [
+        o
+        for o in result.observations
+        if o.kind == Kind.KUBELET_MARKER and o.payload["reason"] == MarkerReason.EVICTING
+    ]
+    assert evicting.payload["detail"] == (
+        "The node was low on resource: memory. Threshold quantity: 2Gi, available: 719212Ki. Container u was "
+        "using 1847180Ki, request is 0, has larger consumption of memory. "
+    )
+    assert (evicting.namespace, evicting.name, evicting.pod_uid) == (
+        "default",
+        "uuuuu",
+        "e23cf55e-509b-4106-b3da-9df51372b6f1",
+    )

@@ -14,7 +14,6 @@ from django.test import Client, RequestFactory
 
 from dashboard.templatetags.times import wall_time
 from dashboard.web.api.views import NODE_WINDOW, node_window
-from timelines.lifecycle.cluster_objects import selector_text
 from timelines.models import Workload
 
 T = datetime(2024, 6, 7, 6, 0, tzinfo=UTC)  # synthetic data: an hour of a node's history from here
@@ -45,30 +44,6 @@ def test_a_node_opens_on_its_drain_when_the_drain_is_recent() -> None:
     assert end - start == NODE_WINDOW
     start, _ = window("?from=2024-06-07T06:05:00Z", (T + timedelta(minutes=20), None))
     assert start == T + timedelta(minutes=5)
-
-
-@pytest.mark.parametrize(
-    ("selector", "text"),
-    [
-        ({"matchLabels": {"app": "web"}}, "app=web"),
-        (
-            {
-                "matchLabels": {"tier": "front", "app": "web"},
-                "matchExpressions": [
-                    {"key": "track", "operator": "In", "values": ["stable", "canary"]},
-                    {"key": "legacy", "operator": "DoesNotExist"},
-                    {"key": "zone", "operator": "NotIn", "values": ["b"]},
-                    {"key": "gpu", "operator": "Exists"},
-                ],
-            },
-            "app=web,gpu,!legacy,tier=front,track in (canary,stable),zone notin (b)",
-        ),
-        ({}, "(every pod)"),  # policy/v1: an empty selector selects every pod of the namespace
-        (None, "(none)"),
-    ],
-)
-def test_a_selector_reads_as_kubectl_writes_it(selector: Any, text: str) -> None:
-    assert selector_text(selector) == text
 
 
 def test_the_namespace_page_hands_its_rows_their_owners(admin_user: Any, lab: Any) -> None:
