@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -88,8 +87,7 @@ def test_collect_command_runs_steps_and_stops_after_duration(sim, settings, caps
     settings.PODLIFE_WATCH_TIMEOUT_S = 1
     # SQLite's in-memory test database locks whole tables between connections: one writer thread there.
     resources = "pods,nodes" if connection.vendor == "postgresql" else "pods"
-    started = time.monotonic()
-    call_command(
+    call_command(  # returns: it stopped after its duration (a command that did not stop fails on the timeout)
         "collect",
         "--kubeconfig",
         str(sim.kubeconfig),
@@ -101,8 +99,6 @@ def test_collect_command_runs_steps_and_stops_after_duration(sim, settings, caps
         resources,
         "--no-kubelet",
     )
-    elapsed = time.monotonic() - started
-    assert elapsed < 6
     assert {o.pod_uid for o in stored(Kind.POD)} == sim.uids("pods")
     assert stored(Kind.NODE).exists() == ("nodes" in resources) and not stored(Kind.EVENT).exists()
     out = capsys.readouterr().out

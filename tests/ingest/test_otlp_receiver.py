@@ -35,6 +35,7 @@ from tests.ingest.conftest import (
     to_dt,
     worker_lane,
 )
+from tests.waits import wait_for
 from timelines.models import Observation
 
 PROTOBUF = "application/x-protobuf"
@@ -54,14 +55,12 @@ def expected_phases(pod: PodSpans) -> list[tuple[str, Any, Any]]:
     ]
 
 
-def wait_for_phases(uid: str, count: int, within: float) -> tuple[list[Any], float]:
-    started = time.monotonic()
-    while True:
-        lane = worker_lane(uid)
-        elapsed = time.monotonic() - started
-        if len(lane) >= count or elapsed > within + 2:
-            return lane, elapsed
-        time.sleep(0.02)
+def wait_for_phases(uid: str, count: int) -> list[Any]:
+    """The pod's worker lane once it has ``count`` bars (a deadline, not a latency: how soon spans reach a
+    timeline is measured by bench/live.py (c), against a baseline of the same run)."""
+    return wait_for(
+        lambda: lane if len(lane := worker_lane(uid)) >= count else None, f"{count} bars of {uid}"
+    )
 
 
 def otlp_json(request: ExportTraceServiceRequest) -> bytes:
@@ -115,11 +114,10 @@ def test_exported_kubelet_spans_are_worker_phases_within_a_second(
     pod = PodSpans.at(time.time_ns() - 3_000_000_000)
     try:
         pod.emit(provider)
-        lane, elapsed = wait_for_phases(pod.uid, 4, within=1.0)
+        lane = wait_for_phases(pod.uid, 4)
     finally:
         provider.shutdown()
     assert lane == expected_phases(pod)
-    assert elapsed < 1.0, f"spans took {elapsed:.2f} s to reach the timeline"
 
     rows = Observation.objects.filter(pod_uid=pod.uid).order_by("observed_at")
     assert [(r.kind, r.source, r.node, r.namespace, r.name) for r in rows] == [

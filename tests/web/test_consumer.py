@@ -562,13 +562,11 @@ def test_every_socket_hears_a_heartbeat_while_its_group_is_quiet(settings: Any, 
         pages = [await connect(viewer), await connect(viewer)]
         for ws in pages:
             assert (await ws.receive_json_from())["heartbeat_s"] == 0.2
-        started = time.monotonic()
-        for ws in pages:
+        for ws in pages:  # each beat within 2 s of the last (10 heartbeats), not after a minute
             beats = [await ws.receive_json_from(timeout=2) for _ in range(3)]
             assert [(b["type"], b["v"], b["seq"]) for b in beats] == [("heartbeat", 1, None)] * 3
             at = datetime.fromisoformat(beats[0]["at"])
             assert at.tzinfo is not None and abs((datetime.now(UTC) - at).total_seconds()) < 5
-        assert time.monotonic() - started < 3  # about 0.6 s: beats come on time, not after a minute
         await get_channel_layer().group_send(GROUP, delta(7, "u-ok"))
         for ws in pages:
             frame = await ws.receive_json_from(timeout=2)
