@@ -465,3 +465,31 @@ def test_gpu_mig_admission_blocked_in_the_device_manager_is_setup_still_open() -
     assert [(iv.state, iv.start, iv.end) for iv in first] == [
         ("setup", at("2025-07-30T19:37:03.954888"), None)
     ]
+
+
+def test_kueue_v3_a_deletion_the_status_manager_delays_is_terminating_while_the_local_phase_runs() -> None:
+    """1.27+, V3: the status manager delays deleting a pod whose API phase is non-terminal. While the
+    kubelet's own phase (``localPhase``) is still Running, its worker is still killing the containers:
+    an excerpt that holds only those lines shows the worker terminating from the first (its start not
+    known) and seen until the last. Once the local phase is terminal (Succeeded, Failed: a synthetic edit
+    of the same real line, which the excerpt does not hold) the containers are gone: cleanup."""
+    real = [
+        line
+        for line in (REAL / "kueue-4669-kind-1.31-v3.journal").read_text(encoding="utf-8").splitlines()
+        if "Delaying pod deletion" in line
+    ][:2]
+    uid = "8bb7de3e-72f0-4102-adbd-53897040775e"
+    (terminating,) = timelines(parse([real], node="kind-worker", year=2025))[uid].lane("worker")
+    assert (terminating.state, terminating.start, terminating.end) == (
+        "terminating",
+        at("2025-03-18T10:21:22.622680"),
+        None,
+    )
+    assert (
+        terminating.attrs["start_unknown"]
+        and terminating.attrs["seen_until"] == "2025-03-18T10:21:27.622036+00:00"
+    )
+    for local in ("Succeeded", "Failed"):
+        edited = [line.replace('localPhase="Running"', f'localPhase="{local}"') for line in real]
+        (cleanup,) = timelines(parse([edited], node="kind-worker", year=2025))[uid].lane("worker")
+        assert (cleanup.state, cleanup.start) == ("cleanup", at("2025-03-18T10:21:22.622680")), local
