@@ -265,6 +265,7 @@ def test_the_collector_freezes_what_its_first_step_left_alive_once(monkeypatch: 
         assert frozen > 0
         later = [[i] for i in range(1000)]  # a later step's objects
         tuning.freeze_after_warm_up()
-        assert gc.get_freeze_count() == frozen and later
+        # Nothing more frozen (frozen objects that other threads free leave the count: it may only drop).
+        assert gc.get_freeze_count() <= frozen and later
     finally:
         gc.unfreeze()

@@ -20,6 +20,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from tests.lifecycle.factories import ctr, pod
+from tests.waits import wait_for
 from timelines import store
 from timelines.derivation import thresholds_from_settings
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -27,7 +28,7 @@ from timelines.lifecycle.observation import Observation
 from timelines.models import DirtyBatch, DirtyKey, Interval, Pod
 from timelines.tasks import derive_dirty_task
 
-from .test_celery_chain import QUEUE_KEYS, Worker, wait_for
+from .test_celery_chain import QUEUE_KEYS, Worker
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 PODS = 1500
@@ -87,8 +88,8 @@ def test_two_workers_and_a_sigkill_lose_nothing_and_double_nothing(derive_env, t
         held: set[int] = set()
         for _attempt in range(50):
             wait_for(
-                "the first worker to hold claimed keys",
                 lambda: DirtyKey.objects.filter(claimed_by__contains=mark).exists(),
+                "the first worker to hold claimed keys",
                 timeout=60,
             )
             os.kill(victim.proc.pid, signal.SIGSTOP)
@@ -118,7 +119,7 @@ def test_two_workers_and_a_sigkill_lose_nothing_and_double_nothing(derive_env, t
             derive_dirty_task.apply_async()  # as the beat does
             return not DirtyKey.objects.exists() and not DirtyBatch.objects.exists()
 
-        wait_for("every dirty key derived", settled, timeout=120)
+        wait_for(settled, "every dirty key derived", timeout=120)
     finally:
         for worker in workers:
             worker.kill()

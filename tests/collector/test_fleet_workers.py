@@ -24,7 +24,8 @@ from collectors import tasks
 from collectors.kube import lease
 from collectors.models import CollectorState
 from demo_cluster import run_sim
-from tests.collector.test_celery_chain import QUEUE_KEYS, Worker, wait_for
+from tests.collector.test_celery_chain import QUEUE_KEYS, Worker
+from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 from timelines.models import Observation as ObservationRow
 
@@ -127,11 +128,11 @@ def test_three_clusters_on_workers_that_come_and_go_lose_nothing(tmp_path, monke
                 cluster = server.cluster  # type: ignore[attr-defined]
                 with cluster.engine.lock:
                     live = {p["metadata"]["uid"] for p in cluster.store.iter_objects("pods")}
-                wait_for(f"{name}'s live pods", lambda n=name, u=live: stored(n, Kind.POD) >= u, timeout=60)
+                wait_for(lambda n=name, u=live: stored(n, Kind.POD) >= u, f"{name}'s live pods", timeout=60)
                 # Every pod stored that no longer runs has its deletion stored: none lost on the way.
                 wait_for(
-                    f"{name}'s deletions",
                     lambda n=name, u=live: stored(n, Kind.POD) - u <= stored(n, Kind.POD_DELETED),
+                    f"{name}'s deletions",
                     timeout=60,
                 )
                 assert len(stored(name, Kind.POD_DELETED)) >= 20  # the churn really ran

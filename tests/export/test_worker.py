@@ -22,9 +22,10 @@ from django.db import connection
 
 from dashboard.export import Scope, jobs
 from podlife_site.celery import app as celery_app
-from tests.collector.test_celery_chain import Worker, wait_for
+from tests.collector.test_celery_chain import Worker
 from tests.export.conftest import SINCE, UNTIL
 from tests.export.helpers import export_json, normalized_pods, observation_rows
+from tests.waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,8 +79,8 @@ def test_export_job_runs_on_a_celery_worker_with_progress_and_a_download(client,
     assert client.get(job["download_url"]).status_code == 409  # not done: nothing to download yet
 
     log = worker()
-    status = wait_for("the job to finish", lambda: (s := client.get(job["status_url"]).json())["state"]
-                      in ("done", "failed") and s, timeout=60)  # fmt: skip
+    status = wait_for(lambda: (s := client.get(job["status_url"]).json())["state"] in ("done", "failed") and s,
+                      "the job to finish", timeout=60)  # fmt: skip
     assert status["state"] == "done", status["error"]
     progress = status["progress"]
     assert progress["done"] == progress["total"] > 0 and progress["stage"], progress
