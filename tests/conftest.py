@@ -38,6 +38,17 @@ def _celery_conf_read_first() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _podlife_is_the_current_celery_app() -> Iterator[None]:
+    """The product's tasks are shared tasks: they are sent through Celery's current app. A test that makes
+    another app (``Celery(name)`` makes itself current unless told not to) must not leave it current for
+    every later test of the process (in random order, the queue tests read empty queues)."""
+    from podlife_site.celery import app
+
+    yield
+    app.set_current()
+
+
+@pytest.fixture(autouse=True)
 def _no_shared_reads_across_tests() -> None:
     """The timeline API shares one read among identical requests for 2 s (dashboard/web/shared_reads.py);
     a test's database is new, but on SQLite its row ids are the last test's, so an answer must not outlive

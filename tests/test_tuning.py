@@ -245,9 +245,10 @@ def test_a_celery_worker_starts_as_a_collector(fresh_process: None, signal: str)
     sys.setswitchinterval(0.005)
 
     # A stand-in worker of another app: Celery's Django fixup, also listening, leaves another app's worker
-    # alone (it would install its worker hooks into this test process).
+    # alone (it would install its worker hooks into this test process). Not made the current app: the
+    # product's shared tasks would be sent through it by every later test of this process.
     class StandIn:
-        app = Celery("stand-in")
+        app = Celery("stand-in", set_as_current=False)
 
     getattr(signals, signal).send(sender=StandIn())
     assert sys.getswitchinterval() == pytest.approx(tuning.WRITER_SWITCH_INTERVAL_S)
