@@ -10,27 +10,13 @@ from typing import Any
 
 import pytest
 
+from tests.test_partitions import pod_snapshot
 from timelines import store
-from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Observation as ObservationRow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
 
 NOW = datetime(2024, 6, 20, 12, 0, tzinfo=UTC)  # long ago: no day partition holds these rows
-
-
-def snapshot(at: datetime, rv: int) -> Observation:
-    return Observation(
-        kind=Kind.POD,
-        source=Source.API,
-        observed_at=at,
-        dedupe_key=f"pod:uid-a:{rv}",
-        pod_uid="uid-a",
-        node="node-a",
-        namespace="shop",
-        name="web-0",
-        payload={"uid": "uid-a", "phase": "Running", "rv": rv},
-    )
 
 
 def test_retention_keeps_the_whole_day_that_holds_the_cutoff(settings: Any) -> None:
@@ -40,10 +26,10 @@ def test_retention_keeps_the_whole_day_that_holds_the_cutoff(settings: Any) -> N
     settings.PODLIFE_PARTITION_DAYS = 1
     day = datetime(2024, 6, 6, tzinfo=UTC)
     rows = [
-        snapshot(day - timedelta(minutes=1), 1),
-        snapshot(day, 2),
-        snapshot(day + timedelta(hours=3), 3),
-        snapshot(day + timedelta(hours=13), 4),
+        pod_snapshot(day - timedelta(minutes=1), "1"),
+        pod_snapshot(day, "2"),
+        pod_snapshot(day + timedelta(hours=3), "3"),
+        pod_snapshot(day + timedelta(hours=13), "4"),
     ]
     assert store.save_observations("c1", rows).stored == 4
     assert store.apply_retention(14, now=NOW) == 1
