@@ -19,17 +19,32 @@ from timelines.lifecycle.observation import Kind
 KUBELET_KINDS = (Kind.NODE_METRICS, Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 
 
-def terminate_other_backends() -> int:
-    """What a database restart or an administrator does to podlife's connections: every backend of this
-    database but the caller's own is terminated. Returns how many were."""
+def _admin() -> psycopg.Connection[Any]:
     s = connection.settings_dict
-    with psycopg.connect(
+    return psycopg.connect(
         host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
-    ) as admin:
+    )
+
+
+def backends() -> set[int]:
+    """The process ids of every backend connected to this database now."""
+    with _admin() as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(row[0]) for row in rows}
+
+
+def terminate_backends_since(before: set[int]) -> int:
+    """What a database restart or an administrator does to the collector's connections: every backend of
+    this database opened since ``before`` was read is terminated (the ones the test process held before the
+    collector started are not the collector's: another test's thread or context may still use them, and
+    terminating them failed a later test in CI). Returns how many were."""
+    with _admin() as admin:
         row = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %s",
-            [connection.cursor().connection.info.backend_pid],
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND NOT pid = ANY(%s)",
+            [sorted(before)],
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -44,6 +59,8 @@ def test_kubelet_pulls_store_again_after_the_database_drops_every_connection(sim
     if connection.vendor != "postgresql":
         pytest.skip("terminating backends is PostgreSQL's")
     tunables = dataclasses.replace(FAST, kubelet_interval_s=0.3)
+    connection.ensure_connection()  # the test's own connection is not the collector's
+    before = backends()
     collector = Collector([CLUSTER], resources=("pods",), tunables=tunables).start()
     try:
         wait_for(
@@ -55,7 +72,7 @@ def test_kubelet_pulls_store_again_after_the_database_drops_every_connection(sim
         # dead connection forever. Dropping them several times, a pull apart, reaches that case.
         killed = 0
         for _ in range(6):
-            killed += terminate_other_backends()
+            killed += terminate_backends_since(before)
             # Not a wait for a result: the scenario's pace (the connections drop again while pulls, 0.3 s
             # apart, run on them); what the test asserts is waited for below, on conditions.
             time.sleep(0.4)
