@@ -261,7 +261,7 @@ def _worker_mark(ev: WorkerEvent, first_work: Mapping[str, int]) -> Mark | None:
     if name == T.DELETION_DELAYED:
         # The status manager waits on a deleted pod (1.27+): while its local phase is still Running or
         # Pending the worker is still killing containers (terminating); a terminal one, they are gone.
-        local = str(p.get("local_phase") or "").strip('"')
+        local = p.get("local_phase")  # the klog value unquoted by the parser: "Running", never '"Running"'
         if local in ("Running", "Pending"):
             return mk(TERMINATING, False, KUBELET)
         if local in ("Succeeded", "Failed"):
