@@ -229,6 +229,73 @@ def test_mirror_pod_reset_by_a_kubelet_restart_is_two_seconds_of_setup_not_26_da
     assert setup == [(at("2021-11-17T06:58:52"), at("2021-11-17T06:58:54"), "inferred")]
 
 
+def test_mirror_pods_previous_run_keeps_how_it_ended() -> None:
+    """GIVEN the real kube-apiserver mirror pod (restartCount 23) whose ``lastState`` says its previous run
+    (started 2021-11-16T06:55:06Z) terminated at 06:58:27 with reason Error and exit code 255 WHEN its
+    timeline is derived THEN the container lane ends that run there, with that reason and exit code: the
+    only record of why the container restarted is the last state the kubelet reported."""
+    result = read_kubectl_output(
+        (REAL / "minikube-1.20-mirror-pod-kube-apiserver.json").read_text(), origin="mirror.json"
+    )
+    (tl,) = timelines(result.observations).values()
+    ended = [
+        (iv.start, iv.attrs.get("reason"), iv.attrs.get("exit_code"), iv.attrs.get("restart"))
+        for iv in tl.lane("container:kube-apiserver")
+        if iv.state == "terminated"
+    ]
+    assert ended == [(at("2021-11-17T06:58:27"), "Error", 255, 22)]
+
+
+def test_a_liveness_probes_kill_restarts_the_container_and_never_terminates_the_pod() -> None:
+    """GIVEN the real AKS 1.31 journal where the liveness probe fails three times, the kubelet says
+    "Container liveness failed liveness probe, will be restarted" and then "Killing container with a grace
+    period" (no override: a restart's kill) WHEN the pod's timeline is derived THEN the worker stays
+    running from its first sync on (a container restart is SyncPod's work, kuberuntime_manager.go
+    computePodActions): no termination, no finding; the kill is a marker."""
+    tl = pods(
+        "aks-2025-1.31-liveness-probe-restart.journal", node="aks-nodepool1-29985679-vmss00000A", year=2025
+    )["93e17ecc-ab55-461a-b526-29248d2554ad"]
+    assert [(iv.state, iv.end) for iv in tl.lane("worker")] == [
+        ("setup", at("2025-05-16T18:34:06.965398")),
+        ("running", None),
+    ]
+    assert not tl.findings
+    assert [m.at for m in tl.markers if m.reason == "KillingContainer"] == [at("2025-05-16T18:34:49.885621")]
+
+
+def test_a_kill_with_a_grace_period_override_terminates_even_beside_a_liveness_restart() -> None:
+    """GIVEN the real AKS 1.31 liveness journal with one line added (SYNTHETIC, written from the real 1.31
+    format of kueue-4669's journal): "Killing container with a grace period override" just before the
+    restart's kill, as the kubelet logs when the pod is deleted with a shorter grace at that moment
+    WHEN the timeline is derived THEN the worker is terminating from that line: an override comes only
+    from killPodWithSyncResult's termination path (a restart's kill carries none), however near a
+    "will be restarted" message it falls."""
+    lines = (REAL / "aks-2025-1.31-liveness-probe-restart.journal").read_text(encoding="utf-8").splitlines()
+    i = next(i for i, line in enumerate(lines) if '"Killing container with a grace period"' in line)
+    override = (
+        lines[i]
+        .replace("18:34:49.885621", "18:34:49.885600")
+        .replace(
+            ':808] "Killing container with a grace period"',
+            ':787] "Killing container with a grace period override"',
+        )
+        .replace("gracePeriod=30", "gracePeriod=1")
+    )
+    assert override != lines[i] and "override" in override
+    lines.insert(i, override)
+    tl = timelines(parse([lines], node="aks-nodepool1-29985679-vmss00000A", year=2025))[
+        "93e17ecc-ab55-461a-b526-29248d2554ad"
+    ]
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert terminating.start == at("2025-05-16T18:34:49.885600")
+    # Nothing tells when the running worker was last sure to be running: the stretch before the kill is
+    # unknown, and it ends at the line that proves the termination, citing it.
+    (gap,) = [iv for iv in tl.lane("worker") if iv.state == "unknown"]
+    assert (gap.end, gap.attrs["end_from"]) == (terminating.start, "KillingContainer")
+    assert gap.attrs["end_evidence"] == terminating.attrs["start_evidence"]
+    assert gap.attrs["end_evidence"] in gap.evidence
+
+
 @pytest.mark.parametrize(
     "name",
     ["kueue-4669-kind-1.31-v3.journal", "k8s-125050-kind-1.29-v6-deleted-during-pull.journal"],
