@@ -651,7 +651,7 @@ def _as_int(value: Any) -> int | None:
         return int(value)
     if isinstance(value, str):
         try:
-            return int(value.strip().strip('"'))
+            return int(value)  # klog's values come unquoted (klog.py); int() skips surrounding blanks
         except ValueError:
             return None
     return None

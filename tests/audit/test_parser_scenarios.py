@@ -3,8 +3,12 @@ k8s-facts.md §13): what each request becomes, value by value."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import pytest
+
+from collectors.parsers.audit import parse_audit
 from tests.audit.helpers import FIXTURES, audits, by_id, parsed
 from timelines.lifecycle.observation import Kind, Source
 
@@ -305,7 +309,7 @@ def test_a_state_that_comes_back_is_a_new_snapshot() -> None:
 
     from collectors.parsers.audit import parse_audit
 
-    line = next(
+    line: dict[str, object] = next(
         json.loads(raw)
         for raw in (FIXTURES / "drain-refused-evictions.jsonl").read_text().splitlines()
         if '"d15c0a7e-4444-4555-8666-c77788889999"' in raw and '"ResponseComplete"' in raw
@@ -381,3 +385,50 @@ def test_a_whole_node_update_without_unschedulable_says_schedulable() -> None:
         "unschedulable_taint": False,
         "change": None,
     }
+
+
+DRY_RUN_DELETE = "bb00bb00-0000-4000-8000-000000000006"
+
+
+def _dry_run_variant(uri_query: bool, body: dict[str, object] | None) -> dict[str, object]:
+    """The fixture's ``kubectl delete --dry-run=server`` (ResponseComplete), with its dry run said only in
+    the URI's query, only in the body, or nowhere (hand-written edits of a hand-written fixture)."""
+    line: dict[str, object] = next(
+        json.loads(raw)
+        for raw in FIXTURES.joinpath("kubectl-delete-grace.jsonl").read_text().splitlines()
+        if DRY_RUN_DELETE in raw and "ResponseComplete" in raw
+    )
+    if not uri_query:
+        line["requestURI"] = str(line["requestURI"]).split("?")[0]
+    if body is None:
+        line.pop("requestObject", None)
+    else:
+        line["requestObject"] = body
+    return line
+
+
+@pytest.mark.parametrize(
+    ("uri_query", "body", "dry"),
+    [
+        (True, None, True),  # Metadata level: the query is all there is
+        (False, {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]}, True),  # client-go's body
+        (
+            False,
+            {"kind": "Eviction", "apiVersion": "policy/v1", "deleteOptions": {"dryRun": ["All"]}},
+            True,
+        ),  # an eviction carries its DeleteOptions inside
+        (False, {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}, False),
+        (False, {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": []}, False),  # an empty list: no
+    ],
+)
+def test_a_dry_run_is_read_wherever_the_request_says_it(
+    uri_query: bool, body: dict[str, object] | None, dry: bool
+) -> None:
+    """A request is a dry run (validated and admitted, never persisted) when its URI's query says
+    ``dryRun=All`` (metav1.CreateOptions/UpdateOptions/PatchOptions/DeleteOptions as query parameters),
+    when the DeleteOptions of its body list a dry-run stage, or when an Eviction's ``deleteOptions`` do;
+    each alone is enough, and only a non-empty list counts (``dryRun: []`` is a real request)."""
+    result = parse_audit([json.dumps(_dry_run_variant(uri_query, body))])
+    (request,) = [o for o in audits(result) if o.payload["audit_id"] == DRY_RUN_DELETE]
+    assert request.payload["dry_run"] is dry
+    assert request.payload["namespace"] == "default" and request.payload["name"] == "web-legacy-2"

@@ -125,3 +125,11 @@ def test_record_lines_and_times():
     )
     assert record_time({"time": 1717743280101}).year == 2024
     assert record_time({}) is None
+
+
+def test_a_span_without_an_end_time_is_stored_with_no_end():
+    """OTLP's ``endTimeUnixNano`` 0 (or absent: proto3's default) is "not set": the span is kept, its start
+    as sent and its end unknown (null), never an error and never the epoch."""
+    unended = {k: v for k, v in SPAN.items() if k != "endTimeUnixNano"}
+    [obs] = otlp.spans_to_observations(otlp.decode_request(kubelet_json(unended), "json")).observations
+    assert (obs.payload["start"], obs.payload["end"]) == ("2023-11-14T22:13:20.123456+00:00", None)

@@ -247,6 +247,22 @@ def test_workload_payload_and_deleted(k8s_fixture: Path):
     assert p["status"]["ready_replicas"] == 1 and p["status"]["unavailable_replicas"] == 1
     assert p["status"]["terminating_replicas"] is None
     assert p["status"]["conditions"][0]["reason"] == "MinimumReplicasUnavailable"
+    # The watch event that delivered it, as for a pod: a deletion says so in its payload too.
+    assert p["watch"] == "DELETED"
+    modified = object_observation(deploy, watch_type="MODIFIED", observed_at=None, source=Source.API)
+    assert modified is not None and modified.payload["watch"] == "MODIFIED"
+
+
+def test_a_selector_requirement_that_is_not_an_object_is_read_as_empty(k8s_fixture: Path):
+    """A PDB's ``matchExpressions`` item that is not an object (a hand-edited dump) is read as a
+    requirement naming nothing, the rest of the PDB as it is: never a crash that loses the object."""
+    pdb = json.loads(json.dumps(_mixed(k8s_fixture)["PodDisruptionBudget"]))
+    pdb["spec"]["selector"]["matchExpressions"] = ["tier In (web)", {"key": "tier", "operator": "Exists"}]
+    obs = object_observation(pdb, watch_type="LIST", observed_at=None, source=Source.OFFLINE)
+    assert obs is not None and obs.payload["selector"]["match_expressions"] == [
+        {"key": None, "operator": None, "values": []},
+        {"key": "tier", "operator": "Exists", "values": []},
+    ]
 
 
 def test_invalid_and_unsupported_objects_raise_value_error_naming_them(k8s_fixture: Path):

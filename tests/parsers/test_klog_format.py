@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,18 @@ def test_syslog_forwarded_kubelet_lines_are_read(prefix: str) -> None:
     (obs,) = parse_kubelet_log([line], node="aks-np", year=2024, tz=tz).observations
     assert obs.observed_at == datetime(2024, 11, 29, 16, 13, 10, 313421, tzinfo=UTC)
     assert obs.payload["pid"] == 3112
+
+
+def test_a_multi_line_value_whose_lines_are_missing_is_cut_and_named():
+    """GIVEN the real AKS 1.31 "Probe failed" line, copied as a journal excerpt without the probe output's
+    lines (``output=<`` ends it) WHEN its body is parsed THEN ``output`` is the one cut value, empty, and
+    the rest of the line is read whole: a reader is told which value is missing, not that the line is."""
+    journal = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/real/kubelet/aks-2025-1.31-liveness-probe-restart.journal"
+    )
+    line = next(x for x in journal.read_text(encoding="utf-8").splitlines() if '"Probe failed"' in x)
+    body = parse_klog_body(line.split("] ", 1)[1])
+    assert body.truncated and body.cut == {"output"}
+    assert body.values["output"] == ""
+    assert (body.values["containerName"], body.values["probeResult"]) == ("liveness", "failure")
