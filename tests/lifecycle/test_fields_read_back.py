@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from collectors.parsers.audit import parse_audit
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import NODE, ctr, pod, span, t, worker
+from tests.lifecycle.factories import NODE, at, ctr, marker, pod, rows, span, t, worker
 from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, marker_of, read_audit
+from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.facts import canonical_observations, collect_facts
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition, name_problem
 from timelines.lifecycle.resolve import Anchor, resolve_names
@@ -247,3 +248,34 @@ def test_each_part_of_a_life_split_by_a_lost_remove_goes_to_its_own_incarnation(
     ]
     owners = resolve_names(lines, anchors)
     assert [owners.get(o.dedupe_key) for o in lines] == [OLD, OLD, NEW, NEW]
+
+
+def test_a_pod_known_from_its_requests_alone_keeps_its_name() -> None:
+    """GIVEN the real KodeKloud log (no watch: only the requests about citadel/webapp-color) WHEN each
+    incarnation's snapshots are read back from its requests THEN every snapshot names the pod: the name a
+    user searches by, and the one the node and namespace pages list."""
+    obs = audits("kodekloud-2024-citadel-webapp-color-deletes.jsonl")
+    for life in audit_lives("citadel", "webapp-color", obs, []):
+        records = [r for r in map(read_audit, life.observations) if r is not None]
+        snapshots = audit_snapshots(life.uid, records, life.gone_by)
+        assert snapshots and {(s.namespace, s.name) for s in snapshots} == {("citadel", "webapp-color")}
+
+
+# --- a sync function's exit ---------------------------------------------------------------------------------
+def terminating_exit(*error_at: float) -> list[tuple[str, str, str | None, str]]:
+    """The worker lane of "SyncTerminatingPod enter" at 5 s and "SyncTerminatingPod exit" at 10 s, with an
+    "Error syncing pod, skipping" at each of ``error_at`` (hand-written V4 lines, one kubelet process)."""
+    lines = [worker(UID, 5.0, Transition.TERMINATING_ENTER), worker(UID, 10.0, Transition.TERMINATING_EXIT)]
+    lines += [marker(UID, at_, "SyncError", "Error syncing pod, skipping") for at_ in error_at]
+    return rows(derive_pod_timeline(lines), "worker")
+
+
+def test_an_exit_ends_its_phase_unless_its_own_error_follows_at_once() -> None:
+    """The pod worker logs "Error syncing pod, skipping" right after the sync function it called returned
+    an error (pod_workers.go), and retries the same phase: an exit followed at once by an error (even in
+    the same microsecond) did not end terminating; an error logged later belongs to a later sync and does
+    not undo this exit."""
+    ended = ("terminating", at(5.0), at(10.0), "observed")
+    assert terminating_exit() == [ended]
+    assert terminating_exit(40.0) == [ended]
+    assert terminating_exit(10.0) == [("terminating", at(5.0), None, "observed")]
