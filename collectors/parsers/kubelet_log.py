@@ -1117,7 +1117,8 @@ class KubeletLogParser:
     def _systemd_line(self, prefix: JournaldPrefix, text: str) -> list[Observation]:
         """systemd starting or stopping the kubelet unit: a node-level marker (a restart between them)."""
         low = text.lower()
-        if "kubelet" not in low.split(":")[0] and not re.search(r"\bkubelet(\.service)?\b", low):
+        # The word, not a part of another unit's name ("nodekubeletcheck.timer" is not the kubelet).
+        if not re.search(r"\bkubelet(\.service)?\b", low):
             self.skipped["not_kubelet"] += 1
             return []
         if re.search(r"^(started|starting) ", low):

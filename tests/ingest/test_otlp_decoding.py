@@ -133,3 +133,16 @@ def test_a_span_without_an_end_time_is_stored_with_no_end():
     unended = {k: v for k, v in SPAN.items() if k != "endTimeUnixNano"}
     [obs] = otlp.spans_to_observations(otlp.decode_request(kubelet_json(unended), "json")).observations
     assert (obs.payload["start"], obs.payload["end"]) == ("2023-11-14T22:13:20.123456+00:00", None)
+
+
+def test_a_span_with_a_bad_id_is_refused_once_and_the_rest_read():
+    """GIVEN an export with a good span and one whose spanId is not hex WHEN it is decoded THEN the bad one
+    is refused once, by where it is and why, and the good one is read: one broken span never costs the
+    batch, nor counts twice."""
+    bad = {**SPAN, "spanId": "not-hex-at-all!!"}
+    body = orjson.loads(kubelet_json(SPAN))
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"].append(bad)
+    decoded = otlp.decode_request(orjson.dumps(body), "json")
+    assert sum(decoded.refused.values()) == 1, decoded.refused
+    assert "spans[1]" in next(iter(decoded.refused))
+    assert len(otlp.spans_to_observations(decoded).observations) == 1
