@@ -279,3 +279,19 @@ def test_an_exit_ends_its_phase_unless_its_own_error_follows_at_once() -> None:
     assert terminating_exit() == [ended]
     assert terminating_exit(40.0) == [ended]
     assert terminating_exit(10.0) == [("terminating", at(5.0), None, "observed")]
+
+
+def test_an_add_after_a_remove_is_never_the_old_incarnations_even_alone() -> None:
+    """GIVEN web-0's lines on one node: ADD at 0 s, REMOVE at 50 s, then ADD at 51 s and an UPDATE at 55 s,
+    and evidence only of the old incarnation (its containers until 20 s) WHEN the lines are attached THEN
+    the old one has its ADD and REMOVE, and the lines after the REMOVE belong to nobody yet: the API had
+    removed the old pod, so what the kubelet was given next is another pod of that name (attached once
+    its own evidence arrives, never guessed)."""
+    lines = [
+        nameless(0, Transition.SYNCLOOP_ADD),
+        nameless(50, Transition.SYNCLOOP_REMOVE),
+        nameless(51, Transition.SYNCLOOP_ADD),
+        nameless(55, Transition.SYNCLOOP_UPDATE),
+    ]
+    owners = resolve_names(lines, [Anchor(OLD, NODE, t(1), t(20), True, "default", "web-0")])
+    assert [owners.get(o.dedupe_key) for o in lines] == [OLD, OLD, None, None]

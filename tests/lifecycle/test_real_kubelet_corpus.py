@@ -261,6 +261,12 @@ def test_a_liveness_probes_kill_restarts_the_container_and_never_terminates_the_
     ]
     assert not tl.findings
     assert [m.at for m in tl.markers if m.reason == "KillingContainer"] == [at("2025-05-16T18:34:49.885621")]
+    # Setup ends where "Observed pod startup duration" proves every container started, a known bound that
+    # cites that line, and running begins there citing it too.
+    setup, running = tl.lane("worker")
+    assert setup.end_known and setup.attrs["end_from"] == "startup_observed"
+    assert setup.attrs["end_evidence"] == running.attrs["start_evidence"]
+    assert setup.attrs["end_evidence"] in setup.evidence
 
 
 def test_a_kill_with_a_grace_period_override_terminates_even_beside_a_liveness_restart() -> None:

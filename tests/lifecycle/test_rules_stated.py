@@ -85,3 +85,13 @@ def test_grace_exceeded_allows_the_api_times_rounding_and_no_more(finished: floa
     tl = derive_pod_timeline(deleted_with_grace(finished))
     kinds = [row[0] for row in finding_rows(tl)]
     assert ("grace_exceeded" in kinds) is exceeded, finding_rows(tl)
+
+
+def test_a_termination_seen_only_in_the_api_carries_the_grace_it_was_given() -> None:
+    """GIVEN a pod deleted with 5 s of grace (deletionGracePeriodSeconds: 5) and no kubelet line WHEN its
+    timeline is derived THEN the worker's terminating interval says 5 s: the grace the kubelet was handed
+    (the API server's deletionGracePeriodSeconds, k8s-facts), whatever the pod's own spec says (30 s)."""
+    (terminating,) = [
+        iv for iv in derive_pod_timeline(deleted_with_grace(24)).lane("worker") if iv.state == "terminating"
+    ]
+    assert terminating.attrs["grace_seconds"] == 5
