@@ -7,6 +7,7 @@ rest are hand-written observations (tests/lifecycle/factories.py), each test sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from collectors.parsers.audit import parse_audit
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import NODE, at, ctr, marker, pod, rows, span, t, worker
+from tests.lifecycle.factories import NODE, Row, at, ctr, marker, pod, rows, span, t, worker
 from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, marker_of, read_audit
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.facts import canonical_observations, collect_facts
@@ -84,6 +85,21 @@ def test_a_deletions_marker_names_the_kind_of_actor() -> None:
     assert made[2]["who"].startswith("agent-smith, as kubernetes-admin")
 
 
+def audited(payload: dict[str, Any]) -> Observation:
+    """A stored audited request about default/web-1 (hand-written), its payload as given."""
+    return Observation(
+        kind=Kind.AUDIT,
+        source=Source.AUDIT,
+        observed_at=t(1),
+        dedupe_key="audit:1",
+        pod_uid=None,
+        node=None,
+        namespace="default",
+        name="web-1",
+        payload=payload,
+    )
+
+
 ACTORS = st.one_of(
     st.none(),
     st.text(max_size=5),
@@ -100,18 +116,7 @@ def test_any_stored_actor_reads_without_error(actor: Any, has_actor: bool) -> No
     payload: dict[str, Any] = {"resource": "pods", "verb": "delete"}
     if has_actor:
         payload["actor"] = actor
-    obs = Observation(
-        kind=Kind.AUDIT,
-        source=Source.AUDIT,
-        observed_at=t(1),
-        dedupe_key="audit:1",
-        pod_uid=None,
-        node=None,
-        namespace="default",
-        name="web-1",
-        payload=payload,
-    )
-    record = read_audit(obs)
+    record = read_audit(audited(payload))
     assert record is not None
     expected = actor.get("kind") or None if has_actor and isinstance(actor, dict) else None
     assert record.actor_kind == expected
@@ -122,17 +127,7 @@ def test_a_request_on_another_resource_is_no_pods_record(resource: str | None) -
     """GIVEN an audited request on a PodDisruptionBudget or a node that has a pod's namespace and name (a
     PDB is often named after its workload) WHEN the pod's requests are read THEN it is not one of them;
     nor is an observation of another kind that says ``resource: pods``. (Hand-written observations.)"""
-    request = Observation(
-        kind=Kind.AUDIT,
-        source=Source.AUDIT,
-        observed_at=t(1),
-        dedupe_key="audit:pdb",
-        pod_uid=None,
-        node=None,
-        namespace="default",
-        name="web-1",
-        payload={"resource": resource, "verb": "delete", "actor": {"kind": "user", "name": "alice"}},
-    )
+    request = audited({"resource": resource, "verb": "delete", "actor": {"kind": "user", "name": "alice"}})
     assert read_audit(request) is None
     an_event = replace(request, kind=Kind.EVENT, payload={**request.payload, "resource": "pods"})
     assert read_audit(an_event) is None
@@ -208,9 +203,16 @@ def test_both_ends_of_a_span_are_on_the_spans_node() -> None:
 OLD, NEW = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
 
 
-def nameless(seen: float, transition: str) -> Observation:
-    """A V2 ``SyncLoop`` line naming ``default/web-0`` and no UID (hand-written)."""
-    return replace(worker(OLD, seen, transition, pod_ref="default/web-0"), pod_uid=None)
+def owners(
+    lines: Sequence[tuple[float, str]], evidence: Sequence[tuple[str, float, float]]
+) -> list[str | None]:
+    """Which incarnation each of ``lines`` (V2 ``SyncLoop`` lines naming ``default/web-0`` and no UID, at
+    their second) is attached to, given each incarnation's kubelet evidence on the node (UID, first and
+    last second). Hand-written lines."""
+    nameless = [replace(worker(OLD, at_, tr, pod_ref="default/web-0"), pod_uid=None) for at_, tr in lines]
+    anchors = [Anchor(uid, NODE, t(lo), t(hi), True, "default", "web-0") for uid, lo, hi in evidence]
+    found = resolve_names(nameless, anchors)
+    return [found.get(o.dedupe_key) for o in nameless]
 
 
 def test_an_add_after_a_remove_begins_the_next_incarnations_lines() -> None:
@@ -218,17 +220,8 @@ def test_an_add_after_a_remove_begins_the_next_incarnations_lines() -> None:
     containers seen until 20 s, its REMOVE at 50 s (the API object went), the new one's ADD at 51 s and its
     containers from 53 s WHEN the UID-less lines are attached THEN the REMOVE is the old incarnation's (it
     ends the life its ADD began, however near the new one's evidence), and the ADD after it the new one's."""
-    lines = [
-        nameless(0, Transition.SYNCLOOP_ADD),
-        nameless(50, Transition.SYNCLOOP_REMOVE),
-        nameless(51, Transition.SYNCLOOP_ADD),
-    ]
-    anchors = [
-        Anchor(OLD, NODE, t(1), t(20), True, "default", "web-0"),
-        Anchor(NEW, NODE, t(53), t(60), True, "default", "web-0"),
-    ]
-    owners = resolve_names(lines, anchors)
-    assert [owners.get(o.dedupe_key) for o in lines] == [OLD, OLD, NEW]
+    lines = [(0, Transition.SYNCLOOP_ADD), (50, Transition.SYNCLOOP_REMOVE), (51, Transition.SYNCLOOP_ADD)]
+    assert owners(lines, [(OLD, 1, 20), (NEW, 53, 60)]) == [OLD, OLD, NEW]
 
 
 def test_each_part_of_a_life_split_by_a_lost_remove_goes_to_its_own_incarnation() -> None:
@@ -237,17 +230,12 @@ def test_each_part_of_a_life_split_by_a_lost_remove_goes_to_its_own_incarnation(
     UPDATE at 40 s WHEN they are attached THEN the ADD inside the life splits it: the first part is the old
     incarnation's, the second the new one's (each part claimed by one incarnation's evidence)."""
     lines = [
-        nameless(0, Transition.SYNCLOOP_ADD),
-        nameless(10, Transition.SYNCLOOP_UPDATE),
-        nameless(30, Transition.SYNCLOOP_ADD),
-        nameless(40, Transition.SYNCLOOP_UPDATE),
+        (0, Transition.SYNCLOOP_ADD),
+        (10, Transition.SYNCLOOP_UPDATE),
+        (30, Transition.SYNCLOOP_ADD),
+        (40, Transition.SYNCLOOP_UPDATE),
     ]
-    anchors = [
-        Anchor(OLD, NODE, t(1), t(12), True, "default", "web-0"),
-        Anchor(NEW, NODE, t(32), t(45), True, "default", "web-0"),
-    ]
-    owners = resolve_names(lines, anchors)
-    assert [owners.get(o.dedupe_key) for o in lines] == [OLD, OLD, NEW, NEW]
+    assert owners(lines, [(OLD, 1, 12), (NEW, 32, 45)]) == [OLD, OLD, NEW, NEW]
 
 
 def test_a_pod_known_from_its_requests_alone_keeps_its_name() -> None:
@@ -262,7 +250,7 @@ def test_a_pod_known_from_its_requests_alone_keeps_its_name() -> None:
 
 
 # --- a sync function's exit ---------------------------------------------------------------------------------
-def terminating_exit(*error_at: float) -> list[tuple[str, str, str | None, str]]:
+def terminating_exit(*error_at: float) -> list[Row]:
     """The worker lane of "SyncTerminatingPod enter" at 5 s and "SyncTerminatingPod exit" at 10 s, with an
     "Error syncing pod, skipping" at each of ``error_at`` (hand-written V4 lines, one kubelet process)."""
     lines = [worker(UID, 5.0, Transition.TERMINATING_ENTER), worker(UID, 10.0, Transition.TERMINATING_EXIT)]
@@ -288,10 +276,9 @@ def test_an_add_after_a_remove_is_never_the_old_incarnations_even_alone() -> Non
     removed the old pod, so what the kubelet was given next is another pod of that name (attached once
     its own evidence arrives, never guessed)."""
     lines = [
-        nameless(0, Transition.SYNCLOOP_ADD),
-        nameless(50, Transition.SYNCLOOP_REMOVE),
-        nameless(51, Transition.SYNCLOOP_ADD),
-        nameless(55, Transition.SYNCLOOP_UPDATE),
+        (0, Transition.SYNCLOOP_ADD),
+        (50, Transition.SYNCLOOP_REMOVE),
+        (51, Transition.SYNCLOOP_ADD),
+        (55, Transition.SYNCLOOP_UPDATE),
     ]
-    owners = resolve_names(lines, [Anchor(OLD, NODE, t(1), t(20), True, "default", "web-0")])
-    assert [owners.get(o.dedupe_key) for o in lines] == [OLD, OLD, None, None]
+    assert owners(lines, [(OLD, 1, 20)]) == [OLD, OLD, None, None]
