@@ -7,28 +7,21 @@ import dataclasses
 import time
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 
 from collectors.kube.runner import Collector
 from tests.collector.conftest import CLUSTER, FAST, stored
+from tests.pg import admin_connection
 from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 
 KUBELET_KINDS = (Kind.NODE_METRICS, Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 
 
-def _admin() -> psycopg.Connection[Any]:
-    s = connection.settings_dict
-    return psycopg.connect(
-        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
-    )
-
-
 def backends() -> set[int]:
     """The process ids of every backend connected to this database now."""
-    with _admin() as admin:
+    with admin_connection() as admin:
         rows = admin.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchall()
@@ -40,7 +33,7 @@ def terminate_backends_since(before: set[int]) -> int:
     this database opened since ``before`` was read is terminated (the ones the test process held before the
     collector started are not the collector's: another test's thread or context may still use them, and
     terminating them failed a later test in CI). Returns how many were."""
-    with _admin() as admin:
+    with admin_connection() as admin:
         row = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid() AND NOT pid = ANY(%s)",

@@ -9,7 +9,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import psycopg
 import pytest
 import requests
 from django.contrib.auth.models import User
@@ -17,6 +16,7 @@ from django.db import connection
 
 from dashboard.web.access import create_token
 from podlife_site.env import database_from_url
+from tests.pg import admin_connection
 from tests.security.conftest import deployment_env, strong_key
 
 CLIENTS = 24
@@ -49,9 +49,7 @@ def storm(serve: Any, database: str, pool_max: int, token: str) -> tuple[list[in
 
     def sample() -> None:
         nonlocal most
-        with psycopg.connect(
-            host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=database, autocommit=True
-        ) as watcher:
+        with admin_connection(database) as watcher:
             while not done.is_set():
                 count = watcher.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
@@ -111,9 +109,7 @@ def test_the_web_server_opens_its_whole_pool_when_it_first_uses_the_database(ser
     )
     assert answer.status_code == 200
     held = 0
-    with psycopg.connect(
-        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
-    ) as watcher:
+    with admin_connection() as watcher:
         deadline = time.monotonic() + 20
         while held < POOL and time.monotonic() < deadline:
             row = watcher.execute(

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import psycopg
 import pytest
 import requests
 from django.conf import settings
@@ -22,16 +21,10 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from dashboard.web.access import create_token
+from tests.pg import admin_connection
 from tests.security.conftest import deployment_env, strong_key
 
 CLIENTS = 48
-
-
-def _admin() -> psycopg.Connection[Any]:
-    s = connection.settings_dict
-    return psycopg.connect(
-        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
-    )
 
 
 @pytest.fixture
@@ -39,7 +32,7 @@ def limited_role(transactional_db: Any) -> Iterator[Any]:
     """A login role (not a superuser: PostgreSQL enforces connection limits on others only) that may use
     the test database, and a function setting its connection limit."""
     role = f"podlife_limited_{settings.PODLIFE_DEPLOYMENT}".replace("-", "_")
-    with _admin() as db:
+    with admin_connection() as db:
         db.execute(f'DROP ROLE IF EXISTS "{role}"')  # left over by an interrupted run
         db.execute(f'CREATE ROLE "{role}" LOGIN')
         db.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
@@ -66,7 +59,7 @@ def storm(serve: Any, role: str, app_name: str, **env: str) -> tuple[list[reques
 
     def sample() -> None:
         nonlocal most
-        with _admin() as watcher:
+        with admin_connection() as watcher:
             while not done.is_set():
                 row = watcher.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [app_name]
