@@ -109,9 +109,11 @@ class Area:
     pattern: str
     lines: list[Line] = field(default_factory=list)
 
-    def score(self, mutants: Iterable[Mutant]) -> tuple[int, int]:
-        counted = [m for m in mutants if m.status not in NOT_COUNTED]
-        return sum(m.status in CAUGHT for m in counted), len(counted)
+
+def score(mutants: Iterable[Mutant]) -> tuple[int, int]:
+    """(killed, total) of ``mutants``: a timeout is a kill, a skipped mutant is not counted."""
+    counted = [m for m in mutants if m.status not in NOT_COUNTED]
+    return sum(m.status in CAUGHT for m in counted), len(counted)
 
 
 # ---------------------------------------------------------------------------------------------- areas
@@ -340,7 +342,7 @@ def _file_line(mutant: Mutant, in_function: int | None) -> int | None:
 
 
 def percent(killed: int, total: int) -> float:
-    # Rounded down to the recorded precision, so that a recorded score is one the same run reaches again.
+    # Rounded down to the tenth printed: a score is never shown above what the tests reach.
     return int(1000 * killed / total) / 10 if total else 100.0
 
 
@@ -349,9 +351,8 @@ class LineScore:
     """What the tests did to the mutants of one sampled line: the ratchet's unit."""
 
     area: str
-    ident: (
-        str  # the line's identity: the first 12 hex digits of the SHA-256 of its key (file, function, text)
-    )
+    # the line's identity: the first 12 hex digits of the SHA-256 of its key (file, function, text)
+    ident: str
     path: str
     function: str
     killed: int
@@ -373,21 +374,18 @@ def line_scores(
     before the first line it changes (mutmut puts a mutant on a node that starts on a line it may mutate;
     a node spanning lines may change a later one)."""
     area_of = {line.key: name for name, area in areas.items() for line in area.lines}
-    counts: dict[str, list[int]] = {line.key: [0, 0] for line in lines}
+    of_line: dict[str, list[Mutant]] = {line.key: [] for line in lines}
     for mutant in mutants:
-        if mutant.status in NOT_COUNTED:
-            continue
         first, _, _ = change_of(mutant)
         mine = [line for line in lines if line.path == str(mutant.path)]
         if not mine:
             continue
         before = [line for line in mine if first is not None and line.number <= first]
         line = max(before, key=lambda x: x.number) if before else min(mine, key=lambda x: x.number)
-        counts[line.key][0] += mutant.status in CAUGHT
-        counts[line.key][1] += 1
+        of_line[line.key].append(mutant)
     scores = {}
     for line in lines:
-        killed, total = counts[line.key]
+        killed, total = score(of_line[line.key])
         ident = line_ident(line)
         scores[ident] = LineScore(area_of[line.key], ident, line.path, line.function, killed, total)
     return scores
@@ -447,19 +445,16 @@ def ratchet(scores: dict[str, LineScore], path: Path, *, update: bool) -> int:
         elif now.killed > was.killed and not update:
             print(f"mutation: {now.where}: {now.killed}/{now.total} killed, above the {was.killed} recorded")
         changed = changed or was is None or was != now
-    compared = len(scores) - len(new)
-    print(
-        f"mutation: ratchet: {compared} of the {len(scores)} sampled lines compared with their record", end=""
-    )
-    print(f"; {len(new)} new to the sample, not compared" if new else "", end="")
-    print(
-        f"; {len(recorded.keys() - scores.keys())} recorded lines left the sample"
-        if recorded.keys() - scores.keys()
-        else ""
-    )
-    if (new or changed or recorded.keys() - scores.keys()) and not update:
+    left = recorded.keys() - scores.keys()
+    said = [f"{len(scores) - len(new)} of the {len(scores)} sampled lines compared with their record"]
+    if new:
+        said.append(f"{len(new)} new to the sample, not compared")
+    if left:
+        said.append(f"{len(left)} recorded lines left the sample")
+    print("mutation: ratchet: " + "; ".join(said))
+    if (new or changed or left) and not update:
         print("mutation: `make mutation RATCHET=update` records the sample as it is now")
-    if update and (changed or recorded.keys() - scores.keys()):
+    if update and (changed or left):
         # a regressed line keeps its record: a lower one is recorded by hand, with the reason in the commit
         write_score(path, [regressed.get(ident, now) for ident, now in scores.items()])
         print(f"mutation: recorded the sample in {path}")
@@ -469,15 +464,14 @@ def ratchet(scores: dict[str, LineScore], path: Path, *, update: bool) -> int:
 # ---------------------------------------------------------------------------------------------- main
 
 
-def report(areas: dict[str, Area], mutants: list[Mutant], *, diffs: bool) -> dict[str, tuple[int, int]]:
-    scores = {}
+def report(areas: dict[str, Area], mutants: list[Mutant], *, diffs: bool) -> None:
     print(f"{'area':<10} {'killed':>6} / {'total':<5} {'score':>6}   by file (killed/total)")
-    for name, area in areas.items():
+    for name in areas:
         mine = [m for m in mutants if m.area == name]
-        scores[name] = killed, total = area.score(mine)
+        killed, total = score(mine)
         paths = sorted({str(m.path) for m in mine})
         files = ", ".join(
-            "{} {}/{}".format(Path(p).name, *area.score(m for m in mine if str(m.path) == p)) for p in paths
+            "{} {}/{}".format(Path(p).name, *score(m for m in mine if str(m.path) == p)) for p in paths
         )
         print(f"{name:<10} {killed:>6} / {total:<5} {percent(killed, total):>5.1f}%   {files}")
     survivors = [m for m in mutants if m.status not in CAUGHT | NOT_COUNTED]
@@ -489,7 +483,6 @@ def report(areas: dict[str, Area], mutants: list[Mutant], *, diffs: bool) -> dic
             print(f"  {m.path}:{line or '?'}  {m.name}{status}\n      {change}")
             if diffs:
                 print("\n".join("      " + text for text in diff.splitlines()))
-    return scores
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ the hand-written inputs say so.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -118,8 +119,6 @@ def test_a_lines_time_is_utc_whatever_zone_the_node_logged_in() -> None:
 def test_a_json_lines_verbosity_is_an_integer_or_unknown(v: object) -> None:
     """``--logging-format=json`` writes ``"v"`` as an integer; anything else (a boolean, a string, a float)
     is no verbosity a reader can trust: unknown. Hand-written lines in the kubelet's JSON shape."""
-    import json
-
     record = {"ts": 1710757282622.68, "caller": "status_manager.go:937", "msg": "Delaying pod deletion"}
     if v is not None:
         record["v"] = v
