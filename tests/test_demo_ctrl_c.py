@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waits import wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow]
 
@@ -110,10 +112,7 @@ def test_ctrl_c_stops_make_demo_with_a_live_socket_open(tmp_path: Path) -> None:
 
         holder = threading.Thread(target=lambda: asyncio.run(hold()), daemon=True)
         holder.start()
-        deadline = time.monotonic() + 20
-        while "hello" not in socket_state:
-            assert time.monotonic() < deadline, "the websocket never said hello"
-            time.sleep(0.1)
+        wait_for(lambda: "hello" in socket_state, "the websocket's hello", 20, interval=0.1)
         assert '"type":"hello"' in socket_state["hello"]
         # Not a wait for a result: Ctrl-C is pressed while the collector and the demo cluster are busy (the
         # scenario), and what the test asserts after it is waited for on conditions.

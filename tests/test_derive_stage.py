@@ -11,7 +11,6 @@ import asyncio
 import os
 import random
 import threading
-import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -464,9 +463,7 @@ def test_a_store_queues_the_derive_stage_through_the_waker(
     try:
         with django_capture_on_commit_callbacks(execute=True):
             store.save_observations("waker", pod_history(UID, "web-0", upto=1))
-        deadline = time.monotonic() + 5
-        while client.llen(derive) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: client.llen(derive) >= 1, "a derive task queued", 5)
         assert client.llen(derive) == 1
         assert b"timelines.derive_dirty" in client.lindex(derive, 0)
     finally:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from podlife_site import tuning
+from tests.waits import until
 
 
 def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(monkeypatch: Any) -> None:
@@ -43,21 +44,13 @@ def test_trim_runs_once_after_the_last_request_or_socket_and_never_while_busy(mo
         await trim({"type": "http"}, None, None)  # a request before IDLE_S pushes the trim back
         assert first.cancelled() and trim._timer is not None and trim._timer is not first
         seen.append(trim.trims)
-        await until(lambda: trim.trims > 0)
+        await until(lambda: trim.trims > 0, "a trim")
         seen.append(trim.trims)
         assert trim._timer is None  # once: nothing more is due until the next request
         return seen
 
     assert tuning.trim()  # glibc, as in the image
     assert asyncio.run(run()) == [0, 0, 1]
-
-
-async def until(condition: Any, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, f"not within {timeout} s"
-        await asyncio.sleep(0.01)
 
 
 def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(monkeypatch: Any) -> None:
@@ -77,7 +70,7 @@ def test_the_releases_run_when_idle_and_one_that_fails_does_not_stop_the_trim(mo
         trim = tuning.IdleTrim(app, releases=[broken, lambda: calls.append("kept frames")])
         await trim({"type": "http"}, None, None)
         assert calls == []  # not while a request runs, nor right after it
-        await until(lambda: trim.trims > 0)
+        await until(lambda: trim.trims > 0, "a trim")
         return trim.trims
 
     assert asyncio.run(run()) == 1

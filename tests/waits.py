@@ -23,6 +23,18 @@ def wait_for(condition: Callable[[], T], what: str, timeout: float = 30.0, inter
         time.sleep(interval)
 
 
+async def until(
+    condition: Callable[[], Any], what: str, timeout: float = 10.0, interval: float = 0.01
+) -> None:
+    """``wait_for`` inside an event loop: yields to the loop between checks, so that the tasks the
+    condition waits on run."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        await asyncio.sleep(interval)
+
+
 async def subscribed(layer: Any, group: str, subscribers: int = 1, timeout: float = 10.0) -> None:
     """Until Redis counts ``subscribers`` subscriptions to ``group`` of the pub/sub channel ``layer``
     (``PUBSUB NUMSUB``). ``group_add`` sends its SUBSCRIBE without waiting for Redis to take it: a message

@@ -13,7 +13,6 @@ Before the fix each mirror's events made a pod of their own that never got a pha
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +20,7 @@ from django.utils import timezone
 
 from collectors.kube.runner import Collector
 from collectors.models import CollectorState
+from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 from timelines.models import DirtyBatch, DirtyKey, Marker, Pod
 
@@ -31,21 +31,19 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 def _settled(ready: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait (on conditions, not a clock) until nothing is left to derive and ``ready`` holds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not DirtyBatch.objects.exists() and not DirtyKey.objects.exists() and ready():
-            return
-        time.sleep(0.2)
+    wait_for(
+        lambda: not DirtyBatch.objects.exists() and not DirtyKey.objects.exists() and ready(),
+        "nothing left to derive, and the pods ready",
+        timeout,
+        interval=0.2,
+    )
 
 
 def _watching(*resources: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = CollectorState.objects.filter(cluster__name=CLUSTER, resource__in=resources)
-        if states.exclude(resource_version="").count() == len(resources):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the collector did not list {resources} in {timeout} s")
+    listed = CollectorState.objects.filter(cluster__name=CLUSTER, resource__in=resources).exclude(
+        resource_version=""
+    )
+    wait_for(lambda: listed.count() == len(resources), f"the collector listing {resources}", timeout)
 
 
 def _real_pods(sim: SimCluster) -> set[str]:

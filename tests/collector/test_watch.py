@@ -11,6 +11,7 @@ import pytest
 from collectors.kube import watch as watch_module
 from collectors.kube.watch import StepResult
 from collectors.models import CollectorState
+from tests.waits import wait_for
 from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import Interval, Pod
@@ -34,10 +35,7 @@ def api_states(uid: str) -> list[str]:
 
 def wait_for_open_watch(sim, timeout: float = 30.0) -> None:
     """Until the demo cluster holds a watch request open (the step listed and is now watching)."""
-    deadline = time.monotonic() + timeout
-    while sim.server._httpd.open_watches() == 0:
-        assert time.monotonic() < deadline, f"no watch request open after {timeout} s"
-        time.sleep(0.01)
+    wait_for(lambda: sim.server._httpd.open_watches(), "a watch request open", timeout, interval=0.01)
 
 
 class VirtualClock:
@@ -340,9 +338,8 @@ def test_a_burst_is_stored_when_the_stream_pauses_not_at_the_batch_deadline(sim)
     try:
         wait_for_open_watch(sim)
         uids = sim.spawn(3)
-        deadline = time.monotonic() + 20  # well before the step ends (30 s)
-        while time.monotonic() < deadline and stored("pod", pod_uid__in=uids).count() < 3:
-            time.sleep(0.05)
+        # well before the step ends (30 s)
+        wait_for(lambda: stored("pod", pod_uid__in=uids).count() >= 3, "the three pods stored", 20)
         assert stored("pod", pod_uid__in=uids).values("pod_uid").distinct().count() == 3
         assert not done.is_set(), "stored only when the step ended"
     finally:
@@ -370,9 +367,8 @@ def test_a_stored_burst_is_counted_and_its_version_saved_while_the_watch_stays_o
         wait_for_open_watch(sim)
         sim.spawn(3)
         reached = str(sim.store.rv)
-        deadline = time.monotonic() + 20  # well before the step ends (30 s)
-        while time.monotonic() < deadline and state("pods").resource_version != reached:
-            time.sleep(0.05)
+        # well before the step ends (30 s)
+        wait_for(lambda: state("pods").resource_version == reached, f"version {reached} saved", 20)
         saved = state("pods")
         assert not done.is_set(), "the version was saved only when the step ended"
         assert saved.resource_version == reached

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -360,12 +359,13 @@ def test_drain_cordons_then_is_held_by_the_pdb_until_it_allows(tmp_path: Path, k
                 node_selector={"podlife.dev/pool": "drain"},
             )
             c.create_pdb(NS, "api-pdb", {"matchLabels": {"app": "api"}}, min_available=2)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            pdb = c.store.get("poddisruptionbudgets", NS, "api-pdb")
-            if pdb["status"].get("currentHealthy") == 2:
-                break
-            time.sleep(0.1)
+        wait_for(
+            lambda: c.store.get("poddisruptionbudgets", NS, "api-pdb")["status"].get("currentHealthy") == 2,
+            "api-pdb's two healthy pods",
+            30,
+            interval=0.1,
+        )
+        pdb = c.store.get("poddisruptionbudgets", NS, "api-pdb")
         assert pdb["status"]["currentHealthy"] == 2 and pdb["status"]["disruptionsAllowed"] == 0
         victim = next(
             p for p in c.store.iter_objects("pods", NS) if p["metadata"]["labels"].get("app") == "api"
@@ -377,10 +377,7 @@ def test_drain_cordons_then_is_held_by_the_pdb_until_it_allows(tmp_path: Path, k
         reader = threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, "")), daemon=True)
         reader.start()
         refused = f'error when evicting pods/"{victim["metadata"]["name"]}" -n "{NS}" (will retry after 5s): Cannot evict pod as it would violate the pod\'s disruption budget.'
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(refused in line for line in out):
-            time.sleep(0.1)
-        assert any(refused in line for line in out), out
+        wait_for(lambda: any(refused in line for line in out), f"{refused!r} in {out}", 30, interval=0.1)
         assert c.store.get("nodes", "", node)["spec"]["unschedulable"] is True
         assert (
             c.store.get("pods", NS, victim["metadata"]["name"])["metadata"]["uid"]
@@ -445,11 +442,13 @@ def test_logs_of_demo_containers(tmp_path: Path, kubectl: str) -> None:
         assert wrong.returncode != 0 and "container nope is not valid for pod talker" in wrong.stderr
 
         follow = kc.popen("logs", "-n", NS, "talker", "-f", "--tail=0")
-        deadline = time.monotonic() + 20  # the follow request is open before the pod is deleted
-        while time.monotonic() < deadline and not [
-            r for r in sim.requests_matching("GET", "/log?") if "follow=true" in r[2]
-        ]:
-            time.sleep(0.05)
+        # the follow request is open before the pod is deleted
+        wait_for(
+            lambda: [r for r in sim.requests_matching("GET", "/log?") if "follow=true" in r[2]],
+            "the follow request",
+            20,
+            interval=0.05,
+        )
         kc.run("delete", "pod", "talker", "-n", NS, "--wait=false")
         tail, _ = follow.communicate(timeout=30)
         assert follow.returncode == 0

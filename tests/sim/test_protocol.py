@@ -291,9 +291,8 @@ def test_kubectl_get_and_watch(tmp_path, kubectl: str) -> None:
     kc = tmp_path / "kc"
     # Speed 5: the scenarios' PDBs live a few real seconds each, longer than kubectl takes on a busy machine.
     with run_sim("mixed", seed=5, kubeconfig_path=kc, realtime=True, speed=5, bookmark_interval=0.5) as sim:
-        deadline = time.monotonic() + 15  # a busy machine may need more than a moment for the first PDB
-        while not sim.cluster.store.count("poddisruptionbudgets") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # a busy machine may need more than a moment for the first PDB
+        wait_for(lambda: sim.cluster.store.count("poddisruptionbudgets"), "a PDB", 15, interval=0.1)
         env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
         base = [kubectl, "--kubeconfig", str(kc)]
         out = subprocess.run(

@@ -9,7 +9,6 @@ import os
 import socket
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from django.contrib.auth.models import Group, User
 
 from dashboard.models import ClusterGrant
 from tests.flow import ingest as ingest_observations
+from tests.waits import wait_for
 from tests.web.factories import HOSTILE, killed_during_setup, started_pod
 from timelines.models import Cluster
 
@@ -128,11 +128,7 @@ class LiveServer:
 
     def start(self) -> None:
         self.thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start in 15 s")
-            time.sleep(0.02)
+        wait_for(lambda: self.server.started, "uvicorn started", 15)
 
     def run_in_loop(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from asgiref.sync import sync_to_async
@@ -203,11 +199,7 @@ def wait_for_js(page: Any, expression: str, timeout_s: float = 20.0) -> None:
     """Poll ``expression`` in the page until it is truthy. ``page.wait_for_function`` turns its string into
     code inside the page, which the site's Content-Security-Policy (no 'unsafe-eval') refuses as soon as
     the first check is false; ``page.evaluate`` goes through the DevTools protocol, outside the policy."""
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{expression!r} still false after {timeout_s} s")
-        time.sleep(0.02)
+    wait_for(lambda: page.evaluate(expression), repr(expression), timeout_s)
 
 
 def login(page: Any, base: str, username: str) -> None:

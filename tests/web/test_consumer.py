@@ -18,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from dashboard.web.routing import websocket_urlpatterns
 from tests.flow import ingest as ingest_observations
 from tests.lifecycle import scenarios
-from tests.waits import subscribed
+from tests.waits import subscribed, until
 from tests.web.conftest import UID_EVIL, UID_OK, UID_SECRET
 from tests.web.factories import retarget, started_pod
 from timelines import live
@@ -524,12 +524,6 @@ def test_pages_of_one_cluster_share_one_health_poll(admin_user: Any, lab: Any, m
         return await original(cluster)
 
     monkeypatch.setattr(consumers, "_collector_frame", counted)
-
-    async def until(condition: Any, what: str) -> None:
-        deadline = time.monotonic() + 10
-        while not condition():
-            assert time.monotonic() < deadline, f"not within 10 s: {what}"
-            await asyncio.sleep(0.01)
 
     async def run() -> tuple[set[asyncio.Task[Any] | None], int]:
         pages = [await connect(admin_user) for _ in range(3)]

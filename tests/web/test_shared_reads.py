@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from dashboard.web.shared_reads import SharedReads
+from tests.waits import wait_for
 
 
 def test_a_kept_result_is_dropped_when_it_expires_without_another_request() -> None:
@@ -15,10 +14,7 @@ def test_a_kept_result_is_dropped_when_it_expires_without_another_request() -> N
     assert reads.get("k", 0.1, lambda: b"answer") == b"answer"
     assert reads.get("k", 0.1, lambda: b"other") == b"answer"  # within its time: shared
     assert len(reads._flights) == 1
-    deadline = time.monotonic() + 5
-    while reads._flights and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert reads._flights == {}
+    wait_for(lambda: reads._flights == {}, "the expired result dropped", 5)
     assert reads.get("k", 0.1, lambda: b"again") == b"again"
     assert (reads.stats.reads, reads.stats.shared) == (2, 1)
 
