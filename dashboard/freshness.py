@@ -37,14 +37,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Max, Q, QuerySet
 
+from dashboard import timeline_reads  # a cycle: timeline_reads reads freshness; used at call time
 from timelines import observation_rows
 from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
 from timelines.models import Cluster, Observation, Pod
-from timelines.pg_arrays import text_array
 
 KUBELET_KINDS = (Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 # Kubelet evidence is looked for from this long before the window on (the time index bounds the scan).
@@ -74,11 +73,10 @@ def kubelet_evidence_until(
 
 
 def _one_of(qs: QuerySet[Observation], column: str, values: list[str]) -> QuerySet[Observation]:
-    """``qs`` where ``column`` is one of ``values``. PostgreSQL: one array parameter, so one statement text
-    whatever the number of values (``timeline_reads.any_of`` says why that matters); SQLite: ``IN``."""
-    if connection.vendor == "postgresql":
-        return qs.extra(where=[f"{column} = ANY(%s::text[])"], params=[text_array(values)])
-    return qs.filter(**{f"{column}__in": values})
+    """``qs`` where ``column`` is one of ``values`` (``timeline_reads.any_of``: one statement text whatever
+    the number of values on PostgreSQL)."""
+    params: list[Any] = []
+    return qs.extra(where=[timeline_reads.any_of(column, values, params)], params=params)
 
 
 # Worker lines that say the worker is done with the pod for good (see the module's docstring).
