@@ -77,9 +77,20 @@ def _is_model(node: ast.AST, model: set[str], module: set[str]) -> bool:
 ROW_METHODS = {"all", "filter", "exclude", "order_by", "distinct", "select_related", "get", "first", "last"}
 
 
+def _selects(node: ast.AST) -> bool:
+    """``node`` calls ``observation_rows.selection``, whose answer is the model's rows (for ``rows``)."""
+    return isinstance(node, ast.Call) and "selection" in (
+        getattr(node.func, "attr", None),
+        getattr(node.func, "id", None),
+    )
+
+
 def _rows_of_model(node: ast.AST | None, model: set[str], module: set[str]) -> bool:
-    """``node`` is the model's rows: ``Observation.objects``, a query method's answer on them, a slice."""
+    """``node`` is the model's rows: ``Observation.objects`` or a ``selection``, a query method's answer
+    on them, a slice."""
     while node is not None:
+        if _selects(node):
+            return True
         if isinstance(node, ast.Attribute) and node.attr == "objects":
             return _is_model(node.value, model, module)
         if isinstance(node, ast.Subscript):
@@ -100,11 +111,12 @@ def offences_in_test(path: Path) -> list[str]:
     - ORM lookups, writes and reads that name them (``dedupe_key__in=``, ``values_list("payload")``),
       and the model built with them;
     - SQL text that names them;
-    - in a module that names the model: reading ``.payload`` / ``.dedupe_key`` of anything (its rows are
-      at hand there), or handing its rows' query out of a function (``return Observation.objects…``)."""
+    - in a module that names the model or calls ``observation_rows.selection`` (whose answer is the
+      model's rows, for ``rows``): reading ``.payload`` / ``.dedupe_key`` of anything (its rows are at
+      hand there), or handing its rows out of a function (``return Observation.objects…``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     model, module = _model_names(tree)
-    names_model = any(_is_model(node, model, module) for node in ast.walk(tree))
+    names_model = any(_is_model(node, model, module) or _selects(node) for node in ast.walk(tree))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -220,6 +232,7 @@ def test_the_tests_check_finds_what_it_forbids() -> None:
         "row.payload['where']\n"  # an attribute where rows are at hand
         "def stored(): return Row.objects.filter(kind='pod').order_by('id')\n"  # rows handed out
         "def one(): return models.Observation.objects.first()\n"  # a row handed out
+        "def picked(): return observation_rows.selection(c, kinds=['pod'])[:5]\n"  # rows handed out
         'sql = "SELECT dedupe_key FROM timelines_observation"\n'  # SQL
         "Row.objects.count()\n"
         "def uids(): return set(Row.objects.values_list('pod_uid', flat=True))\n",
@@ -233,7 +246,7 @@ def test_the_tests_check_finds_what_it_forbids() -> None:
         encoding="utf-8",
     )
     try:
-        assert len(offences_in_test(sample)) == 8, offences_in_test(sample)
+        assert len(offences_in_test(sample)) == 9, offences_in_test(sample)
         assert offences_in_test(lifecycle) == []
     finally:
         sample.unlink()
