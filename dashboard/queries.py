@@ -21,7 +21,6 @@ from timelines.models import (
     Finding,
     Interval,
     Node,
-    Observation,
     Pod,
     PodDisruptionBudget,
     Workload,
@@ -389,12 +388,12 @@ def pdb_lane(pdb: PodDisruptionBudget) -> list[Interval]:
 
 def pod_observations(cluster: Cluster, pod: Pod, *, limit: int = 5000) -> list[StoredRow]:
     return observation_rows.rows(
-        Observation.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("observed_at", "id")[:limit]
+        observation_rows.selection(cluster, pod_uids=[pod.uid]).order_by("observed_at", "id")[:limit]
     )
 
 
 def observations_by_id(cluster: Cluster, ids: Iterable[int], namespaces: set[str] | None) -> list[StoredRow]:
-    qs = _ns_filter(Observation.objects.filter(cluster=cluster, id__in=list(ids)[:1000]), namespaces)
+    qs = _ns_filter(observation_rows.selection(cluster, ids=list(ids)[:1000]), namespaces)
     return observation_rows.rows(qs.order_by("observed_at", "id"))
 
 
@@ -407,7 +406,7 @@ def observations_by_key(
     """The observations of ``cluster`` with these dedupe keys (what a timeline document cites as
     evidence), over the ``(cluster, dedupe_key)`` index; at most ``MAX_KEYS``."""
     wanted = sorted(set(keys))[:MAX_KEYS]
-    qs = _ns_filter(Observation.objects.filter(cluster=cluster, dedupe_key__in=wanted), namespaces)
+    qs = _ns_filter(observation_rows.selection(cluster, keys=wanted), namespaces)
     return observation_rows.rows(qs.order_by("observed_at", "id"))
 
 

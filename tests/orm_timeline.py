@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from tests.stored import key_by_id
 from timelines.lifecycle.schema import lane_order
 from timelines.lifecycle.timeline import (
     Finding,
@@ -21,7 +22,7 @@ from timelines.lifecycle.timeline import (
     PodTimeline,
     Severity,
 )
-from timelines.models import Cluster, Observation, Pod
+from timelines.models import Cluster, Pod
 from timelines.models import Finding as FindingRow
 from timelines.models import Interval as IntervalRow
 from timelines.models import Marker as MarkerRow
@@ -37,7 +38,7 @@ def orm_timeline(cluster: Cluster, pod: Pod) -> PodTimeline:
         FindingRow.objects.filter(cluster=cluster, pod_uid=pod.uid).order_by("start", "kind", "id")
     )
     cited = {i for rows in (intervals, markers, findings) for r in rows for i in r.evidence or ()}
-    key_of = dict(Observation.objects.filter(cluster=cluster, id__in=cited).values_list("id", "dedupe_key"))
+    key_of = key_by_id(cluster, cited)
 
     def keys(ids: list[int] | None) -> tuple[str, ...]:
         return tuple(sorted({key_of[i] for i in ids or () if i in key_of}))

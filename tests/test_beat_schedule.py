@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from tests.stored import put, rows_of
 from timelines.models import Cluster
-from timelines.models import Observation as ObservationRow
 
 
 def registered_tasks() -> set[str]:
@@ -37,14 +37,18 @@ def test_the_retention_task_drops_what_is_older_than_the_setting(settings: Any) 
     settings.PODLIFE_RETENTION_DAYS = 7
     cluster = Cluster.objects.create(name="c1")
     now = timezone.now()
-    for key, age in (("old", timedelta(days=8)), ("recent", timedelta(days=6))):
-        ObservationRow.objects.create(  # synthetic rows: only their time matters here
-            cluster=cluster,
-            kind="worker",
-            source="kubelet_log",
-            observed_at=now - age,
-            received_at=now,
-            dedupe_key=key,
-        )
+    put(  # synthetic rows: only their time matters here
+        cluster,
+        [
+            {
+                "kind": "worker",
+                "source": "kubelet_log",
+                "observed_at": now - age,
+                "received_at": now,
+                "dedupe_key": key,
+            }
+            for key, age in (("old", timedelta(days=8)), ("recent", timedelta(days=6)))
+        ],
+    )
     assert app.tasks["timelines.apply_retention"].apply().get() == 1
-    assert list(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["recent"]
+    assert [o.dedupe_key for o in rows_of(None)] == ["recent"]

@@ -19,10 +19,10 @@ from django.db import connection
 
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import t
+from tests.stored import rows_of
 from timelines import derivation, live, observation_rows, store
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition
 from timelines.models import Finding, Interval, Marker, Pod
-from timelines.models import Observation as ObservationRow
 
 DERIVED = (Interval, Marker, Finding)
 NOW = t(100_000)  # findings about intervals still open depend on now: one now for every derivation here
@@ -36,7 +36,7 @@ COLUMNS = {
 def stored(cluster: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every derived row of ``cluster`` without its id, evidence as dedupe keys (ids differ between
     clusters), sorted: what two clusters holding the same observations must hold alike."""
-    keys = dict(ObservationRow.objects.filter(cluster=cluster).values_list("id", "dedupe_key"))
+    keys = {row.id: row.dedupe_key for row in rows_of(cluster)}
     out: dict[str, list[tuple[Any, ...]]] = {}
     for model in DERIVED:
         rows = []

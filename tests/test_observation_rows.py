@@ -83,3 +83,66 @@ def test_a_payload_condition_keeps_the_rows_its_decoded_payload_meets(
             "AND o.kind = %s ORDER BY o.observed_at", [cluster.pk, Kind.AUDIT], where
         )
         assert [o.name for _, o in got] == by_rule
+
+
+def mixed(cluster: str) -> Cluster:
+    """Synthetic: audit records, events and node snapshots over two namespaces, pods, nodes and names."""
+    facts = [
+        Observation(
+            kind=kind,
+            source=source,
+            observed_at=T0 + timedelta(seconds=i),
+            dedupe_key=f"{kind}:row-{i}",
+            pod_uid=f"uid-{i % 3}" if kind == Kind.EVENT else None,
+            node=f"node-{i % 2}" if kind == Kind.NODE else None,
+            namespace=None if kind == Kind.NODE else ("shop", "ops")[i % 2],
+            name=f"web-{i % 4}",
+            payload={"i": i},
+        )
+        for i in range(24)
+        for kind, source in ((Kind.AUDIT, Source.AUDIT), (Kind.EVENT, Source.API), (Kind.NODE, Source.API))[
+            i % 3 : i % 3 + 1
+        ]
+    ]
+    assert store.save_observations(cluster, facts).stored == len(facts)
+    return Cluster.objects.get(name=cluster)
+
+
+SELECTIONS: list[dict[str, Any]] = [
+    {"kinds": [Kind.EVENT, Kind.NODE]},
+    {"kinds": []},
+    {"keys": ["audit:row-0", "event:row-1", "event:row-99"]},
+    {"pod_uids": ["uid-1"]},
+    {"node": "node-1"},
+    {"namespace": "ops"},
+    {"name": "web-2"},
+    {"source": Source.AUDIT},
+    {"kinds": [Kind.EVENT], "namespace": "shop", "name": "web-0"},
+    {"namespace": ""},  # the rows without a namespace (node snapshots)
+]
+
+
+@pytest.mark.parametrize("selected", SELECTIONS)
+def test_a_selection_keeps_the_cluster_s_rows_whose_columns_it_names(selected: dict[str, Any]) -> None:
+    """``observation_rows.selection`` chooses a cluster's rows by their stored columns: each argument keeps
+    the rows whose column is (one of) what it gives, several keep the rows all of them keep, an empty
+    collection keeps none, and another cluster's rows are never chosen. (By id: the same rule.)"""
+    here, there = mixed("here"), mixed("there")
+    every = observation_rows.rows(ObservationRow.objects.filter(cluster=here).order_by("id"))
+    columns = {"kinds": "kind", "keys": "dedupe_key", "pod_uids": "pod_uid"}
+
+    def kept(row: observation_rows.StoredRow) -> bool:
+        return all(
+            getattr(row, columns[arg]) in value if arg in columns else getattr(row, arg) == value
+            for arg, value in selected.items()
+        )
+
+    expected = [row.id for row in every if kept(row)]
+    assert (expected != []) == (selected != {"kinds": []}) and len(expected) < len(every)
+    for cluster in (here, here.pk):
+        chosen = observation_rows.selection(cluster, **selected).order_by("id")
+        assert [row.id for row in observation_rows.rows(chosen)] == expected
+    ids = [row.id for row in every[::5]]
+    theirs = observation_rows.rows(ObservationRow.objects.filter(cluster=there).order_by("id"))
+    chosen = observation_rows.selection(here, ids=[*ids, theirs[0].id]).order_by("id")
+    assert [row.id for row in observation_rows.rows(chosen)] == ids

@@ -4,7 +4,12 @@ no SQL that looks into the payload column, keep that change to the store and tha
 
 A static check of the product's code: no ORM lookup into the payload (``payload__…``), no ``payload`` column
 named to the ORM's value reads, and no SQL text that reads the payload column, outside the store (which
-writes it) and ``observation_rows`` (which decodes it)."""
+writes it) and ``observation_rows`` (which decodes it).
+
+And the tests: outside the store's own format tests (``TESTS_ALLOWED``), no test reaches the payload or
+the dedupe key of ``timelines.models.Observation``; they read stored observations through
+``observation_rows`` (or ``tests/stored.py``, built on it), so that the compact switch changes the
+store, ``observation_rows`` and that helper, and no test."""
 
 from __future__ import annotations
 
@@ -22,6 +27,121 @@ ORM_READS = {"values", "values_list", "only", "defer", "order_by", "annotate", "
 SQL_OPERATOR = re.compile(r"\bpayload\s*(->|#>|@>|\?|::\s*(text|jsonb?)\b)", re.IGNORECASE)
 SQL_READ = re.compile(r"(\.payload\b|\bpayload\s+AS\b)", re.IGNORECASE)
 SQL_WORDS = re.compile(r"\b(SELECT|WHERE|FROM|CAST)\b")
+
+
+# The tests that may touch the stored form itself: the codec's and the exactness tests, the tests of
+# the store (its writes, keys, partitions) and of observation_rows, this check, and the tests' one helper
+# that writes rows as an older podlife stored them.
+TESTS_ALLOWED = {
+    "tests/test_compact.py",
+    "tests/test_read_back.py",
+    "tests/test_observation_rows.py",
+    "tests/test_store.py",
+    "tests/test_store_writer.py",
+    "tests/test_partitions.py",
+    "tests/test_one_decode.py",
+    "tests/stored.py",
+}
+STORED_FIELDS = ("payload", "dedupe_key")
+# The ORM calls that name a column by keyword (lookups and writes) or by a text argument (reads).
+ORM_CALLS = {"filter", "exclude", "get", "create", "update", "get_or_create", "update_or_create"}
+TEST_SQL = re.compile(r"\b(payload|dedupe_key)\b", re.IGNORECASE)
+
+
+def _stored_field(name: str | None) -> bool:
+    return any(name == field or (name or "").startswith(f"{field}__") for field in STORED_FIELDS)
+
+
+def _model_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """The names this module binds to ``timelines.models.Observation`` and to ``timelines.models``."""
+    model, module = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "timelines.models":
+            model |= {alias.asname or alias.name for alias in node.names if alias.name == "Observation"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "timelines":
+            module |= {alias.asname or alias.name for alias in node.names if alias.name == "models"}
+        elif isinstance(node, ast.Import):
+            module |= {alias.asname or alias.name for alias in node.names if alias.name == "timelines.models"}
+    return model, module
+
+
+def _is_model(node: ast.AST, model: set[str], module: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in model
+    if isinstance(node, ast.Attribute) and node.attr == "Observation":
+        return ast.unparse(node.value) in module
+    return False
+
+
+# The query methods whose answer is still the model's rows (a query, or one row).
+ROW_METHODS = {"all", "filter", "exclude", "order_by", "distinct", "select_related", "get", "first", "last"}
+
+
+def _selects(node: ast.AST) -> bool:
+    """``node`` calls ``observation_rows.selection``, whose answer is the model's rows (for ``rows``)."""
+    return isinstance(node, ast.Call) and "selection" in (
+        getattr(node.func, "attr", None),
+        getattr(node.func, "id", None),
+    )
+
+
+def _rows_of_model(node: ast.AST | None, model: set[str], module: set[str]) -> bool:
+    """``node`` is the model's rows: ``Observation.objects`` or a ``selection``, a query method's answer
+    on them, a slice."""
+    while node is not None:
+        if _selects(node):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "objects":
+            return _is_model(node.value, model, module)
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ROW_METHODS
+        ):
+            node = node.func.value
+        else:
+            return False
+    return False
+
+
+def offences_in_test(path: Path) -> list[str]:
+    """A test module's reaches into the stored payload or dedupe key of the model's rows:
+    - ORM lookups, writes and reads that name them (``dedupe_key__in=``, ``values_list("payload")``),
+      and the model built with them;
+    - SQL text that names them;
+    - in a module that names the model or calls ``observation_rows.selection`` (whose answer is the
+      model's rows, for ``rows``): reading ``.payload`` / ``.dedupe_key`` of anything (its rows are at
+      hand there), or handing its rows out of a function (``return Observation.objects…``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    model, module = _model_names(tree)
+    names_model = any(_is_model(node, model, module) or _selects(node) for node in ast.walk(tree))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if name in ORM_CALLS or name in ORM_READS or _is_model(node.func, model, module):
+                found += [
+                    f"{node.lineno}: {name}({kw.arg}=)" for kw in node.keywords if _stored_field(kw.arg)
+                ]
+            if name in ORM_READS:
+                found += [
+                    f"{node.lineno}: {name}({arg.value!r})"
+                    for arg in node.args
+                    if isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and _stored_field(arg.value)
+                ]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if TEST_SQL.search(text) and SQL_WORDS.search(text) and "timelines_observation" in text:
+                found.append(f"{node.lineno}: SQL {text[:60]!r}")
+        elif names_model and isinstance(node, ast.Attribute) and node.attr in STORED_FIELDS:
+            found.append(f"{node.lineno}: .{node.attr} where the model's rows are at hand")
+        elif names_model and isinstance(node, ast.Return) and _rows_of_model(node.value, model, module):
+            found.append(f"{node.lineno}: returns the model's rows")
+    return found
 
 
 def offences(path: Path) -> list[str]:
@@ -64,6 +184,21 @@ def test_no_reader_looks_into_the_payload_column_but_the_one_decode() -> None:
     assert not bad, bad
 
 
+def test_no_test_reaches_the_stored_payload_or_key_but_the_store_s_own() -> None:
+    """Tests read stored observations back through ``observation_rows`` (``tests/stored.py``), never the
+    model's payload or dedupe key: the compact switch then changes no test but the store's own."""
+    checked, bad = 0, {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in TESTS_ALLOWED or "/fixtures/" in rel:
+            continue
+        checked += 1
+        if found := offences_in_test(path):
+            bad[rel] = found
+    assert checked > 150
+    assert not bad, bad
+
+
 def test_the_check_finds_what_it_forbids() -> None:
     """The check itself: each form it forbids, written as a reader would, is found."""
     sample = ROOT / "tests" / "_one_decode_sample.py"
@@ -80,3 +215,39 @@ def test_the_check_finds_what_it_forbids() -> None:
         assert len(offences(sample)) == 6, offences(sample)
     finally:
         sample.unlink()
+
+
+def test_the_tests_check_finds_what_it_forbids() -> None:
+    """The tests' check itself: each way a test could reach the stored payload or key is found, and a
+    lifecycle observation's payload, a count of the model's rows or the model's pod UIDs are not."""
+    sample = ROOT / "tests" / "_one_decode_test_sample.py"
+    sample.write_text(
+        "from timelines.models import Observation as Row\n"
+        "from timelines import models\n"
+        "Row.objects.filter(dedupe_key__in=keys)\n"  # a lookup
+        "Row.objects.filter(kind='pod', payload__static=True)\n"  # a lookup into the payload
+        "Row.objects.values_list('dedupe_key', flat=True)\n"  # a read
+        "models.Observation(cluster=c, payload={})\n"  # a write
+        "row = Row.objects.get(kind='worker')\n"
+        "row.payload['where']\n"  # an attribute where rows are at hand
+        "def stored(): return Row.objects.filter(kind='pod').order_by('id')\n"  # rows handed out
+        "def one(): return models.Observation.objects.first()\n"  # a row handed out
+        "def picked(): return observation_rows.selection(c, kinds=['pod'])[:5]\n"  # rows handed out
+        'sql = "SELECT dedupe_key FROM timelines_observation"\n'  # SQL
+        "Row.objects.count()\n"
+        "def uids(): return set(Row.objects.values_list('pod_uid', flat=True))\n",
+        encoding="utf-8",
+    )
+    lifecycle = ROOT / "tests" / "_one_decode_test_lifecycle.py"
+    lifecycle.write_text(
+        "from timelines.lifecycle.observation import Observation\n"
+        "o = Observation(kind='pod', source='api', observed_at=t, dedupe_key='k', payload={})\n"
+        "o.payload['uid'], o.dedupe_key\n",
+        encoding="utf-8",
+    )
+    try:
+        assert len(offences_in_test(sample)) == 9, offences_in_test(sample)
+        assert offences_in_test(lifecycle) == []
+    finally:
+        sample.unlink()
+        lifecycle.unlink()

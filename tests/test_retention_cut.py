@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.stored import rows_of
 from tests.test_partitions import pod_snapshot
 from timelines import store
-from timelines.models import Observation as ObservationRow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_databases]
 
@@ -33,7 +33,7 @@ def test_retention_keeps_the_whole_day_that_holds_the_cutoff(settings: Any) -> N
     ]
     assert store.save_observations("c1", rows).stored == 4
     assert store.apply_retention(14, now=NOW) == 1
-    assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == [
+    assert sorted(o.dedupe_key for o in rows_of(None)) == [
         "pod:uid-a:2",
         "pod:uid-a:3",
         "pod:uid-a:4",

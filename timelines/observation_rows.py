@@ -13,7 +13,7 @@ that narrowing with a column (docs/storage.md), and the decoded check stays the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +25,7 @@ from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
 from timelines.lifecycle.observation import Observation, stored_observation
+from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
 
 # (id, observation) pairs: the id is what derived rows cite as evidence.
@@ -194,6 +195,36 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
         if where is None or where(value):
             out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
     return out
+
+
+def selection(
+    cluster: Cluster | int,
+    *,
+    kinds: Iterable[str] | None = None,
+    keys: Iterable[str] | None = None,
+    pod_uids: Iterable[str] | None = None,
+    ids: Iterable[int] | None = None,
+    node: str | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    source: str | None = None,
+) -> QuerySet[ObservationRow]:
+    """The rows of ``cluster`` (a cluster or its id) that the stored columns select, for ``rows`` / ``facts``:
+    of these kinds, dedupe keys, pod UIDs or ids, and of this node, namespace, name or source (each one
+    that is given; an empty collection selects nothing). A read that chooses rows here does not name how
+    those columns are stored, which the compact form changes (kind and source codes, name ids, hashed
+    keys: docs/storage.md); the reads by key, id and pod and the tests' reads use it."""
+    qs = ObservationRow.objects.filter(cluster_id=cluster if isinstance(cluster, int) else cluster.pk)
+    if kinds is not None:
+        qs = qs.filter(kind__in=list(kinds))
+    if keys is not None:
+        qs = qs.filter(dedupe_key__in=list(keys))
+    if pod_uids is not None:
+        qs = qs.filter(pod_uid__in=list(pod_uids))
+    if ids is not None:
+        qs = qs.filter(id__in=list(ids))
+    texts = {"node": node, "namespace": namespace, "name": name, "source": source}
+    return qs.filter(**{column: text for column, text in texts.items() if text is not None})
 
 
 def field_is(path: Sequence[str], expected: str | bool | int) -> FieldIs:

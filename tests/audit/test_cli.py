@@ -13,11 +13,12 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard import queries, timeline_reads
+from tests import stored
 from tests.audit.helpers import FIXTURES, parsed
 from timelines import derivation
 from timelines.lifecycle import schema
 from timelines.lifecycle.observation import Kind
-from timelines.models import Node, Observation, PodDisruptionBudget
+from timelines.models import Node, PodDisruptionBudget
 
 # The command stores from a writer thread, on its own connection: only committed rows are seen by both.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,7 +63,7 @@ def expected_keys() -> set[str]:
 
 def test_a_folder_of_rotated_gzip_logs(logs: Path) -> None:
     out, err = run("--cluster", "offline-1", str(logs))
-    assert set(Observation.objects.values_list("dedupe_key", flat=True)) == expected_keys()
+    assert stored.keys_of(None) == expected_keys()
     assert (
         f"{logs / 'audit.log'}: 30 audit events, 20 observations (20 stored, 0 already stored, 0 rejected)"
         in out
@@ -109,7 +110,7 @@ def test_stdin_and_the_summary_of_losses() -> None:
     assert "-: 12 audit events, 9 observations (9 stored, 0 already stored, 0 rejected)" in out
     assert "unreadable, lost: bad_json 2" in out
     assert "bad_json: line 2:" in err and "bad_json: line 4:" in err
-    assert Observation.objects.filter(kind=Kind.AUDIT).count() == 7
+    assert stored.count_of(None, kinds=[Kind.AUDIT]) == 7
 
 
 def test_inputs_that_cannot_be_read_fail_the_command_and_the_rest_is_kept(tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_inputs_that_cannot_be_read_fail_the_command_and_the_rest_is_kept(tmp_pa
             str(tmp_path / "empty.log"),
             str(ok),
         )
-    assert Observation.objects.filter(kind=Kind.NODE).count() == 2  # cordon.jsonl was stored all the same
+    assert stored.count_of(None, kinds=[Kind.NODE]) == 2  # cordon.jsonl was stored all the same
 
 
 def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,8 +138,8 @@ def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path, capsys: pytest.
     (tmp_path / "cut.log.gz").write_bytes(data[: len(data) * 2 // 3])
     out, err = run("--cluster", "offline-4", str(tmp_path / "cut.log.gz"))
     assert "reading stopped early" in err
-    stored = Observation.objects.count()
-    assert 0 < stored < 20
+    kept = stored.count_of(None)
+    assert 0 < kept < 20
 
 
 def test_a_read_only_cluster_is_refused() -> None:

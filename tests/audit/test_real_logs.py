@@ -17,6 +17,7 @@ from django.core.management import call_command
 
 from collectors.parsers.audit import parse_audit
 from dashboard import queries
+from tests import stored
 from timelines import derivation
 from timelines.lifecycle.audit_evidence import (
     Life,
@@ -28,8 +29,7 @@ from timelines.lifecycle.audit_evidence import (
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
-from timelines.models import Observation as ObservationRow
-from timelines.models import Pod
+from timelines.models import Cluster, Pod
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "audit"
 KODEKLOUD = "kodekloud-2024-citadel-webapp-color-deletes.jsonl"
@@ -215,8 +215,7 @@ def test_the_same_refused_eviction_reads_the_same_in_two_clusters() -> None:
     (marker,) = orjson.loads(markers["aks"])
     (key,) = marker["evidence"]
     assert key.startswith("audit:") and marker["reason"] == "EvictionRefused"
-    rows = ObservationRow.objects.filter(dedupe_key=key).values_list("cluster__name", "id")
-    ids = dict(rows)
+    ids = {c.name: row.id for c in Cluster.objects.all() for row in stored.rows_of(c, keys=[key])}
     assert set(ids) == {"aks", "aksraw"} and ids["aks"] != ids["aksraw"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,8 +22,9 @@ from collectors.kube.kubelet import pull_kubelet_logs, pull_kubelet_metrics
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.watch import StepControl, StepResult, run_step
 from demo_cluster import SimServer, run_sim
+from tests.stored import ORDER, keys_of, rows_of
 from timelines import derivation
-from timelines.models import Observation
+from timelines.observation_rows import StoredRow, Where
 
 CLUSTER = "sim"
 
@@ -107,16 +108,15 @@ class SimCluster:
             keys.add(f"pod:{uid}:{rv}:deleted" if kind == "DELETED" else f"pod:{uid}:{rv}")
         deadline = time.monotonic() + timeout
         while True:
-            have = Observation.objects.filter(cluster__name=self.cluster, dedupe_key__in=keys)
-            missing = keys - set(have.values_list("dedupe_key", flat=True))
+            missing = keys - keys_of(self.cluster, keys=keys)
             if not missing:
                 break
             if time.monotonic() >= deadline:
                 uids = {k.split(":")[1] for k in missing}
-                near = Observation.objects.filter(cluster__name=self.cluster, pod_uid__in=uids, kind="pod")
+                near = keys_of(self.cluster, pod_uids=uids, kinds=["pod"])
                 raise AssertionError(
                     f"{len(missing)} pod events not stored after {timeout} s: {sorted(missing)[:5]}; "
-                    f"stored of those pods: {sorted(near.values_list('dedupe_key', flat=True))[:10]}"
+                    f"stored of those pods: {sorted(near)[:10]}"
                 )
             time.sleep(0.01)
         self.pods_checked_rv = max(rv for rv, _, _ in made)
@@ -140,9 +140,13 @@ def catch_up(sim) -> None:
     pull_kubelet_metrics(CLUSTER)
 
 
-def stored(kind: str | tuple[str, ...], **filters: Any) -> Any:
+def stored(
+    kind: str | tuple[str, ...], where: Where | None = None, *, order: Sequence[str] = ORDER, **selected: Any
+) -> list[StoredRow]:
+    """The demo cluster's stored rows of ``kind`` (one or several) that ``observation_rows.selection``'s
+    ``selected`` choose and ``where`` keeps, decoded, in ``order`` (by time by default)."""
     kinds = (kind,) if isinstance(kind, str) else kind
-    return Observation.objects.filter(cluster__name=CLUSTER, kind__in=kinds, **filters)
+    return rows_of(CLUSTER, where, order=order, kinds=kinds, **selected)
 
 
 @pytest.fixture(autouse=True)

@@ -18,9 +18,10 @@ from django.test import Client
 
 from collectors.kube.resources import ALL_RESOURCES
 from collectors.kube.runner import Collector
+from tests.stored import rows_of
 from timelines import derivation
 from timelines.lifecycle.observation import Kind, Source
-from timelines.models import Finding, Interval, Observation, Pod
+from timelines.models import Finding, Interval, Pod
 
 from .conftest import CLUSTER, FAST, catch_up, on_virtual_time
 from .test_scenario_findings import EXPECTED
@@ -40,8 +41,8 @@ def only_a_watch_knows(finding: Finding) -> bool:
     still open when the history stopped (an audit-only cluster is offline: 'now' is its last request)."""
     if finding.attrs.get("open"):
         return True
-    sources = Observation.objects.filter(id__in=finding.evidence).values_list("source", "kind")
-    return any(source in KUBELET_SOURCES or kind == Kind.EVENT for source, kind in sources)
+    cited = rows_of(finding.cluster_id, ids=finding.evidence)
+    return any(o.source in KUBELET_SOURCES or o.kind == Kind.EVENT for o in cited)
 
 
 def only_the_audit_log_knows(finding: Finding) -> bool:

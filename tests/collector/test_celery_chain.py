@@ -25,9 +25,9 @@ from django.db import connection
 from collectors import tasks
 from collectors.kube import config, lease
 from collectors.models import CollectorState
+from tests.stored import rows_of
 from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
-from timelines.models import Observation as ObservationRow
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "podlife-demo"  # the demo kubeconfig's context, which names the cluster
@@ -37,9 +37,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
 
 def stored_uids(kind: str) -> set[str]:
-    return set(
-        ObservationRow.objects.filter(cluster__name=CLUSTER, kind=kind).values_list("pod_uid", flat=True)
-    )
+    return {o.pod_uid for o in rows_of(CLUSTER, kinds=[kind])}
 
 
 @pytest.fixture
@@ -182,7 +180,7 @@ def test_worker_killed_mid_step_loses_nothing_and_one_chain_stays_live(worker_en
         # The version is saved just after what it covers is stored.
         wait_for(lambda: int(pods_state().resource_version) > int(reached), "the version to move on")
         assert pods_state().relists_total == 1  # resumed from the stored version: no second list
-        assert not ObservationRow.objects.filter(cluster__name=CLUSTER, source="synthetic").exists()
+        assert not rows_of(CLUSTER, source="synthetic")
         # Exactly one live chain: never two watch requests, the same lease holder, re-arming refused.
         for _ in range(30):
             assert open_watches() <= 1

@@ -289,11 +289,11 @@ def test_scripted_kubectl_drains_against_the_truth(make_sim, monkeypatch, derive
 
 def _stored_pdbs_healthy(want: dict[str, int]) -> bool:
     """Whether the collector stored each PDB with its wanted currentHealthy."""
+    from tests.stored import rows_of
     from timelines.lifecycle.observation import Kind
-    from timelines.models import Observation
 
     seen = {
         o.name: (o.payload.get("status") or {}).get("current_healthy")
-        for o in Observation.objects.filter(cluster__name=CLUSTER, kind=Kind.PDB).order_by("observed_at")
+        for o in rows_of(CLUSTER, kinds=[Kind.PDB], order=("observed_at",))
     }
     return all(seen.get(name) == n for name, n in want.items())

@@ -25,9 +25,9 @@ from collectors.kube import lease
 from collectors.models import CollectorState
 from demo_cluster import run_sim
 from tests.collector.test_celery_chain import QUEUE_KEYS, Worker
+from tests.stored import rows_of
 from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
-from timelines.models import Observation as ObservationRow
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
@@ -49,9 +49,7 @@ def merged_kubeconfig(servers: dict[str, object], path: Path) -> Path:
 
 
 def stored(cluster: str, kind: str) -> set[str]:
-    return set(
-        ObservationRow.objects.filter(cluster__name=cluster, kind=kind).values_list("pod_uid", flat=True)
-    )
+    return {o.pod_uid for o in rows_of(cluster, kinds=[kind])}
 
 
 def steps_run(worker: Worker) -> int:
@@ -138,7 +136,7 @@ def test_three_clusters_on_workers_that_come_and_go_lose_nothing(tmp_path, monke
                 assert len(stored(name, Kind.POD_DELETED)) >= 20  # the churn really ran
                 state = CollectorState.objects.get(cluster__name=name, resource="pods")
                 assert state.relists_total == 1  # the first list only: every later step resumed
-                assert not ObservationRow.objects.filter(cluster__name=name, source="synthetic").exists()
+                assert not rows_of(name, source="synthetic")
             assert steps_run(workers[-1]) > 0, "the worker that joined took no step"
             assert sum(steps_run(w) for w in workers[1:]) > 0
         finally:

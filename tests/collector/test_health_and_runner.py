@@ -100,7 +100,7 @@ def test_collect_command_runs_steps_and_stops_after_duration(sim, settings, caps
         "--no-kubelet",
     )
     assert {o.pod_uid for o in stored(Kind.POD)} == sim.uids("pods")
-    assert stored(Kind.NODE).exists() == ("nodes" in resources) and not stored(Kind.EVENT).exists()
+    assert bool(stored(Kind.NODE)) == ("nodes" in resources) and not stored(Kind.EVENT)
     out = capsys.readouterr().out
     assert f"collecting {resources.replace(',', ', ')} from sim for 2 s" in out and "stopped after" in out
     assert lease.leases().holder(lease.watch_key(CLUSTER, "pods")) is None  # released on stop

@@ -76,9 +76,9 @@ def test_log_pull_parses_kubelet_lines_and_remembers_where_it_stopped(sim):
     assert first.skipped is None and not first.errors, first.errors
     assert first.lines > 0 and first.stored > 0
     # Lines, plus one kubelet_process observation per minute the kubelet logged in (restarts, coverage).
-    assert stored((Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS), node=node).count() == first.stored
+    assert len(stored((Kind.WORKER, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS), node=node)) == first.stored
     written = {t.astimezone(UTC) for t, _line in kubelet.lines}
-    times = set(stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node).values_list("observed_at", flat=True))
+    times = {o.observed_at for o in stored((Kind.WORKER, Kind.KUBELET_MARKER), node=node)}
     assert times and times <= written
     assert state(node_logs_resource(node)).resource_version  # the time pulled up to
 
@@ -111,7 +111,7 @@ def test_forbidden_node_proxy_skips_with_a_status_note(make_sim):
         assert result.skipped and "403" in result.skipped
         note = state(resource).note
         assert note.startswith("skipped:") and "HTTP 403" in note and "nodes/proxy" in note
-    assert not stored((Kind.WORKER, Kind.NODE_METRICS)).exists()
+    assert not stored((Kind.WORKER, Kind.NODE_METRICS))
     assert pull_kubelet_logs(CLUSTER).skipped == state(KUBELET_LOGS).note  # not asked again for a while
 
 

@@ -57,7 +57,7 @@ def test_kubelet_pulls_store_again_after_the_database_drops_every_connection(sim
     collector = Collector([CLUSTER], resources=("pods",), tunables=tunables).start()
     try:
         wait_for(
-            lambda: stored(Kind.NODE_METRICS).exists() and stored(Kind.WORKER).exists(),
+            lambda: bool(stored(Kind.NODE_METRICS) and stored(Kind.WORKER)),
             "the first kubelet metrics and log lines stored",
         )
         # A pull that meets the dropped connection inside a transaction got a new one even before the fix
@@ -70,9 +70,9 @@ def test_kubelet_pulls_store_again_after_the_database_drops_every_connection(sim
             # apart, run on them); what the test asserts is waited for below, on conditions.
             time.sleep(0.4)
         assert killed >= 1  # the collector's threads held connections
-        last = max(stored(KUBELET_KINDS).values_list("id", flat=True))
+        last = max(o.id for o in stored(KUBELET_KINDS))
         sim.advance(30)  # the kubelets log new lines and their working-pod counts change
-        wait_for(lambda: stored(Kind.WORKER, id__gt=last).exists(), "a log line stored again")
-        wait_for(lambda: stored(Kind.NODE_METRICS, id__gt=last).exists(), "metrics stored again")
+        wait_for(lambda: any(o.id > last for o in stored(Kind.WORKER)), "a log line stored again")
+        wait_for(lambda: any(o.id > last for o in stored(Kind.NODE_METRICS)), "metrics stored again")
     finally:
         collector.stop()

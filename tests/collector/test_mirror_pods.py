@@ -23,6 +23,7 @@ from collectors.models import CollectorState
 from tests.waits import wait_for
 from timelines.lifecycle.observation import Kind
 from timelines.models import DirtyBatch, DirtyKey, Marker, Pod
+from timelines.observation_rows import field_is
 
 from .conftest import CLUSTER, FAST, SimCluster, stored
 
@@ -58,8 +59,8 @@ def _live_pods() -> set[str]:
 
 
 def _mirror_api_uids() -> set[str]:
-    snaps = stored((Kind.POD, Kind.POD_DELETED), payload__static=True)
-    return {p["api_uid"] for p in snaps.values_list("payload", flat=True) if p["api_uid"] != p["uid"]}
+    snaps = stored((Kind.POD, Kind.POD_DELETED), field_is(("static",), True))
+    return {o.payload["api_uid"] for o in snaps if o.payload["api_uid"] != o.payload["uid"]}
 
 
 def test_mirror_pods_count_once_with_their_phase_and_deletion(make_sim, monkeypatch, derive_worker):
@@ -89,8 +90,7 @@ def test_mirror_pods_count_once_with_their_phase_and_deletion(make_sim, monkeypa
     assert static.phase and static.deleted_at is not None
     # The kubelet's events about the mirrors (their involvedObject.uid is the mirror's) are the static
     # pod's markers: its containers started once per incarnation.
-    events = stored(Kind.EVENT, pod_uid__in=mirrors)
-    assert events.exists()
+    assert stored(Kind.EVENT, pod_uids=mirrors)
     started = Marker.objects.filter(cluster__name=CLUSTER, pod_uid=static.uid, kind="event", reason="Started")
     assert started.count() >= 2
     assert not Marker.objects.filter(cluster__name=CLUSTER, pod_uid__in=mirrors).exists()

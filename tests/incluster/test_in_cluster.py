@@ -22,7 +22,7 @@ from collectors.kube.watch import StepControl, run_step
 from dashboard.queries import collector_health
 from demo_cluster import SimServer, run_sim
 from demo_cluster.tls import make_serving_certs
-from timelines.models import Observation
+from tests.stored import rows_of
 
 CLUSTER = "incluster"
 FAST = Tunables(watch_timeout_s=1, lease_ttl_s=5.0, list_page_size=50, batch_size=200, batch_seconds=0.1)
@@ -109,18 +109,14 @@ def test_collector_collects_in_cluster_through_tls_with_the_token(tls_sim: tuple
         (p["metadata"].get("annotations") or {}).get("kubernetes.io/config.mirror") or p["metadata"]["uid"]
         for p in sim.cluster.store.iter_objects("pods")
     }
-    stored = set(
-        Observation.objects.filter(cluster__name=CLUSTER)
-        .exclude(pod_uid="")
-        .values_list("pod_uid", flat=True)
-    )
+    stored = {o.pod_uid for o in rows_of(CLUSTER) if o.pod_uid != ""}
     assert listed.listed == len(uids) and uids <= stored
 
     with sim.cluster.engine.lock:
         new = sim.cluster.spawn_pod(sorted(sim.cluster.kubelets)[0])
     watched = step()
     assert watched.error is None and watched.events >= 1
-    assert Observation.objects.filter(cluster__name=CLUSTER, pod_uid=new["metadata"]["uid"]).exists()
+    assert rows_of(CLUSTER, pod_uids=[new["metadata"]["uid"]])
     assert step("nodes").error is None
     metrics = pull_kubelet_metrics(CLUSTER)
     assert metrics.errors == [] and metrics.stored == len(sim.cluster.kubelets)
@@ -144,7 +140,7 @@ def test_wrong_token_fails_with_a_message_naming_the_token_file(
     )
     assert result.error is not None and result.error.startswith(expected), result.error
     assert last_error().startswith(expected)
-    assert not Observation.objects.filter(cluster__name=CLUSTER).exists()
+    assert not rows_of(CLUSTER)
     assert sim.requests_matching("GET", "/api/v1/pods")[-1][3] == 401
 
 
@@ -204,4 +200,4 @@ def test_token_and_ca_paths_from_settings(tls_sim: tuple[SimServer, Path], setti
     assert (source.token_path, source.ca_path) == (str(sa / "token"), str(sa / "ca.crt"))
     config.register_cluster(source)
     assert step().error is None
-    assert Observation.objects.filter(cluster__name=CLUSTER).exists()
+    assert rows_of(CLUSTER)

@@ -22,10 +22,10 @@ from opentelemetry.trace import Status, StatusCode
 
 from collectors.models import IngestToken
 from dashboard import queries, timeline_reads
+from tests.stored import count_of
 from tests.web.conftest import held_socket
 from timelines import derivation, store
 from timelines.lifecycle import schema
-from timelines.models import Observation
 
 CLUSTER = "prod"
 KUBELET_SCOPE = "k8s.io/kubernetes/pkg/kubelet"
@@ -180,4 +180,4 @@ def worker_lane(uid: str, cluster: str = CLUSTER) -> list[tuple[str, datetime, d
 
 
 def observation_count() -> int:
-    return Observation.objects.count()
+    return count_of(None)

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from collectors.parsers.klog import split_journald_prefix
 from tests.ingest.conftest import CLUSTER, Ingest, PodSpans, issue_token, recorded_spans, to_dt, worker_lane
-from timelines.models import Observation
+from tests.stored import count_of, forget_all, rows_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "kubelet"
 LOGS = "/ingest/v1/kubelet-logs"
@@ -38,7 +38,7 @@ def cli_ingest(cluster: str, node: str, name: str, *extra: str) -> str:
 
 
 def stored(cluster: str) -> set[tuple[Any, ...]]:
-    rows = Observation.objects.filter(cluster__name=cluster)
+    rows = rows_of(cluster)
     return {(r.dedupe_key, r.kind, r.pod_uid, r.node, r.observed_at, orjson.dumps(r.payload)) for r in rows}
 
 
@@ -127,10 +127,9 @@ def test_tz_moves_klog_times(ingest: Ingest):
     )
     answer = ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023&tz=Europe/Paris", line, "text/plain")
     assert answer.json()["stored"] == 2  # the line, and the kubelet process (pid 2981) it shows
-    assert Observation.objects.get(kind="worker").observed_at == datetime(
-        2023, 8, 14, 7, 15, 31, 200734, tzinfo=UTC
-    )
-    process = Observation.objects.get(kind="kubelet_process")
+    (worker,) = rows_of(None, kinds=["worker"])
+    assert worker.observed_at == datetime(2023, 8, 14, 7, 15, 31, 200734, tzinfo=UTC)
+    (process,) = rows_of(None, kinds=["kubelet_process"])
     assert process.payload["pid"] == 2981
     assert process.payload["first_at"] == "2023-08-14T07:15:00.000000+00:00"  # the minute it logged in
 
@@ -143,11 +142,13 @@ def test_each_line_says_where_in_the_request_it_came_from(ingest: Ingest):
         "podUID=9a7c5e3b-1d2f-4e6a-b8c0-d2e4f6a8b0c1"
     )
     ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023", f"\n{line}\n".encode(), "text/plain")
-    assert Observation.objects.get(kind="worker").payload["where"] == "POST /ingest/v1/kubelet-logs line 2"
-    Observation.objects.all().delete()
+    (worker,) = rows_of(None, kinds=["worker"])
+    assert worker.payload["where"] == "POST /ingest/v1/kubelet-logs line 2"
+    forget_all()
     body = b"\n".join(orjson.dumps({"log": text}) for text in ("not kubelet", line.replace("31.2", "32.2")))
     ingest.post(f"{LOGS}?cluster={CLUSTER}&node=n&year=2023", body, "application/x-ndjson")
-    assert Observation.objects.get(kind="worker").payload["where"] == "POST /ingest/v1/kubelet-logs record 2"
+    (worker,) = rows_of(None, kinds=["worker"])
+    assert worker.payload["where"] == "POST /ingest/v1/kubelet-logs record 2"
 
 
 # --------------------------------------------------------------------------------------------- NDJSON
@@ -274,7 +275,7 @@ def test_spans_and_log_lines_for_the_same_phases_give_one_interval_each(ingest: 
     from timelines.models import Interval
 
     kinds_per_phase = {
-        iv.state: set(Observation.objects.filter(id__in=iv.evidence).values_list("kind", flat=True))
+        iv.state: {o.kind for o in rows_of(iv.cluster_id, ids=iv.evidence)}
         for iv in Interval.objects.filter(pod_uid=pod.uid, lane="worker")
     }
     assert kinds_per_phase == {
@@ -319,7 +320,7 @@ def test_bad_log_request_is_answered_and_stores_nothing(ingest: Ingest, settings
     answer = ingest.post(f"{LOGS}?{query}", body, content_type, **headers)
     assert answer.status_code == status, answer.content
     assert fragment in answer.json()["error"]
-    assert Observation.objects.count() == 0
+    assert count_of(None) == 0
 
 
 def test_log_endpoint_needs_a_token(ingest: Ingest):
@@ -330,4 +331,4 @@ def test_log_endpoint_needs_a_token(ingest: Ingest):
     wrong = {"Content-Type": "text/plain", "Authorization": "Bearer pli_123456789abc_nope"}
     assert requests.post(url, data=ONE_LINE, headers=wrong, timeout=10).status_code == 401
     assert requests.get(url, headers=ingest.auth, timeout=10).status_code == 405
-    assert Observation.objects.count() == 0
+    assert count_of(None) == 0

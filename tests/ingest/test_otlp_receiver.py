@@ -35,8 +35,8 @@ from tests.ingest.conftest import (
     to_dt,
     worker_lane,
 )
+from tests.stored import keys_of, rows_of
 from tests.waits import wait_for
-from timelines.models import Observation
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -119,7 +119,7 @@ def test_exported_kubelet_spans_are_worker_phases_within_a_second(
         provider.shutdown()
     assert lane == expected_phases(pod)
 
-    rows = Observation.objects.filter(pod_uid=pod.uid).order_by("observed_at")
+    rows = rows_of(CLUSTER, pod_uids=[pod.uid], order=("observed_at",))
     assert [(r.kind, r.source, r.node, r.namespace, r.name) for r in rows] == [
         ("span", "kubelet_span", "node-a", "default", "web-1")
     ] * 3
@@ -129,7 +129,7 @@ def test_exported_kubelet_spans_are_worker_phases_within_a_second(
     assert first.dedupe_key == f"span:{first.payload['span_id']}"
     assert len(first.payload["span_id"]) == 16 and len(first.payload["trace_id"]) == 32
     assert first.payload["error"] is None
-    assert rows[0].cluster.name == CLUSTER
+    assert rows == rows_of(None, pod_uids=[pod.uid], order=("observed_at",))  # all of them in CLUSTER
 
 
 def test_resent_spans_are_stored_once(ingest: Ingest):
@@ -161,8 +161,7 @@ def test_otlp_json_with_hex_ids(ingest: Ingest):
     assert answer.status_code == 200, answer.content
     assert answer.headers["Content-Type"] == JSON
     assert orjson.loads(answer.content) == {}
-    stored = set(Observation.objects.filter(pod_uid=pod.uid).values_list("dedupe_key", flat=True))
-    assert stored == {f"span:{i}" for i in sent_ids}
+    assert keys_of(None, pod_uids=[pod.uid]) == {f"span:{i}" for i in sent_ids}
     assert worker_lane(pod.uid) == expected_phases(pod)
 
 
@@ -179,7 +178,7 @@ def test_error_status_is_kept_as_the_span_error(ingest: Ingest):
     pod = PodSpans.at(1_700_000_200_000_000_000)
     spans = recorded_spans(lambda p: pod.emit(p, error="KillPodSandbox: rpc error: deadline exceeded"))
     assert ingest.exporter().export(spans) == SpanExportResult.SUCCESS
-    errors = dict(Observation.objects.filter(pod_uid=pod.uid).values_list("payload__name", "payload__error"))
+    errors = {o.payload.get("name"): o.payload.get("error") for o in rows_of(None, pod_uids=[pod.uid])}
     assert errors == {
         "syncPod": None,
         "syncTerminatingPod": "KillPodSandbox: rpc error: deadline exceeded",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.stored import rows_of
 from timelines import derivation
 from timelines.models import Interval, Node, Pod
-from timelines.models import Observation as ObservationRow
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -123,11 +123,8 @@ def test_kubelet_log_summary_counts_cut_lines_and_a_truncated_gzip_fails(tmp_pat
     assert failed is not None and "1 of 2 file(s) could not be read" in str(failed)
     assert "lost: 1 line(s) cut off before their pod, UID or message ended" in out
     assert f"{truncated}: read stopped early" in out
-    assert ObservationRow.objects.filter(
-        cluster__name="n", pod_uid="4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f"
-    ).exists()
-    assert not ObservationRow.objects.filter(cluster__name="n", name__startswith="cert>").exists()
-    assert not ObservationRow.objects.filter(cluster__name="n", name="cert").exists()
+    assert rows_of("n", pod_uids=["4f3761db-0a1b-4c2d-8e3f-9a8b7c6d5e4f"])
+    assert not [o for o in rows_of("n") if o.name.startswith("cert>") or o.name == "cert"]
 
 
 def test_kubelet_log_files_in_any_order_give_the_same_timelines(tmp_path: Path) -> None:

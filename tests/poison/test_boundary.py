@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from dashboard.export.bundle import canonical_observation
+from tests.stored import count_of, put, rows_of
 from timelines import derivation, store
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import DirtyKey, Pod, QuarantinedKey
-from timelines.models import Observation as ObservationRow
 
 AUDIT = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "webhook-eventlist.json"
 
@@ -91,7 +91,7 @@ def test_hostile_audit_events_are_refused_by_name_and_the_valid_one_is_stored(
     assert "9999-12-31T23:59:59+00:00 is outside the supported range" in problems
     assert "the object's uid '\\x82' is not 1-64 printable ASCII" in problems
     assert report["stored"] >= 1
-    assert set(ObservationRow.objects.values_list("namespace", flat=True)) == {"shop"}
+    assert {o.namespace for o in rows_of(None)} == {"shop"}
     derivation.drain()
     assert Pod.objects.filter(namespace="shop").exists()
     assert not DirtyKey.objects.exists() and not QuarantinedKey.objects.exists()
@@ -119,10 +119,10 @@ def test_a_row_at_year_one_does_not_break_the_default_window(admin_client: Any) 
     derivation.drain()
     cluster = store.cluster_for("prod")
     year1 = datetime(1, 1, 1, tzinfo=UTC)
-    ObservationRow.objects.create(
-        cluster=cluster, kind=Kind.KUBELET_PROCESS, source=Source.KUBELET_LOG, observed_at=year1,
-        received_at=year1, dedupe_key="year-one", node="node-a", payload={"pid": 1},
-    )  # fmt: skip
+    put(cluster, [{
+        "kind": Kind.KUBELET_PROCESS, "source": Source.KUBELET_LOG, "observed_at": year1,
+        "received_at": year1, "dedupe_key": "year-one", "node": "node-a", "payload": {"pid": 1},
+    }])  # fmt: skip
     from timelines import dirty
 
     dirty.append_batch(cluster.pk, [(dirty.NODE, "node-a", None, None)])
@@ -161,7 +161,7 @@ def test_a_kubelet_line_at_the_end_of_year_9999_is_counted_not_fatal(tmp_path: P
         "ingest_kubelet_log", "--cluster", "prod", "--node", "node-a", "--year", "9999", str(log), stdout=out
     )
     assert "out_of_range" in out.getvalue()
-    assert not ObservationRow.objects.exists()
+    assert count_of(None) == 0
 
 
 @pytest.mark.django_db
@@ -179,7 +179,7 @@ def test_the_year_parameter_outside_the_range_is_a_400_and_a_rollover_past_it_is
     answer = client.post(url + "8999", body, content_type="text/plain", **auth)
     assert answer.status_code == 200, answer.content
     assert answer.json()["skipped"] == {"out_of_range": 1}
-    assert ObservationRow.objects.filter(observed_at__year=8999).exists()
+    assert any(o.observed_at.year == 8999 for o in rows_of(None))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -205,12 +205,12 @@ def test_a_resealed_bundle_with_times_outside_the_range_is_refused_naming_the_re
     data["metadata"]["digest"]["observations_sha256"] = sha.hexdigest()
     path = tmp_path / "resealed.json"
     path.write_bytes(orjson.dumps(data))
-    before = ObservationRow.objects.count()
+    before = count_of(None)
     with pytest.raises(
         BundleError, match=r"observations\[0\].*observed_at .* is outside the supported range"
     ):
         import_incident(path, name="copy")
-    assert ObservationRow.objects.count() == before and not Cluster.objects.filter(name="copy").exists()
+    assert count_of(None) == before and not Cluster.objects.filter(name="copy").exists()
 
 
 @pytest.mark.parametrize(

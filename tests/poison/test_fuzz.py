@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 
 from collectors.models import IngestToken
 from tests.poison import hostile
+from tests.stored import keys_of
 from tests.test_derive_stage import pod_history, uid
 from timelines import derivation, store
 from timelines.models import DirtyKey, Pod, QuarantinedKey
-from timelines.models import Observation as ObservationRow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +40,7 @@ def _client(cluster: str) -> tuple[Client, dict[str, str]]:
 
 
 def _keys(cluster: str) -> set[str]:
-    return set(ObservationRow.objects.filter(cluster__name=cluster).values_list("dedupe_key", flat=True))
+    return keys_of(cluster)
 
 
 def _nothing_stuck_and_others_derive() -> None:

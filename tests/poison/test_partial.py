@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from collectors.models import IngestToken
+from tests.stored import keys_of
 from timelines import store
-from timelines.models import Observation as ObservationRow
 
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet" / "v1.27-delete-during-setup.log"
 URL = "/ingest/v1/kubelet-logs?cluster={cluster}"
@@ -64,7 +64,7 @@ def _post(client: Any, cluster: str, records: list[dict[str, Any]], media: str) 
 
 
 def _keys(cluster: str) -> set[str]:
-    return set(ObservationRow.objects.filter(cluster__name=cluster).values_list("dedupe_key", flat=True))
+    return keys_of(cluster)
 
 
 @pytest.mark.django_db

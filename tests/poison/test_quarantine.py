@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from tests.stored import put
 from tests.test_derive_stage import pod_history, uid
 from timelines import derivation, dirty, store
 from timelines.lifecycle import derive as core
 from timelines.lifecycle.observation import Kind, Source
 from timelines.models import DirtyKey, Pod, QuarantinedKey
-from timelines.models import Observation as ObservationRow
 
 pytestmark = pytest.mark.django_db
 
@@ -136,11 +136,11 @@ def test_a_row_at_the_end_of_time_is_quarantined_not_fatal(
     drains THEN that pod is quarantined and the other cluster's pod is derived."""
     cluster = store.cluster_for("a")
     end = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
-    ObservationRow.objects.create(
-        cluster=cluster, pod_uid=BAD, kind=Kind.POD, source=Source.AUDIT, observed_at=end,
-        received_at=end, dedupe_key="old-row", node="node-a", namespace="shop", name="web",
-        payload={"uid": BAD, "namespace": "shop", "name": "web", "node": "node-a", "phase": "Pending"},
-    )  # fmt: skip
+    put(cluster, [{
+        "pod_uid": BAD, "kind": Kind.POD, "source": Source.AUDIT, "observed_at": end,
+        "received_at": end, "dedupe_key": "old-row", "node": "node-a", "namespace": "shop", "name": "web",
+        "payload": {"uid": BAD, "namespace": "shop", "name": "web", "node": "node-a", "phase": "Pending"},
+    }])  # fmt: skip
     dirty.append_batch(cluster.pk, [(dirty.POD, BAD, None, None)])
     store.save_observations("b", pod_history(uid(1), "web-1"))
     derivation.drain()

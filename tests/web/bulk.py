@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from timelines.models import Cluster, Finding, Interval, Marker, Observation, Pod
+from tests.stored import put
+from timelines.models import Cluster, Finding, Interval, Marker, Pod
 
 DAY0 = datetime(2024, 6, 7, tzinfo=UTC)
 
@@ -175,19 +176,18 @@ def make_node_pods(cluster: Cluster, *, pods: int, node: str = "node-busy", seed
                 )
         if i % 11 == 0:
             observations.append(
-                Observation(
-                    cluster=cluster,
-                    pod_uid=uid,
-                    kind="worker",
-                    source="kubelet-log",
-                    observed_at=t[7],
-                    received_at=t[7],
-                    dedupe_key=f"bulk-worker-{uid}",
-                    node=pod_node,
-                    namespace=namespace,
-                    name=f"pod-{i}",
-                    payload={},
-                )
+                {
+                    "pod_uid": uid,
+                    "kind": "worker",
+                    "source": "kubelet-log",
+                    "observed_at": t[7],
+                    "received_at": t[7],
+                    "dedupe_key": f"bulk-worker-{uid}",
+                    "node": pod_node,
+                    "namespace": namespace,
+                    "name": f"pod-{i}",
+                    "payload": {},
+                }
             )
     # A pod with findings only (its markers are not sent), and one with markers only (not sent at all).
     for uid, with_finding in ((f"findings-only-{seed}", True), (f"markers-only-{seed}", False)):
@@ -227,5 +227,5 @@ def make_node_pods(cluster: Cluster, *, pods: int, node: str = "node-busy", seed
     Interval.objects.bulk_create(intervals, batch_size=2000)
     Marker.objects.bulk_create(markers, batch_size=2000)
     Finding.objects.bulk_create(findings, batch_size=2000)
-    Observation.objects.bulk_create(observations, batch_size=2000)
+    put(cluster, observations)
     return uids

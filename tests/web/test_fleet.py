@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import Client
 
 from dashboard import fleet, queries
+from tests.stored import put
 from tests.web.bulk import DAY0, make_pods
 from tests.web.conftest import grant
 from timelines.lifecycle.timeline import format_time
@@ -177,18 +178,17 @@ def test_overview_counts_are_the_per_cluster_counts(fleet_cluster: Cluster, admi
 def test_observation_total_is_exact_for_few_clusters_and_estimated_for_all_on_postgresql(
     fleet_cluster: Cluster,
 ) -> None:
-    from timelines.models import Observation
-
-    Observation.objects.bulk_create(
-        Observation(
-            cluster=fleet_cluster,
-            kind="pod",
-            source="api",
-            observed_at=DAY0 + timedelta(seconds=i),
-            received_at=DAY0 + timedelta(seconds=i),
-            dedupe_key=f"k{i}",
-        )
-        for i in range(120)
+    put(
+        fleet_cluster,
+        [
+            {
+                "kind": "pod",
+                "source": "api",
+                "observed_at": DAY0 + timedelta(seconds=i),
+                "dedupe_key": f"k{i}",
+            }
+            for i in range(120)
+        ],
     )
     assert fleet.observation_count([fleet_cluster], all_clusters=False) == (120, False)
     if connection.vendor == "postgresql":

@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.stored import rows_of
 from tests.web.conftest import PASSWORD, UID_EVIL, UID_KILLED, UID_OK, UID_SECRET, grant
 from tests.web.factories import HOSTILE
 from timelines.models import Cluster, Finding, Node, Pod
@@ -235,13 +236,7 @@ def test_pod_page_links_findings_to_their_evidence_observations(viewer: Any) -> 
 
 
 def test_pod_page_diffs_two_observations(viewer: Any) -> None:
-    from timelines.models import Observation
-
-    ids = list(
-        Observation.objects.filter(pod_uid=UID_KILLED, kind="pod")
-        .order_by("observed_at")
-        .values_list("id", flat=True)
-    )
+    ids = [o.id for o in rows_of(None, pod_uids=[UID_KILLED], kinds=["pod"], order=("observed_at",))]
     content = logged_in(viewer).get(f"/c/lab/pods/{UID_KILLED}/?a={ids[0]}&b={ids[-1]}").content.decode()
     assert f"Changes from observation {ids[0]} to {ids[-1]}" in content
     assert "phase" in content and "Failed" in content

@@ -174,7 +174,7 @@ class Command(BaseCommand):
                 for k in ("start_evidence", "end_evidence")
                 if iv.attrs.get(k)
             }
-            rows = observation_rows.rows(Observation.objects.filter(cluster=c, dedupe_key__in=keys))
+            rows = observation_rows.rows(observation_rows.selection(c, keys=keys))
             self.stdout.write(explain_text(timeline, {row.dedupe_key: row for row in rows}))
             return
         self.stdout.write(render_text(timeline, c.name))
