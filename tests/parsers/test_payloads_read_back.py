@@ -1,0 +1,567 @@
+"""Every field the kubelet log parser reads from a real line, read back whole (issue #38: fresh mutation
+samples of ``collectors/parsers/`` showed fields parsed and never checked by any test).
+
+Each test takes one real line (tests/fixtures/real/kubelet; its README and tests/fixtures/real/SOURCES.md
+name where each file was copied from) and states what a kubelet engineer reads from it: the instant, the
+pod (UID, namespace, name) and each key of the payload, with the line's own values. The klog V level of
+each message is the one k8s-facts.md gives for it (/work/shared/k8s-facts.md, "pod lifecycle messages").
+Lines of V0 messages carry no level: a V0 line says nothing of the log's verbosity (the highest V level a
+log's lines show).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from collectors.parsers.kubelet_log import MAX_LINE, MarkerReason, parse_kubelet_log, top_unrecognized
+from timelines.lifecycle.observation import Kind, Observation, Source, Transition
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+
+KUEUE = "kueue-4669-kind-1.31-v3.journal"  # kind 1.31, --v=3; pod pod-e2e-dx5dg/group-0
+KUEUE_UID = "8bb7de3e-72f0-4102-adbd-53897040775e"
+KUEUE_C = "62e04a72b1c5bb855056e55b44513a36a9f338baa5ee997b5ea20858b61fa058"  # its container "c"
+
+
+def line_of(name: str, number: int) -> str:
+    """The 1-based line ``number`` of the real file ``name``, verbatim."""
+    return (REAL / name).read_text(encoding="utf-8").splitlines()[number - 1]
+
+
+def read(
+    name: str, number: int, *, year: int, node: str = "kind-worker", tz: tzinfo = UTC
+) -> list[Observation]:
+    """What the parser makes of that one real line, alone (its klog time in ``tz``)."""
+    result = parse_kubelet_log([line_of(name, number)], node=node, year=year, tz=tz)
+    assert not result.errors
+    return result.observations
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def pod_fields(obs: Observation) -> tuple[Any, ...]:
+    return (obs.kind, obs.source, obs.observed_at, obs.node, obs.pod_uid, obs.namespace, obs.name)
+
+
+WORKER_NONE = {  # what a pod-worker line that does not say them leaves unsaid
+    "work_type": None,
+    "update_type": None,
+    "cause": None,
+    "is_terminal": None,
+    "grace_period": None,
+    "error": None,
+}
+MARKER_NONE = {"container": None, "grace_period": None, "error": None}
+
+
+def test_a_config_line_names_its_source_and_how_many_pods_it_lists() -> None:
+    """`"SyncLoop ADD" source="api" pods=["pod-e2e-dx5dg/group-0"]` (V2): the API server sent the kubelet one
+    pod, named without a UID (none is logged since 1.21)."""
+    line = line_of(KUEUE, 1)
+    assert '"SyncLoop ADD" source="api" pods=["pod-e2e-dx5dg/group-0"]' in line
+    (add,) = read(KUEUE, 1, year=2025)
+    assert pod_fields(add) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:19.149698"),
+        "kind-worker",
+        None,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    assert add.payload == {
+        "transition": Transition.SYNCLOOP_ADD,
+        "message": "SyncLoop ADD",
+        "severity": "I",
+        "caller": "kubelet.go:2407",
+        "config_source": "api",
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "pods_in_line": 1,
+        "pid": 246,
+        "level": 2,
+    }
+
+
+def test_a_pleg_event_gives_the_pod_uid_its_id_and_the_container_its_data() -> None:
+    """A PLEG event's ID is the pod's UID and its Data the runtime ID of what started (V2)."""
+    (started,) = read(KUEUE, 17, year=2025)
+    assert pod_fields(started) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:21.516037"),
+        "kind-worker",
+        KUEUE_UID,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    assert started.payload == {
+        "transition": Transition.CONTAINER_STARTED,
+        "message": "SyncLoop (PLEG): event for pod",
+        "severity": "I",
+        "caller": "kubelet.go:2439",
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "container_id": KUEUE_C,
+        "pid": 246,
+        "level": 2,
+    }
+    (died,) = read(KUEUE, 41, year=2025)
+    assert (died.payload["transition"], died.payload["container_id"]) == (Transition.CONTAINER_DIED, KUEUE_C)
+
+
+def test_the_startup_line_gives_each_of_its_times_in_utc_and_its_durations() -> None:
+    """`"Observed pod startup duration"` (V0): created at 10:21:18, running from .586452803 (the kubelet) and
+    .676410453 (the watch), SLO and end-to-end duration 3.676410453 s; the pull times are Go's zero time
+    (``0001-01-01``): no image was pulled, so there are none. Times to the microsecond, truncated as Go's
+    nanoseconds are."""
+    (startup,) = read(KUEUE, 26, year=2025)
+    assert pod_fields(startup) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:21.676439"),
+        "kind-worker",
+        None,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    payload = dict(startup.payload)
+    assert payload.pop("level") is None  # V0
+    assert payload == {
+        "transition": Transition.STARTUP_OBSERVED,
+        "message": "Observed pod startup duration",
+        "severity": "I",
+        "caller": "pod_startup_latency_tracker.go:104",
+        **WORKER_NONE,
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "observed_running": "2025-03-18T10:21:21.586452+00:00",
+        "watch_observed_running": "2025-03-18T10:21:21.676410+00:00",
+        "created": "2025-03-18T10:21:18.000000+00:00",
+        "first_started_pulling": None,
+        "last_finished_pulling": None,
+        "slo_seconds": 3.676410453,
+        "e2e_seconds": 3.676410453,
+        "pid": 246,
+    }
+
+
+def test_a_startup_line_with_pulls_gives_both_pull_times_and_both_durations() -> None:
+    """The AKS 2025 line of default/liveness-exec: its image was pulled from 18:34:05.069571752 to
+    .968299422, so the SLO duration (2.066691337 s, pulling excluded) is shorter than the end-to-end one
+    (`podStartE2EDuration="2.965419007s"`, Go duration text)."""
+    name = "aks-2025-1.31-liveness-probe-restart.journal"
+    assert 'podStartSLOduration=2.066691337 podStartE2EDuration="2.965419007s"' in line_of(name, 4)
+    (startup,) = read(name, 4, year=2025, node="aks-nodepool1-29985679-vmss00000A")
+    payload = dict(startup.payload)
+    assert payload.pop("level") is None  # V0
+    assert payload == {
+        "transition": Transition.STARTUP_OBSERVED,
+        "message": "Observed pod startup duration",
+        "severity": "I",
+        "caller": "pod_startup_latency_tracker.go:104",
+        **WORKER_NONE,
+        "pod_ref": "default/liveness-exec",
+        "observed_running": "2025-05-16T18:34:06.965398+00:00",
+        "watch_observed_running": "2025-05-16T18:34:06.965419+00:00",
+        "created": "2025-05-16T18:34:04.000000+00:00",
+        "first_started_pulling": "2025-05-16T18:34:05.069571+00:00",
+        "last_finished_pulling": "2025-05-16T18:34:05.968299+00:00",
+        "slo_seconds": 2.066691337,
+        "e2e_seconds": 2.965419007,
+        "pid": 4052,
+    }
+
+
+def test_a_status_update_gives_the_phase_it_wrote_and_its_version() -> None:
+    """`"Status for pod updated successfully" … statusVersion=2 status={"phase":"Running",…}` (V3): the
+    kubelet wrote phase Running, its second status of the pod."""
+    (running,) = read(KUEUE, 24, year=2025)
+    assert pod_fields(running) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:21.586345"),
+        "kind-worker",
+        None,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    assert running.payload == {
+        "transition": Transition.STATUS_UPDATED,
+        "message": "Status for pod updated successfully",
+        "severity": "I",
+        "caller": "status_manager.go:881",
+        **WORKER_NONE,
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "phase": "Running",
+        "status_version": 2,
+        "pid": 246,
+        "level": 3,
+    }
+
+
+def test_a_cancelled_sync_gives_the_work_the_worker_turned_to() -> None:
+    """`"Cancelling current pod sync" … workType="terminating"` (V3): the worker turned to terminating."""
+    (cancel,) = read(KUEUE, 28, year=2025)
+    assert (cancel.pod_uid, cancel.namespace, cancel.name) == (KUEUE_UID, "pod-e2e-dx5dg", "group-0")
+    assert cancel.payload == {
+        "transition": Transition.CANCELLING_SYNC,
+        "message": "Cancelling current pod sync",
+        "severity": "I",
+        "caller": "pod_workers.go:970",
+        **WORKER_NONE,
+        "work_type": "terminating",
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "pid": 246,
+        "level": 3,
+    }
+
+
+def test_both_kill_lines_give_the_container_its_id_and_the_grace_each_names() -> None:
+    """The V3 override line (grace 1) and the V2 line (grace 2: the 2 s floor) kill container c."""
+    (override,) = read(KUEUE, 30, year=2025)
+    (kill,) = read(KUEUE, 31, year=2025)
+    common = {
+        "reason": MarkerReason.KILLING_CONTAINER,
+        "severity": "I",
+        "container": "c",
+        "error": None,
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "container_id": f"containerd://{KUEUE_C}",
+        "pid": 246,
+    }
+    assert pod_fields(override) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:22.519778"),
+        "kind-worker",
+        KUEUE_UID,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    assert override.payload == {
+        **common,
+        "message": "Killing container with a grace period override",
+        "caller": "kuberuntime_container.go:787",
+        "grace_period": 1,
+        "override": True,
+        "level": 3,
+    }
+    assert kill.payload == {
+        **common,
+        "message": "Killing container with a grace period",
+        "caller": "kuberuntime_container.go:808",
+        "grace_period": 2,
+        "override": False,
+        "level": 2,
+    }
+
+
+def test_a_killing_event_names_the_container_its_message_stops() -> None:
+    """The kubelet's `Killing` event, echoed in its log (`"Event occurred" … kind="Pod" … reason="Killing"
+    message="Stopping container c"`): the kill of container c, marked as told by an event."""
+    (event,) = read(KUEUE, 32, year=2025)
+    assert pod_fields(event) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:22.520840"),
+        "kind-worker",
+        None,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    payload = dict(event.payload)
+    payload.pop("level")  # an event's line is logged at the level the kubelet's event broadcaster was given
+    assert payload == {
+        "reason": MarkerReason.KILLING_CONTAINER,
+        "message": "Stopping container c",
+        "severity": "I",
+        "caller": "event.go:389",
+        **MARKER_NONE,
+        "container": "c",
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "container_id": None,
+        "override": False,
+        "pid": 246,
+        "from": "event",
+    }
+
+
+def test_a_delayed_deletion_and_a_finished_termination_give_both_phases() -> None:
+    """`"Delaying pod deletion as the phase is non-terminal" phase="Running" localPhase="Running"` and `"The
+    pod termination is finished …" phase="Failed" localPhase="Failed"` (V3, 1.27+): the API's phase and the
+    kubelet's own, each as the line names it."""
+    (delayed,) = read(KUEUE, 35, year=2025)
+    (finished,) = read(KUEUE, 55, year=2025)
+    for obs, transition, phase, caller in (
+        (delayed, Transition.DELETION_DELAYED, "Running", "status_manager.go:937"),
+        (finished, Transition.TERMINATION_FINISHED, "Failed", "status_manager.go:942"),
+    ):
+        assert (obs.pod_uid, obs.namespace, obs.name) == (KUEUE_UID, "pod-e2e-dx5dg", "group-0")
+        assert obs.payload == {
+            "transition": transition,
+            "message": obs.payload["message"],
+            "severity": "I",
+            "caller": caller,
+            **WORKER_NONE,
+            "pod_ref": "pod-e2e-dx5dg/group-0",
+            "phase": phase,
+            "local_phase": phase,
+            "pid": 246,
+            "level": 3,
+        }
+    # kind 1.34 (kueue#4520): a pod deleted while Pending; both phases still Pending
+    (pending,) = read("kueue-4520-kind-1.34-marked-failed.journal", 1, year=2025)
+    assert (pending.payload["transition"], pending.payload["phase"], pending.payload["local_phase"]) == (
+        Transition.DELETION_DELAYED,
+        "Pending",
+        "Pending",
+    )
+
+
+def test_marking_a_terminal_pod_failed_gives_the_phase_it_had() -> None:
+    """`"Marking terminal pod as failed" oldPhase="Pending"` (V3, 1.27+; kueue#4520, kind 1.34): the
+    kubelet forced Failed on a pod whose phase was Pending."""
+    (marked,) = read("kueue-4520-kind-1.34-marked-failed.journal", 3, year=2025)
+    assert pod_fields(marked) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2025-10-08 10:14:16.848691"),
+        "kind-worker",
+        "6066b861-eabc-41d9-bcd5-2c90f9a0433b",
+        "sts-e2e-pldgc",
+        "sts-0",
+    )
+    assert marked.payload == {
+        "transition": Transition.MARKED_FAILED,
+        "message": "Marking terminal pod as failed",
+        "severity": "I",
+        "caller": "status_manager.go:610",
+        **WORKER_NONE,
+        "pod_ref": "sts-e2e-pldgc/sts-0",
+        "old_phase": "Pending",
+        "pid": 228,
+        "level": 3,
+    }
+
+
+def test_a_finished_container_gives_its_exit_code_and_id_under_the_pod_uid_alone() -> None:
+    """`"Generic (PLEG): container finished" podID="5da5612b-…" containerID="c65a36d4…" exitCode=0` (V2,
+    AKS): the pod is named by its UID only (``podID``), its container exited 0."""
+    name = "aks-2024-v2.syslog"
+    number = next(
+        i
+        for i, text in enumerate((REAL / name).read_text(encoding="utf-8").splitlines(), 1)
+        if "container finished" in text
+    )
+    (finished,) = read(name, number, year=2024, node="aks-np2-39852331-vmss000000")
+    assert pod_fields(finished) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2024-11-29 18:20:18.668292"),
+        "aks-np2-39852331-vmss000000",
+        "5da5612b-9738-493c-af51-a213072997f6",
+        None,
+        None,
+    )
+    assert finished.payload == {
+        "transition": Transition.CONTAINER_FINISHED,
+        "message": "Generic (PLEG): container finished",
+        "severity": "I",
+        "caller": "generic.go:334",
+        **WORKER_NONE,
+        "pod_ref": None,
+        "container_id": "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab",
+        "exit_code": 0,
+        "pid": 2775,
+        "level": 2,
+    }
+
+
+def test_a_volume_line_gives_the_pod_uid_and_the_volume_unique_name_it_names() -> None:
+    """`operationExecutor.VerifyControllerAttachedVolume started for volume "kube-api-access-v5gs9"
+    (UniqueName: "kubernetes.io/projected/8bb7de3e-…-kube-api-access-v5gs9") pod "group-0" (UID: "8bb7…")`:
+    the pod's UID and its volume's unique name, as the message says them."""
+    (verify,) = read(KUEUE, 5, year=2025)
+    assert pod_fields(verify) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2025-03-18 10:21:19.253480"),
+        "kind-worker",
+        KUEUE_UID,
+        "pod-e2e-dx5dg",
+        "group-0",
+    )
+    payload = dict(verify.payload)
+    payload.pop("level")  # the volume manager's lines: not in k8s-facts.md's table
+    assert payload == {
+        "reason": MarkerReason.VOLUME_ATTACH_VERIFY,
+        "message": payload["message"],
+        "severity": "I",
+        "caller": "reconciler_common.go:245",
+        **MARKER_NONE,
+        "pod_ref": "pod-e2e-dx5dg/group-0",
+        "volume": f"kubernetes.io/projected/{KUEUE_UID}-kube-api-access-v5gs9",
+        "pid": 246,
+    }
+    assert payload["message"].startswith(
+        'operationExecutor.VerifyControllerAttachedVolume started for volume "'
+    )
+
+
+def test_a_pod_recreated_under_its_name_marks_the_old_uid_and_names_the_new() -> None:
+    """`"Pod was deleted and then recreated, skipping status update" pod="vm-cluster-common/vmstorage-common-15"
+    oldPodUID="5e71a8a1-…" podUID="563dafa2-…"` (V2): a marker on the old incarnation, naming its successor."""
+    name = "blog-numa-1.28-topology-affinity-rejected-v10.journal"
+    # the node logs in UTC+8 (SOURCES.md: `startTime 2024-08-15T14:24:53Z` = 22:24:53)
+    (recreated,) = read(name, 17, year=2024, node="wxyd-216-8-20", tz=ZoneInfo("Asia/Shanghai"))
+    assert pod_fields(recreated) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2024-08-15 14:24:53.589024"),
+        "wxyd-216-8-20",
+        "5e71a8a1-581b-4be8-84b9-80b507422429",
+        "vm-cluster-common",
+        "vmstorage-common-15",
+    )
+    payload = dict(recreated.payload)
+    payload.pop("level")  # V2 in k8s-facts.md; the parser records no level for it (docs/testing.md)
+    assert payload == {
+        "reason": MarkerReason.RECREATED,
+        "message": "Pod was deleted and then recreated, skipping status update",
+        "severity": "I",
+        "caller": "status_manager.go:863",
+        **MARKER_NONE,
+        "pod_ref": "vm-cluster-common/vmstorage-common-15",
+        "new_uid": "563dafa2-77a7-4dab-949e-9dbf079a4a70",
+        "pid": 102192,
+    }
+
+
+def test_a_post_termination_state_gives_the_containers_text() -> None:
+    """`"Post-termination container state" … containers="(nginx state=exited exitCode=0 finishedAt=…)"` (V4,
+    kubernetes#107730): the containers' state, as the kubelet wrote it."""
+    (state,) = read("k8s-107730-v1.23-terminating-exit.journal", 2, year=2022, node="bm02")
+    assert (state.kind, state.pod_uid, state.namespace, state.name) == (
+        Kind.KUBELET_MARKER,
+        "68aaedee-7ebd-44fd-ad66-0febb9a0b509",
+        "default",
+        "nginx-75cd7474f-tt7b8",
+    )
+    assert state.payload == {
+        "reason": MarkerReason.CONTAINER_STATE,
+        "message": "Post-termination container state",
+        "severity": "I",
+        "caller": "kubelet.go:1823",
+        **MARKER_NONE,
+        "pod_ref": "default/nginx-75cd7474f-tt7b8",
+        "containers": "(nginx state=exited exitCode=0 finishedAt=2022-01-27T07:57:17.377710677Z)",
+        "pid": 2050782,
+        "level": 4,
+    }
+
+
+def test_a_reclaim_line_is_the_nodes_and_gives_the_resource() -> None:
+    """`"Eviction manager: attempting to reclaim" resourceName="ephemeral-storage"` (V0, k3s): the node,
+    not a pod, is short of ephemeral storage."""
+    (reclaim,) = read("k3s-1.30-homelab-disk-pressure-critical-pod.journal", 1, year=2026, node="homelab-1")
+    assert pod_fields(reclaim) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2026-06-17 16:18:42.080925"),
+        "homelab-1",
+        None,
+        None,
+        None,
+    )
+    payload = dict(reclaim.payload)
+    assert payload.pop("level") is None
+    assert payload == {
+        "reason": MarkerReason.EVICTION_RECLAIM,
+        "message": "Eviction manager: attempting to reclaim",
+        "severity": "I",
+        "caller": "eviction_manager.go:381",
+        **MARKER_NONE,
+        "pod_ref": None,
+        "resource": "ephemeral-storage",
+        "pid": 3814777,
+    }
+
+
+# -- lines read, and lines counted apart with their reason --------------------------------------------------
+
+
+def test_every_line_of_a_pasted_syslog_is_read_or_counted_once_under_its_reason() -> None:
+    """The AKS syslog paste (48 lines): 17 kubelet lines read; the reporter's `#` notes and shell prompts are
+    not klog (5); containerd's and systemd's lines are other units' (15); 3 lines are empty; 8 kubelet lines
+    say what podlife does not read, each message text counted (two "No sandbox…", two "No ready
+    sandbox…", two "RemoveContainer", one each of the runtime's errors)."""
+    lines = (REAL / "aks-2024-v2.syslog").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines, node="aks-np2-39852331-vmss000000", year=2024, tz=UTC)
+    assert result.lines_read == 48
+    assert result.skipped == Counter(not_klog=5, not_kubelet=15, blank=3, unrecognized_message=8)
+    assert len(result.observations) == 17 and not any("where" in o.payload for o in result.observations)
+    named = parse_kubelet_log(
+        lines, node="aks-np2-39852331-vmss000000", year=2024, tz=UTC, source="aks.syslog"
+    )
+    assert [o.payload["where"] for o in named.observations][:3] == [
+        "aks.syslog:2",
+        "aks.syslog:4",
+        "aks.syslog:5",
+    ]
+    assert top_unrecognized(result.unrecognized) == [
+        ("No ready sandbox for pod can be found. Need to start a new one", 2),
+        ("No sandbox for pod can be found. Need to start a new one", 2),
+        ("RemoveContainer", 2),
+        ("ContainerStatus from runtime service failed", 1),
+        ("DeleteContainer returned error", 1),
+    ]
+
+
+def test_a_message_carried_onto_a_tab_indented_line_is_a_continuation_without_its_block() -> None:
+    """kubernetes#21248 (1.21 stderr): the AWS credentials error goes on, after a newline, as
+    `\\tFor verbose messaging see aws.Config.CredentialsChainVerboseErrors`. That tab-indented line opens no
+    klog header and belongs to no ``key=<`` block: counted as a continuation, not as damage or other text."""
+    lines = (
+        (REAL / "k8s-21248-1.21-stderr-multiline-continuation.log").read_text(encoding="utf-8").splitlines()
+    )
+    assert lines[1].startswith("\tFor verbose messaging")
+    result = parse_kubelet_log(lines, node="ubuntu-focal", year=2021, tz=UTC)
+    assert result.skipped == Counter(unrecognized_message=4, orphan_continuation=1)
+
+
+def test_lines_cut_by_systemctl_are_counted_as_cut_and_a_cut_volume_name_gives_no_uid() -> None:
+    """OCP 4.10 `systemctl status` (lines cut at the terminal's width with `>`): the kill line's pod
+    (`pod="openshift-marketplace/cert>`) and two volume lines are cut before what names their pod: counted
+    `cut`; the TearDown line's volume name is cut inside the pod's UID (`kubernetes.io/projected/39dd>`): no
+    UID; the two SyncLoop lines are whole and read."""
+    lines = (REAL / "ocp-4.10-systemctl-truncated.journal").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines, node="master2.ocp4.example.com", year=2021, tz=UTC)
+    assert result.skipped == Counter(unrecognized_message=4, cut=3, no_pod_uid=1)
+    assert [(o.payload["transition"], o.name) for o in result.observations] == [
+        (Transition.SYNCLOOP_DELETE, "redhat-marketplace-t2g47"),
+        (Transition.SYNCLOOP_REMOVE, "redhat-marketplace-t2g47"),
+    ]
+
+
+def test_a_line_dated_past_the_supported_range_is_counted_out_of_range() -> None:
+    """A real line read as of the year 9000 (docs/configuration.md: times from 1970 up to, not including,
+    9000-01-01) is refused as out of range, not stored; the same line in 8999 is read."""
+    line = line_of(KUEUE, 1)
+    late = parse_kubelet_log([line], node="kind-worker", year=9000, tz=UTC)
+    assert (late.observations, late.skipped) == ([], Counter(out_of_range=1))
+    assert len(parse_kubelet_log([line], node="kind-worker", year=8999, tz=UTC).observations) == 1
+
+
+def test_a_line_longer_than_the_limit_is_counted_too_long_and_one_at_the_limit_is_read() -> None:
+    """MAX_LINE characters is the longest line read: a real line padded with trailing blanks to exactly
+    MAX_LINE is read; one more character and it is a runaway line, counted ``too_long`` (synthetic padding
+    of a real line)."""
+    line = line_of(KUEUE, 1)
+    at_limit = line + " " * (MAX_LINE - len(line))
+    assert len(parse_kubelet_log([at_limit], node="kind-worker", year=2025, tz=UTC).observations) == 1
+    over = parse_kubelet_log([at_limit + " "], node="kind-worker", year=2025, tz=UTC)
+    assert (over.observations, over.skipped) == ([], Counter(too_long=1))
