@@ -565,3 +565,65 @@ def test_a_line_longer_than_the_limit_is_counted_too_long_and_one_at_the_limit_i
     assert len(parse_kubelet_log([at_limit], node="kind-worker", year=2025, tz=UTC).observations) == 1
     over = parse_kubelet_log([at_limit + " "], node="kind-worker", year=2025, tz=UTC)
     assert (over.observations, over.skipped) == ([], Counter(too_long=1))
+
+
+# -- node level: the kubelet unit and its processes ----------------------------------------------------------
+
+
+def test_systemd_stopping_and_starting_the_kubelet_unit_are_node_markers_with_their_action() -> None:
+    """NVIDIA/k8s-device-plugin#175: systemd's `Stopping kubelet: …`, `Stopped …` and `Started kubelet: The
+    Kubernetes Node Agent.` lines: the unit stopped, stopped, started, at the journal prefix's second, told
+    by systemd (pid 1), about the node and no pod; three lines, three keys."""
+    lines = (REAL / "nvidia-175-kubelet-service-restart.journal").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines, node="fabricnode2", year=2020, tz=UTC)
+    assert result.skipped == Counter()
+    assert [pod_fields(o) for o in result.observations] == [
+        (Kind.KUBELET_MARKER, Source.KUBELET_LOG, at("2020-05-31 10:36:45"), "fabricnode2", None, None, None)
+    ] * 3
+    assert [o.payload for o in result.observations] == [
+        {
+            "reason": MarkerReason.KUBELET_SERVICE,
+            "message": message,
+            "severity": "I",
+            "caller": "systemd",
+            "action": action,
+            "pid": 1,
+        }
+        for message, action in (
+            ("Stopping kubelet: The Kubernetes Node Agent...", "stopped"),
+            ("Stopped kubelet: The Kubernetes Node Agent.", "stopped"),
+            ("Started kubelet: The Kubernetes Node Agent.", "started"),
+        )
+    ]
+    assert len({o.dedupe_key for o in result.observations}) == 3
+
+
+def test_each_kubelet_start_is_a_process_with_its_pid_minute_start_and_version() -> None:
+    """kubernetes#112364: the kubelet started at 07:51:51 (pid 2993124) and, after systemd restarted it, at
+    08:29:03 (pid 3016595), each `"Kubelet version" kubeletVersion="v1.22.13"`: two processes, each one
+    minute of lines, started at its version line. The deprecation warnings are stderr text, not klog; the
+    systemd line that does not name the kubelet is another unit's."""
+    lines = (REAL / "k8s-112364-1.22-kubelet-restarts.journal").read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines, node="node15", year=2022, tz=UTC)
+    assert result.skipped == Counter(not_klog=4, not_kubelet=1, unrecognized_message=4)
+    assert [(o.payload["action"], o.observed_at) for o in result.observations] == [
+        ("started", at("2022-09-10 08:29:03"))
+    ]
+    assert [(p.kind, p.observed_at, p.node, p.pod_uid) for p in result.processes] == [
+        (Kind.KUBELET_PROCESS, at("2022-09-10 07:51"), "node15", None),
+        (Kind.KUBELET_PROCESS, at("2022-09-10 08:29"), "node15", None),
+    ]
+    assert [p.payload for p in result.processes] == [
+        {
+            "pid": pid,
+            "first_at": f"2022-09-10T{minute}:00.000000+00:00",
+            "last_at": f"2022-09-10T{next_minute}:00.000000+00:00",
+            "started_at": f"2022-09-10T{started}+00:00",
+            "version": "v1.22.13",
+            "starts": [f"2022-09-10T{started}+00:00"],
+        }
+        for pid, minute, next_minute, started in (
+            (2993124, "07:51", "07:52", "07:51:51.358218"),
+            (3016595, "08:29", "08:30", "08:29:03.114807"),
+        )
+    ]
