@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from collectors.parsers.kubelet_log import MAX_LINE, MarkerReason, parse_kubelet_log, top_unrecognized
+from collectors.parsers.klog import parse_klog_body
+from collectors.parsers.kubelet_log import (
+    MAX_LINE,
+    MarkerReason,
+    _phase_of,
+    parse_kubelet_log,
+    top_unrecognized,
+)
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
@@ -627,3 +634,19 @@ def test_each_kubelet_start_is_a_process_with_its_pid_minute_start_and_version()
             (3016595, "08:29", "08:30", "08:29:03.114807"),
         )
     ]
+
+
+def test_a_status_printed_as_a_go_struct_gives_its_phase() -> None:
+    """Kubelets of about 1.22/1.23 print the status they wrote as Go's ``%+v`` of the PodStatus struct
+    (`status={Phase:Running Conditions:[{Type:Initialized …} …] … QOSClass:BestEffort …}`), not as JSON: its
+    phase is the ``Phase:`` field, Running (a real message body whose header its author stripped:
+    blog-1.23-headerless-status-go-struct.txt)."""
+    (text,) = (REAL / "blog-1.23-headerless-status-go-struct.txt").read_text(encoding="utf-8").splitlines()
+    body = parse_klog_body(text.strip())
+    assert (body.message, body.values["pod"], body.values["statusVersion"]) == (
+        "Status for pod updated successfully",
+        "default/nginx-deployment-9456bbbf9-cvrr7",
+        "3",
+    )
+    assert body.values["status"].startswith("{Phase:Running Conditions:[")
+    assert _phase_of(body.values["status"]) == "Running"
