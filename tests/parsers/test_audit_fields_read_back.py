@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from collectors.parsers.audit import parse_audit
 from timelines.lifecycle.observation import Kind, Source
 
@@ -264,3 +266,59 @@ def test_an_impersonated_delete_at_metadata_level_names_who_and_cannot_know_its_
             "preconditions": {"uid": None, "resource_version": None},
         },
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "events", "used", "skipped", "ignored"),
+    [
+        # an exec into a pod: a subresource that is not the pod's lifecycle, however far it got
+        ("falco-2018-minikube-pod-exec.jsonl", 1, 0, {"other_subresource": 1}, {"create pods/exec": 1}),
+        # a node's lease renewal: not a followed resource
+        (
+            "elastic-2025-aks-kube-audit-lease-update.jsonl",
+            1,
+            0,
+            {"other_resource": 1},
+            {"update coordination.k8s.io/leases": 1},
+        ),
+        # GCE at scale: 4 node-status heartbeats that change nothing, 3 leases, 3 watches of other resources
+        (
+            "gcsreader-2019-gce-scale-node-heartbeats.jsonl",
+            10,
+            0,
+            {"other_resource": 6, "node_heartbeat": 4},
+            {"update coordination.k8s.io/leases": 3, "watch secrets": 2, "watch services": 1},
+        ),
+        # kubectl run: the create is read; kubectl's two reads of the pod (received, complete) are reads
+        ("minikube-2022-kubectl-run-nginx-create-metadata.jsonl", 3, 1, {"read_verb": 2}, {"get pods": 2}),
+        # a mirror pod's status patch, logged when received and when complete: one request
+        ("kubeadm-2022-mirror-pod-status-patch-metadata.jsonl", 2, 1, {"request_received": 1}, {}),
+    ],
+)
+def test_what_a_real_audit_log_holds_is_read_or_set_aside_by_reason_and_shape(
+    name: str, events: int, used: int, skipped: dict[str, int], ignored: dict[str, int]
+) -> None:
+    """Each event of a real audit file is either read or counted under the reason it is not, and what is
+    not followed is listed by its shape (verb, group/resource/subresource), so a reader sees what the log
+    held beside the pods' lifecycle."""
+    result = parse_audit((REAL / name).read_bytes())
+    assert (result.events, result.used, result.skipped, result.ignored) == (
+        events,
+        used,
+        Counter(skipped),
+        Counter(ignored),
+    )
+    assert (result.rejected, result.unpaired) == (Counter(), 0)
+
+
+def test_a_line_that_is_not_json_is_rejected_by_its_line_and_the_rest_read() -> None:
+    """kubeadm 1.20: the third line of the log is cut mid-way (not JSON): rejected as ``bad_json``, named by
+    its line; the two creates of other resources are set aside and the kubelet's status patch is read."""
+    result = parse_audit(
+        (REAL / "kubeadm-1.20-kubelet-status-patch-running-malformed-line.jsonl").read_bytes()
+    )
+    assert (result.events, result.used, result.rejected) == (3, 1, Counter(bad_json=1))
+    assert result.skipped == Counter(other_resource=2)
+    assert result.ignored == Counter({"create serviceaccounts": 1, "create secrets": 1})
+    (example,) = result.examples
+    assert example.startswith("bad_json: line 3: ")
