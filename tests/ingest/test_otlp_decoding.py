@@ -162,6 +162,9 @@ def test_a_bad_id_and_a_field_of_the_wrong_type_are_each_refused_once_and_the_re
     decoded = otlp.decode_request(orjson.dumps(body), "json")
     assert sorted(decoded.refused.values()) == [1, 1], decoded.refused
     first, second = sorted(decoded.refused)
-    assert "spans[0]" in first and "spans[1]" in second and "is not an OTLP span" in second
+    assert first == (
+        "resourceSpans[0].scopeSpans[0].spans[0]: spanId 'e' is not a hex string (OTLP/JSON ids are hex)"
+    )
+    assert second.startswith("resourceSpans[0].scopeSpans[0].spans[1] is not an OTLP span (")
     [obs] = otlp.spans_to_observations(decoded).observations
     assert obs.payload["span_id"] == "eee19b7ec3c1b176"
