@@ -1746,7 +1746,7 @@ def parse_kubelet_log(
     return result
 
 
-def parse_kubelet_line(line: str, *, node: str, year: int, tz: tzinfo) -> LogParseResult:
+def parse_kubelet_line(line: str | bytes, *, node: str, year: int, tz: tzinfo) -> LogParseResult:
     """Parse one logical kubelet line (a multi-line ``key=<`` record may be given with embedded newlines).
 
     Same contract as ``parse_kubelet_log`` for a single record.

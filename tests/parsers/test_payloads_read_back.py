@@ -22,6 +22,7 @@ from collectors.parsers.kubelet_log import (
     MAX_LINE,
     MarkerReason,
     _phase_of,
+    parse_kubelet_line,
     parse_kubelet_log,
     top_unrecognized,
 )
@@ -650,3 +651,19 @@ def test_a_status_printed_as_a_go_struct_gives_its_phase() -> None:
     )
     assert body.values["status"].startswith("{Phase:Running Conditions:[")
     assert _phase_of(body.values["status"]) == "Running"
+
+
+def test_a_line_given_as_bytes_reads_as_its_text_and_a_byte_that_is_not_utf8_is_replaced() -> None:
+    """A kubelet line read as bytes (a file, a shipped batch) is UTF-8: the real volume line given as bytes
+    reads as its text does; a byte that is not UTF-8 (synthetic: one 0xff put in the volume's short name)
+    is read as U+FFFD, and the line is still read, never refused."""
+    line = line_of(KUEUE, 5)
+    text = parse_kubelet_line(line, node="kind-worker", year=2025, tz=UTC).observations
+    raw = parse_kubelet_line(line.encode("utf-8"), node="kind-worker", year=2025, tz=UTC).observations
+    assert [(o.dedupe_key, o.payload) for o in raw] == [(o.dedupe_key, o.payload) for o in text] != []
+    damaged = line.encode("utf-8").replace(
+        b'volume \\"kube-api-access-v5gs9', b'volume \\"kube-api-access-v5gs\xff', 1
+    )
+    (marker,) = parse_kubelet_line(damaged, node="kind-worker", year=2025, tz=UTC).observations
+    assert 'volume "kube-api-access-v5gs\ufffd" (UniqueName' in marker.payload["message"]
+    assert marker.payload["volume"] == f"kubernetes.io/projected/{KUEUE_UID}-kube-api-access-v5gs9"
