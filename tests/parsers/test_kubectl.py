@@ -121,3 +121,19 @@ def test_a_lists_bad_item_is_named_by_the_number_a_reader_counts():
     (error,) = [e for e in result.errors if "expected a Kubernetes object" in e]
     assert error.startswith("list.json: ") and error.endswith(" item 2: expected a Kubernetes object")
     assert result.read["Node"] == 1
+
+
+def test_a_list_broken_inside_one_item_keeps_the_others_and_names_file_line_and_item(
+    k8s_fixture: Path,
+) -> None:
+    """kubectl pretty-prints a list one item per block: when one item is broken (here a line of the first
+    pod's metadata cut off, as a console cuts a pasted dump), the other items are read and the broken one
+    is lost, named by its file, line and place in the list (the fixture's PodList, cut by hand)."""
+    lines = (k8s_fixture / "pods-list.json").read_text().splitlines()
+    assert lines[10].strip().startswith('"namespace": "default"')
+    lines[10] = lines[10][:20]  # cut mid-string
+    result = read_kubectl_output("\n".join(lines), origin="pods.json")
+    assert result.read == Counter(Pod=1) and result.lost == Counter(Pod=1)
+    (error,) = result.errors
+    assert error.startswith("pods.json: line 8: item 1 of a broken PodList could not be read (")
+    assert error.endswith("); the items around it are kept")
