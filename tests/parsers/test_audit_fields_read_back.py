@@ -10,6 +10,7 @@ write).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -291,6 +292,22 @@ def test_an_impersonated_delete_at_metadata_level_names_who_and_cannot_know_its_
         ),
         # kubectl run: the create is read; kubectl's two reads of the pod (received, complete) are reads
         ("minikube-2022-kubectl-run-nginx-create-metadata.jsonl", 3, 1, {"read_verb": 2}, {"get pods": 2}),
+        # kodekloud 2024: five pods created and deleted (read), their configmaps (not followed) and the
+        # reads of both: 28 gets and 7 lists of pods, 16 lists and 24 watch events of configmaps
+        (
+            "kodekloud-2024-citadel-webapp-color-deletes.jsonl",
+            95,
+            10,
+            {"other_resource": 50, "read_verb": 35},
+            {
+                "get pods": 28,
+                "list pods": 7,
+                "create configmaps": 5,
+                "delete configmaps": 5,
+                "list configmaps": 16,
+                "watch configmaps": 24,
+            },
+        ),
         # a mirror pod's status patch, logged when received and when complete: one request
         ("kubeadm-2022-mirror-pod-status-patch-metadata.jsonl", 2, 1, {"request_received": 1}, {}),
     ],
@@ -322,3 +339,65 @@ def test_a_line_that_is_not_json_is_rejected_by_its_line_and_the_rest_read() -> 
     assert result.ignored == Counter({"create serviceaccounts": 1, "create secrets": 1})
     (example,) = result.examples
     assert example.startswith("bad_json: line 3: ")
+
+
+def test_empty_lines_between_events_are_counted_blank_and_the_events_read() -> None:
+    """Two real audit logs joined with empty lines between and before them (hand-joined: the EKS status
+    patch, then AKS's bare eviction): an empty line after the first event is counted ``blank`` (one each),
+    those before any event are not counted (the reader has not yet seen what the input is), and both
+    events are read."""
+    eks = (REAL / "eks-2021-kubelet-status-patch-oomkilled.jsonl").read_bytes().strip()
+    aks = (REAL / "aks-2025-eviction-429-unwrapped.jsonl").read_bytes().strip()
+    result = parse_audit(b"\n\n" + eks + b"\n\n\n" + aks + b"\n")
+    assert (result.events, result.used, result.skipped, result.rejected) == (
+        2,
+        2,
+        Counter(blank=2),
+        Counter(),
+    )
+
+
+def test_an_eviction_of_a_pod_already_gone_failed_for_not_found() -> None:
+    """The eviction subresource answers 404 NotFound when the pod is gone (pkg/registry/core/pod/storage/
+    eviction.go reads the pod first; apimachinery's NotFound status): the eviction failed, for want of
+    the pod, and names no budget. Hand-written event (tests/fixtures/audit/README.md's method), the
+    Status body as the API server writes it."""
+    event = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": "0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6",
+        "stage": "ResponseComplete",
+        "requestURI": "/api/v1/namespaces/shop/pods/web-0/eviction",
+        "verb": "create",
+        "user": {"username": "system:serviceaccount:kube-system:cluster-autoscaler"},
+        "objectRef": {
+            "resource": "pods",
+            "namespace": "shop",
+            "name": "web-0",
+            "apiVersion": "v1",
+            "subresource": "eviction",
+        },
+        "responseStatus": {
+            "metadata": {},
+            "status": "Failure",
+            "message": 'pods "web-0" not found',
+            "reason": "NotFound",
+            "details": {"name": "web-0", "kind": "pods"},
+            "code": 404,
+        },
+        "requestReceivedTimestamp": "2024-03-01T10:00:00.100000Z",
+        "stageTimestamp": "2024-03-01T10:00:00.101000Z",
+    }
+    (obs,) = parse_audit(json.dumps(event).encode()).observations
+    assert (obs.payload["code"], obs.payload["reason"], obs.payload["succeeded"]) == (404, "NotFound", False)
+    assert obs.payload["eviction"] == {
+        "outcome": "failed",
+        "cause": "not_found",
+        "pdb": None,
+        "desired_healthy": None,
+        "current_healthy": None,
+        "detail": None,
+        "grace_period_seconds": None,
+        "api_version": None,
+    }
