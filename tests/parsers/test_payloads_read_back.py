@@ -667,3 +667,28 @@ def test_a_line_given_as_bytes_reads_as_its_text_and_a_byte_that_is_not_utf8_is_
     (marker,) = parse_kubelet_line(damaged, node="kind-worker", year=2025, tz=UTC).observations
     assert 'volume "kube-api-access-v5gs\ufffd" (UniqueName' in marker.payload["message"]
     assert marker.payload["volume"] == f"kubernetes.io/projected/{KUEUE_UID}-kube-api-access-v5gs9"
+
+
+def test_a_header_and_its_short_iso_prefix_across_new_year_are_read_in_their_own_years() -> None:
+    """klog headers carry no year; a ``short-iso`` journald prefix does, in the node's zone. Across New Year
+    the two dates fall in different years: a header of 1 January (the kubelet writing UTC) under a prefix
+    of 31 December (UTC-5) is the prefix's next year; a header of 31 December under a prefix of 1 January
+    (UTC+9) is the prefix's year before. (Synthetic: the real SyncLoop ADD body of the kueue log under
+    hand-written prefixes and headers.)"""
+    body = line_of(KUEUE, 1).split("kubelet.go:2407] ", 1)[1]
+    cases = (
+        (
+            "2025-12-31T19:21:19.149800-05:00",
+            "I0101 00:21:19.149698",
+            datetime(2026, 1, 1, 0, 21, 19, 149698),
+        ),
+        (
+            "2026-01-01T08:21:19.149800+09:00",
+            "I1231 23:21:19.149698",
+            datetime(2025, 12, 31, 23, 21, 19, 149698),
+        ),
+    )
+    for prefix, header, utc in cases:
+        line = f"{prefix} kind-worker kubelet[246]: {header}     246 kubelet.go:2407] {body}"
+        (add,) = parse_kubelet_log([line], node="kind-worker", year=1999, tz=UTC).observations
+        assert add.observed_at == utc.replace(tzinfo=UTC), line
