@@ -401,3 +401,29 @@ def test_an_eviction_of_a_pod_already_gone_failed_for_not_found() -> None:
         "grace_period_seconds": None,
         "api_version": None,
     }
+
+
+def test_a_gke_eviction_is_refused_only_when_its_message_says_a_budget_refused_it() -> None:
+    """GKE's Cloud Audit Logs carry a google.rpc code, not the HTTP one: an eviction is refused by a budget
+    when its message says so (429 becomes RESOURCE_EXHAUSTED, 8), granted when OK (0), forbidden when RBAC denied it
+    (PERMISSION_DENIED, 7, "… is forbidden: User … cannot create resource \\"pods/eviction\\" …"), and
+    failed otherwise. (The hand-written GKE fixture's refused eviction, tests/fixtures/audit/README.md,
+    and the same entry answered otherwise.)"""
+    entries = json.loads((REAL.parents[1] / "audit" / "gke-logentries.json").read_text())
+    entry = next(e for e in entries if e["protoPayload"]["methodName"].endswith("pods.eviction.create"))
+    forbidden = (
+        'pods "web-7d9f8b6c4-x2k9p" is forbidden: User "alice" cannot create resource "pods/eviction" '
+        'in API group "" in the namespace "shop"'
+    )
+    for code, message, outcome in (
+        (8, entry["protoPayload"]["status"]["message"], "refused"),
+        (7, forbidden, "forbidden"),
+        (13, "Internal error occurred", "failed"),
+        (0, "", "granted"),
+    ):
+        answered = json.loads(json.dumps(entry))
+        answered["protoPayload"]["status"] = {"code": code, "message": message}
+        (obs,) = [
+            o for o in parse_audit(json.dumps([answered]).encode()).observations if o.kind == Kind.AUDIT
+        ]
+        assert (obs.payload["rpc_code"], obs.payload["eviction"]["outcome"]) == (code, outcome)
