@@ -320,7 +320,8 @@ def test_a_deleted_event_is_its_expiry_and_says_nothing_of_the_pod(k8s_fixture: 
 
 
 def test_a_pod_from_a_list_without_its_kind_is_still_named_a_pod_when_refused() -> None:
-    """The API server's list answers leave ``kind`` out of their items (the list says it): a pod item that
+    """The API server's typed lists leave ``kind`` out of their items (k8s-facts.md: "Items have no
+    kind/apiVersion inside typed lists"): a pod item that
     cannot be read is still named as a Pod, by namespace and name, or as a Pod with no name when it has no
     metadata (hand-written items)."""
     with pytest.raises(ValueError, match=r"^Pod shop/web-0: expected metadata.uid"):
