@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 from collectors.management.commands.ingest_k8s_json import read_path
@@ -137,3 +138,104 @@ def test_a_list_broken_inside_one_item_keeps_the_others_and_names_file_line_and_
     (error,) = result.errors
     assert error.startswith("pods.json: line 8: item 1 of a broken PodList could not be read (")
     assert error.endswith("); the items around it are kept")
+
+
+def test_a_real_mirror_pod_is_read_whole_and_its_reset_status_marks_the_kubelet_restart() -> None:
+    """The real minikube 1.20 mirror of the static kube-apiserver (tests/fixtures/real/kubelet, SOURCES.md):
+    created 2021-10-20 13:57:15 from a manifest (config source ``file``, hash 01d7e312…, which is the pod
+    the kubelet runs: its UID; the API's UID apart), owned by its Node, grace 30 s, Running, 23 restarts:
+    the run before ended 06:58:27 with exit 255, the current one started 06:58:54. Its startTime and
+    PodScheduled (06:58:52) are the restarted kubelet's: the status was rewritten from scratch, so a kubelet
+    (re)started then on node minikube. The snapshot is as late as its newest time (Ready, 11:32:59)."""
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    text = (real / "minikube-1.20-mirror-pod-kube-apiserver.json").read_text()
+    result = read_kubectl_output(text, origin="mirror.json")
+    assert (result.read, result.skipped, result.errors) == (Counter(Pod=1), Counter(), [])
+    pod, restart = result.observations
+    static_uid = "01d7e312da0f9c4176daa8464d4d1a50"
+    assert (pod.kind, pod.observed_at, pod.node, pod.pod_uid, pod.namespace, pod.name) == (
+        Kind.POD,
+        datetime(2021, 11, 17, 11, 32, 59, tzinfo=UTC),
+        "minikube",
+        static_uid,
+        "kube-system",
+        "kube-apiserver-minikube",
+    )
+
+    def condition(kind: str, at: str) -> dict[str, object]:
+        return {"type": kind, "status": "True", "reason": None, "message": None, "last_transition": at}
+
+    assert pod.payload == {
+        "watch": "SNAPSHOT",
+        "resource_version": "218397",
+        "uid": static_uid,
+        "api_uid": "7a26335b-a3d4-458c-ad4a-d90ebe1f36ed",
+        "namespace": "kube-system",
+        "name": "kube-apiserver-minikube",
+        "node": "minikube",
+        "labels": {"component": "kube-apiserver", "tier": "control-plane"},
+        "created": "2021-10-20T13:57:15+00:00",
+        "deletion_timestamp": None,
+        "deletion_grace_seconds": None,
+        "grace_seconds": 30,
+        "finalizers": [],
+        "static": True,
+        "owner": {"kind": "Node", "name": "minikube", "uid": "a7fb33a8-c44d-48cd-a000-d49727cc78e4"},
+        "phase": "Running",
+        "reason": None,
+        "message": None,
+        "start_time": "2021-11-17T06:58:52+00:00",
+        "conditions": [
+            condition("Initialized", "2021-11-17T06:58:52+00:00"),
+            condition("Ready", "2021-11-17T11:32:59+00:00"),
+            condition("ContainersReady", "2021-11-17T11:32:59+00:00"),
+            condition("PodScheduled", "2021-11-17T06:58:52+00:00"),
+        ],
+        "containers": [
+            {
+                "name": "kube-apiserver",
+                "kind": "regular",
+                "state": "running",
+                "reason": None,
+                "message": None,
+                "exit_code": None,
+                "signal": None,
+                "started_at": "2021-11-17T06:58:54+00:00",
+                "finished_at": None,
+                "ready": True,
+                "started": True,
+                "restart_count": 23,
+                "last_state": {
+                    "state": "terminated",
+                    "exit_code": 255,
+                    "reason": "Error",
+                    "started_at": "2021-11-16T06:55:06+00:00",
+                    "finished_at": "2021-11-17T06:58:27+00:00",
+                },
+                "allocated_resources": None,
+                "resources": None,
+                "restart_policy": None,
+                "prestop_sleep_seconds": None,
+            }
+        ],
+        "generation": None,
+        "observed_generation": None,
+    }
+    restarted = "2021-11-17T06:58:52.000000+00:00"
+    assert (restart.kind, restart.observed_at, restart.node, restart.pod_uid) == (
+        Kind.KUBELET_PROCESS,
+        datetime(2021, 11, 17, 6, 58, 52, tzinfo=UTC),
+        "minikube",
+        None,
+    )
+    assert restart.payload == {
+        "pid": None,
+        "first_at": restarted,
+        "last_at": restarted,
+        "lines": 0,
+        "started_at": restarted,
+        "version": None,
+        "verbosity": None,
+        "starts": [restarted],
+        "from_status_reset": "kube-system/kube-apiserver-minikube",
+    }
