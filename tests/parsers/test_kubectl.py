@@ -239,3 +239,129 @@ def test_a_real_mirror_pod_is_read_whole_and_its_reset_status_marks_the_kubelet_
         "starts": [restarted],
         "from_status_reset": "kube-system/kube-apiserver-minikube",
     }
+
+
+def test_the_real_minikube_dumps_node_event_and_daemonset_are_read_whole() -> None:
+    """The real `kubectl cluster-info dump` of minikube v1.31.0 (tests/fixtures/real/kubelet, SOURCES.md):
+    node minikube (kubelet v1.31.0, no taints, schedulable, Ready since 10:19:39, its last heartbeat
+    10:24:54 dating the snapshot); the scheduler's Event placing coredns-6f6b679f8f-5m7kq on it (the
+    Event item carries no apiVersion in its list, and no host: the scheduler reports none); kube-proxy's
+    DaemonSet (RollingUpdate, one pod desired, scheduled, ready, available)."""
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    text = (real / "minikube-1.31-cluster-info-dump.txt").read_bytes().decode("utf-8")  # its CRLF kept
+    result = read_kubectl_output(text, origin="dump.txt")
+    node = next(o for o in result.observations if o.kind == Kind.NODE)
+    event = next(o for o in result.observations if o.kind == Kind.EVENT)
+    daemonset = next(o for o in result.observations if o.kind == Kind.WORKLOAD)
+
+    assert (node.observed_at, node.node, node.pod_uid, node.namespace, node.name) == (
+        datetime(2024, 11, 17, 10, 24, 54, tzinfo=UTC),
+        "minikube",
+        None,
+        None,
+        "minikube",
+    )
+    payload = dict(node.payload)
+    payload.pop("fingerprint")  # podlife's digest of what changes a node (tested apart)
+    labels = payload.pop("labels")
+    assert labels["kubernetes.io/hostname"] == "minikube" and labels["minikube.k8s.io/version"] == "v1.34.0"
+    assert len(labels) == 12
+
+    def pressure(kind: str, reason: str, message: str) -> dict[str, object]:
+        return {
+            "type": kind,
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "last_transition": "2024-11-17T10:19:24+00:00",
+        }
+
+    assert payload == {
+        "watch": "LIST",
+        "uid": "e5133637-7adb-4118-ab1c-9c1e4d46b6fa",
+        "name": "minikube",
+        "resource_version": "682",
+        "created": "2024-11-17T10:19:31+00:00",
+        "deletion_timestamp": None,
+        "kubelet_version": "v1.31.0",
+        "taints": [],
+        "unschedulable": False,
+        "conditions": [
+            pressure(
+                "MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+            ),
+            pressure("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            pressure("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "last_transition": "2024-11-17T10:19:39+00:00",
+            },
+        ],
+    }
+
+    coredns = "039e0c2f-3dbe-4622-ae3f-ce05113b939e"
+    assert (event.observed_at, event.node, event.pod_uid, event.namespace, event.name) == (
+        datetime(2024, 11, 17, 10, 19, 41, tzinfo=UTC),
+        None,
+        coredns,
+        "kube-system",
+        "coredns-6f6b679f8f-5m7kq",
+    )
+    assert event.payload == {
+        "uid": "1c4be87e-8e30-425c-b107-2303e71ea325",
+        "resource_version": "374",
+        "api_version": None,
+        "reason": "Scheduled",
+        "type": "Normal",
+        "message": "Successfully assigned kube-system/coredns-6f6b679f8f-5m7kq to minikube",
+        "action": None,
+        "component": "default-scheduler",
+        "host": None,
+        "count": 1,
+        "first": "2024-11-17T10:19:41+00:00",
+        "last": "2024-11-17T10:19:41+00:00",
+        "involved": {
+            "kind": "Pod",
+            "namespace": "kube-system",
+            "name": "coredns-6f6b679f8f-5m7kq",
+            "uid": coredns,
+            "field_path": None,
+        },
+    }
+
+    assert (daemonset.observed_at, daemonset.namespace, daemonset.name) == (
+        datetime(2024, 11, 17, 10, 19, 36, tzinfo=UTC),
+        "kube-system",
+        "kube-proxy",
+    )
+    assert daemonset.payload == {
+        "watch": "LIST",
+        "kind": "DaemonSet",
+        "uid": "509c853f-f02c-48b4-aa10-c09f5e09ef43",
+        "namespace": "kube-system",
+        "name": "kube-proxy",
+        "resource_version": "424",
+        "generation": 1,
+        "created": "2024-11-17T10:19:36+00:00",
+        "deletion_timestamp": None,
+        "labels": {"k8s-app": "kube-proxy"},
+        "owner": None,
+        "selector": {"match_labels": {"k8s-app": "kube-proxy"}, "match_expressions": []},
+        "spec_replicas": None,
+        "strategy": "RollingUpdate",
+        "status": {
+            "observed_generation": 1,
+            "desired_number_scheduled": 1,
+            "current_number_scheduled": 1,
+            "updated_number_scheduled": 1,
+            "number_ready": 1,
+            "number_available": 1,
+            "number_unavailable": None,
+            "number_misscheduled": 0,
+            "collision_count": None,
+            "conditions": [],
+        },
+    }
