@@ -692,3 +692,71 @@ def test_a_header_and_its_short_iso_prefix_across_new_year_are_read_in_their_own
         line = f"{prefix} kind-worker kubelet[246]: {header}     246 kubelet.go:2407] {body}"
         (add,) = parse_kubelet_log([line], node="kind-worker", year=1999, tz=UTC).observations
         assert add.observed_at == utc.replace(tzinfo=UTC), line
+
+
+# -- kubelets before 1.20: printf lines ---------------------------------------------------------------------
+
+
+def test_a_pre_1_20_config_line_names_its_source_and_its_pod_with_the_uid() -> None:
+    """kubernetes#91914 (1.18): `SyncLoop (DELETE, "api"): "analytics-11-865c5777c7-ftzdv_whoop(ad544c18-…)"`
+    and `SyncLoop (ADD, "api"): "…-lghdb_whoop(57f42639-…)"`: format.Pod's `name_namespace(uid)` gives the
+    pod its namespace, name and UID (no structured line before 1.21 does), the config source is "api"."""
+    name = "k8s-91914-1.18-docker-delete-add.syslog"
+    deleted, added = (read(name, n, year=2020, node="ip-10-1-73-214")[0] for n in (1, 2))
+    for obs, transition, message, caller, uid, pod in (
+        (
+            deleted,
+            Transition.SYNCLOOP_DELETE,
+            "SyncLoop DELETE",
+            "kubelet.go:1904",
+            "ad544c18-3890-47b6-852a-dac78fc71187",
+            "analytics-11-865c5777c7-ftzdv",
+        ),
+        (
+            added,
+            Transition.SYNCLOOP_ADD,
+            "SyncLoop ADD",
+            "kubelet.go:1888",
+            "57f42639-a88d-4174-8fc1-58f56d572891",
+            "analytics-11-865c5777c7-lghdb",
+        ),
+    ):
+        assert (obs.kind, obs.pod_uid, obs.namespace, obs.name) == (Kind.WORKER, uid, "whoop", pod)
+        assert obs.payload == {
+            "transition": transition,
+            "message": message,
+            "severity": "I",
+            "caller": caller,
+            "config_source": "api",
+            "pod_ref": f"whoop/{pod}",
+            "pods_in_line": 1,
+            "pid": 1517,
+            "level": 2,
+        }
+    assert deleted.observed_at == at("2020-06-08 15:36:12.678061")
+
+
+def test_a_pre_1_20_pleg_line_gives_the_go_struct_events_uid_type_and_data() -> None:
+    """kubernetes#88440 (1.18): `SyncLoop (PLEG): "pod-submit-status-2-6_pods-6969(d19a0cf1-…)", event:
+    &pleg.PodLifecycleEvent{ID:"d19a0cf1-…", Type:"ContainerDied", Data:"5c3ff805…"}`: the sandbox
+    5c3ff805… of pods-6969/pod-submit-status-2-6 died."""
+    (died,) = read("k8s-88440-plain-klog-1.18-kill-unwanted-pleg-died.log", 5, year=2020, node="node-88440")
+    assert pod_fields(died) == (
+        Kind.WORKER,
+        Source.KUBELET_LOG,
+        at("2020-02-26 01:57:59.454998"),
+        "node-88440",
+        "d19a0cf1-9f23-4c35-9ac6-9b70a01f5237",
+        "pods-6969",
+        "pod-submit-status-2-6",
+    )
+    assert died.payload == {
+        "transition": Transition.CONTAINER_DIED,
+        "message": "SyncLoop (PLEG): event for pod",
+        "severity": "I",
+        "caller": "kubelet.go:1959",
+        "pod_ref": "pods-6969/pod-submit-status-2-6",
+        "container_id": "5c3ff805bec3aff116c440e5a5960061e3c6bc69a8574a929efd9c1fe5e92003",
+        "pid": 1388,
+        "level": 2,
+    }
