@@ -760,3 +760,35 @@ def test_a_pre_1_20_pleg_line_gives_the_go_struct_events_uid_type_and_data() -> 
         "pid": 1388,
         "level": 2,
     }
+
+
+def test_a_pre_1_20_killing_event_names_the_pod_by_its_object_reference() -> None:
+    """kubernetes#92126 (1.16, CRI-O): `Event(v1.ObjectReference{Kind:"Pod", Namespace:"kube-system",
+    Name:"metrics-server-8f9559cbb-b67qm", UID:"27ce04fc-…", …, FieldPath:"spec.containers{metrics-server}"}):
+    type: 'Normal' reason: 'Killing' Stopping container metrics-server`: the kill of that container, its pod
+    named with its UID by the reference."""
+    (event,) = read("k8s-92126-1.16-crio-delete-remove-same-ms.journal", 4, year=2020, node="HOST1")
+    assert pod_fields(event) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2020-06-15 00:03:23.999097"),
+        "HOST1",
+        "27ce04fc-48f9-4f39-a805-12f57727d730",
+        "kube-system",
+        "metrics-server-8f9559cbb-b67qm",
+    )
+    payload = dict(event.payload)
+    payload.pop("level")  # an event's line: see test_a_killing_event_names_the_container_its_message_stops
+    assert payload == {
+        "reason": MarkerReason.KILLING_CONTAINER,
+        "message": "Stopping container metrics-server",
+        "severity": "I",
+        "caller": "event.go:274",
+        **MARKER_NONE,
+        "container": "metrics-server",
+        "pod_ref": "kube-system/metrics-server-8f9559cbb-b67qm",
+        "container_id": None,
+        "override": False,
+        "pid": 288702,
+        "from": "event",
+    }
