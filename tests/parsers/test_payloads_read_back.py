@@ -21,6 +21,7 @@ from collectors.parsers.klog import parse_klog_body
 from collectors.parsers.kubelet_log import (
     MAX_LINE,
     MarkerReason,
+    _container_id,
     _phase_of,
     parse_kubelet_line,
     parse_kubelet_log,
@@ -642,7 +643,7 @@ def test_a_status_printed_as_a_go_struct_gives_its_phase() -> None:
     (`status={Phase:Running Conditions:[{Type:Initialized …} …] … QOSClass:BestEffort …}`), not as JSON: its
     phase is the ``Phase:`` field, Running (a real message body whose header its author stripped:
     blog-1.23-headerless-status-go-struct.txt)."""
-    (text,) = (REAL / "blog-1.23-headerless-status-go-struct.txt").read_text(encoding="utf-8").splitlines()
+    text = (REAL / "blog-1.23-headerless-status-go-struct.txt").read_text(encoding="utf-8").splitlines()[0]
     body = parse_klog_body(text.strip())
     assert (body.message, body.values["pod"], body.values["statusVersion"]) == (
         "Status for pod updated successfully",
@@ -792,3 +793,47 @@ def test_a_pre_1_20_killing_event_names_the_pod_by_its_object_reference() -> Non
         "pid": 288702,
         "from": "event",
     }
+
+
+def test_a_container_id_is_type_colon_slash_slash_id_however_the_kubelet_printed_it() -> None:
+    """``ContainerID.String()`` is ``type://id``, the form the kill lines log (`containerID="containerd://…"`)
+    and that findings match kills and deaths by. 1.29+ kubelets JSON-encode the struct when they pass it
+    whole (AKS 2025's `"Message for Container of pod" … containerStatusID={"Type":"containerd","ID":"05657a9c…"}`,
+    before the liveness kill of the same container); older ones Go-print it (`containerID={Type:docker
+    ID:dc18bc33…}`, a real 1.23 message body). Both read as ``type://id``. Before: the restart marker's
+    ID was Python's text of a dict, matching no kill."""
+    name = "aks-2025-1.31-liveness-probe-restart.journal"
+    (restart,) = read(name, 9, year=2025, node="aks-nodepool1-29985679-vmss00000A")
+    (kill,) = read(name, 10, year=2025, node="aks-nodepool1-29985679-vmss00000A")
+    assert pod_fields(restart) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2025-05-16 18:34:49.885576"),
+        "aks-nodepool1-29985679-vmss00000A",
+        None,
+        "default",
+        "liveness-exec",
+    )
+    assert restart.payload == {
+        "reason": MarkerReason.CONTAINER_RESTART,
+        "message": "Message for Container of pod",
+        "severity": "I",
+        "caller": "kuberuntime_manager.go:1027",
+        **MARKER_NONE,
+        "container": "liveness",
+        "pod_ref": "default/liveness-exec",
+        "detail": "Container liveness failed liveness probe, will be restarted",
+        "container_id": "containerd://05657a9c673d612aedd955a65136ccca36b82ba987831de7844cdc0238f1d707",
+        "pid": 4052,
+        "level": 2,
+    }
+    assert kill.payload["container_id"] == restart.payload["container_id"]
+    text = (REAL / "blog-1.23-headerless-status-go-struct.txt").read_text(encoding="utf-8").splitlines()[1]
+    body = parse_klog_body(text.strip())
+    assert body.message == "Kill container failed"
+    assert _container_id(body.values["containerID"]) == (
+        "docker://dc18bc33e7914de8b6db57585ce56f2fbbb36c8deab970d5d0014f882ce1748c"
+    )
+    assert _container_id("c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab") == (
+        "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab"  # a bare ID (PLEG's) stays bare
+    )
