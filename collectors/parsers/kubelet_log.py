@@ -749,10 +749,10 @@ def _container_id(value: Any) -> str | None:
     text, as its struct JSON-encoded (``{"Type":"containerd","ID":"…"}``, 1.29+) or Go-printed
     (``{Type:containerd ID:…}``); a bare runtime ID stays bare."""
     if isinstance(value, dict):
-        kind, ident = value.get("Type"), value.get("ID")
-        if isinstance(kind, str) and isinstance(ident, str) and kind and ident:
-            return f"{kind}://{ident}"
-        return None
+        kind, ident = _as_str(value.get("Type")), _as_str(value.get("ID"))
+        if not ident:
+            return None
+        return f"{kind}://{ident}" if kind else ident
     text = _as_str(value)
     if text is None:
         return None

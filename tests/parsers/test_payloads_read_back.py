@@ -834,7 +834,9 @@ def test_a_container_id_is_type_colon_slash_slash_id_however_the_kubelet_printed
     assert _container_id(body.values["containerID"]) == (
         "docker://dc18bc33e7914de8b6db57585ce56f2fbbb36c8deab970d5d0014f882ce1748c"
     )
-    assert _container_id({"Type": "", "ID": ""}) is None  # an empty struct names no container (hand-made)
+    # hand-made structs: without an ID no container, without a type the bare ID
+    assert _container_id({"Type": "containerd", "ID": ""}) is None
+    assert _container_id({"Type": "", "ID": "05657a9c673d"}) == "05657a9c673d"
     assert _container_id("c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab") == (
         "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab"  # a bare ID (PLEG's) stays bare
     )
