@@ -840,3 +840,135 @@ def test_a_container_id_is_type_colon_slash_slash_id_however_the_kubelet_printed
     assert _container_id("c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab") == (
         "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab"  # a bare ID (PLEG's) stays bare
     )
+
+
+# -- evictions, shutdown, JSON logging ------------------------------------------------------------------------
+
+
+def test_an_eviction_and_the_teardown_it_starts_are_read_whole() -> None:
+    """kubernetes PR #117822 (about 1.28, V4): `"Evicting pod" pod="default/uuuuu" podUID="e23cf55e-…"
+    message="The node was low on resource: memory. …"` (V3), then `"Pod is being evicted by the kubelet,
+    begin teardown" … updateType="kill"` (V4: a kill, caused by an eviction) and `"Notifying pod of pending
+    update" … workType="terminating"` (V4)."""
+    name = "k8s-117822-localized-month-1.28-eviction-v4.journal"
+    lines = (REAL / name).read_text(encoding="utf-8").splitlines()[:3]
+    evicting, teardown, pending = parse_kubelet_log(
+        lines, node="VM-8-4-tencentos", year=2024, tz=UTC
+    ).observations
+    uid = "e23cf55e-509b-4106-b3da-9df51372b6f1"
+    for obs, clock in (
+        (evicting, "21:43:37.433175"),
+        (teardown, "21:43:37.433198"),
+        (pending, "21:43:37.433211"),
+    ):
+        assert (obs.observed_at, obs.pod_uid, obs.namespace, obs.name) == (
+            at(f"2024-04-09 {clock}"),
+            uid,
+            "default",
+            "uuuuu",
+        )
+    memory = (
+        "The node was low on resource: memory. Threshold quantity: 2Gi, available: 719212Ki. Container u was "
+        "using 1847180Ki, request is 0, has larger consumption of memory. "
+    )
+    assert evicting.payload == {
+        "reason": MarkerReason.EVICTING,
+        "message": "Evicting pod",
+        "severity": "I",
+        "caller": "eviction_manager.go:580",
+        **MARKER_NONE,
+        "pod_ref": "default/uuuuu",
+        "detail": memory,
+        "pid": 36357,
+        "level": 3,
+    }
+    assert teardown.payload == {
+        "transition": Transition.TERMINATION_REQUESTED,
+        "message": "Pod is being evicted by the kubelet, begin teardown",
+        "severity": "I",
+        "caller": "pod_workers.go:866",
+        **WORKER_NONE,
+        "update_type": "kill",
+        "cause": "evicted",
+        "pod_ref": "default/uuuuu",
+        "pid": 36357,
+        "level": 4,
+    }
+    assert pending.payload == {
+        "transition": Transition.PENDING_UPDATE,
+        "message": "Notifying pod of pending update",
+        "severity": "I",
+        "caller": "pod_workers.go:965",
+        **WORKER_NONE,
+        "work_type": "terminating",
+        "pod_ref": "default/uuuuu",
+        "pid": 36357,
+        "level": 4,
+    }
+
+
+def test_a_node_shutdown_kill_gives_the_pod_and_its_grace() -> None:
+    """kubernetes#110755 (GKE): `"Shutdown manager killing pod with gracePeriod" pod="XX/client-…"
+    gracePeriod=15` (V1): the graceful node shutdown kills the pod (named without a UID) with 15 s."""
+    name = "k8s-110755-gke-node-shutdown.txt"
+    (kill,) = read(name, 3, year=2022, node="gke-node")
+    assert pod_fields(kill) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2022-06-23 15:42:16.744070"),
+        "gke-node",
+        None,
+        "XX",
+        "client-64ccc5cc77-6jrfk",
+    )
+    payload = dict(kill.payload)
+    payload.pop("level")  # V1 in k8s-facts.md; the parser records levels 2 to 4 only
+    assert payload == {
+        "reason": MarkerReason.SHUTDOWN_KILL,
+        "message": "Shutdown manager killing pod with gracePeriod",
+        "severity": "I",
+        "caller": "nodeshutdown_manager_linux.go:316",
+        **MARKER_NONE,
+        "grace_period": 15,
+        "pod_ref": "XX/client-64ccc5cc77-6jrfk",
+        "pid": 1748,
+    }
+
+
+def test_json_config_lines_name_their_pods_as_objects_with_the_records_time_and_level() -> None:
+    """kops 1.24 with `--logging-format=json`: `{"ts":1655581336244.2942,"caller":"kubelet/kubelet.go:2102",
+    "msg":"SyncLoop REMOVE","v":2,"source":"api","pods":[{"name":"nettools","namespace":"dev"}]}`: the time
+    is the record's epoch milliseconds, the level its ``v``, the pod a KObj; the journal's pid is the
+    process's."""
+    name = "kops-1.24-json-v2.journal"
+    removed, added = (read(name, n, year=2022, node="ip-172-20-59-66")[0] for n in (3, 5))
+    for obs, transition, message, caller, clock in (
+        (
+            removed,
+            Transition.SYNCLOOP_REMOVE,
+            "SyncLoop REMOVE",
+            "kubelet/kubelet.go:2102",
+            "19:42:16.244294",
+        ),
+        (added, Transition.SYNCLOOP_ADD, "SyncLoop ADD", "kubelet/kubelet.go:2092", "19:42:34.264564"),
+    ):
+        assert pod_fields(obs) == (
+            Kind.WORKER,
+            Source.KUBELET_LOG,
+            at(f"2022-06-18 {clock}"),
+            "ip-172-20-59-66",
+            None,
+            "dev",
+            "nettools",
+        )
+        assert obs.payload == {
+            "transition": transition,
+            "message": message,
+            "severity": "I",
+            "caller": caller,
+            "config_source": "api",
+            "pod_ref": "dev/nettools",
+            "pods_in_line": 1,
+            "pid": 5656,
+            "level": 2,
+        }
