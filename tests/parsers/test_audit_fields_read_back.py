@@ -440,3 +440,86 @@ def test_a_gke_eviction_is_refused_only_when_its_message_says_a_budget_refused_i
             o for o in parse_audit(json.dumps([answered]).encode()).observations if o.kind == Kind.AUDIT
         ]
         assert (obs.payload["rpc_code"], obs.payload["eviction"]["outcome"]) == (code, outcome)
+
+
+def test_a_kubelet_known_only_by_its_group_is_a_kubelet_of_no_named_node() -> None:
+    """AKS 2019 (kubelet v1.14.5): the status patch of default/nginx comes from user ``nodeclient`` in group
+    system:nodes, the client certificate AKS then shared between its nodes: a kubelet, but of no node the
+    request names. The patch writes phase Running, Ready and ContainersReady True, container mypod running
+    since 12:56:55; a 1.14 status has no ``started`` field: unknown, not False."""
+    result = parse_audit((REAL / "aks-2019-nodeclient-pod-status-patch-running.jsonl").read_bytes())
+    assert (result.events, result.used, result.skipped) == (2, 1, Counter(read_verb=1))
+    (obs,) = result.observations
+    assert (obs.observed_at, obs.node, obs.namespace, obs.name) == (
+        at("2019-09-20 12:56:55.910588"),
+        None,
+        "default",
+        "nginx",
+    )
+    ready: dict[str, Any] = {
+        "status": "True",
+        "reason": None,
+        "message": None,
+        "last_transition": "2019-09-20T12:56:55+00:00",
+    }
+    rbac = 'RBAC: allowed by ClusterRoleBinding "system:aks-client-nodes" of ClusterRole "system:node" to Group "system:nodes"'
+    assert obs.payload == {
+        **UNSAID,
+        "envelope": "native",
+        "audit_id": "e13ca54f-9b7a-4a47-abb4-930d0b518c49",
+        "stage": "ResponseComplete",
+        "level": "Request",
+        "verb": "patch",
+        "api_group": "",
+        "api_version": "v1",
+        "resource": "pods",
+        "subresource": "status",
+        "namespace": "default",
+        "name": "nginx",
+        "uid": None,
+        "request_uri": "/api/v1/namespaces/default/pods/nginx/status",
+        "requested_at": "2019-09-20T12:56:55.895345+00:00",
+        "completed_at": "2019-09-20T12:56:55.910588+00:00",
+        "user": {
+            "username": "nodeclient",
+            "uid": None,
+            "groups": ["system:nodes", "system:authenticated"],
+            "extra": {},
+        },
+        "actor": {"kind": "kubelet", "name": None},
+        "user_agent": "kubelet/v1.14.5 (linux/amd64) kubernetes/0e9fcb4",
+        "source_ips": ["13.88.18.92"],
+        "code": 200,
+        "status": None,
+        "reason": None,
+        "message": None,
+        "causes": [],
+        "succeeded": True,
+        "authorization": {"decision": "allow", "reason": rbac},
+        "status_write": {
+            "partial": True,
+            "phase": "Running",
+            "conditions": [{**ready, "type": "Ready"}, {**ready, "type": "ContainersReady"}],
+            "containers": [
+                {
+                    "name": "mypod",
+                    "kind": "regular",
+                    "state": "running",
+                    "reason": None,
+                    "message": None,
+                    "exit_code": None,
+                    "signal": None,
+                    "started_at": "2019-09-20T12:56:55+00:00",
+                    "finished_at": None,
+                    "ready": True,
+                    "started": None,
+                    "restart_count": 0,
+                    "last_state": None,
+                    "allocated_resources": None,
+                    "resources": None,
+                    "restart_policy": None,
+                    "prestop_sleep_seconds": None,
+                }
+            ],
+        },
+    }
