@@ -523,3 +523,67 @@ def test_a_kubelet_known_only_by_its_group_is_a_kubelet_of_no_named_node() -> No
             ],
         },
     }
+
+
+def test_a_controllers_create_names_the_pod_from_the_answer_and_keeps_its_snapshot() -> None:
+    """falco 2018 (minikube, audit.k8s.io/v1beta1, RequestResponse): the ReplicaSet controller creates a pod
+    by ``generateName``: the request names none, the answer names nginx-deployment-5cdcc99dbf-rgw6z with
+    its UID; the created pod (Pending, owned by its ReplicaSet) is kept as the pod object the watch would
+    have delivered (ADDED) at the request's completion, and the request names that snapshot."""
+    result = parse_audit((REAL / "falco-2018-minikube-rs-pod-create-privileged.jsonl").read_bytes())
+    request, snapshot = result.observations
+    uid = "8c845395-d85f-11e8-88b6-080027728ac4"
+    done = at("2018-10-25 14:09:12.581541")
+    assert (request.kind, request.observed_at, request.namespace, request.name) == (
+        Kind.AUDIT,
+        done,
+        "default",
+        "nginx-deployment-5cdcc99dbf-rgw6z",
+    )
+    payload = dict(request.payload)
+    assert payload.pop("user")["username"] == "system:serviceaccount:kube-system:replicaset-controller"
+    assert payload.pop("authorization")["decision"] == "allow"
+    assert payload == {
+        **UNSAID,
+        "envelope": "native",
+        "audit_id": "a362d22b-db3c-4590-9505-23782f12925f",
+        "stage": "ResponseComplete",
+        "level": "RequestResponse",
+        "verb": "create",
+        "api_group": "",
+        "api_version": "v1",
+        "resource": "pods",
+        "subresource": None,
+        "namespace": "default",
+        "name": "nginx-deployment-5cdcc99dbf-rgw6z",
+        "uid": uid,
+        "request_uri": "/api/v1/namespaces/default/pods",
+        "requested_at": "2018-10-25T14:09:12.572676+00:00",
+        "completed_at": "2018-10-25T14:09:12.581541+00:00",
+        "actor": {"kind": "controller", "name": "replicaset-controller"},
+        "user_agent": None,
+        "source_ips": ["::1"],
+        "code": 201,
+        "status": None,
+        "reason": None,
+        "message": None,
+        "causes": [],
+        "succeeded": True,
+        "snapshots": [snapshot.dedupe_key],
+    }
+    assert snapshot.dedupe_key == f"pod:{uid}:237252"
+    assert (snapshot.kind, snapshot.observed_at, snapshot.pod_uid, snapshot.name) == (
+        Kind.POD,
+        done,
+        uid,
+        "nginx-deployment-5cdcc99dbf-rgw6z",
+    )
+    assert (snapshot.payload["watch"], snapshot.payload["phase"], snapshot.payload["owner"]) == (
+        "ADDED",
+        "Pending",
+        {
+            "kind": "ReplicaSet",
+            "name": "nginx-deployment-5cdcc99dbf",
+            "uid": "8c800470-d85f-11e8-88b6-080027728ac4",
+        },
+    )
