@@ -972,3 +972,38 @@ def test_json_config_lines_name_their_pods_as_objects_with_the_records_time_and_
             "pid": 5656,
             "level": 2,
         }
+
+
+def test_an_unmount_line_naming_its_pod_by_the_uid_gives_the_uid_and_no_name() -> None:
+    """deckhouse#336 (about 1.19, MSK): `UnmountVolume.TearDown succeeded for volume
+    "kubernetes.io/secret/6c1ffa82-…-default-token-t5qqg" (OuterVolumeSpecName: …) pod "6c1ffa82-…" (UID:
+    "6c1ffa82-…")`: the volume manager names the pod by its UID there, which is no pod name; the marker is
+    the pod's (its UID), with the volume's unique name. The klog pid (1977863) is the kubelet's, not the
+    journal's wrapper's (1977858)."""
+    name = "deckhouse-336-kubelet-forker-wrapper-volume-teardown.journal"
+    lines = (REAL / name).read_text(encoding="utf-8").splitlines()
+    result = parse_kubelet_log(lines, node="kube-master-3", year=2021, tz=ZoneInfo("Europe/Moscow"))
+    assert result.skipped == Counter(unrecognized_message=3)
+    (torn,) = result.observations
+    uid = "6c1ffa82-fa70-4292-a772-8a0413771631"
+    assert pod_fields(torn) == (
+        Kind.KUBELET_MARKER,
+        Source.KUBELET_LOG,
+        at("2021-11-30 13:20:40.229803"),
+        "kube-master-3",
+        uid,
+        None,
+        None,
+    )
+    payload = dict(torn.payload)
+    assert payload.pop("message").startswith("UnmountVolume.TearDown succeeded for volume ")
+    payload.pop("level")  # the volume manager's lines: not in k8s-facts.md's table
+    assert payload == {
+        "reason": MarkerReason.VOLUME_TORN_DOWN,
+        "severity": "I",
+        "caller": "operation_generator.go:788",
+        **MARKER_NONE,
+        "pod_ref": None,
+        "volume": f"kubernetes.io/secret/{uid}-default-token-t5qqg",
+        "pid": 1977863,
+    }
