@@ -741,6 +741,25 @@ def _pod_uid(values: dict[str, Any]) -> str | None:
     return _valid_uid(_as_str(raw))
 
 
+_GO_CONTAINER_ID = re.compile(r"&?\{Type:(?P<type>[^\s{}]+) ID:(?P<id>[^\s{}]+)\}")
+
+
+def _container_id(value: Any) -> str | None:
+    """A container ID as ``type://id`` (``ContainerID.String()``), whether the kubelet logged it as that
+    text, as its struct JSON-encoded (``{"Type":"containerd","ID":"…"}``, 1.29+) or Go-printed
+    (``{Type:containerd ID:…}``); a bare runtime ID stays bare."""
+    if isinstance(value, dict):
+        kind, ident = _as_str(value.get("Type")), _as_str(value.get("ID"))
+        if not ident:
+            return None
+        return f"{kind}://{ident}" if kind else ident
+    text = _as_str(value)
+    if text is None:
+        return None
+    m = _GO_CONTAINER_ID.fullmatch(text.strip())
+    return f"{m.group('type')}://{m.group('id')}" if m is not None else text
+
+
 def _event(value: Any) -> dict[str, Any] | None:
     """A PLEG event: ``{"ID":..,"Type":..,"Data":..}`` (JSON) or ``&{ID:.. Type:.. Data:..}`` (Go)."""
     if isinstance(value, dict):
@@ -1611,7 +1630,7 @@ class KubeletLogParser:
             "pod_ref": pod_ref,
         }
         if name_of_transition == Transition.CONTAINER_FINISHED:
-            payload["container_id"] = _as_str(values.get("containerID"))
+            payload["container_id"] = _container_id(values.get("containerID"))
             payload["exit_code"] = _as_int(values.get("exitCode"))
         elif name_of_transition == Transition.STARTUP_OBSERVED:
             payload["observed_running"] = _go_time(values.get("observedRunningTime"))
@@ -1665,7 +1684,7 @@ class KubeletLogParser:
             "pod_ref": pod_ref,
         }
         if reason == MarkerReason.KILLING_CONTAINER:
-            payload["container_id"] = _as_str(values.get("containerID"))
+            payload["container_id"] = _container_id(values.get("containerID"))
             payload["override"] = "override" in parsed.message.lower()
         elif reason == MarkerReason.CONTAINER_STATE:
             payload["containers"] = _as_str(values.get("containers"))
@@ -1684,7 +1703,7 @@ class KubeletLogParser:
             payload["priority"] = _as_int(values.get("priority"))
         elif reason == MarkerReason.CONTAINER_RESTART:
             payload["detail"] = _as_str(values.get("containerMessage"))
-            payload["container_id"] = _as_str(values.get("containerStatusID"))
+            payload["container_id"] = _container_id(values.get("containerStatusID"))
         elif reason == MarkerReason.SHUTDOWN_DETECTED:
             payload["detail"] = _as_str(values.get("event"))
         return self._line_observation(parsed, Kind.KUBELET_MARKER, payload, uid, ns, name, key_extra)
@@ -1746,7 +1765,7 @@ def parse_kubelet_log(
     return result
 
 
-def parse_kubelet_line(line: str, *, node: str, year: int, tz: tzinfo) -> LogParseResult:
+def parse_kubelet_line(line: str | bytes, *, node: str, year: int, tz: tzinfo) -> LogParseResult:
     """Parse one logical kubelet line (a multi-line ``key=<`` record may be given with embedded newlines).
 
     Same contract as ``parse_kubelet_log`` for a single record.

@@ -146,3 +146,25 @@ def test_a_span_with_a_bad_id_is_refused_once_and_the_rest_read():
     assert sum(decoded.refused.values()) == 1, decoded.refused
     assert "spans[1]" in next(iter(decoded.refused))
     assert len(otlp.spans_to_observations(decoded).observations) == 1
+
+
+def test_a_bad_id_and_a_field_of_the_wrong_type_are_each_refused_once_and_the_rest_read() -> None:
+    """GIVEN an export (hand-written, as SPAN) whose first span has an id cut to one hex digit (neither hex
+    bytes nor base64), whose second has a field of the wrong type (a start time that is not a number: the
+    protobuf mapping cannot read it, so the body is read again span by span) and whose third is sound WHEN
+    it is decoded THEN each broken span is refused once, by where it is and why, and the sound one is read:
+    the span-by-span pass neither stops at, nor counts again, a span already refused (decode_request's
+    contract; issue #35)."""
+    body = orjson.loads(kubelet_json({**SPAN, "spanId": "e"}))
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append({**SPAN, "spanId": "eee19b7ec3c1b175", "startTimeUnixNano": "soon"})
+    spans.append({**SPAN, "spanId": "eee19b7ec3c1b176"})
+    decoded = otlp.decode_request(orjson.dumps(body), "json")
+    assert sorted(decoded.refused.values()) == [1, 1], decoded.refused
+    first, second = sorted(decoded.refused)
+    assert first == (
+        "resourceSpans[0].scopeSpans[0].spans[0]: spanId 'e' is not a hex string (OTLP/JSON ids are hex)"
+    )
+    assert second.startswith("resourceSpans[0].scopeSpans[0].spans[1] is not an OTLP span (")
+    [obs] = otlp.spans_to_observations(decoded).observations
+    assert obs.payload["span_id"] == "eee19b7ec3c1b176"

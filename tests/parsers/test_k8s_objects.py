@@ -306,3 +306,35 @@ def test_mirror_pod_is_keyed_on_the_static_pod_uid():
     assert obs.payload["uid"] == static_uid
     assert obs.payload["api_uid"] == "0b7e1c7e-8c1a-4b57-9d36-3f0f2c9a1e11"
     assert obs.payload["static"] is True
+
+
+def test_a_deleted_event_is_its_expiry_and_says_nothing_of_the_pod(k8s_fixture: Path) -> None:
+    """Events expire by TTL (the API server's --event-ttl, 1 h by default): a watch's DELETED for an Event,
+    however the watch type is spelled, is that expiry, not news of the pod: no observation. The same Event
+    ADDED is read."""
+    event = _mixed(k8s_fixture)["Event"]
+    for watch_type in ("DELETED", "Deleted", "deleted"):
+        assert object_observation(event, watch_type=watch_type, observed_at=None, source=Source.API) is None
+    added = object_observation(event, watch_type="ADDED", observed_at=None, source=Source.API)
+    assert added is not None and added.kind == Kind.EVENT
+
+
+def test_a_pod_from_a_list_without_its_kind_is_still_named_a_pod_when_refused() -> None:
+    """The API server's typed lists leave ``kind`` out of their items (k8s-facts.md: "Items have no
+    kind/apiVersion inside typed lists"): a pod item that
+    cannot be read is still named as a Pod, by namespace and name, or as a Pod with no name when it has no
+    metadata (hand-written items)."""
+    with pytest.raises(ValueError, match=r"^Pod shop/web-0: expected metadata.uid"):
+        normalize_pod({"metadata": {"name": "web-0", "namespace": "shop"}})
+    with pytest.raises(ValueError, match=r"^Pod <no name>: expected a metadata object"):
+        normalize_pod({"spec": {"nodeName": "worker-1"}})
+
+
+def test_a_pdbs_disrupted_pods_times_count_among_its_times(k8s_fixture: Path) -> None:
+    """A granted eviction records the pod in the PDB's ``status.disruptedPods`` (pod name -> time;
+    k8s-facts.md, eviction): a PDB snapshot is at least as late as that time, even when nothing else in it
+    changed since (the fixture's PDB, its condition dated before the eviction)."""
+    pdb = json.loads(json.dumps(_mixed(k8s_fixture)["PodDisruptionBudget"]))
+    pdb["status"]["conditions"][0]["lastTransitionTime"] = "2021-11-03T14:02:11Z"
+    assert pdb["status"]["disruptedPods"] == {"web-7d9f8b6c4-x2k9p": "2021-11-03T14:07:14Z"}
+    assert newest_timestamp(pdb) == datetime(2021, 11, 3, 14, 7, 14, tzinfo=UTC)

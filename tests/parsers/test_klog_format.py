@@ -134,6 +134,15 @@ def test_go_unquote_escapes():
     assert unquote_go("bare") == "bare"
 
 
+def test_go_unquote_of_the_empty_string_and_of_a_lone_quote() -> None:
+    """Go's ``strconv.Quote("")`` is ``""`` (two quotes), which reads back as the empty string (klog writes
+    ``fieldPath=""`` so: the kubelet's "Event occurred" lines, tests/fixtures/real/kubelet); a lone quote
+    is not a quoted string and stays as it is, and the empty text stays empty."""
+    assert unquote_go('""') == ""
+    assert unquote_go('"') == '"'
+    assert unquote_go("") == ""
+
+
 def test_opens_block():
     assert opens_block('"Error syncing pod, skipping" err=<')
     assert opens_block(" > other=<  ")

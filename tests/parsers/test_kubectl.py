@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 from collectors.management.commands.ingest_k8s_json import read_path
@@ -121,3 +122,246 @@ def test_a_lists_bad_item_is_named_by_the_number_a_reader_counts():
     (error,) = [e for e in result.errors if "expected a Kubernetes object" in e]
     assert error.startswith("list.json: ") and error.endswith(" item 2: expected a Kubernetes object")
     assert result.read["Node"] == 1
+
+
+def test_a_list_broken_inside_one_item_keeps_the_others_and_names_file_line_and_item(
+    k8s_fixture: Path,
+) -> None:
+    """kubectl pretty-prints a list one item per block: when one item is broken (here a line of the first
+    pod's metadata cut off, as a console cuts a pasted dump), the other items are read and the broken one
+    is lost, named by its file, line and place in the list (the fixture's PodList, cut by hand)."""
+    lines = (k8s_fixture / "pods-list.json").read_text().splitlines()
+    assert lines[10].strip().startswith('"namespace": "default"')
+    lines[10] = lines[10][:20]  # cut mid-string
+    result = read_kubectl_output("\n".join(lines), origin="pods.json")
+    assert result.read == Counter(Pod=1) and result.lost == Counter(Pod=1)
+    (error,) = result.errors
+    assert error.startswith("pods.json: line 8: item 1 of a broken PodList could not be read (")
+    assert error.endswith("); the items around it are kept")
+
+
+def test_a_real_mirror_pod_is_read_whole_and_its_reset_status_marks_the_kubelet_restart() -> None:
+    """The real minikube 1.20 mirror of the static kube-apiserver (tests/fixtures/real/kubelet, SOURCES.md):
+    created 2021-10-20 13:57:15 from a manifest (config source ``file``, hash 01d7e312…, which is the pod
+    the kubelet runs: its UID; the API's UID apart), owned by its Node, grace 30 s, Running, 23 restarts:
+    the run before ended 06:58:27 with exit 255, the current one started 06:58:54. Its startTime and
+    PodScheduled (06:58:52) are the restarted kubelet's: the status was rewritten from scratch, so a kubelet
+    (re)started then on node minikube. The snapshot is as late as its newest time (Ready, 11:32:59)."""
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    text = (real / "minikube-1.20-mirror-pod-kube-apiserver.json").read_text()
+    result = read_kubectl_output(text, origin="mirror.json")
+    assert (result.read, result.skipped, result.errors) == (Counter(Pod=1), Counter(), [])
+    pod, restart = result.observations
+    static_uid = "01d7e312da0f9c4176daa8464d4d1a50"
+    assert (pod.kind, pod.observed_at, pod.node, pod.pod_uid, pod.namespace, pod.name) == (
+        Kind.POD,
+        datetime(2021, 11, 17, 11, 32, 59, tzinfo=UTC),
+        "minikube",
+        static_uid,
+        "kube-system",
+        "kube-apiserver-minikube",
+    )
+
+    def condition(kind: str, at: str) -> dict[str, object]:
+        return {"type": kind, "status": "True", "reason": None, "message": None, "last_transition": at}
+
+    assert pod.payload == {
+        "watch": "SNAPSHOT",
+        "resource_version": "218397",
+        "uid": static_uid,
+        "api_uid": "7a26335b-a3d4-458c-ad4a-d90ebe1f36ed",
+        "namespace": "kube-system",
+        "name": "kube-apiserver-minikube",
+        "node": "minikube",
+        "labels": {"component": "kube-apiserver", "tier": "control-plane"},
+        "created": "2021-10-20T13:57:15+00:00",
+        "deletion_timestamp": None,
+        "deletion_grace_seconds": None,
+        "grace_seconds": 30,
+        "finalizers": [],
+        "static": True,
+        "owner": {"kind": "Node", "name": "minikube", "uid": "a7fb33a8-c44d-48cd-a000-d49727cc78e4"},
+        "phase": "Running",
+        "reason": None,
+        "message": None,
+        "start_time": "2021-11-17T06:58:52+00:00",
+        "conditions": [
+            condition("Initialized", "2021-11-17T06:58:52+00:00"),
+            condition("Ready", "2021-11-17T11:32:59+00:00"),
+            condition("ContainersReady", "2021-11-17T11:32:59+00:00"),
+            condition("PodScheduled", "2021-11-17T06:58:52+00:00"),
+        ],
+        "containers": [
+            {
+                "name": "kube-apiserver",
+                "kind": "regular",
+                "state": "running",
+                "reason": None,
+                "message": None,
+                "exit_code": None,
+                "signal": None,
+                "started_at": "2021-11-17T06:58:54+00:00",
+                "finished_at": None,
+                "ready": True,
+                "started": True,
+                "restart_count": 23,
+                "last_state": {
+                    "state": "terminated",
+                    "exit_code": 255,
+                    "reason": "Error",
+                    "started_at": "2021-11-16T06:55:06+00:00",
+                    "finished_at": "2021-11-17T06:58:27+00:00",
+                },
+                "allocated_resources": None,
+                "resources": None,
+                "restart_policy": None,
+                "prestop_sleep_seconds": None,
+            }
+        ],
+        "generation": None,
+        "observed_generation": None,
+    }
+    restarted = "2021-11-17T06:58:52.000000+00:00"
+    assert (restart.kind, restart.observed_at, restart.node, restart.pod_uid) == (
+        Kind.KUBELET_PROCESS,
+        datetime(2021, 11, 17, 6, 58, 52, tzinfo=UTC),
+        "minikube",
+        None,
+    )
+    assert restart.payload == {
+        "pid": None,
+        "first_at": restarted,
+        "last_at": restarted,
+        "lines": 0,
+        "started_at": restarted,
+        "version": None,
+        "verbosity": None,
+        "starts": [restarted],
+        "from_status_reset": "kube-system/kube-apiserver-minikube",
+    }
+
+
+def test_the_real_minikube_dumps_node_event_and_daemonset_are_read_whole() -> None:
+    """The real `kubectl cluster-info dump` of minikube v1.31.0 (tests/fixtures/real/kubelet, SOURCES.md):
+    node minikube (kubelet v1.31.0, no taints, schedulable, Ready since 10:19:39, its last heartbeat
+    10:24:54 dating the snapshot); the scheduler's Event placing coredns-6f6b679f8f-5m7kq on it (the
+    Event item carries no apiVersion in its list, and no host: the scheduler reports none); kube-proxy's
+    DaemonSet (RollingUpdate, one pod desired, scheduled, ready, available)."""
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    text = (real / "minikube-1.31-cluster-info-dump.txt").read_bytes().decode("utf-8")  # its CRLF kept
+    result = read_kubectl_output(text, origin="dump.txt")
+    node = next(o for o in result.observations if o.kind == Kind.NODE)
+    event = next(o for o in result.observations if o.kind == Kind.EVENT)
+    daemonset = next(o for o in result.observations if o.kind == Kind.WORKLOAD)
+
+    assert (node.observed_at, node.node, node.pod_uid, node.namespace, node.name) == (
+        datetime(2024, 11, 17, 10, 24, 54, tzinfo=UTC),
+        "minikube",
+        None,
+        None,
+        "minikube",
+    )
+    payload = dict(node.payload)
+    payload.pop("fingerprint")  # podlife's digest of what changes a node (tested apart)
+    labels = payload.pop("labels")
+    assert labels["kubernetes.io/hostname"] == "minikube" and labels["minikube.k8s.io/version"] == "v1.34.0"
+    assert len(labels) == 12
+
+    def pressure(kind: str, reason: str, message: str) -> dict[str, object]:
+        return {
+            "type": kind,
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "last_transition": "2024-11-17T10:19:24+00:00",
+        }
+
+    assert payload == {
+        "watch": "LIST",
+        "uid": "e5133637-7adb-4118-ab1c-9c1e4d46b6fa",
+        "name": "minikube",
+        "resource_version": "682",
+        "created": "2024-11-17T10:19:31+00:00",
+        "deletion_timestamp": None,
+        "kubelet_version": "v1.31.0",
+        "taints": [],
+        "unschedulable": False,
+        "conditions": [
+            pressure(
+                "MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+            ),
+            pressure("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            pressure("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "last_transition": "2024-11-17T10:19:39+00:00",
+            },
+        ],
+    }
+
+    coredns = "039e0c2f-3dbe-4622-ae3f-ce05113b939e"
+    assert (event.observed_at, event.node, event.pod_uid, event.namespace, event.name) == (
+        datetime(2024, 11, 17, 10, 19, 41, tzinfo=UTC),
+        None,
+        coredns,
+        "kube-system",
+        "coredns-6f6b679f8f-5m7kq",
+    )
+    assert event.payload == {
+        "uid": "1c4be87e-8e30-425c-b107-2303e71ea325",
+        "resource_version": "374",
+        "api_version": None,
+        "reason": "Scheduled",
+        "type": "Normal",
+        "message": "Successfully assigned kube-system/coredns-6f6b679f8f-5m7kq to minikube",
+        "action": None,
+        "component": "default-scheduler",
+        "host": None,
+        "count": 1,
+        "first": "2024-11-17T10:19:41+00:00",
+        "last": "2024-11-17T10:19:41+00:00",
+        "involved": {
+            "kind": "Pod",
+            "namespace": "kube-system",
+            "name": "coredns-6f6b679f8f-5m7kq",
+            "uid": coredns,
+            "field_path": None,
+        },
+    }
+
+    assert (daemonset.observed_at, daemonset.namespace, daemonset.name) == (
+        datetime(2024, 11, 17, 10, 19, 36, tzinfo=UTC),
+        "kube-system",
+        "kube-proxy",
+    )
+    assert daemonset.payload == {
+        "watch": "LIST",
+        "kind": "DaemonSet",
+        "uid": "509c853f-f02c-48b4-aa10-c09f5e09ef43",
+        "namespace": "kube-system",
+        "name": "kube-proxy",
+        "resource_version": "424",
+        "generation": 1,
+        "created": "2024-11-17T10:19:36+00:00",
+        "deletion_timestamp": None,
+        "labels": {"k8s-app": "kube-proxy"},
+        "owner": None,
+        "selector": {"match_labels": {"k8s-app": "kube-proxy"}, "match_expressions": []},
+        "spec_replicas": None,
+        "strategy": "RollingUpdate",
+        "status": {
+            "observed_generation": 1,
+            "desired_number_scheduled": 1,
+            "current_number_scheduled": 1,
+            "updated_number_scheduled": 1,
+            "number_ready": 1,
+            "number_available": 1,
+            "number_unavailable": None,
+            "number_misscheduled": 0,
+            "collision_count": None,
+            "conditions": [],
+        },
+    }

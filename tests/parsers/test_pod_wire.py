@@ -422,3 +422,26 @@ def test_observed_at_keeps_microseconds_and_the_watch_type():
         and wire.dedupe_key == "pod:u-1:5:deleted"
         and wire.payload["watch"] == "DELETED"
     )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "minikube-1.20-mirror-pod-kube-apiserver.json",
+        "akkeris-2019-pod-being-deleted.json",
+        "akkeris-2022-pod-being-deleted.json",
+    ],
+)
+@pytest.mark.parametrize("watch_type", ["MODIFIED", "DELETED"])
+def test_real_recorded_pods_take_the_typed_path_to_the_generic_observation(
+    name: str, watch_type: str
+) -> None:
+    """Pods recorded from real clusters (tests/fixtures/real/kubelet, SOURCES.md): a static pod's mirror
+    (keyed on its manifest hash, a previous run's exit 255), and two pods being deleted (their deletion
+    time and grace; the container terminated in one, still running in the other) read the same on the
+    typed watch path as on the generic one, field for field and key for key."""
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    pod = json.loads((real / name).read_text())
+    generic, wire = _generic(pod, watch_type), _wire(pod, watch_type)
+    assert generic is not None and wire is not None
+    _same(wire, generic)
