@@ -34,10 +34,11 @@ from django.db import connection
 from django.db.models import Model
 
 from dashboard import freshness, serialize
+from timelines import pg_arrays
 from timelines.lifecycle.schema import FindingDoc, IntervalDoc, MarkerDoc, TimelineDoc, timeline_doc
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.models import Cluster, Finding, Interval, Marker, Observation, Pod
-from timelines.pg_arrays import int_array, text_array
+from timelines.pg_arrays import int_array
 
 WINDOW_SCHEMA = "podlife.window/v1"
 MAX_WINDOW_PODS = 20_000
@@ -74,22 +75,9 @@ def ids_text_sql(column: str) -> str:
 
 
 def any_of(column: str, values: Iterable[str], params: list[Any]) -> str:
-    """``column`` is one of ``values``; appends its parameters to ``params``.
-
-    PostgreSQL: one array parameter, so each query has one text whatever the number of values. An IN list
-    of N placeholders is a new statement per N: psycopg parses and caches each text (up to 50
-    parameters), and a statement first met at a load's peak stays in that cache after it, keeping a mostly
-    empty pymalloc arena from being given back (docs/performance-history.md "Load"). The array goes as one
-    literal (pg_arrays.text_array: psycopg would dump a list value by value). SQLite has no arrays:
-    placeholders there (IN_BATCH at most: it caps bound parameters)."""
-    values = list(values)
-    if not values:
-        return "1 = 0"
-    if _postgres():
-        params.append(text_array(values))
-        return f"{column} = ANY(%s::text[])"
-    params.extend(values)
-    return f"{column} IN ({', '.join(['%s'] * len(values))})"
+    """``column`` is one of ``values``; appends its parameters to ``params`` (``pg_arrays.any_of`` on this
+    connection's database)."""
+    return pg_arrays.any_of(column, values, params, postgres=_postgres())
 
 
 def pod_rows(
