@@ -183,3 +183,17 @@ def test_a_selection_keeps_the_cluster_s_rows_whose_columns_it_names(selected: d
     theirs = observation_rows.rows(ObservationRow.objects.filter(cluster=there).order_by("id"))
     chosen = observation_rows.selection(here, ids=[*ids, theirs[0].id]).order_by("id")
     assert [row.id for row in observation_rows.rows(chosen)] == ids
+
+
+def test_keys_by_id_gives_each_stored_id_of_the_cluster_its_dedupe_key() -> None:
+    """``observation_rows.keys_by_id``: the dedupe key of each id of the cluster's rows; an id of another
+    cluster's row, or of no row, is absent (evidence cites a cluster's own observations)."""
+    here, there = mixed("here"), mixed("there")
+    mine = observation_rows.rows(observation_rows.selection(here).order_by("id"))
+    theirs = observation_rows.rows(observation_rows.selection(there).order_by("id"))
+    wanted = [row.id for row in mine[::3]]
+    missing = max(row.id for row in theirs) + 1000
+    for cluster in (here, here.pk):
+        got = observation_rows.keys_by_id(cluster, [*wanted, theirs[0].id, missing])
+        assert got == {row.id: row.dedupe_key for row in mine[::3]}
+    assert observation_rows.keys_by_id(here, []) == {}

@@ -361,6 +361,29 @@ def pg_nameless_on_nodes(
     )
 
 
+def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
+    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the id index of
+    each partition, the primary key on SQLite), however many ids: the ids travel as one array parameter
+    (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
+    stored (dropped by retention) is absent from the answer."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    table = connection.ops.quote_name(ObservationRow._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
+        param: str = pg_arrays.int_array(wanted)
+    else:
+        sql = (
+            f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s "
+            "AND id IN (SELECT value FROM json_each(%s))"
+        )
+        param = orjson.dumps(wanted).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, param])
+        return dict(cursor.fetchall())
+
+
 def field_is(path: Sequence[str], expected: str | bool | int) -> FieldIs:
     """A ``where`` that keeps payloads whose member at ``path`` (object keys) is ``expected``."""
     return FieldIs(tuple(path), expected)
