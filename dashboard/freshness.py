@@ -37,13 +37,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Q, QuerySet
 
-from dashboard import timeline_reads  # a cycle: timeline_reads reads freshness; used at call time
 from timelines import observation_rows
 from timelines.lifecycle.observation import Kind, Transition
 from timelines.lifecycle.timeline import format_time
-from timelines.models import Cluster, Observation, Pod
+from timelines.models import Cluster, Pod
 
 KUBELET_KINDS = (Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER, Kind.KUBELET_PROCESS)
 # Kubelet evidence is looked for from this long before the window on (the time index bounds the scan).
@@ -60,23 +58,16 @@ def kubelet_evidence_until(
     names = sorted({n for n in nodes if n})
     out: dict[str, datetime] = {}
     for i in range(0, len(names), 500):
-        qs = _one_of(
-            Observation.objects.filter(cluster=cluster, kind__in=KUBELET_KINDS, observed_at__gte=since),
-            "node",
-            names[i : i + 500],
+        qs = observation_rows.selection(
+            cluster,
+            kinds=KUBELET_KINDS,
+            since=since,
+            nodes=names[i : i + 500],
+            namespaces=None if namespaces is None else sorted(namespaces),
+            arrays=True,  # one statement text whatever the number of values on PostgreSQL
         )
-        if namespaces is not None:
-            qs = _one_of(qs, "namespace", sorted(namespaces))
-        rows = qs.values("node").annotate(until=Max("observed_at"))
-        out.update({r["node"]: r["until"] for r in rows})
+        out.update(observation_rows.newest_at(qs, "node"))
     return out
-
-
-def _one_of(qs: QuerySet[Observation], column: str, values: list[str]) -> QuerySet[Observation]:
-    """``qs`` where ``column`` is one of ``values`` (``timeline_reads.any_of``: one statement text whatever
-    the number of values on PostgreSQL)."""
-    params: list[Any] = []
-    return qs.extra(where=[timeline_reads.any_of(column, values, params)], params=params)
 
 
 # Worker lines that say the worker is done with the pod for good (see the module's docstring).
@@ -109,14 +100,12 @@ def final_status_at(cluster: Cluster, uids: Iterable[str], *, since: datetime) -
 
     for i in range(0, len(uid_list), 500):
         batch = uid_list[i : i + 500]
-        qs = _one_of(
-            Observation.objects.filter(
-                Q(kind=Kind.WORKER) | Q(kind=Kind.SPAN) | Q(kind=Kind.KUBELET_MARKER),
-                cluster=cluster,
-                observed_at__gte=since,
-            ),
-            "pod_uid",
-            batch,
+        qs = observation_rows.selection(
+            cluster,
+            kinds=(Kind.WORKER, Kind.SPAN, Kind.KUBELET_MARKER),
+            since=since,
+            pod_uids=batch,
+            arrays=True,
         )
         for row in observation_rows.rows(qs):
             uid, kind, at, payload = row.pod_uid, row.kind, row.observed_at, row.payload

@@ -34,10 +34,10 @@ from django.db import connection
 from django.db.models import Model
 
 from dashboard import freshness, serialize
+from timelines import observation_rows, pg_arrays
 from timelines.lifecycle.schema import FindingDoc, IntervalDoc, MarkerDoc, TimelineDoc, timeline_doc
 from timelines.lifecycle.timeline import format_time, parse_time
-from timelines.models import Cluster, Finding, Interval, Marker, Observation, Pod
-from timelines.pg_arrays import int_array, text_array
+from timelines.models import Cluster, Finding, Interval, Marker, Pod
 
 WINDOW_SCHEMA = "podlife.window/v1"
 MAX_WINDOW_PODS = 20_000
@@ -74,22 +74,9 @@ def ids_text_sql(column: str) -> str:
 
 
 def any_of(column: str, values: Iterable[str], params: list[Any]) -> str:
-    """``column`` is one of ``values``; appends its parameters to ``params``.
-
-    PostgreSQL: one array parameter, so each query has one text whatever the number of values. An IN list
-    of N placeholders is a new statement per N: psycopg parses and caches each text (up to 50
-    parameters), and a statement first met at a load's peak stays in that cache after it, keeping a mostly
-    empty pymalloc arena from being given back (docs/performance-history.md "Load"). The array goes as one
-    literal (pg_arrays.text_array: psycopg would dump a list value by value). SQLite has no arrays:
-    placeholders there (IN_BATCH at most: it caps bound parameters)."""
-    values = list(values)
-    if not values:
-        return "1 = 0"
-    if _postgres():
-        params.append(text_array(values))
-        return f"{column} = ANY(%s::text[])"
-    params.extend(values)
-    return f"{column} IN ({', '.join(['%s'] * len(values))})"
+    """``column`` is one of ``values``; appends its parameters to ``params`` (``pg_arrays.any_of`` on this
+    connection's database)."""
+    return pg_arrays.any_of(column, values, params, postgres=_postgres())
 
 
 def pod_rows(
@@ -142,26 +129,9 @@ def chunks(items: Sequence[Any], size: int | None = None) -> Iterator[Sequence[A
 
 # --- evidence: stored ids, cited as dedupe keys --------------------------------------------------------------
 def observation_keys(cluster: Cluster, ids: Iterable[int]) -> dict[int, str]:
-    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the id index of
-    each partition, the primary key on SQLite), however many ids: the ids travel as one array parameter
-    (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
-    stored (dropped by retention) is absent from the answer."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    table = connection.ops.quote_name(Observation._meta.db_table)
-    if _postgres():
-        sql = f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
-        param: str = int_array(wanted)
-    else:
-        sql = (
-            f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s "
-            "AND id IN (SELECT value FROM json_each(%s))"
-        )
-        param = orjson.dumps(wanted).decode()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [cluster.pk, param])
-        return dict(cursor.fetchall())
+    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query
+    (``observation_rows.keys_by_id``); an id no longer stored (dropped by retention) is absent."""
+    return observation_rows.keys_by_id(cluster, ids)
 
 
 def evidence_keys(ids: Iterable[int] | None, key_of: Mapping[int, str]) -> list[str]:

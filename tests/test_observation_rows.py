@@ -119,26 +119,63 @@ SELECTIONS: list[dict[str, Any]] = [
     {"source": Source.AUDIT},
     {"kinds": [Kind.EVENT], "namespace": "shop", "name": "web-0"},
     {"namespace": ""},  # the rows without a namespace (node snapshots)
+    {"nodes": ["node-1", "node-9"]},
+    {"nodes": []},
+    {"namespaces": ["ops", ""]},
+    {"named": [("shop", "web-0"), ("ops", "web-3"), ("ops", "web-0")]},
+    {"named": []},
+    {"node_spans": [("node-0", T0 + timedelta(seconds=2), T0 + timedelta(seconds=14)), ("node-1", T0, T0)]},
+    {"node_spans": []},
+    {"has_pod_uid": True},
+    {"has_pod_uid": False, "kinds": [Kind.EVENT, Kind.AUDIT]},
+    {"on_a_node": True},
+    {"on_a_node": False},
+    {"since": T0 + timedelta(seconds=7)},
+    {"before": T0 + timedelta(seconds=7)},
+    {"since": T0 + timedelta(seconds=3), "before": T0 + timedelta(seconds=20), "namespace": "ops"},
+    {"pod_uids": ["uid-1", "uid-2"], "namespaces": ["ops"], "arrays": True},
+    {"nodes": ["node-0"], "arrays": True},
+    {"pod_uids": ["uid-1", "uid-2"], "arrays": True},
+    {"namespaces": ["shop"], "arrays": True},
+    {"nodes": [], "arrays": True},
 ]
+
+# Each argument's rule: the rows it keeps (``arrays`` changes how values travel, never which rows).
+RULES: dict[str, Any] = {
+    "kinds": lambda row, v: row.kind in v,
+    "keys": lambda row, v: row.dedupe_key in v,
+    "pod_uids": lambda row, v: row.pod_uid in v,
+    "nodes": lambda row, v: row.node in v,
+    "namespaces": lambda row, v: row.namespace in v,
+    "named": lambda row, v: (row.namespace, row.name) in v,
+    "node_spans": lambda row, v: any(row.node == n and lo <= row.observed_at <= hi for n, lo, hi in v),
+    "has_pod_uid": lambda row, v: (row.pod_uid is not None) == v,
+    "on_a_node": lambda row, v: (row.node != "") == v,
+    "since": lambda row, v: row.observed_at >= v,
+    "before": lambda row, v: row.observed_at < v,
+    "arrays": lambda row, v: True,
+}
 
 
 @pytest.mark.parametrize("selected", SELECTIONS)
 def test_a_selection_keeps_the_cluster_s_rows_whose_columns_it_names(selected: dict[str, Any]) -> None:
     """``observation_rows.selection`` chooses a cluster's rows by their stored columns: each argument keeps
-    the rows whose column is (one of) what it gives, several keep the rows all of them keep, an empty
-    collection keeps none, and another cluster's rows are never chosen. (By id: the same rule.)"""
+    the rows whose column is (one of) what it gives (``RULES``: a (namespace, name) pair of ``named``, a
+    node's inclusive span of ``node_spans``, a pod UID or none, a node or none, ``since`` inclusive and
+    ``before`` exclusive), several keep the rows all of them keep, an empty collection keeps none, values
+    sent as one array (``arrays``) keep the same rows, and another cluster's rows are never chosen. (By
+    id: the same rule.)"""
     here, there = mixed("here"), mixed("there")
     every = observation_rows.rows(ObservationRow.objects.filter(cluster=here).order_by("id"))
-    columns = {"kinds": "kind", "keys": "dedupe_key", "pod_uids": "pod_uid"}
 
     def kept(row: observation_rows.StoredRow) -> bool:
         return all(
-            getattr(row, columns[arg]) in value if arg in columns else getattr(row, arg) == value
+            RULES[arg](row, value) if arg in RULES else getattr(row, arg) == value
             for arg, value in selected.items()
         )
 
     expected = [row.id for row in every if kept(row)]
-    assert (expected != []) == (selected != {"kinds": []}) and len(expected) < len(every)
+    assert (expected != []) == ([] not in selected.values()) and len(expected) < len(every)
     for cluster in (here, here.pk):
         chosen = observation_rows.selection(cluster, **selected).order_by("id")
         assert [row.id for row in observation_rows.rows(chosen)] == expected
@@ -146,3 +183,17 @@ def test_a_selection_keeps_the_cluster_s_rows_whose_columns_it_names(selected: d
     theirs = observation_rows.rows(ObservationRow.objects.filter(cluster=there).order_by("id"))
     chosen = observation_rows.selection(here, ids=[*ids, theirs[0].id]).order_by("id")
     assert [row.id for row in observation_rows.rows(chosen)] == ids
+
+
+def test_keys_by_id_gives_each_stored_id_of_the_cluster_its_dedupe_key() -> None:
+    """``observation_rows.keys_by_id``: the dedupe key of each id of the cluster's rows; an id of another
+    cluster's row, or of no row, is absent (evidence cites a cluster's own observations)."""
+    here, there = mixed("here"), mixed("there")
+    mine = observation_rows.rows(observation_rows.selection(here).order_by("id"))
+    theirs = observation_rows.rows(observation_rows.selection(there).order_by("id"))
+    wanted = [row.id for row in mine[::3]]
+    missing = max(row.id for row in theirs) + 1000
+    for cluster in (here, here.pk):
+        got = observation_rows.keys_by_id(cluster, [*wanted, theirs[0].id, missing])
+        assert got == {row.id: row.dedupe_key for row in mine[::3]}
+    assert observation_rows.keys_by_id(here, []) == {}

@@ -1,6 +1,7 @@
 """Every reader of stored observations reads their payloads through ``timelines/observation_rows.py``
 (issue #37: the compact form of an observation changes how a payload is stored; one decode function, and
-no SQL that looks into the payload column, keep that change to the store and that module).
+no SQL that looks into the payload column, keep that change to the store and that module). And every product read chooses its rows through it: no
+product module filters the model on the columns the compact form replaces (``COLUMNS_REPLACED``).
 
 A static check of the product's code: no ORM lookup into the payload (``payload__…``), no ``payload`` column
 named to the ORM's value reads, and no SQL text that reads the payload column, outside the store (which
@@ -251,3 +252,184 @@ def test_the_tests_check_finds_what_it_forbids() -> None:
     finally:
         sample.unlink()
         lifecycle.unlink()
+
+
+# -- the columns the compact form replaces (docs/storage.md "The row") -------------------------------------
+COLUMNS_REPLACED = ("kind", "source", "node", "namespace", "name", "pod_uid", "dedupe_key", "payload")
+# Besides the store and observation_rows, the partitions (retention's deletes) name the stored table.
+COLUMNS_ALLOWED = {*ALLOWED, "timelines/partitions.py"}
+# (module, function) that still name those columns, and why:
+# - the export's per-pod read of observations (``pod_observations`` with ``_observation_columns``): one
+#   lateral lookup per pod UID that ``timeline_reads.pod_rows`` shares with the derived tables, ordered by
+#   dedupe key, the columns read as the bundle's text; the plan (docs/storage.md item 2) moves that order
+#   after decoding, which changes the read, not only where it is written.
+# - the admin's list of observations (``ObservationAdmin``: its columns, filters and searches are the
+#   stored text columns); with the compact form it needs a list of decoded rows of its own.
+# - the fleet page's count (``observation_count``): the planner's row estimate of the stored table, which
+#   names no column.
+COLUMNS_EXCEPTIONS = {
+    ("dashboard/export/reads.py", "pod_observations"),
+    ("dashboard/export/reads.py", "_observation_columns"),
+    ("timelines/admin.py", "ObservationAdmin"),
+    ("dashboard/fleet.py", "observation_count"),
+}
+# The query methods that name columns (by keyword, by text, or in a Q given to them).
+QUERY_METHODS = ROW_METHODS | ORM_READS | {"exists", "count", "aggregate", "update", "delete", "extra"}
+# SQL naming a column of a table alias (``o.pod_uid``), in text or in an f-string (``{t}.node``).
+SQL_COLUMN = re.compile(r"(\b[a-z]|\})\.(" + "|".join(COLUMNS_REPLACED) + r")\b")
+SQL_CONDITION = re.compile(r"\b(SELECT|WHERE|FROM|AND|OR|ORDER BY|IN|ANY|IS)\b")
+
+
+def _replaced(text: str | None) -> bool:
+    return (text or "").lstrip("-").split("__")[0] in COLUMNS_REPLACED
+
+
+def _names_columns(call: ast.Call) -> list[str]:
+    """What a query call names of the replaced columns: keywords, texts, and keywords of a ``Q`` in it."""
+    found = [f"{kw.arg}=" for kw in call.keywords if _replaced(kw.arg)]
+    found += [
+        repr(arg.value)
+        for arg in call.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _replaced(arg.value)
+    ]
+    for arg in call.args:
+        for inner in ast.walk(arg):
+            if isinstance(inner, ast.Call) and getattr(inner.func, "id", None) == "Q":
+                found += [f"Q({kw.arg}=)" for kw in inner.keywords if _replaced(kw.arg)]
+    return found
+
+
+def _functions(tree: ast.AST) -> dict[ast.AST, str]:
+    """Each node of ``tree`` and the name of the outermost function it is in ("" at module level)."""
+    where: dict[ast.AST, str] = {}
+    for top in ast.iter_child_nodes(tree):
+        name = top.name if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else ""
+        for node in ast.walk(top):
+            where[node] = name
+    return where
+
+
+def _model_rows(node: ast.AST | None, model: set[str], module: set[str], bound: set[str]) -> bool:
+    """As ``_rows_of_model``, and a name ``bound`` to the model's rows (``rows = Observation.objects…``) in
+    the function at hand."""
+    while isinstance(node, ast.Call | ast.Subscript) and not _selects(node):
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in ROW_METHODS:
+            node = node.func.value
+        else:
+            break
+    return (isinstance(node, ast.Name) and node.id in bound) or _rows_of_model(node, model, module)
+
+
+def _bound_to_rows(
+    tree: ast.AST, model: set[str], module: set[str], where: dict[ast.AST, str]
+) -> dict[str, set[str]]:
+    """Per function (``_functions``), the names it binds to the model's rows, however many steps
+    (``obs = …; rows = obs.filter()``)."""
+    bound: dict[str, set[str]] = {}
+    while True:
+        more = {
+            (where[node], target.id)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+            and target.id not in bound.get(where[node], set())
+            and _model_rows(node.value, model, module, bound.get(where[node], set()))
+        }
+        if not more:
+            return bound
+        for scope, name in more:
+            bound.setdefault(scope, set()).add(name)
+
+
+def column_offences(path: Path, rel: str = "") -> list[str]:
+    """A product module's own choosing of stored observations by the columns the compact form replaces:
+    - a query on the model's rows (``Observation.objects…`` or a ``selection``) that names one of them
+      (``filter(node=…)``, ``exclude(node="")``, ``order_by("pod_uid")``, ``values_list("kind")``, a
+      ``Q(namespace=…)`` given to it);
+    - in a module that names the model or reads through ``pg_facts``: SQL text naming one of them on a
+      table alias (``o.pod_uid = ANY(%s)``), the model's table handed to raw SQL (``Observation._meta``,
+      the model given to a function).
+    The exceptions (``COLUMNS_EXCEPTIONS``) are named by module and function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    model, module = _model_names(tree)
+    where = _functions(tree)
+    bound = _bound_to_rows(tree, model, module, where)
+    raw = bool(model) or "pg_facts" in path.read_text(encoding="utf-8")
+    found = []
+    for node in ast.walk(tree):
+        if (rel, where.get(node, "")) in COLUMNS_EXCEPTIONS:
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in QUERY_METHODS
+            and _model_rows(node.func.value, model, module, bound.get(where[node], set()))
+        ):
+            found += [f"{node.lineno}: {node.func.attr}({n})" for n in _names_columns(node)]
+        elif raw and isinstance(node, ast.Constant | ast.JoinedStr):
+            text = node.value if isinstance(node, ast.Constant) else ast.unparse(node)
+            if isinstance(text, str) and SQL_COLUMN.search(text) and SQL_CONDITION.search(text):
+                found.append(f"{node.lineno}: SQL {text[:60]!r}")
+        elif (
+            isinstance(node, ast.Attribute) and node.attr == "_meta" and _is_model(node.value, model, module)
+        ):
+            found.append(f"{node.lineno}: the model's table in raw SQL")
+        elif isinstance(node, ast.Call) and any(_is_model(arg, model, module) for arg in node.args):
+            found.append(f"{node.lineno}: the model handed to {ast.unparse(node.func)}")
+    return found
+
+
+def test_no_product_read_chooses_observations_by_a_replaced_column_but_observation_rows() -> None:
+    """Every product read of stored observations chooses its rows through ``observation_rows``
+    (``selection`` and its helpers, the ``pg_…`` conditions): no other product module filters, orders or
+    reads the model on a column the compact form replaces, nor names one in SQL on the stored table, so
+    that the switch changes only ``observation_rows``, the store, the partitions and the migrations. The
+    exceptions are ``COLUMNS_EXCEPTIONS``, each with its reason; a count of a cluster's rows is no filter
+    on those columns (``dashboard/fleet.py``)."""
+    checked, bad = 0, {}
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in COLUMNS_ALLOWED or any(part in f"/{rel}" for part in SKIPPED):
+                continue
+            checked += 1
+            if found := column_offences(path, rel):
+                bad[rel] = found
+    assert checked > 50
+    assert not bad, bad
+
+
+def test_the_column_check_finds_what_it_forbids() -> None:
+    """The product column check itself: each way a module could choose observations by a replaced
+    column is found; a count of a cluster's rows, a lookup of another model, a ``selection`` given only
+    arguments and an attribute of a decoded row are not."""
+    sample = ROOT / "tests" / "_one_decode_column_sample.py"
+    sample.write_text(
+        "from timelines.models import Observation as Row, Pod\n"
+        "from timelines import models, observation_rows\n"
+        "Row.objects.filter(cluster=c, kind__in=kinds)\n"  # a lookup
+        "Row.objects.filter(cluster=c).exclude(node='')\n"  # an exclusion
+        "models.Observation.objects.filter(Q(namespace=ns, name=n) | Q(pod_uid=u))\n"  # 3 in Q
+        "observation_rows.selection(c, kinds=k).order_by('-pod_uid', 'id')\n"  # an order
+        "Row.objects.values_list('node', flat=True).distinct()\n"  # a read
+        "obs = Row.objects.filter(cluster=c)\n"
+        "rows = obs.filter(id__gt=0)\n"
+        "rows.order_by('node', '-observed_at')[:5].values_list('id')\n"  # an order on a bound name
+        "observation_rows.selection(c).filter(dedupe_key__startswith='x')\n"  # a lookup on a selection
+        "sql = 'AND o.pod_uid = ANY(%s::text[]) ORDER BY o.observed_at'\n"  # SQL
+        "sql2 = f'SELECT {t}.id, {t}.kind FROM {table} {t} WHERE x'\n"  # SQL in an f-string
+        "table = Row._meta.db_table\n"  # the table handed to raw SQL
+        "pod_rows(Row, c, uids)\n"  # the model handed to raw SQL
+        "Row.objects.filter(cluster__in=clusters).count()\n"
+        "Pod.objects.filter(namespace=ns, name=n)\n"
+        "observation_rows.selection(c, node=n, kinds=k).order_by('observed_at', 'id')\n"
+        "label = f'{row.name} on {row.node}'\n",
+        encoding="utf-8",
+    )
+    try:
+        assert len(column_offences(sample)) == 13, column_offences(sample)
+    finally:
+        sample.unlink()

@@ -39,11 +39,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, connection, transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from podlife_site.tuning import gc_paused
-from timelines import dirty, live, mirrors, observation_rows, pg_arrays, store
+from timelines import dirty, live, mirrors, observation_rows, store
 from timelines.lifecycle.audit_evidence import Life, audit_lives, audit_snapshots, read_audit, source_key
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.derive import derive_pod_timeline
@@ -61,7 +61,6 @@ from timelines.lifecycle.resolve import (
 )
 from timelines.lifecycle.timeline import PodTimeline
 from timelines.models import Cluster, Interval, Pod, PodDisruptionBudget
-from timelines.models import Observation as ObservationRow
 from timelines.projections import node_row, pdb_rows, workload_rows
 
 log = logging.getLogger(__name__)
@@ -95,12 +94,9 @@ _REQUESTS_ABOUT_PODS = observation_rows.field_is(("resource",), "pods")
 def _own_facts(cluster: Cluster, uids: list[str]) -> Iterable[Fact]:
     """The observations naming one of ``uids``, by pod, time and id."""
     if connection.vendor == "postgresql":
-        return _pg_facts(
-            "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
-            [cluster.pk, pg_arrays.text_array(uids)],
-        )
-    rows = ObservationRow.objects.filter(cluster=cluster, pod_uid__in=uids)
-    return _facts(rows.order_by("pod_uid", "observed_at", "id"))
+        condition, params = observation_rows.pg_pods(uids)
+        return _pg_facts(condition, [cluster.pk, *params])
+    return _facts(observation_rows.by_pod(observation_rows.selection(cluster, pod_uids=uids)))
 
 
 def _named_facts(
@@ -116,15 +112,9 @@ def _named_facts(
         return ()
     where = _REQUESTS_ABOUT_PODS if pod_requests else None
     if connection.vendor == "postgresql":
-        namespaces, pod_names = zip(*sorted(names), strict=True)
-        return _pg_facts(
-            "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
-            "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            [cluster.pk, list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
-            where,
-        )
-    by_name = Q(*[Q(namespace=ns, name=name) for ns, name in names], _connector=Q.OR)
-    rows = ObservationRow.objects.filter(by_name, cluster=cluster, pod_uid__isnull=True, kind__in=list(kinds))
+        condition, params = observation_rows.pg_named(kinds, names)
+        return _pg_facts(condition, [cluster.pk, *params], where)
+    rows = observation_rows.selection(cluster, named=names, has_pod_uid=False, kinds=kinds)
     return _facts(rows, where)
 
 
@@ -137,31 +127,15 @@ def _nameless_facts(cluster: Cluster, spans: Mapping[str, tuple[datetime, dateti
     los = [spans[n][0] - CONTEXT_LOOKBACK for n in nodes]
     his = [spans[n][1] + CONTEXT_MARGIN for n in nodes]
     if connection.vendor == "postgresql":
-        return _pg_facts(
-            "AND o.pod_uid IS NULL AND o.kind = ANY(%s) AND o.name = '' "
-            "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
-            "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
-            "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
-            [
-                cluster.pk,
-                list(UIDLESS_KINDS),
-                min(los),
-                max(his),
-                pg_arrays.text_array(nodes),
-                pg_arrays.time_array(los),
-                pg_arrays.time_array(his),
-            ],  # fmt: skip
-        )
-    by_node = Q(
-        *[
-            Q(node=node, observed_at__gte=lo, observed_at__lte=hi)
-            for node, lo, hi in zip(nodes, los, his, strict=True)
-        ],
-        _connector=Q.OR,
-    )
+        condition, params = observation_rows.pg_nameless_on_nodes(UIDLESS_KINDS, nodes, los, his)
+        return _pg_facts(condition, [cluster.pk, *params])
     return _facts(
-        ObservationRow.objects.filter(
-            by_node, cluster=cluster, pod_uid__isnull=True, kind__in=UIDLESS_KINDS, name=""
+        observation_rows.selection(
+            cluster,
+            node_spans=zip(nodes, los, his, strict=True),
+            has_pod_uid=False,
+            kinds=UIDLESS_KINDS,
+            name="",
         )
     )
 
@@ -230,12 +204,8 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
             .exclude(uid__in=wanted)
             .values_list("uid", "namespace", "name")
         }
-        for rival, node, kind, first, last in (
-            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(rivals))
-            .exclude(node="")
-            .values_list("pod_uid", "node", "kind")
-            .annotate(first=Min("observed_at"), last=Max("observed_at"))
-            .values_list("pod_uid", "node", "kind", "first", "last")
+        for rival, node, kind, first, last in observation_rows.evidence_spans(
+            observation_rows.selection(cluster, pod_uids=rivals)
         ):
             ns, name = rivals[rival or ""]
             anchors.append(Anchor(rival or "", node, first, last, kind in KUBELET_KINDS, ns, name))
@@ -256,21 +226,17 @@ def pod_observations(cluster: Cluster, uids: Sequence[str]) -> PodFacts:
 
 def node_observations(cluster: Cluster, name: str) -> list[Fact]:
     """The node, node_deleted and node_metrics observations of one node, and the audited writes to it."""
-    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=NODE_KINDS, node=name)
-    requests = ObservationRow.objects.filter(cluster=cluster, kind=Kind.AUDIT, node=name)
+    rows = observation_rows.selection(cluster, kinds=NODE_KINDS, node=name)
+    requests = observation_rows.selection(cluster, kinds=(Kind.AUDIT,), node=name)
     return [*_facts(rows), *_facts(requests, observation_rows.field_is(("resource",), "nodes"))]
 
 
 def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
     """The PDB snapshots of ``namespace``, the events about a PDB there and the audited evictions of its
     pods (those a PDB refused are evidence of ``pdb_blocking_drain``)."""
-    snaps = ObservationRow.objects.filter(
-        cluster=cluster, kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace
-    )
-    events = ObservationRow.objects.filter(
-        cluster=cluster, kind=Kind.EVENT, namespace=namespace, pod_uid__isnull=True
-    )
-    evictions = ObservationRow.objects.filter(cluster=cluster, kind=Kind.AUDIT, namespace=namespace)
+    snaps = observation_rows.selection(cluster, kinds=(Kind.PDB, Kind.PDB_DELETED), namespace=namespace)
+    events = observation_rows.selection(cluster, kinds=(Kind.EVENT,), namespace=namespace, has_pod_uid=False)
+    evictions = observation_rows.selection(cluster, kinds=(Kind.AUDIT,), namespace=namespace)
     return [
         *_facts(snaps),
         *_facts(events, observation_rows.field_is(("involved", "kind"), "PodDisruptionBudget")),
@@ -280,8 +246,8 @@ def pdb_observations(cluster: Cluster, namespace: str) -> list[Fact]:
 
 def workload_observations(cluster: Cluster, namespace: str, name: str) -> list[Fact]:
     """The snapshots of every workload named ``namespace/name`` (all kinds and incarnations)."""
-    rows = ObservationRow.objects.filter(
-        cluster=cluster, kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=namespace, name=name
+    rows = observation_rows.selection(
+        cluster, kinds=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=namespace, name=name
     )
     return list(_facts(rows))
 
@@ -409,9 +375,9 @@ def derive_audit_lives(
             )
         )
         own = set(
-            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=[r[0] for r in rows])
-            .values_list("pod_uid", flat=True)
-            .distinct()
+            observation_rows.values_of(
+                observation_rows.selection(cluster, pod_uids=[r[0] for r in rows]), "pod_uid", distinct=True
+            )
         )
         known = [
             Life(uid, namespace, name, created or first, deleted)
@@ -457,13 +423,7 @@ def _anchors(cluster: Cluster, uids: Iterable[str]) -> list[Anchor]:
             "uid", "namespace", "name"
         )
     }
-    rows = (
-        ObservationRow.objects.filter(cluster=cluster, pod_uid__in=list(pods))
-        .exclude(node="")
-        .values_list("pod_uid", "node", "kind")
-        .annotate(first=Min("observed_at"), last=Max("observed_at"))
-        .values_list("pod_uid", "node", "kind", "first", "last")
-    )
+    rows = observation_rows.evidence_spans(observation_rows.selection(cluster, pod_uids=pods))
     return [
         Anchor(uid or "", node, first, last, kind in KUBELET_KINDS, *pods[uid or ""])
         for uid, node, kind, first, last in rows
@@ -862,29 +822,27 @@ def mark_open_pods() -> int:
 
 def mark_cluster(cluster: Cluster) -> int:
     """Mark everything of ``cluster`` dirty: every pod, node, namespace's PDBs and workload it observed."""
-    obs = ObservationRow.objects.filter(cluster=cluster)
+    values_of, select = observation_rows.values_of, observation_rows.selection
     keys: list[dirty.MarkedKey] = [
         (dirty.POD, uid, None, None)
-        for uid in obs.filter(pod_uid__isnull=False).values_list("pod_uid", flat=True).distinct()
+        for uid in values_of(select(cluster, has_pod_uid=True), "pod_uid", distinct=True)
         if uid
     ]
     keys += [
         (dirty.NODE, n, None, None)
-        for n in obs.filter(kind__in=NODE_KINDS).values_list("node", flat=True).distinct()
+        for n in values_of(select(cluster, kinds=NODE_KINDS), "node", distinct=True)
         if n
     ]
     keys += [
         (dirty.PDBS, ns, None, None)
-        for ns in obs.filter(kind__in=(Kind.PDB, Kind.PDB_DELETED))
-        .values_list("namespace", flat=True)
-        .distinct()
+        for ns in values_of(select(cluster, kinds=(Kind.PDB, Kind.PDB_DELETED)), "namespace", distinct=True)
         if ns
     ]
     keys += [
         (dirty.WORKLOAD, dirty.ref(ns, name), None, None)
-        for ns, name in obs.filter(kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED))
-        .values_list("namespace", "name")
-        .distinct()
+        for ns, name in observation_rows.columns_of(
+            select(cluster, kinds=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED)), "namespace", "name", distinct=True
+        )
     ]
     with transaction.atomic():
         for i in range(0, len(keys), 5000):

@@ -37,7 +37,6 @@ from django.db.models import Q
 from timelines import observation_rows
 from timelines.lifecycle.observation import Kind, Observation, stored_observation
 from timelines.models import Cluster, Marker, Pod
-from timelines.models import Observation as ObservationRow
 
 POD_SNAPSHOTS = (Kind.POD, Kind.POD_DELETED)
 Fact = tuple[int, Observation]
@@ -109,9 +108,9 @@ def static_lives(
         Pod.objects.filter(_by_name(wanted), cluster=cluster, static=True).values_list("uid", flat=True)
     )
     rows = observation_rows.rows(
-        ObservationRow.objects.filter(
-            cluster=cluster, pod_uid__in=sorted(uids), kind__in=POD_SNAPSHOTS
-        ).order_by("observed_at", "id"),
+        observation_rows.selection(cluster, pod_uids=sorted(uids), kinds=POD_SNAPSHOTS).order_by(
+            "observed_at", "id"
+        ),
         observation_rows.field_is(("static",), True),
     )
     seen: dict[tuple[str, str, str], tuple[datetime, datetime, bool, set[str]]] = {}
@@ -186,9 +185,7 @@ def static_owners(cluster: Cluster, facts_by_uid: dict[str, list[Fact]]) -> dict
     owners = {
         api_uid: str(row.pod_uid)
         for row in observation_rows.rows(
-            ObservationRow.objects.filter(
-                cluster=cluster, pod_uid__in=sorted({*statics, *batch}), kind__in=POD_SNAPSHOTS
-            )
+            observation_rows.selection(cluster, pod_uids=sorted({*statics, *batch}), kinds=POD_SNAPSHOTS)
         )
         if row.pod_uid
         and isinstance(api_uid := observation_rows.field_of(row.payload, "api_uid"), str)
@@ -246,9 +243,9 @@ def unnamed_mirrors(
     absorbed = (
         {
             str(other)
-            for other in ObservationRow.objects.filter(
-                cluster=cluster, pk__in=taken, kind=Kind.EVENT
-            ).values_list("pod_uid", flat=True)
+            for other in observation_rows.values_of(
+                observation_rows.selection(cluster, ids=taken, kinds=(Kind.EVENT,)), "pod_uid"
+            )
             if other
         }
         if taken
@@ -266,7 +263,7 @@ def unnamed_mirrors(
     named_elsewhere = {  # a mirror another static pod's snapshot names is that one's
         api_uid
         for row in observation_rows.rows(
-            ObservationRow.objects.filter(cluster=cluster, pod_uid__in=statics, kind__in=POD_SNAPSHOTS)
+            observation_rows.selection(cluster, pod_uids=statics, kinds=POD_SNAPSHOTS)
         )
         if isinstance(api_uid := observation_rows.field_of(row.payload, "api_uid"), str)
         and api_uid in candidates

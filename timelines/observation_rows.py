@@ -21,9 +21,10 @@ from typing import Any
 import orjson
 import psycopg
 from django.db import connection
-from django.db.models import QuerySet, TextField
+from django.db.models import Max, Min, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from timelines import pg_arrays
 from timelines.lifecycle.observation import Observation, stored_observation
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -208,23 +209,179 @@ def selection(
     namespace: str | None = None,
     name: str | None = None,
     source: str | None = None,
+    nodes: Iterable[str] | None = None,
+    namespaces: Iterable[str] | None = None,
+    named: Iterable[tuple[str, str]] | None = None,
+    node_spans: Iterable[tuple[str, datetime, datetime]] | None = None,
+    has_pod_uid: bool | None = None,
+    on_a_node: bool | None = None,
+    since: datetime | None = None,
+    before: datetime | None = None,
+    arrays: bool = False,
 ) -> QuerySet[ObservationRow]:
     """The rows of ``cluster`` (a cluster or its id) that the stored columns select, for ``rows`` / ``facts``:
-    of these kinds, dedupe keys, pod UIDs or ids, and of this node, namespace, name or source (each one
-    that is given; an empty collection selects nothing). A read that chooses rows here does not name how
-    those columns are stored, which the compact form changes (kind and source codes, name ids, hashed
-    keys: docs/storage.md); the reads by key, id and pod and the tests' reads use it."""
+    of these kinds, dedupe keys, pod UIDs or ids, of this node, namespace, name or source, of one of these
+    nodes or namespaces, naming one of the (namespace, name) pairs ``named``, on a node of ``node_spans``
+    within its (inclusive) time span, with a pod UID or without one (``has_pod_uid``), on a node or on
+    none (``on_a_node``: the node is not empty), observed at ``since`` or later and before ``before``
+    (each one that is given; an empty collection selects nothing). A read that chooses rows here does not
+    name how those columns are stored, which the compact form changes (kind and source codes, name ids,
+    hashed keys: docs/storage.md): every product read of stored observations and the tests' reads use it.
+
+    ``arrays``: ``pod_uids``, ``nodes`` and ``namespaces`` go to PostgreSQL as one array parameter each
+    (``pg_arrays.any_of``: one statement text whatever the number of values), not as an IN list."""
     qs = ObservationRow.objects.filter(cluster_id=cluster if isinstance(cluster, int) else cluster.pk)
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
     if keys is not None:
         qs = qs.filter(dedupe_key__in=list(keys))
-    if pod_uids is not None:
-        qs = qs.filter(pod_uid__in=list(pod_uids))
     if ids is not None:
         qs = qs.filter(id__in=list(ids))
+    for column, values in (("pod_uid", pod_uids), ("node", nodes), ("namespace", namespaces)):
+        if values is None:
+            continue
+        if arrays:
+            params: list[Any] = []
+            qs = qs.extra(
+                where=[pg_arrays.any_of(column, values, params, postgres=connection.vendor == "postgresql")],
+                params=params,
+            )
+        else:
+            qs = qs.filter(**{f"{column}__in": list(values)})
     texts = {"node": node, "namespace": namespace, "name": name, "source": source}
-    return qs.filter(**{column: text for column, text in texts.items() if text is not None})
+    qs = qs.filter(**{column: text for column, text in texts.items() if text is not None})
+    if named is not None:
+        qs = qs.filter(Q(*[Q(namespace=ns, name=nm) for ns, nm in named], _connector=Q.OR) or Q(pk__in=[]))
+    if node_spans is not None:
+        spans = [Q(node=n, observed_at__gte=lo, observed_at__lte=hi) for n, lo, hi in node_spans]
+        qs = qs.filter(Q(*spans, _connector=Q.OR) or Q(pk__in=[]))
+    if has_pod_uid is not None:
+        qs = qs.filter(pod_uid__isnull=not has_pod_uid)
+    if on_a_node is not None:
+        qs = qs.exclude(node="") if on_a_node else qs.filter(node="")
+    if since is not None:
+        qs = qs.filter(observed_at__gte=since)
+    if before is not None:
+        qs = qs.filter(observed_at__lt=before)
+    return qs
+
+
+def by_pod(qs: QuerySet[ObservationRow]) -> QuerySet[ObservationRow]:
+    """``qs`` pod by pod (by UID), each pod's rows by time and id."""
+    return qs.order_by("pod_uid", "observed_at", "id")
+
+
+def newest_per(qs: QuerySet[ObservationRow], column: str) -> QuerySet[ObservationRow]:
+    """``qs`` by ``column`` (``"node"`` or ``"name"``), each value's newest row first (by time, then id); on
+    PostgreSQL only that newest row of each value (``DISTINCT ON``)."""
+    if column not in ("node", "name"):
+        raise ValueError(f"newest_per: {column!r} is not a name column")
+    qs = qs.order_by(column, "-observed_at", "-id")
+    return qs.distinct(column) if connection.vendor == "postgresql" else qs
+
+
+def values_of(qs: QuerySet[ObservationRow], column: str, *, distinct: bool = False) -> list[Any]:
+    """The ``column`` (a ``StoredRow`` attribute other than the payload) of each row of ``qs``, as text
+    (its distinct values with ``distinct``), without reading the payload."""
+    if column not in COLUMNS:
+        raise ValueError(f"values_of: {column!r} is not a stored column")
+    values = qs.values_list(column, flat=True)
+    return list(values.distinct() if distinct else values)
+
+
+def newest_at(qs: QuerySet[ObservationRow], column: str) -> dict[str, datetime]:
+    """The newest ``observed_at`` of the rows of ``qs`` per value of ``column`` (``"node"``)."""
+    if column not in ("node",):
+        raise ValueError(f"newest_at: {column!r} is not a name column")
+    return {r[column]: r["until"] for r in qs.values(column).annotate(until=Max("observed_at"))}
+
+
+def columns_of(
+    qs: QuerySet[ObservationRow], *columns: str, distinct: bool = False, chunk_size: int | None = None
+) -> Iterator[tuple[Any, ...]]:
+    """The ``columns`` (``StoredRow`` attributes other than the payload) of each row of ``qs``, in its
+    order (their distinct combinations with ``distinct``), without reading the payload; with
+    ``chunk_size``, read that many at a time."""
+    unknown = [c for c in columns if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"columns_of: not stored columns: {unknown}")
+    values = qs.values_list(*columns)
+    values = values.distinct() if distinct else values
+    return iter(values.iterator(chunk_size=chunk_size) if chunk_size is not None else values)
+
+
+def evidence_spans(qs: QuerySet[ObservationRow]) -> list[tuple[str | None, str, str, datetime, datetime]]:
+    """(pod UID, node, kind, first, last) of the rows of ``qs`` that name a node, one per pod, node and kind:
+    where and when each pod left evidence."""
+    return list(
+        qs.exclude(node="")
+        .values_list("pod_uid", "node", "kind")
+        .annotate(first=Min("observed_at"), last=Max("observed_at"))
+        .values_list("pod_uid", "node", "kind", "first", "last")
+    )
+
+
+# -- PostgreSQL conditions for ``pg_facts`` (after ``WHERE o.cluster_id = %s``) and their parameters -----------
+def pg_pods(uids: Sequence[str]) -> tuple[str, list[Any]]:
+    """The rows of the pods ``uids``, pod by pod (by UID), each by time and id."""
+    return (
+        "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
+        [pg_arrays.text_array(uids)],
+    )
+
+
+def pg_named(kinds: Sequence[str], names: Iterable[tuple[str, str]]) -> tuple[str, list[Any]]:
+    """The UID-less rows of ``kinds`` naming one of ``names`` (namespace, name; not empty)."""
+    namespaces, pod_names = zip(*sorted(names), strict=True)
+    return (
+        "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
+        "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        [list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
+    )
+
+
+def pg_nameless_on_nodes(
+    kinds: Sequence[str], nodes: Sequence[str], los: Sequence[datetime], his: Sequence[datetime]
+) -> tuple[str, list[Any]]:
+    """The UID-less rows of ``kinds`` naming no pod, on ``nodes[i]`` between ``los[i]`` and ``his[i]``
+    (inclusive; not empty)."""
+    return (
+        "AND o.pod_uid IS NULL AND o.kind = ANY(%s) AND o.name = '' "
+        "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
+        "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
+        "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
+        [
+            list(kinds),
+            min(los),
+            max(his),
+            pg_arrays.text_array(nodes),
+            pg_arrays.time_array(los),
+            pg_arrays.time_array(his),
+        ],
+    )
+
+
+def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
+    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the id index of
+    each partition, the primary key on SQLite), however many ids: the ids travel as one array parameter
+    (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
+    stored (dropped by retention) is absent from the answer."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    table = connection.ops.quote_name(ObservationRow._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
+        param: str = pg_arrays.int_array(wanted)
+    else:
+        sql = (
+            f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s "
+            "AND id IN (SELECT value FROM json_each(%s))"
+        )
+        param = orjson.dumps(wanted).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, param])
+        return dict(cursor.fetchall())
 
 
 def field_is(path: Sequence[str], expected: str | bool | int) -> FieldIs:

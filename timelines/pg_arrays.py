@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 
 def text_array(values: Iterable[str]) -> str:
@@ -29,3 +30,23 @@ def time_array(values: Iterable[datetime]) -> str:
     """A PostgreSQL array literal of aware times, for a ``%s::timestamptz[]`` parameter (ISO 8601 with
     the offset and microseconds: the same instants psycopg would bind, in one string)."""
     return "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' for v in values]) + "}"
+
+
+def any_of(column: str, values: Iterable[str], params: list[Any], *, postgres: bool) -> str:
+    """``column`` is one of ``values``; appends its parameters to ``params`` (``postgres``: for PostgreSQL,
+    else for SQLite).
+
+    PostgreSQL: one array parameter, so each query has one text whatever the number of values. An IN list
+    of N placeholders is a new statement per N: psycopg parses and caches each text (up to 50
+    parameters), and a statement first met at a load's peak stays in that cache after it, keeping a mostly
+    empty pymalloc arena from being given back (docs/performance-history.md "Load"). The array goes as one
+    literal (pg_arrays.text_array: psycopg would dump a list value by value). SQLite has no arrays:
+    placeholders there (IN_BATCH at most: it caps bound parameters)."""
+    values = list(values)
+    if not values:
+        return "1 = 0"
+    if postgres:
+        params.append(text_array(values))
+        return f"{column} = ANY(%s::text[])"
+    params.extend(values)
+    return f"{column} IN ({', '.join(['%s'] * len(values))})"

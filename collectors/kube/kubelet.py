@@ -28,7 +28,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from django.db import connection
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,7 +38,6 @@ from collectors.kubelet_logs import KubeletLogIngest
 from timelines import observation_rows, store
 from timelines.lifecycle.observation import Kind, Observation, Source, digest_key
 from timelines.models import Cluster
-from timelines.models import Observation as ObservationRow
 from timelines.writer import observation_writer
 
 log = logging.getLogger(__name__)
@@ -192,11 +190,9 @@ def _get_metrics(client: Any, node: str) -> str:
 
 
 def _last_fingerprints(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
-    rows = ObservationRow.objects.filter(cluster=cluster, kind=Kind.NODE_METRICS, node__in=nodes).order_by(
-        "node", "-observed_at", "-id"
+    rows = observation_rows.newest_per(
+        observation_rows.selection(cluster, kinds=(Kind.NODE_METRICS,), nodes=nodes), "node"
     )
-    if connection.vendor == "postgresql":
-        rows = rows.distinct("node")
     found: dict[str, str] = {}
     for row in observation_rows.rows(rows):
         found.setdefault(row.node, observation_rows.field_of(row.payload, "fingerprint"))

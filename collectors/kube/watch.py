@@ -47,7 +47,6 @@ from podlife_site.tuning import gc_paused
 from timelines import observation_rows, store
 from timelines.lifecycle.observation import AnyObservation, Kind, Observation, Source
 from timelines.models import Cluster
-from timelines.models import Observation as ObservationRow
 from timelines.observation_rows import StoredRow
 from timelines.writer import StoredBatch, observation_writer
 
@@ -700,7 +699,7 @@ def _observed_identity(spec: ResourceSpec, obs: AnyObservation) -> str:
 def _snapshots(cluster: Cluster, spec: ResourceSpec, *, chunk_size: int = 5000) -> Generator[StoredRow]:
     """The stored snapshots and deletions of ``spec``'s kind in ``cluster``, oldest first (workloads: the
     payload names the kind, filtered once decoded)."""
-    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
+    rows = observation_rows.selection(cluster, kinds=(spec.live_kind, spec.deleted_kind))
     where = observation_rows.field_is(("kind",), spec.kind) if spec.live_kind == Kind.WORKLOAD else None
     return observation_rows.iter_rows(rows.order_by("observed_at", "id"), where, chunk_size=chunk_size)
 
@@ -708,9 +707,7 @@ def _snapshots(cluster: Cluster, spec: ResourceSpec, *, chunk_size: int = 5000) 
 def _any_snapshot(cluster: Cluster, spec: ResourceSpec) -> bool:
     """Whether anything of ``spec``'s kind is stored in ``cluster``."""
     if spec.live_kind != Kind.WORKLOAD:
-        return ObservationRow.objects.filter(
-            cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind)
-        ).exists()
+        return observation_rows.selection(cluster, kinds=(spec.live_kind, spec.deleted_kind)).exists()
     found = _snapshots(cluster, spec, chunk_size=500)
     try:
         return next(found, None) is not None
@@ -728,11 +725,12 @@ def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dic
     if spec.name == "pods":
         # A pod's identity and uid are its row's pod UID (the parsers key a pod snapshot on its payload's
         # uid): the columns alone, no payload read, for every pod the cluster ever had.
-        snapshots: Iterable[tuple[str, str | None, str, str, Any]] = (
-            ObservationRow.objects.filter(cluster=cluster, kind__in=(spec.live_kind, spec.deleted_kind))
-            .order_by("observed_at", "id")
-            .values_list("kind", "pod_uid", "namespace", "name", "pod_uid")
-            .iterator(chunk_size=5000)
+        snapshots: Iterable[tuple[str, str | None, str, str, Any]] = observation_rows.columns_of(
+            observation_rows.selection(cluster, kinds=(spec.live_kind, spec.deleted_kind)).order_by(
+                "observed_at", "id"
+            ),
+            *("kind", "pod_uid", "namespace", "name", "pod_uid"),
+            chunk_size=5000,
         )
     else:
         snapshots = (
@@ -753,13 +751,15 @@ def _synthetic_deletion(
     cluster: Cluster, spec: ResourceSpec, identity: str, row: dict[str, str], now: datetime
 ) -> Observation | None:
     """A deletion (source ``synthetic``, watch ``RELIST_GONE``) carrying the last stored state."""
-    rows = ObservationRow.objects.filter(cluster=cluster, kind=spec.live_kind).order_by("-observed_at", "-id")
     if spec.name == "pods":
-        rows = rows.filter(pod_uid=identity)
+        rows = observation_rows.selection(cluster, kinds=(spec.live_kind,), pod_uids=[identity])
     elif spec.name == "nodes":
-        rows = rows.filter(name=identity)
+        rows = observation_rows.selection(cluster, kinds=(spec.live_kind,), name=identity)
     else:
-        rows = rows.filter(namespace=row.get("namespace") or "", name=row.get("name") or "")
+        rows = observation_rows.selection(
+            cluster, kinds=(spec.live_kind,), namespace=row.get("namespace") or "", name=row.get("name") or ""
+        )
+    rows = rows.order_by("-observed_at", "-id")
     last = None
     for candidate in observation_rows.rows(rows[:20]):
         if (
@@ -810,11 +810,9 @@ def _node_fingerprints(cluster: Cluster, rv: str) -> dict[str, str]:
         if cached is not None and cached[0] == rv and rv:
             return dict(cached[1])
     found: dict[str, str] = {}
-    rows = ObservationRow.objects.filter(cluster=cluster, kind__in=(Kind.NODE, Kind.NODE_DELETED)).order_by(
-        "name", "-observed_at", "-id"
+    rows = observation_rows.newest_per(
+        observation_rows.selection(cluster, kinds=(Kind.NODE, Kind.NODE_DELETED)), "name"
     )
-    if connection.vendor == "postgresql":
-        rows = rows.distinct("name")
     done: set[str] = set()
     for row in observation_rows.rows(rows):
         name, kind, fingerprint = row.name, row.kind, observation_rows.field_of(row.payload, "fingerprint")

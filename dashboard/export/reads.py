@@ -172,12 +172,13 @@ def side_observation_ids(
     workloads: Sequence[Workload],
 ) -> list[int]:
     """Ids of the node, PDB and workload observations a bundle carries: the window and the one before."""
-    base = Observation.objects.filter(cluster=cluster)
+    select = observation_rows.selection
     ids: set[int] = set()
     for node in nodes:
-        snaps = base.filter(kind__in=(Kind.NODE, Kind.NODE_DELETED), node=node.name)
+        snaps = select(cluster, kinds=(Kind.NODE, Kind.NODE_DELETED), node=node.name)
         ids.update(_window_and_before(snaps, since, until))
-        ids.update(_window_and_before(base.filter(kind=Kind.NODE_METRICS, node=node.name), since, until))
+        metrics = select(cluster, kinds=(Kind.NODE_METRICS,), node=node.name)
+        ids.update(_window_and_before(metrics, since, until))
         # KUBELET_PROCESS observations travel with the pods they were resolved to (resolved_context_ids).
         assert set(derivation.NODE_KINDS) == {
             Kind.NODE,
@@ -186,21 +187,22 @@ def side_observation_ids(
             Kind.KUBELET_PROCESS,
         }
     for pdb in pdbs:
-        snaps = base.filter(kind__in=(Kind.PDB, Kind.PDB_DELETED), namespace=pdb.namespace, name=pdb.name)
+        snaps = select(cluster, kinds=(Kind.PDB, Kind.PDB_DELETED), namespace=pdb.namespace, name=pdb.name)
         ids.update(_window_and_before(snaps, since, until, observation_rows.field_is(("uid",), pdb.uid)))
-        events = base.filter(
-            kind=Kind.EVENT,
+        events = select(
+            cluster,
+            kinds=(Kind.EVENT,),
             namespace=pdb.namespace,
             name=pdb.name,
-            pod_uid__isnull=True,
-            observed_at__gte=since,
-            observed_at__lt=until,
+            has_pod_uid=False,
+            since=since,
+            before=until,
         )
         about_pdb = observation_rows.field_is(("involved", "kind"), "PodDisruptionBudget")
         ids.update(row.id for row in observation_rows.rows(events, about_pdb))
     for w in workloads:
-        snaps = base.filter(
-            kind__in=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=w.namespace, name=w.name
+        snaps = select(
+            cluster, kinds=(Kind.WORKLOAD, Kind.WORKLOAD_DELETED), namespace=w.namespace, name=w.name
         )
         ids.update(_window_and_before(snaps, since, until, observation_rows.field_is(("uid",), w.uid)))
     return sorted(ids)
@@ -220,7 +222,7 @@ def observations_by_ids(cluster: Cluster, ids: Sequence[int]) -> Iterator[dict[s
     """The observations with ``ids`` in ``sort_key`` order (held in memory: side observations are few)."""
     items: list[dict[str, Any]] = []
     for chunk in chunks(ids):
-        items += _observation_rows(Observation.objects.filter(cluster=cluster, id__in=list(chunk)))
+        items += _observation_rows(observation_rows.selection(cluster, ids=chunk))
     items.sort(key=lambda o: (o["observed_at"], o["kind"], o["dedupe_key"]))
     yield from items
 

@@ -15,7 +15,7 @@ from timelines.lifecycle import schema
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.resolve import unclaimed_life
 from timelines.lifecycle.timeline import PodTimeline, format_time
-from timelines.models import Cluster, Observation
+from timelines.models import Cluster
 from timelines.observation_rows import StoredRow
 
 
@@ -24,8 +24,8 @@ def unresolved_timeline(cluster: Cluster, pod_ref: str) -> PodTimeline | None:
     newest life on the node of its newest line, derived on request and never stored (a UID that arrives
     later takes the lines over). None when no line names it."""
     namespace, _, name = pod_ref.partition("/")
-    rows = Observation.objects.filter(
-        cluster=cluster, pod_uid__isnull=True, namespace=namespace, name=name, kind__in=UIDLESS_KINDS
+    rows = observation_rows.selection(
+        cluster, has_pod_uid=False, namespace=namespace, name=name, kinds=UIDLESS_KINDS
     )
     life = unclaimed_life(o for _, o in observation_rows.facts(rows))
     return derive_pod_timeline(life) if life else None
