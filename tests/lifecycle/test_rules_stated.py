@@ -13,6 +13,7 @@ from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, cond, ctr, finding_rows, pod, rows
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.timeline import format_time
 
 UID = scenarios.UID
 
@@ -95,3 +96,33 @@ def test_a_termination_seen_only_in_the_api_carries_the_grace_it_was_given() -> 
         iv for iv in derive_pod_timeline(deleted_with_grace(24)).lane("worker") if iv.state == "terminating"
     ]
     assert terminating.attrs["grace_seconds"] == 5
+
+
+def two_terminal_phases(first: str, second: str) -> list[Observation]:
+    """A pod whose one container exited 0 at 10 s, then two snapshots: at 10.5 s the phase ``first``, at
+    12 s the phase ``second``, both dated by that finish (synthetic: no real API shows two terminal phases;
+    this is the inconsistent pair the rule below settles)."""
+    done = ctr("app", "terminated", reason="Completed", exit_code=0, started=4, finished=10)
+    return scenarios.api_start() + [
+        pod(UID, 110, 10.5, phase=first, start_time=2, containers=[done]),
+        pod(UID, 111, 12.0, phase=second, start_time=2, containers=[done]),
+    ]
+
+
+@pytest.mark.parametrize(("first", "second"), [("Succeeded", "Failed"), ("Failed", "Succeeded")])
+def test_a_terminal_phase_once_shown_stands_even_at_the_same_instant(first: str, second: str) -> None:
+    """GIVEN a pod the API showed in the terminal phase ``first`` and later in the other one, both dated
+    by the same container finish WHEN its timeline is derived THEN the API lane ends in ``first`` alone,
+    from that finish, citing the snapshot that showed it: a pod never leaves a terminal phase (the
+    kubelet's generateAPIPodStatus, kubelet_pods.go: "pods are not allowed to transition out of terminal
+    phases", it forces the API's phase back), so the phase shown first stands and the other is never a
+    stage of its own, whichever name sorts first; and in any order of the observations."""
+    for observations in (two_terminal_phases(first, second), two_terminal_phases(first, second)[::-1]):
+        tl = derive_pod_timeline(observations)
+        api = tl.lane("api")
+        assert [(iv.state, format_time(iv.start), iv.end) for iv in api[-1:]] == [
+            (first.lower(), at(10), None)
+        ]
+        assert api[-1].evidence == (f"pod:{UID}:110",)
+        assert [iv.state for iv in api].count(second.lower()) == 0
+        assert [iv.state for iv in api[:-1]] == ["pending", "scheduled", "initializing", "running", "running"]
