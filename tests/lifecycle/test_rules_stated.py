@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, cond, ctr, finding_rows, pod, rows
+from tests.lifecycle.factories import at, cond, ctr, event, finding_rows, pod, rows, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.timeline import format_time
@@ -126,3 +126,34 @@ def test_a_terminal_phase_once_shown_stands_even_at_the_same_instant(first: str,
         assert api[-1].evidence == (f"pod:{UID}:110",)
         assert [iv.state for iv in api].count(second.lower()) == 0
         assert [iv.state for iv in api[:-1]] == ["pending", "scheduled", "initializing", "running", "running"]
+
+
+def test_each_grace_report_belongs_to_the_termination_it_came_during() -> None:
+    """GIVEN static pod etcd-node-a whose UID is reused (scenarios.static_uid_reuse: first termination
+    10-25 s, the new pod's worker from 27 s), then removed again at 40 s (ended at 41 s), and the
+    kubelet's ExceededGracePeriod event once during each termination (at 20 s and at 40.5 s; hand-written:
+    the message is k8s-facts §1.4's killPodNow one) WHEN the timeline is derived THEN each termination has
+    one grace_exceeded finding citing its own report and not the other's: the kubelet emits that event from
+    the kill of the termination under way, so a report never speaks for an earlier or a later termination
+    of the same UID."""
+    u, ref = scenarios.STATIC_UID, "kube-system/etcd-node-a"
+    said = "Container runtime did not kill the pod within specified grace period."
+    tl = derive_pod_timeline(
+        scenarios.static_uid_reuse()
+        + [
+            event(u, "ev-first", 20.0, "ExceededGracePeriod", said, type_="Warning"),
+            worker(u, 40.0, "termination_requested", cause="removed", pod_ref=ref),
+            worker(u, 40.01, "terminating_enter", grace=30, pod_ref=ref),
+            event(u, "ev-second", 40.5, "ExceededGracePeriod", said, type_="Warning"),
+            worker(u, 41.0, "containers_terminated", pod_ref=ref),
+            worker(u, 41.01, "terminated_enter", pod_ref=ref),
+            worker(u, 42.0, "worker_done", pod_ref=ref),
+        ]
+    )
+    found = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert [(format_time(f.start), format_time(f.end), f.attrs["reports"]) for f in found] == [
+        (at(10), at(25), 1),
+        (at(40), at(41), 1),
+    ]
+    assert ["event:ev-first:1" in f.evidence for f in found] == [True, False]
+    assert ["event:ev-second:1" in f.evidence for f in found] == [False, True]
