@@ -566,3 +566,24 @@ def test_kueue_v3_a_deletion_the_status_manager_delays_is_terminating_while_the_
         edited = [line.replace('localPhase="Running"', f'localPhase="{local}"') for line in real]
         (cleanup,) = timelines(parse([edited], node="kind-worker", year=2025))[uid].lane("worker")
         assert (cleanup.state, cleanup.start) == ("cleanup", at("2025-03-18T10:21:22.622680")), local
+
+
+def test_kueue_v3_a_kill_is_paired_with_its_own_containers_death_not_the_sandboxs() -> None:
+    """GIVEN the real kueue-4669 journal: container c (62e04a72…) killed at 10:21:22.52 with a 2 s grace,
+    its PLEG ContainerDied at 10:21:59.648493, and the sandbox's (86c8014e…) at 10:22:16.700503 WHEN the
+    timeline is derived THEN grace_exceeded ends at c's death and cites that line and not the sandbox's:
+    a kill is answered by the death of the container it named (the PLEG event's Data is that container's
+    ID), whatever else of the pod dies later."""
+    tl = pods("kueue-4669-kind-1.31-v3.journal", node="kind-worker", year=2025)[
+        "8bb7de3e-72f0-4102-adbd-53897040775e"
+    ]
+    died = {m.attrs["container_id"][:8]: m for m in tl.markers if m.reason == "ContainerDied"}
+    assert [(cid, m.at) for cid, m in died.items()] == [
+        ("62e04a72", at("2025-03-18T10:21:59.648493")),
+        ("86c8014e", at("2025-03-18T10:22:16.700503")),
+    ]
+    (late,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert (late.start, late.end) == (at("2025-03-18T10:21:21.676696"), at("2025-03-18T10:21:59.648493"))
+    assert set(died["62e04a72"].evidence) <= set(late.evidence)
+    assert not set(died["86c8014e"].evidence) & set(late.evidence)
+    assert "with a 2s grace period and died 37.1s later (kubelet lines)" in late.message
