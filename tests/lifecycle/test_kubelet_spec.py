@@ -14,7 +14,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC
+from datetime import UTC, timedelta
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -111,6 +111,31 @@ def test_every_log_format_gives_the_same_timeline(version: str, fmt: str) -> Non
         assert [(iv.state, iv.start, iv.end, iv.source) for iv in tl.lane("worker")] == [
             (iv.state, iv.start, iv.end, iv.source) for iv in reference.lane("worker")
         ]
+
+
+@pytest.mark.parametrize(("version", "cleanup"), [("1.26", False), ("1.29", True), ("1.32", True)])
+def test_a_rejected_pod_deleted_late_begins_no_worker_at_its_add(version: str, cleanup: bool) -> None:
+    """GIVEN the kubelet lines (tests/lifecycle/kubelet_spec.py, from the kubelet source) of a pod rejected
+    at admission, at V4, whose controller deletes the Failed pod 5 s after the ADD (not 0.6 s) WHEN its
+    timeline is derived THEN the ADD begins nothing (no setup, no unknown stretch from it) and
+    never_started is raised: admission runs in HandlePodAdditions between the ADD and the worker's first
+    sync, which V4 always logs ("Pod is being synced for the first time"); an ADD that no first sync follows
+    within a second was refused, even where no "Pod admission denied" line says so (before 1.31), and
+    whatever lines of that pod come later. 1.27+ then syncs it once, terminated, when it is deleted:
+    that cleanup alone is drawn, at the DELETE."""
+    life = ks.new_life(random.Random(0), "rejected", UID)
+    lines = ks.life_lines(life, version)
+    add = next(line.at for line in lines if line.message == "SyncLoop ADD")
+    later = timedelta(seconds=5)
+    lines = [
+        replace(line, at=line.at + later) if line.at - add > timedelta(seconds=0.5) else line
+        for line in lines
+    ]
+    tl = timelines(parse_files([ks.render(ks.at_verbosity(lines, 4), version, "journald-precise")]))[UID]
+    deleted = add + timedelta(seconds=0.6) + later
+    drawn = [(iv.state, iv.start) for iv in tl.lane("worker")]
+    assert drawn == ([("cleanup", deleted + timedelta(microseconds=15))] if cleanup else [])
+    assert "never_started" in {f.kind for f in tl.findings}
 
 
 # ------------------------------------------------------------------------------------- the property
