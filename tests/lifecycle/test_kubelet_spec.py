@@ -138,6 +138,25 @@ def test_a_rejected_pod_deleted_late_begins_no_worker_at_its_add(version: str, c
     assert "never_started" in {f.kind for f in tl.findings}
 
 
+@pytest.mark.parametrize("version", ["1.24", "1.29", "1.32"])
+def test_an_excerpt_of_deaths_no_kill_explains_draws_nothing_from_the_delete_after(version: str) -> None:
+    """GIVEN the V2 kubelet lines (tests/lifecycle/kubelet_spec.py) of a Job's pod that completed, cut to
+    begin at its first PLEG ContainerDied (an excerpt that missed the starts): the containers' and the
+    sandbox's deaths with no kill line, then the Job controller's SyncLoop DELETE and REMOVE WHEN its
+    timeline is derived THEN the worker lane is empty: deaths no kill explains are containers that exited
+    on their own (a RestartNever pod finishing, door 2, logged below V2 by nothing else), so the DELETE
+    after them is no termination request the worker acted on, and nothing in the excerpt dates a
+    state."""
+    life = ks.new_life(random.Random(0), "job", UID)
+    lines = ks.at_verbosity(ks.life_lines(life, version), 2)
+    first_death = next(i for i, line in enumerate(lines) if "ContainerDied" in str(line.kv))
+    excerpt = lines[first_death:]
+    assert not any(line.message.startswith("Killing container") for line in excerpt)
+    assert [line.message for line in excerpt][-2:] == ["SyncLoop DELETE", "SyncLoop REMOVE"]
+    tl = timelines(parse_files([ks.render(excerpt, version, "journald-precise")]))[UID]
+    assert tl.lane("worker") == ()
+
+
 # ------------------------------------------------------------------------------------- the property
 
 REACHED: Counter[str] = Counter()
