@@ -187,12 +187,12 @@ def _lines_of(case: dict[str, object]) -> tuple[list[ks.Life], list[str]]:
     lives = [life]
     if case["successor"] and life.truth and life.truth[-1][2] is not None and life.kind != "rejected":
         end = max(ln.at for ln in lines)
-        nxt = ks.new_life(rng, "delete", NEXT_UID, start=end + ks.timedelta(seconds=1))
+        nxt = ks.new_life(rng, "delete", NEXT_UID, start=end + timedelta(seconds=1))
         lines += ks.life_lines(nxt, version)  # type: ignore[arg-type]
         lives.append(nxt)
     if case["neighbour"]:
         other = ks.new_life(
-            rng, "running", OTHER_UID, name="cache-1", start=life.start + ks.timedelta(seconds=0.5)
+            rng, "running", OTHER_UID, name="cache-1", start=life.start + timedelta(seconds=0.5)
         )
         other_lines = ks.life_lines(other, version)  # type: ignore[arg-type]
         if life.restart_at_s is not None:
