@@ -573,7 +573,8 @@ def test_kueue_v3_a_kill_is_paired_with_its_own_containers_death_not_the_sandbox
     its PLEG ContainerDied at 10:21:59.648493, and the sandbox's (86c8014e…) at 10:22:16.700503 WHEN the
     timeline is derived THEN grace_exceeded ends at c's death and cites that line and not the sandbox's:
     a kill is answered by the death of the container it named (the PLEG event's Data is that container's
-    ID), whatever else of the pod dies later."""
+    ID), whatever else of the pod dies later; and with no API finish time, the containers stopped at the
+    last killed one's death."""
     tl = pods("kueue-4669-kind-1.31-v3.journal", node="kind-worker", year=2025)[
         "8bb7de3e-72f0-4102-adbd-53897040775e"
     ]
@@ -587,3 +588,9 @@ def test_kueue_v3_a_kill_is_paired_with_its_own_containers_death_not_the_sandbox
     assert set(died["62e04a72"].evidence) <= set(late.evidence)
     assert not set(died["86c8014e"].evidence) & set(late.evidence)
     assert "with a 2s grace period and died 37.1s later (kubelet lines)" in late.message
+    # With no API finish time, the containers stopped when the last one killed died (its PLEG line): the
+    # termination took from the DELETE (10:21:21.676696) to that death.
+    assert late.attrs["seconds"] == 37.971797
+    assert "its containers took 38.0s to stop after termination was requested at 2025-03-18 10:21:21.676" in (
+        late.message
+    )
