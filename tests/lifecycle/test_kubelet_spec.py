@@ -157,6 +157,31 @@ def test_an_excerpt_of_deaths_no_kill_explains_draws_nothing_from_the_delete_aft
     assert tl.lane("worker") == ()
 
 
+@pytest.mark.parametrize("verbosity", [2, 3])
+def test_a_completed_pods_cleanup_begins_at_its_last_death_and_cites_it(verbosity: int) -> None:
+    """GIVEN the 1.29 kubelet lines (tests/lifecycle/kubelet_spec.py) of a Job's pod that completed
+    (RestartNever, no kill line: door 2, which logs nothing below V4), at V2 and V3 WHEN its timeline is
+    derived THEN cleanup begins at the last PLEG ContainerDied (the sandbox's, 10:25:49.241340, after the
+    containers' at 10:25:48.327288) and cites that line as its start: the worker tears the sandbox down
+    last (SyncTerminatingPod), so only the last death shows every container and the sandbox gone, and the
+    lines before it do not date cleanup; that death begins cleanup, its start known to the kubelet's grade."""
+    life = ks.new_life(random.Random(0), "job", UID)
+    lines = ks.at_verbosity(ks.life_lines(life, "1.29"), verbosity)
+    tl = timelines(parse_files([ks.render(lines, "1.29", "journald-precise")]))[UID]
+    deaths = sorted((m.at, m.evidence) for m in tl.markers if m.reason == "ContainerDied")
+    assert [at.time().isoformat() for at, _ in deaths] == ["10:25:48.327288"] * 2 + ["10:25:49.241340"]
+    (cleanup,) = [iv for iv in tl.lane("worker") if iv.state == "cleanup"]
+    assert (cleanup.start, cleanup.source, cleanup.attrs["start_from"]) == (
+        deaths[-1][0],
+        "kubelet",
+        "all_containers_died",
+    )
+    assert (cleanup.attrs["start_evidence"],) == deaths[-1][1]
+    # It begins cleanup (about then, at the kubelet's grade), not merely a line seen during it.
+    assert "start_unknown" not in cleanup.attrs
+    assert ks.check_claims(tl.lane("worker"), life).violations == []
+
+
 # ------------------------------------------------------------------------------------- the property
 
 REACHED: Counter[str] = Counter()
