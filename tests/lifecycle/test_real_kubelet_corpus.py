@@ -594,3 +594,42 @@ def test_kueue_v3_a_kill_is_paired_with_its_own_containers_death_not_the_sandbox
     assert "its containers took 38.0s to stop after termination was requested at 2025-03-18 10:21:21.676" in (
         late.message
     )
+
+
+def test_aks_eviction_the_ranking_begins_the_termination_and_the_finding_reads_it_back() -> None:
+    """GIVEN the real AKS 1.27 eviction syslog (4 lines): "pods ranked for eviction" with default/nginx
+    first of 7 (19:34:44.999261), its container killed 1 ms later, its PLEG ContainerDied (19:34:45.357018)
+    and "pod is evicted successfully" WHEN the timeline is derived THEN the worker terminates from the
+    ranking (the eviction manager kills the first pod it may, at most one per pass: a kill right after the
+    ranking is that pod's eviction), until the container died, then cleans up (its end not in the
+    excerpt); and the evicted finding starts there, says it ranked 1 of 7 (the list's order is the
+    manager's), did not fail, and cites the ranking and the "evicted successfully" lines."""
+    (tl,) = pods(
+        "aks-1.27-memory-eviction-nginx.syslog", node="aks-nodepool1-24207654-vmss000002", year=2023
+    ).values()
+    marker = {m.reason: m for m in tl.markers}
+    ranked, died, evicted = marker["EvictionRanked"], marker["ContainerDied"], marker["Evicted"]
+    assert (ranked.at, died.at, evicted.at) == (
+        at("2023-10-12T19:34:44.999261"),
+        at("2023-10-12T19:34:45.357018"),
+        at("2023-10-12T19:34:45.445172"),
+    )
+    terminating, cleanup = tl.lane("worker")
+    assert (terminating.state, terminating.start, terminating.end) == ("terminating", ranked.at, died.at)
+    assert (terminating.attrs["cause"], terminating.attrs["start_from"], terminating.attrs["end_from"]) == (
+        "evicted",
+        "EvictionRanked",
+        "containers_died",
+    )
+    assert (terminating.attrs["start_evidence"],) == ranked.evidence
+    assert (cleanup.state, cleanup.start, cleanup.end, cleanup.attrs.get("end_unknown")) == (
+        "cleanup",
+        died.at,
+        None,
+        True,
+    )
+    (finding,) = [f for f in tl.findings if f.kind == "evicted"]
+    assert (finding.start, finding.end) == (ranked.at, None)
+    assert (finding.attrs["rank"], finding.attrs["ranked"], finding.attrs["failed"]) == (0, 7, False)
+    assert "it ranked 1 of 7 pods for eviction" in finding.message
+    assert set(finding.evidence) == set(ranked.evidence) | set(evicted.evidence)
