@@ -182,6 +182,35 @@ def test_a_completed_pods_cleanup_begins_at_its_last_death_and_cites_it(verbosit
     assert ks.check_claims(tl.lane("worker"), life).violations == []
 
 
+@pytest.mark.parametrize("verbosity", [2, 3])
+def test_cleanup_waits_for_the_last_killed_container_to_die(verbosity: int) -> None:
+    """GIVEN the 1.29 kubelet lines (tests/lifecycle/kubelet_spec.py) of a pod deleted with two running
+    containers, app and sidecar, both killed at 10:25:47.423277, where sidecar (and so the sandbox and the
+    REMOVE after it) dies one PLEG relist (1 s) after app: app's ContainerDied at 10:25:49.663966,
+    sidecar's at 10:25:50.663966 WHEN its timeline is derived at V2 or V3 THEN terminating lasts until
+    sidecar's death and cleanup begins there: SyncTerminatingPod returns only once every container it
+    killed has stopped, so the first death does not end the termination."""
+    life = ks.new_life(random.Random(0), "delete", UID)
+    lines = ks.life_lines(life, "1.29")
+    app = life.ids["app"]
+    first_death = min(line.at for line in lines if "ContainerDied" in str(line.kv))
+    relist = timedelta(seconds=1)
+    lines = [
+        replace(line, at=line.at + relist) if line.at >= first_death and app not in str(line.kv) else line
+        for line in lines
+    ]
+    tl = timelines(parse_files([ks.render(ks.at_verbosity(lines, verbosity), "1.29", "journald-precise")]))[
+        UID
+    ]
+    died = {m.attrs["container_id"]: m for m in tl.markers if m.reason == "ContainerDied"}
+    last = died[life.ids["sidecar"]]
+    assert (died[app].at, last.at) == (first_death, first_death + relist)
+    terminating, cleanup = [iv for iv in tl.lane("worker") if iv.state in ("terminating", "cleanup")]
+    assert (terminating.end, terminating.attrs["end_from"]) == (last.at, "containers_died")
+    assert (cleanup.start, cleanup.attrs["start_from"]) == (last.at, "containers_died")
+    assert (cleanup.attrs["start_evidence"],) == last.evidence
+
+
 # ------------------------------------------------------------------------------------- the property
 
 REACHED: Counter[str] = Counter()
