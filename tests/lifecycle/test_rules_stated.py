@@ -12,7 +12,7 @@ import pytest
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, cond, ctr, event, finding_rows, pod, rows, worker
 from timelines.lifecycle.derive import derive_pod_timeline
-from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import format_time
 
 UID = scenarios.UID
@@ -157,3 +157,23 @@ def test_each_grace_report_belongs_to_the_termination_it_came_during() -> None:
     ]
     assert ["event:ev-first:1" in f.evidence for f in found] == [True, False]
     assert ["event:ev-second:1" in f.evidence for f in found] == [False, True]
+
+
+def test_an_api_only_node_shutdown_terminates_from_the_kubelets_disruption_target() -> None:
+    """GIVEN the API's view alone of a graceful node shutdown on 1.26+ (scenarios.node_shutdown: the
+    kubelet set DisruptionTarget=True, reason TerminationByKubelet, at 30 s; the container finished at
+    33 s; phase Failed) WHEN the timeline is derived THEN the worker terminates from 30 s, cause
+    ``removed``, until 33 s, then cleans up: the kubelet adds that condition when it begins terminating
+    the pod itself (no DELETE, no deletionTimestamp), so the condition's transition dates the request,
+    before the terminal phase it leads to."""
+    observations = [o for o in scenarios.node_shutdown(failed=True) if o.kind in (Kind.POD, Kind.EVENT)]
+    lane = derive_pod_timeline(observations).lane("worker")
+    assert [(iv.state, format_time(iv.start), format_time(iv.end)) for iv in lane] == [
+        ("setup", at(1), at(4)),
+        ("running", at(4), at(30)),
+        ("terminating", at(30), at(33)),
+        ("cleanup", at(33), None),
+    ]
+    terminating = lane[2]
+    assert (terminating.attrs["cause"], terminating.attrs["start_from"]) == ("removed", "api:removed")
+    assert terminating.attrs["start_evidence"] == f"pod:{UID}:105"
