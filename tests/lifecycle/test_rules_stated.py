@@ -177,3 +177,33 @@ def test_an_api_only_node_shutdown_terminates_from_the_kubelets_disruption_targe
     terminating = lane[2]
     assert (terminating.attrs["cause"], terminating.attrs["start_from"]) == ("removed", "api:removed")
     assert terminating.attrs["start_evidence"] == f"pod:{UID}:105"
+
+
+def failed_while_running(reason: str | None) -> list[Observation]:
+    """The API's view of a pod reported Failed (with ``reason``) at 20.4 s while its container still ran
+    (≤1.26 wrote the phase before the kill finished), the container finished at 22 s (synthetic message,
+    the eviction manager's first sentence)."""
+    said = "The node was low on resource: memory. "
+    stopped = ctr("app", "terminated", reason="Error", exit_code=137, started=4, finished=22)
+    return scenarios.api_start() + [
+        pod(UID, rv, seen, phase="Failed", reason=reason, message=said, start_time=2, containers=[c])
+        for rv, seen, c in ((110, 20.4, ctr("app", "running", started=4)), (111, 23.0, stopped))
+    ]
+
+
+@pytest.mark.parametrize(("reason", "cause"), [("Evicted", "evicted"), (None, "terminal_phase")])
+def test_a_failed_phase_says_eviction_only_with_the_reason_evicted(reason: str | None, cause: str) -> None:
+    """GIVEN a pod the API shows Failed at 20.4 s while its container still ran, reason ``reason``, and the
+    container's finish at 22 s WHEN the timeline is derived THEN the worker terminates from 20.4 s to 22 s
+    with cause ``cause``, and an evicted finding exists only for the reason Evicted: the eviction manager
+    fails the pod with reason "Evicted" (eviction_manager.go evictPod), any other Failed is a terminal
+    phase the containers reached."""
+    tl = derive_pod_timeline(failed_while_running(reason))
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert (format_time(terminating.start), format_time(terminating.end)) == (at(20.4), at(22))
+    assert (terminating.attrs["cause"], terminating.attrs["start_from"]) == (cause, "api:" + cause)
+    assert terminating.attrs["start_evidence"] == f"pod:{UID}:110"
+    evicted = [f for f in tl.findings if f.kind == "evicted"]
+    assert [(format_time(f.start), f.attrs["resource"]) for f in evicted] == (
+        [(at(20.4), "memory")] if reason == "Evicted" else []
+    )
