@@ -207,3 +207,48 @@ def test_a_failed_phase_says_eviction_only_with_the_reason_evicted(reason: str |
     assert [(format_time(f.start), f.attrs["resource"]) for f in evicted] == (
         [(at(20.4), "memory")] if reason == "Evicted" else []
     )
+
+
+def readiness_changes() -> list[Observation]:
+    """A pod without a readiness probe: app started at 4 s and Ready from that second (lastTransitionTime
+    4), unready at 12 s (its container restarting), ready again at 15 s, shown by two snapshots (15.3 s
+    and 18 s), deleted at 20 s."""
+    ready, unready = ctr("app", "running", started=4, ready=True), ctr("app", "running", started=4)
+    shown = [(103, 4.2, "True", 4, ready), (105, 12.3, "False", 12, unready), (106, 15.3, "True", 15, ready)]
+    shown += [(108, 18.0, "True", 15, ready)]
+    running = [
+        pod(UID, rv, seen, phase="Running", start_time=2, conditions=scenarios._conds(r, lt), containers=[c])
+        for rv, seen, r, lt, c in shown
+    ]
+    deleted = pod(
+        UID,
+        109,
+        20.2,
+        phase="Running",
+        start_time=2,
+        deletion=50,
+        deletion_grace=30,
+        conditions=scenarios._conds("True", 15),
+        containers=[ready],
+    )
+    return scenarios.api_start()[:3] + running + [deleted]
+
+
+def test_running_is_split_where_ready_changes_and_each_stretch_cites_its_snapshots() -> None:
+    """GIVEN readiness_changes() WHEN the timeline is derived THEN the API's running stage is ready from
+    its first instant (a Ready transition at the very second the container started is the state running
+    begins in: a pod without a readiness probe is ready as soon as its containers run), unready from
+    12 s to 15 s, ready again until the DELETE at 20 s; the unready stretch cites the snapshot that
+    showed it, and the last one both snapshots that showed Ready=True since 15 s (a repeated condition
+    is more evidence of the same stretch), not the terminating snapshot."""
+    api = derive_pod_timeline(readiness_changes()).lane("api")
+    running = [iv for iv in api if iv.state == "running"]
+    assert [(format_time(iv.start), format_time(iv.end), iv.attrs["ready"]) for iv in running] == [
+        (at(4), at(12), True),
+        (at(12), at(15), False),
+        (at(15), at(20), True),
+    ]
+    assert [list(iv.evidence) for iv in running[1:]] == [
+        [f"pod:{UID}:105"],
+        [f"pod:{UID}:106", f"pod:{UID}:108"],
+    ]
