@@ -252,3 +252,24 @@ def test_running_is_split_where_ready_changes_and_each_stretch_cites_its_snapsho
         [f"pod:{UID}:105"],
         [f"pod:{UID}:106", f"pod:{UID}:108"],
     ]
+
+
+def test_a_pod_known_only_from_reset_statuses_is_bound_from_the_first_restarts_start_time() -> None:
+    """GIVEN only two statuses of a running pod, each rewritten from scratch by a restarted kubelet
+    (startTime 100 s, then 200 s after a second restart, while app has run since 3 s: a container cannot
+    start before startTime, so these startTimes are the restarts') WHEN the timeline is derived THEN the
+    worker runs from 100 s, citing the snapshot with that startTime: a restarted kubelet sets startTime
+    when it acknowledges the pod anew, so the earliest of them is the first restarted kubelet's worker,
+    and the API says nothing of the worker before it."""
+
+    def reset(rv: int, seen: float, start: float) -> Observation:
+        return pod(
+            UID, rv, seen, phase="Running", start_time=start, containers=[ctr("app", "running", started=3)]
+        )
+
+    tl = derive_pod_timeline([reset(120, 205, 200), reset(110, 105, 100)])
+    assert [(iv.state, format_time(iv.start), iv.end) for iv in tl.lane("worker")] == [
+        ("running", at(100), None)
+    ]
+    (running,) = tl.lane("worker")
+    assert (running.attrs["start_from"], running.attrs["start_evidence"]) == ("api:bound", f"pod:{UID}:110")
