@@ -7,6 +7,8 @@ the rule its docstring states, with the source of that rule.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.lifecycle import scenarios
@@ -273,3 +275,35 @@ def test_a_pod_known_only_from_reset_statuses_is_bound_from_the_first_restarts_s
     ]
     (running,) = tl.lane("worker")
     assert (running.attrs["start_from"], running.attrs["start_evidence"]) == ("api:bound", f"pod:{UID}:110")
+
+
+@pytest.mark.parametrize("with_containers", [True, False])
+def test_the_deleted_objects_containers_date_the_stop_only_when_it_carries_them(
+    with_containers: bool,
+) -> None:
+    """GIVEN the API's view of a graceful DELETE at 20 s (scenarios.api_graceful_delete) without the
+    Succeeded snapshot, so the watch's DELETED object (23.9 s) is the first to show app stopped, either
+    whole (app terminated at 23 s) or without container statuses WHEN the timeline is derived THEN with
+    them the worker terminates until 23 s and cleans up until the object went; without them terminating
+    lasts until the object went, with no cleanup: a DELETED event carries the object as last stored, so
+    its container finish dates the stop, and an object without statuses says nothing of the containers."""
+    observations = [
+        o for o in scenarios.api_start() + scenarios.api_graceful_delete() if o.dedupe_key != f"pod:{UID}:107"
+    ]
+    if not with_containers:
+        observations = [
+            replace(o, payload={**o.payload, "containers": []}) if o.dedupe_key.endswith(":deleted") else o
+            for o in observations
+        ]
+    lane = derive_pod_timeline(observations).lane("worker")
+    drawn = [(iv.state, format_time(iv.start), format_time(iv.end)) for iv in lane][2:]
+    gone = f"pod:{UID}:108:deleted"
+    if with_containers:
+        assert drawn == [("terminating", at(20), at(23)), ("cleanup", at(23), at(23.9))]
+        assert (lane[-2].attrs["end_from"], lane[-2].attrs["end_evidence"]) == (
+            "api:containers_stopped",
+            gone,
+        )
+    else:
+        assert drawn == [("terminating", at(20), at(23.9))]
+        assert (lane[-1].attrs["end_from"], lane[-1].attrs["end_evidence"]) == ("api:deleted", gone)
