@@ -307,3 +307,31 @@ def test_the_deleted_objects_containers_date_the_stop_only_when_it_carries_them(
     else:
         assert drawn == [("terminating", at(20), at(23.9))]
         assert (lane[-1].attrs["end_from"], lane[-1].attrs["end_evidence"]) == ("api:deleted", gone)
+
+
+def test_a_container_the_kubelet_could_not_locate_stopped_by_the_status_that_says_so() -> None:
+    """GIVEN a pod deleted at 20 s (30 s grace) while app ran, then shown Failed at 25.5 s with app
+    terminated as ContainerStatusUnknown (exit 137, no start or finish time: the status manager's
+    TerminatePod gives a container it cannot find "The container could not be located when the pod was
+    terminated", pkg/kubelet/status/status_manager.go) WHEN the timeline is derived THEN the worker
+    terminates from 20 s until that status (25.5 s), then cleans up: with no finish time, the first status
+    showing no container running bounds the stop, never the request itself."""
+    lost = "The container could not be located when the pod was terminated"
+    unknown = ctr("app", "terminated", reason="ContainerStatusUnknown", message=lost, exit_code=137)
+    shown = [(105, 20.4, "Running", ctr("app", "running", started=4)), (106, 25.5, "Failed", unknown)]
+    tl = derive_pod_timeline(
+        scenarios.api_start()
+        + [
+            pod(UID, rv, seen, phase=phase, start_time=2, deletion=50, deletion_grace=30, containers=[c])
+            for rv, seen, phase, c in shown
+        ]
+    )
+    lane = tl.lane("worker")
+    assert [(iv.state, format_time(iv.start), format_time(iv.end)) for iv in lane][2:] == [
+        ("terminating", at(20), at(25.5)),
+        ("cleanup", at(25.5), None),
+    ]
+    assert (lane[2].attrs["end_from"], lane[2].attrs["end_evidence"]) == (
+        "api:containers_stopped",
+        f"pod:{UID}:106",
+    )
