@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, cond, ctr, event, finding_rows, pod, rows, worker
+from tests.lifecycle.factories import at, cond, ctr, event, finding_rows, last_terminated, pod, rows, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import format_time
@@ -335,3 +335,31 @@ def test_a_container_the_kubelet_could_not_locate_stopped_by_the_status_that_say
         "api:containers_stopped",
         f"pod:{UID}:106",
     )
+
+
+def test_a_status_taken_just_before_a_start_the_api_truncated_changes_no_run() -> None:
+    """GIVEN the crash loop of scenarios.crash_loop (runs 2-12 s, 22-32 s, 62-72 s, backing off between)
+    and one more snapshot at 22.4 s still showing CrashLoopBackOff (taken before the second run began at,
+    say, 22.6 s, which the API writes as 22: metav1.Time keeps whole seconds) WHEN the timeline is derived
+    THEN app's lane is the same as without it: its own start time says the container was running then,
+    so that waiting status is no stretch of its own, and every back-off after that run is still shown."""
+    backoff = "back-off 10s restarting failed container=app pod=web-1_default"
+    stale = pod(
+        UID,
+        110,
+        22.4,
+        phase="Running",
+        start_time=1,
+        conditions=[cond("PodScheduled", "True", 0)],
+        containers=[ctr(reason="CrashLoopBackOff", message=backoff, restarts=1, last=last_terminated(2, 12))],
+    )
+    lane = rows(derive_pod_timeline(scenarios.crash_loop() + [stale]), "container:app")
+    assert lane == rows(derive_pod_timeline(scenarios.crash_loop()), "container:app")
+    assert [(state, start) for state, start, _, _ in lane if state != "terminated"] == [
+        ("running", at(2)),
+        ("waiting", at(12.4)),
+        ("running", at(22)),
+        ("waiting", at(32.5)),
+        ("running", at(62)),
+        ("waiting", at(72.5)),
+    ]
