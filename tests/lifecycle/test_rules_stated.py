@@ -363,3 +363,45 @@ def test_a_status_taken_just_before_a_start_the_api_truncated_changes_no_run() -
         ("running", at(62)),
         ("waiting", at(72.5)),
     ]
+
+
+def test_a_containers_state_changing_under_a_terminal_phase_is_a_status_after_terminal() -> None:
+    """GIVEN failed_while_running("Evicted"): phase Failed at 20.4 s while app still ran, then app
+    terminated (Error) at 23 s under the same phase WHEN the timeline is derived THEN status_after_terminal
+    is raised at 23 s, naming the container's change and citing both snapshots: a terminal phase says
+    every container stopped for good, so a container's state changing after it is a change of status,
+    even with the phase unchanged."""
+    found = [
+        f
+        for f in derive_pod_timeline(failed_while_running("Evicted")).findings
+        if f.kind == "status_after_terminal"
+    ]
+    assert [(format_time(f.start), f.attrs["change"], f.evidence) for f in found] == [
+        (at(23), "container app running → terminated(Error)", (f"pod:{UID}:110", f"pod:{UID}:111"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("phase", "containers", "raised"), [("Succeeded", False, False), ("Running", True, True)]
+)
+def test_the_deleted_object_changes_the_status_only_by_what_it_carries(
+    phase: str, containers: bool, raised: bool
+) -> None:
+    """GIVEN a pod Succeeded at 23.6 s (scenarios.api_graceful_delete) whose watch DELETED object (23.9 s)
+    is either without container statuses and in that phase, or carries phase Running and a running app
+    WHEN the timeline is derived THEN status_after_terminal is raised only for the second, at 23.9 s: a
+    DELETED event without statuses says nothing of them (no change), one that carries a changed status
+    is that change, deleted or not."""
+    observations = scenarios.api_start() + scenarios.api_graceful_delete()
+    gone = f"pod:{UID}:108:deleted"
+    running = [ctr("app", "running", started=4)] if containers else []
+    observations = [
+        replace(o, payload={**o.payload, "phase": phase, "containers": [*running]})
+        if o.dedupe_key == gone
+        else o
+        for o in observations
+    ]
+    found = [f for f in derive_pod_timeline(observations).findings if f.kind == "status_after_terminal"]
+    assert [(format_time(f.start), f.evidence) for f in found] == (
+        [(at(23.9), (f"pod:{UID}:107", gone))] if raised else []
+    )
