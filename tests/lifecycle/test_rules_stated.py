@@ -405,3 +405,38 @@ def test_the_deleted_object_changes_the_status_only_by_what_it_carries(
     assert [(format_time(f.start), f.evidence) for f in found] == (
         [(at(23.9), (f"pod:{UID}:107", gone))] if raised else []
     )
+
+
+def test_the_first_change_after_a_terminal_phase_is_reported_once_whatever_repeats_before_it() -> None:
+    """GIVEN a pod Succeeded at 10.2 s (app exited 0 at 10), the same status again at 11 s, then Running
+    (app restarted at 11) at 12 s and Succeeded again at 15 s WHEN the timeline is derived THEN one
+    status_after_terminal, at 12 s, phase Succeeded → Running: a repeated terminal status is no change and
+    does not end the search, and the pod is reported once, at its first change (each later one follows
+    from it)."""
+    done = ctr("app", "terminated", reason="Completed", exit_code=0, started=2, finished=10)
+    again = ctr("app", "terminated", reason="Completed", exit_code=0, started=11, finished=14)
+    shown = [
+        (100, 2.5, "Running", ctr("app", "running", started=2)),
+        (101, 10.2, "Succeeded", done),
+        (102, 11.0, "Succeeded", done),
+        (103, 12.0, "Running", ctr("app", "running", started=11)),
+        (104, 15.0, "Succeeded", again),
+    ]
+    tl = derive_pod_timeline(
+        [
+            pod(
+                UID,
+                rv,
+                seen,
+                phase=phase,
+                start_time=1,
+                conditions=[cond("PodScheduled", "True", 0)],
+                containers=[c],
+            )
+            for rv, seen, phase, c in shown
+        ]
+    )
+    found = [f for f in tl.findings if f.kind == "status_after_terminal"]
+    assert [(format_time(f.start), f.attrs["change"], f.evidence) for f in found] == [
+        (at(12), "phase Succeeded → Running", (f"pod:{UID}:101", f"pod:{UID}:103"))
+    ]
