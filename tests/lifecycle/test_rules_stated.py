@@ -440,3 +440,23 @@ def test_the_first_change_after_a_terminal_phase_is_reported_once_whatever_repea
     assert [(format_time(f.start), f.attrs["change"], f.evidence) for f in found] == [
         (at(12), "phase Succeeded → Running", (f"pod:{UID}:101", f"pod:{UID}:103"))
     ]
+
+
+def test_a_crash_loop_is_found_whatever_containers_are_listed_before_it() -> None:
+    """GIVEN scenarios.crash_loop's app with a healthy container ``aaa-log`` (running since 2 s) listed
+    before it in every status WHEN the timeline is derived THEN the crash_loop finding is app's alone and
+    the same as without the other container: each container's restarts are its own (a pod's
+    containerStatuses lists every container, in an order that says nothing of them)."""
+    log = ctr("aaa-log", "running", started=2)
+    observations = [
+        replace(o, payload={**o.payload, "containers": [log, *o.payload["containers"]]})
+        if o.kind == Kind.POD
+        else o
+        for o in scenarios.crash_loop()
+    ]
+    alone = [f for f in derive_pod_timeline(scenarios.crash_loop()).findings if f.kind == "crash_loop"]
+    found = [f for f in derive_pod_timeline(observations).findings if f.kind == "crash_loop"]
+    assert [f.attrs["container"] for f in found] == ["app"]
+    assert [(f.start, f.end, f.attrs, f.evidence) for f in found] == [
+        (f.start, f.end, f.attrs, f.evidence) for f in alone
+    ]
