@@ -460,3 +460,42 @@ def test_a_crash_loop_is_found_whatever_containers_are_listed_before_it() -> Non
     assert [(f.start, f.end, f.attrs, f.evidence) for f in found] == [
         (f.start, f.end, f.attrs, f.evidence) for f in alone
     ]
+
+
+def test_a_crash_loop_seen_only_running_begins_at_the_first_restarts_start() -> None:
+    """GIVEN app seen only running: from 2 s (restartCount 0), then again at 22 s, 42 s and 62 s
+    (restartCount 1, 2, 3; each status taken 0.6 s after the start, each naming the previous run in
+    lastState), no CrashLoopBackOff status WHEN the timeline is derived THEN crash_loop begins at 22 s, the
+    first restart (the second run's own startedAt, not the status that reported it at 22.6 s), lasts
+    until the status showing the third restart (62.6 s), counts 3 restarts, and cites the three statuses
+    with restarts: a restart is the start of a run after the first."""
+    shown = [(100, 2, 0, None), (101, 22, 1, (2, 12)), (102, 42, 2, (22, 32)), (103, 62, 3, (42, 52))]
+    tl = derive_pod_timeline(
+        [
+            pod(
+                UID,
+                rv,
+                start + 0.6,
+                phase="Running",
+                start_time=1,
+                containers=[
+                    ctr(
+                        "app",
+                        "running",
+                        started=start,
+                        restarts=rc,
+                        last=last_terminated(*prev) if prev else None,
+                    )
+                ],
+            )
+            for rv, start, rc, prev in shown
+        ]
+    )
+    (loop,) = [f for f in tl.findings if f.kind == "crash_loop"]
+    assert (format_time(loop.start), format_time(loop.end)) == (at(22), at(62.6))
+    assert (loop.attrs["restarts_in_window"], loop.attrs["restart_count"], loop.attrs["backoffs"]) == (
+        3,
+        3,
+        0,
+    )
+    assert loop.evidence == tuple(f"pod:{UID}:{rv}" for rv in (101, 102, 103))
