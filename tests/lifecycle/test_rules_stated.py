@@ -499,3 +499,25 @@ def test_a_crash_loop_seen_only_running_begins_at_the_first_restarts_start() -> 
         0,
     )
     assert loop.evidence == tuple(f"pod:{UID}:{rv}" for rv in (101, 102, 103))
+
+
+def test_a_crash_loop_is_open_while_backing_off_and_ends_at_its_last_back_off() -> None:
+    """GIVEN scenarios.crash_loop (back-offs seen at 12.4, 32.5 and 72.5 s, the last status a back-off),
+    then, or not, a status at 82.6 s with app running again since 82 s WHEN the timeline is derived THEN
+    crash_loop from 12.4 s is open while the newest status is a back-off, and ends at the last back-off
+    seen (72.5 s) once app runs again: CrashLoopBackOff is the kubelet waiting before the next restart,
+    so the loop lasts as long as it is seen waiting, and no longer than the last time it was."""
+    recovered = pod(
+        UID,
+        106,
+        82.6,
+        phase="Running",
+        start_time=1,
+        conditions=[cond("PodScheduled", "True", 0)],
+        containers=[ctr("app", "running", started=82, restarts=3, last=last_terminated(62, 72))],
+    )
+    spans = []
+    for observations in (scenarios.crash_loop(), scenarios.crash_loop() + [recovered]):
+        (loop,) = [f for f in derive_pod_timeline(observations).findings if f.kind == "crash_loop"]
+        spans.append((format_time(loop.start), format_time(loop.end), loop.attrs["backoffs"]))
+    assert spans == [(at(12.4), None, 3), (at(12.4), at(72.5), 3)]
