@@ -335,6 +335,17 @@ def test_a_container_the_kubelet_could_not_locate_stopped_by_the_status_that_say
         "api:containers_stopped",
         f"pod:{UID}:106",
     )
+    # app's lane: its run ends there too, and the terminated stretch (no start, no finish) says why.
+    app = tl.lane("container:app")
+    assert [(iv.state, format_time(iv.start), format_time(iv.end)) for iv in app][1:] == [
+        ("running", at(4), at(25.5)),
+        ("terminated", at(25.5), None),
+    ]
+    assert (app[-1].attrs["reason"], app[-1].attrs["exit_code"], app[-1].evidence) == (
+        "ContainerStatusUnknown",
+        137,
+        (f"pod:{UID}:106",),
+    )
 
 
 def test_a_status_taken_just_before_a_start_the_api_truncated_changes_no_run() -> None:
