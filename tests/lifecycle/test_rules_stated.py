@@ -532,3 +532,25 @@ def test_a_crash_loop_is_open_while_backing_off_and_ends_at_its_last_back_off() 
         (loop,) = [f for f in derive_pod_timeline(observations).findings if f.kind == "crash_loop"]
         spans.append((format_time(loop.start), format_time(loop.end), loop.attrs["backoffs"]))
     assert spans == [(at(12.4), None, 3), (at(12.4), at(72.5), 3)]
+
+
+def test_a_run_seen_only_as_the_last_state_is_numbered_from_the_restart_count() -> None:
+    """GIVEN app first seen waiting in CrashLoopBackOff at 12.4 s with restartCount 1 and its previous
+    run (2-12 s) in lastState, then running again from 22 s with restartCount 1 WHEN the timeline is
+    derived THEN app's first run is restart 0 and the second restart 1: restartCount counts the restarts
+    so far, so lastState is the run before the restartCount-th (the first run, never seen running, is
+    number 0, not the count)."""
+    backoff = "back-off 10s restarting failed container=app pod=web-1_default"
+    first = last_terminated(2, 12)
+    shown = [
+        (101, 12.4, ctr(reason="CrashLoopBackOff", message=backoff, restarts=1, last=first)),
+        (102, 22.6, ctr(state="running", started=22, restarts=1, last=first)),
+    ]
+    tl = derive_pod_timeline(
+        [pod(UID, rv, seen, phase="Running", start_time=1, containers=[c]) for rv, seen, c in shown]
+    )
+    runs = [iv for iv in tl.lane("container:app") if iv.state == "running"]
+    assert [(format_time(iv.start), format_time(iv.end), iv.attrs["restart"]) for iv in runs] == [
+        (at(2), at(12), 0),
+        (at(22), None, 1),
+    ]
