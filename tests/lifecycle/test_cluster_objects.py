@@ -187,6 +187,33 @@ def test_unmanaged_pods_event_is_a_finding():
         ({"match_expressions": [{"key": "tier", "operator": "Exists"}]}, {}, False),
         ({"match_expressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {}, True),
         ({"matchLabels": {"app": "web"}}, {"app": "web"}, True),
+        # labels.Requirement.Matches: NotIn matches a pod without the key, or with another value; In
+        # needs the key; Exists / DoesNotExist ask for the key alone.
+        ({"match_expressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {}, True),
+        ({"match_expressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {"tier": "b"}, True),
+        ({"match_expressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}, {}, False),
+        ({"match_expressions": [{"key": "tier", "operator": "Exists"}]}, {"tier": ""}, True),
+        ({"match_expressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {"tier": "a"}, False),
+        # Every requirement must hold (matchLabels and matchExpressions are ANDed).
+        (
+            {
+                "match_labels": {"app": "web"},
+                "match_expressions": [
+                    {"key": "tier", "operator": "Exists"},
+                    {"key": "canary", "operator": "DoesNotExist"},
+                ],
+            },
+            {"app": "web", "tier": "a", "canary": "yes"},
+            False,
+        ),
+        (
+            {"match_labels": {"app": "web"}, "match_expressions": [{"key": "tier", "operator": "Exists"}]},
+            {"app": "db", "tier": "a"},
+            False,
+        ),
+        # An operator LabelSelectorAsSelector refuses ("is not a valid label selector operator") selects
+        # nothing, whatever the labels.
+        ({"match_expressions": [{"key": "tier", "operator": "Gt", "values": ["1"]}]}, {"tier": "2"}, False),
     ],
 )
 def test_selector_semantics(selector, labels, expected):

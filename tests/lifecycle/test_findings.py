@@ -169,6 +169,9 @@ def test_crash_loop_by_restart_count_alone() -> None:
     assert tl.findings[0].attrs["restarts_in_window"] == 5
     quiet = derive_pod_timeline(obs, thresholds=Thresholds(crash_loop_restarts=6))
     assert quiet.findings == ()
+    # "This many restarts within the window": exactly the threshold is a crash loop.
+    at_threshold = derive_pod_timeline(obs, thresholds=Thresholds(crash_loop_restarts=5))
+    assert [(f.kind, f.attrs["restarts_in_window"]) for f in at_threshold.findings] == [("crash_loop", 5)]
 
 
 def test_an_open_termination_is_measured_at_the_newest_observation_or_at_now() -> None:

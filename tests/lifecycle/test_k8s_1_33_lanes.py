@@ -115,6 +115,22 @@ def test_a_spec_change_the_kubelet_has_not_observed_yet_is_shown() -> None:
     ]
 
 
+def test_each_generation_stretch_lasts_until_the_next_and_cites_every_snapshot_showing_it() -> None:
+    """GIVEN the resized pod's watch (generation 1 seen, generation 2 at 08:30:00 seen by the kubelet at
+    08:30:01, then two more snapshots of that pair) WHEN its timeline is derived THEN each stretch ends
+    where the next begins, the last is open (the pod still exists), and each cites the snapshots that
+    showed its pair (resourceVersions 2001; 2050; 2052, 2080, 2082): a snapshot that repeats the pair
+    is more evidence of the same stretch, not a new one."""
+    lane = _timeline("resize-watch-1.34.json").lanes["generation"]
+    rvs = [[key.rsplit(":", 1)[1] for key in iv.evidence] for iv in lane]
+    assert [(iv.state, iv.start, iv.end, iv.source) for iv in lane] == [
+        ("observed", _at("2025-09-10T08:00:04"), _at("2025-09-10T08:30:00"), "observed"),
+        ("pending", _at("2025-09-10T08:30:00"), _at("2025-09-10T08:30:01"), "observed"),
+        ("observed", _at("2025-09-10T08:30:01"), None, "observed"),
+    ]
+    assert rvs == [["2001"], ["2050"], ["2052", "2080", "2082"]]
+
+
 def test_a_pod_without_1_33_fields_has_no_resize_or_generation_lane() -> None:
     t = _timeline("pods-watch.json")
     assert "resize" not in t.lanes and "generation" not in t.lanes
@@ -236,3 +252,25 @@ def test_a_prestop_hook_cut_short_by_the_grace_period_is_a_marker_with_the_grace
         "app",
         30,
     )
+
+
+def test_a_newer_generation_observed_at_once_is_a_stretch_of_its_own() -> None:
+    """GIVEN the resized pod's watch without its one snapshot of the pending generation (resourceVersion
+    2050: a watch that reconnected, or a list, misses an update that lasted a second) WHEN its timeline
+    is derived THEN generation 1 observed and generation 2 observed are two stretches, the second from the
+    first snapshot showing it (08:30:01) with its own numbers: a stretch is one spec observed, and the
+    spec changed between them."""
+    name = "resize-watch-1.34.json"
+    result = read_kubectl_output((K8S / name).read_text(), origin=name)
+    kept = [o for o in result.observations if not o.dedupe_key.endswith(":2050")]
+    assert len(kept) == len(result.observations) - 1
+    lane = derive_pod_timeline(kept).lanes["generation"]
+    assert [(iv.state, iv.start, iv.end, iv.attrs) for iv in lane] == [
+        (
+            "observed",
+            _at("2025-09-10T08:00:04"),
+            _at("2025-09-10T08:30:01"),
+            {"generation": 1, "observed_generation": 1},
+        ),
+        ("observed", _at("2025-09-10T08:30:01"), None, {"generation": 2, "observed_generation": 2}),
+    ]

@@ -14,7 +14,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC
+from datetime import UTC, timedelta
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -113,6 +113,104 @@ def test_every_log_format_gives_the_same_timeline(version: str, fmt: str) -> Non
         ]
 
 
+@pytest.mark.parametrize(("version", "cleanup"), [("1.26", False), ("1.29", True), ("1.32", True)])
+def test_a_rejected_pod_deleted_late_begins_no_worker_at_its_add(version: str, cleanup: bool) -> None:
+    """GIVEN the kubelet lines (tests/lifecycle/kubelet_spec.py, from the kubelet source) of a pod rejected
+    at admission, at V4, whose controller deletes the Failed pod 5 s after the ADD (not 0.6 s) WHEN its
+    timeline is derived THEN the ADD begins nothing (no setup, no unknown stretch from it) and
+    never_started is raised: admission runs in HandlePodAdditions between the ADD and the worker's first
+    sync, which V4 always logs ("Pod is being synced for the first time"); an ADD that no first sync follows
+    within a second was refused, even where no "Pod admission denied" line says so (before 1.31), and
+    whatever lines of that pod come later. 1.27+ then syncs it once, terminated, when it is deleted:
+    that cleanup alone is drawn, at the DELETE."""
+    life = ks.new_life(random.Random(0), "rejected", UID)
+    lines = ks.life_lines(life, version)
+    add = next(line.at for line in lines if line.message == "SyncLoop ADD")
+    later = timedelta(seconds=5)
+    lines = [
+        replace(line, at=line.at + later) if line.at - add > timedelta(seconds=0.5) else line
+        for line in lines
+    ]
+    tl = timelines(parse_files([ks.render(ks.at_verbosity(lines, 4), version, "journald-precise")]))[UID]
+    deleted = add + timedelta(seconds=0.6) + later
+    drawn = [(iv.state, iv.start) for iv in tl.lane("worker")]
+    assert drawn == ([("cleanup", deleted + timedelta(microseconds=15))] if cleanup else [])
+    assert "never_started" in {f.kind for f in tl.findings}
+
+
+@pytest.mark.parametrize("version", ["1.24", "1.29", "1.32"])
+def test_an_excerpt_of_deaths_no_kill_explains_draws_nothing_from_the_delete_after(version: str) -> None:
+    """GIVEN the V2 kubelet lines (tests/lifecycle/kubelet_spec.py) of a Job's pod that completed, cut to
+    begin at its first PLEG ContainerDied (an excerpt that missed the starts): the containers' and the
+    sandbox's deaths with no kill line, then the Job controller's SyncLoop DELETE and REMOVE WHEN its
+    timeline is derived THEN the worker lane is empty: deaths no kill explains are containers that exited
+    on their own (a RestartNever pod finishing, door 2, logged below V2 by nothing else), so the DELETE
+    after them is no termination request the worker acted on, and nothing in the excerpt dates a
+    state."""
+    life = ks.new_life(random.Random(0), "job", UID)
+    lines = ks.at_verbosity(ks.life_lines(life, version), 2)
+    first_death = next(i for i, line in enumerate(lines) if "ContainerDied" in str(line.kv))
+    excerpt = lines[first_death:]
+    assert not any(line.message.startswith("Killing container") for line in excerpt)
+    assert [line.message for line in excerpt][-2:] == ["SyncLoop DELETE", "SyncLoop REMOVE"]
+    tl = timelines(parse_files([ks.render(excerpt, version, "journald-precise")]))[UID]
+    assert tl.lane("worker") == ()
+
+
+@pytest.mark.parametrize("verbosity", [2, 3])
+def test_a_completed_pods_cleanup_begins_at_its_last_death_and_cites_it(verbosity: int) -> None:
+    """GIVEN the 1.29 kubelet lines (tests/lifecycle/kubelet_spec.py) of a Job's pod that completed
+    (RestartNever, no kill line: door 2, which logs nothing below V4), at V2 and V3 WHEN its timeline is
+    derived THEN cleanup begins at the last PLEG ContainerDied (the sandbox's, 10:25:49.241340, after the
+    containers' at 10:25:48.327288) and cites that line as its start: the worker tears the sandbox down
+    last (SyncTerminatingPod), so only the last death shows every container and the sandbox gone, and the
+    lines before it do not date cleanup; that death begins cleanup, its start known to the kubelet's grade."""
+    life = ks.new_life(random.Random(0), "job", UID)
+    lines = ks.at_verbosity(ks.life_lines(life, "1.29"), verbosity)
+    tl = timelines(parse_files([ks.render(lines, "1.29", "journald-precise")]))[UID]
+    deaths = sorted((m.at, m.evidence) for m in tl.markers if m.reason == "ContainerDied")
+    assert [at.time().isoformat() for at, _ in deaths] == ["10:25:48.327288"] * 2 + ["10:25:49.241340"]
+    (cleanup,) = [iv for iv in tl.lane("worker") if iv.state == "cleanup"]
+    assert (cleanup.start, cleanup.source, cleanup.attrs["start_from"]) == (
+        deaths[-1][0],
+        "kubelet",
+        "all_containers_died",
+    )
+    assert (cleanup.attrs["start_evidence"],) == deaths[-1][1]
+    # It begins cleanup (about then, at the kubelet's grade), not merely a line seen during it.
+    assert "start_unknown" not in cleanup.attrs
+    assert ks.check_claims(tl.lane("worker"), life).violations == []
+
+
+@pytest.mark.parametrize("verbosity", [2, 3])
+def test_cleanup_waits_for_the_last_killed_container_to_die(verbosity: int) -> None:
+    """GIVEN the 1.29 kubelet lines (tests/lifecycle/kubelet_spec.py) of a pod deleted with two running
+    containers, app and sidecar, both killed at 10:25:47.423277, where sidecar (and so the sandbox and the
+    REMOVE after it) dies one PLEG relist (1 s) after app: app's ContainerDied at 10:25:49.663966,
+    sidecar's at 10:25:50.663966 WHEN its timeline is derived at V2 or V3 THEN terminating lasts until
+    sidecar's death and cleanup begins there: SyncTerminatingPod returns only once every container it
+    killed has stopped, so the first death does not end the termination."""
+    life = ks.new_life(random.Random(0), "delete", UID)
+    lines = ks.life_lines(life, "1.29")
+    app = life.ids["app"]
+    first_death = min(line.at for line in lines if "ContainerDied" in str(line.kv))
+    relist = timedelta(seconds=1)
+    lines = [
+        replace(line, at=line.at + relist) if line.at >= first_death and app not in str(line.kv) else line
+        for line in lines
+    ]
+    tl = timelines(parse_files([ks.render(ks.at_verbosity(lines, verbosity), "1.29", "journald-precise")]))[
+        UID
+    ]
+    died = {m.attrs["container_id"]: m for m in tl.markers if m.reason == "ContainerDied"}
+    last = died[life.ids["sidecar"]]
+    assert (died[app].at, last.at) == (first_death, first_death + relist)
+    terminating, cleanup = [iv for iv in tl.lane("worker") if iv.state in ("terminating", "cleanup")]
+    assert (terminating.end, terminating.attrs["end_from"]) == (last.at, "containers_died")
+    assert (cleanup.start, cleanup.attrs["start_from"]) == (last.at, "containers_died")
+    assert (cleanup.attrs["start_evidence"],) == last.evidence
+
+
 # ------------------------------------------------------------------------------------- the property
 
 REACHED: Counter[str] = Counter()
@@ -143,12 +241,12 @@ def _lines_of(case: dict[str, object]) -> tuple[list[ks.Life], list[str]]:
     lives = [life]
     if case["successor"] and life.truth and life.truth[-1][2] is not None and life.kind != "rejected":
         end = max(ln.at for ln in lines)
-        nxt = ks.new_life(rng, "delete", NEXT_UID, start=end + ks.timedelta(seconds=1))
+        nxt = ks.new_life(rng, "delete", NEXT_UID, start=end + timedelta(seconds=1))
         lines += ks.life_lines(nxt, version)  # type: ignore[arg-type]
         lives.append(nxt)
     if case["neighbour"]:
         other = ks.new_life(
-            rng, "running", OTHER_UID, name="cache-1", start=life.start + ks.timedelta(seconds=0.5)
+            rng, "running", OTHER_UID, name="cache-1", start=life.start + timedelta(seconds=0.5)
         )
         other_lines = ks.life_lines(other, version)  # type: ignore[arg-type]
         if life.restart_at_s is not None:

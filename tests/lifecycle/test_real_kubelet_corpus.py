@@ -566,3 +566,70 @@ def test_kueue_v3_a_deletion_the_status_manager_delays_is_terminating_while_the_
         edited = [line.replace('localPhase="Running"', f'localPhase="{local}"') for line in real]
         (cleanup,) = timelines(parse([edited], node="kind-worker", year=2025))[uid].lane("worker")
         assert (cleanup.state, cleanup.start) == ("cleanup", at("2025-03-18T10:21:22.622680")), local
+
+
+def test_kueue_v3_a_kill_is_paired_with_its_own_containers_death_not_the_sandboxs() -> None:
+    """GIVEN the real kueue-4669 journal: container c (62e04a72…) killed at 10:21:22.52 with a 2 s grace,
+    its PLEG ContainerDied at 10:21:59.648493, and the sandbox's (86c8014e…) at 10:22:16.700503 WHEN the
+    timeline is derived THEN grace_exceeded ends at c's death and cites that line and not the sandbox's:
+    a kill is answered by the death of the container it named (the PLEG event's Data is that container's
+    ID), whatever else of the pod dies later; and with no API finish time, the containers stopped at the
+    last killed one's death."""
+    tl = pods("kueue-4669-kind-1.31-v3.journal", node="kind-worker", year=2025)[
+        "8bb7de3e-72f0-4102-adbd-53897040775e"
+    ]
+    died = {m.attrs["container_id"][:8]: m for m in tl.markers if m.reason == "ContainerDied"}
+    assert [(cid, m.at) for cid, m in died.items()] == [
+        ("62e04a72", at("2025-03-18T10:21:59.648493")),
+        ("86c8014e", at("2025-03-18T10:22:16.700503")),
+    ]
+    (late,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert (late.start, late.end) == (at("2025-03-18T10:21:21.676696"), at("2025-03-18T10:21:59.648493"))
+    assert set(died["62e04a72"].evidence) <= set(late.evidence)
+    assert not set(died["86c8014e"].evidence) & set(late.evidence)
+    assert "with a 2s grace period and died 37.1s later (kubelet lines)" in late.message
+    # With no API finish time, the containers stopped when the last one killed died (its PLEG line): the
+    # termination took from the DELETE (10:21:21.676696) to that death.
+    assert late.attrs["seconds"] == 37.971797
+    assert "its containers took 38.0s to stop after termination was requested at 2025-03-18 10:21:21.676" in (
+        late.message
+    )
+
+
+def test_aks_eviction_the_ranking_begins_the_termination_and_the_finding_reads_it_back() -> None:
+    """GIVEN the real AKS 1.27 eviction syslog (4 lines): "pods ranked for eviction" with default/nginx
+    first of 7 (19:34:44.999261), its container killed 1 ms later, its PLEG ContainerDied (19:34:45.357018)
+    and "pod is evicted successfully" WHEN the timeline is derived THEN the worker terminates from the
+    ranking (the eviction manager kills the first pod it may, at most one per pass: a kill right after the
+    ranking is that pod's eviction), until the container died, then cleans up (its end not in the
+    excerpt); and the evicted finding starts there, says it ranked 1 of 7 (the list's order is the
+    manager's), did not fail, and cites the ranking and the "evicted successfully" lines."""
+    (tl,) = pods(
+        "aks-1.27-memory-eviction-nginx.syslog", node="aks-nodepool1-24207654-vmss000002", year=2023
+    ).values()
+    marker = {m.reason: m for m in tl.markers}
+    ranked, died, evicted = marker["EvictionRanked"], marker["ContainerDied"], marker["Evicted"]
+    assert (ranked.at, died.at, evicted.at) == (
+        at("2023-10-12T19:34:44.999261"),
+        at("2023-10-12T19:34:45.357018"),
+        at("2023-10-12T19:34:45.445172"),
+    )
+    terminating, cleanup = tl.lane("worker")
+    assert (terminating.state, terminating.start, terminating.end) == ("terminating", ranked.at, died.at)
+    assert (terminating.attrs["cause"], terminating.attrs["start_from"], terminating.attrs["end_from"]) == (
+        "evicted",
+        "EvictionRanked",
+        "containers_died",
+    )
+    assert (terminating.attrs["start_evidence"],) == ranked.evidence
+    assert (cleanup.state, cleanup.start, cleanup.end, cleanup.attrs.get("end_unknown")) == (
+        "cleanup",
+        died.at,
+        None,
+        True,
+    )
+    (finding,) = [f for f in tl.findings if f.kind == "evicted"]
+    assert (finding.start, finding.end) == (ranked.at, None)
+    assert (finding.attrs["rank"], finding.attrs["ranked"], finding.attrs["failed"]) == (0, 7, False)
+    assert "it ranked 1 of 7 pods for eviction" in finding.message
+    assert set(finding.evidence) == set(ranked.evidence) | set(evicted.evidence)

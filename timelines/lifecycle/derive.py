@@ -344,7 +344,9 @@ def _api_incarnation(
         order = _stop_order(inc, terminating[0])
         if len(order) > 1:  # an order only when there is one (a lone container says nothing)
             terminating[1]["stop_order"] = order
-    ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]], kv[0]))
+    # Stable: at one instant, the terminal phase a snapshot showed first stands (the kubelet never moves a
+    # pod out of a terminal phase the API shows: kubelet_pods.go generateAPIPodStatus forces it back).
+    ordered = sorted(milestones.items(), key=lambda kv: (kv[1][0], API_RANK[kv[0]]))
     points: list[_Point] = []
     best_rank = -1
     for state, (at, attrs, evidence) in ordered:

@@ -804,18 +804,12 @@ def bound_at(inc: Incarnation) -> tuple[datetime, str] | None:
             times.append((snap.start_time, snap.key))
         elif snap.node:
             times.append((snap.at, snap.key))
-    if not times and inc.snapshots and any(s.node for s in inc.snapshots):
-        # Only reset statuses: a restarted kubelet acknowledged the pod anew at their startTime, and the
-        # status describes that kubelet's life of it (the API knows nothing of the worker before).
-        restarted = [(s.start_time, s.key) for s in inc.snapshots if s.start_time is not None]
-        if restarted:
-            return min(restarted)
-        # Else the object's creation is the best the API says (a static pod's mirror is created by its
-        # kubelet, so it is on the node from then on).
-        snap = inc.snapshots[0]
-        if snap.static and inc.created is not None:
-            return inc.created, snap.key
-        return min((s.at, s.key) for s in inc.snapshots if s.node)
+    if not times and any(s.node for s in inc.snapshots):
+        # Only reset statuses (a snapshot on a node adds a time above unless it is one, and a reset is told
+        # by its startTime, so each has one): a restarted kubelet acknowledged the pod anew at their
+        # startTime, and the status describes that kubelet's life of it (the API knows nothing of the
+        # worker before); the first restart's is the earliest.
+        return min((s.start_time, s.key) for s in inc.snapshots if s.start_time is not None)
     return min(times) if times else None
 
 
