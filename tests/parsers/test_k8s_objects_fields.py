@@ -1,0 +1,174 @@
+"""What ``collectors.parsers.k8s_objects`` reads from real API objects, each field read back (issue #38: fields
+the normalizers set and no test checked, so a mutation sample could change them freely).
+
+The objects are real ones from tests/fixtures/real/kubelet (README.md there and ../SOURCES.md name where each
+was copied from); every expected value is read off the object by the API's meaning (core/v1 Pod, Node, Event),
+never copied from the normalizer's output. Hand-written inputs say so ("synthetic:").
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from collectors.parsers.k8s_objects import normalize_pod, pod_observation
+from timelines.lifecycle.observation import Kind, Source
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+
+
+def real_object(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads((REAL / name).read_text(encoding="utf-8"))
+    return obj
+
+
+def test_a_pod_being_deleted_reads_back_every_field_it_carries() -> None:
+    """GIVEN akkeris's real pod pipline-test-space1/pl1-6c9b4c75b6-952tg (2019, ~1.12) as the API returned
+    it while deleting it: deletionTimestamp 19:27:42 with 30 s of grace, five labels, no owner reference,
+    phase still Running, its one container terminated Completed (exit 0) at 19:27:12, never restarted
+    WHEN normalized THEN each field is the object's own: identity and version, node, labels, creation,
+    the deletion deadline and its grace, the spec's grace, no finalizers, not static (no config.mirror /
+    config.source annotation), no owner, the status and its four conditions, and the container's state,
+    with what a 2019 API server did not write (started, restartPolicy, resources) left None."""
+    pod = normalize_pod(real_object("akkeris-2019-pod-being-deleted.json"))
+    uid = "c6090dfe-1f44-11e9-902b-062291b3f7b2"
+    assert pod == {
+        "watch": "SNAPSHOT",
+        "resource_version": "99727471",
+        "uid": uid,
+        "api_uid": uid,
+        "namespace": "pipline-test-space1",
+        "name": "pl1-6c9b4c75b6-952tg",
+        "node": "ip-10-84-15-202.us-west-2.compute.internal",
+        "labels": {
+            "akkeris.io/app-name": "pl1",
+            "app": "pl1",
+            "name": "pl1",
+            "pod-template-hash": "2756073162",
+            "version": "v1",
+        },
+        "created": "2019-01-23T19:26:25+00:00",
+        "deletion_timestamp": "2019-01-23T19:27:42+00:00",
+        "deletion_grace_seconds": 30,
+        "grace_seconds": 30,
+        "finalizers": [],
+        "static": False,
+        "owner": None,
+        "phase": "Running",
+        "reason": None,
+        "message": None,
+        "start_time": "2019-01-23T19:26:25+00:00",
+        "conditions": [
+            {
+                "type": "Initialized",
+                "status": "True",
+                "reason": None,
+                "message": None,
+                "last_transition": "2019-01-23T19:26:25+00:00",
+            },
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [pl1]",
+                "last_transition": "2019-01-23T19:27:13+00:00",
+            },
+            {
+                "type": "ContainersReady",
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [pl1]",
+                "last_transition": None,
+            },
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "reason": None,
+                "message": None,
+                "last_transition": "2019-01-23T19:26:25+00:00",
+            },
+        ],
+        "containers": [
+            {
+                "name": "pl1",
+                "kind": "regular",
+                "state": "terminated",
+                "reason": "Completed",
+                "message": None,
+                "exit_code": 0,
+                "signal": None,
+                "started_at": "2019-01-23T19:26:29+00:00",
+                "finished_at": "2019-01-23T19:27:12+00:00",
+                "ready": False,
+                "started": None,
+                "restart_count": 0,
+                "last_state": None,
+                "restart_policy": None,
+                "prestop_sleep_seconds": None,
+                "resources": None,
+                "allocated_resources": None,
+            }
+        ],
+        "generation": None,
+        "observed_generation": None,
+    }
+
+
+def test_a_mirror_pod_reads_back_its_restarts_and_the_run_before() -> None:
+    """GIVEN minikube's real mirror pod kube-system/kube-apiserver-minikube (1.20: config.source file,
+    config.mirror = the static pod's hash, owned by Node minikube; 23 restarts, running since 06:58:54,
+    the run before ended Error with exit 255) WHEN normalized THEN it is static and keyed on the hash,
+    its API uid kept beside it, its owner is the Node, and the container is ready, started, restarted
+    23 times, with the last run's start, end, reason and exit code."""
+    pod = normalize_pod(real_object("minikube-1.20-mirror-pod-kube-apiserver.json"))
+    assert (pod["uid"], pod["api_uid"], pod["static"]) == (
+        "01d7e312da0f9c4176daa8464d4d1a50",
+        "7a26335b-a3d4-458c-ad4a-d90ebe1f36ed",
+        True,
+    )
+    assert pod["owner"] == {"kind": "Node", "name": "minikube", "uid": "a7fb33a8-c44d-48cd-a000-d49727cc78e4"}
+    assert pod["labels"] == {"component": "kube-apiserver", "tier": "control-plane"}
+    (c,) = pod["containers"]
+    assert (c["name"], c["state"], c["started_at"], c["ready"], c["started"], c["restart_count"]) == (
+        "kube-apiserver",
+        "running",
+        "2021-11-17T06:58:54+00:00",
+        True,
+        True,
+        23,
+    )
+    assert c["last_state"] == {
+        "state": "terminated",
+        "reason": "Error",
+        "exit_code": 255,
+        "started_at": "2021-11-16T06:55:06+00:00",
+        "finished_at": "2021-11-17T06:58:27+00:00",
+    }
+
+
+def test_a_deleted_pods_observation_is_keyed_on_its_version_and_says_deleted() -> None:
+    """GIVEN akkeris's real pod delivered by a watch as DELETED WHEN observed THEN the observation is a
+    POD_DELETED keyed ``pod:<uid>:<resourceVersion>:deleted``, placed at the delivery time, with the
+    pod's uid, node, namespace and name."""
+    at = datetime(2019, 1, 23, 19, 27, 43, tzinfo=UTC)
+    obs = pod_observation(
+        real_object("akkeris-2019-pod-being-deleted.json"),
+        watch_type="DELETED",
+        observed_at=at,
+        source=Source.API,
+    )
+    assert (obs.kind, obs.dedupe_key, obs.observed_at, obs.source) == (
+        Kind.POD_DELETED,
+        "pod:c6090dfe-1f44-11e9-902b-062291b3f7b2:99727471:deleted",
+        at,
+        Source.API,
+    )
+    assert (obs.pod_uid, obs.node, obs.namespace, obs.name) == (
+        "c6090dfe-1f44-11e9-902b-062291b3f7b2",
+        "ip-10-84-15-202.us-west-2.compute.internal",
+        "pipline-test-space1",
+        "pl1-6c9b4c75b6-952tg",
+    )
+    assert obs.payload["watch"] == "DELETED"
