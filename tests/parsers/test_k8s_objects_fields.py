@@ -13,7 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.parsers.k8s_objects import normalize_pod, pod_observation
+from collectors.parsers.k8s_objects import (
+    event_observation,
+    node_observation,
+    normalize_node,
+    normalize_pod,
+    pod_observation,
+)
 from timelines.lifecycle.observation import Kind, Source
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
@@ -172,3 +178,144 @@ def test_a_deleted_pods_observation_is_keyed_on_its_version_and_says_deleted() -
         "pl1-6c9b4c75b6-952tg",
     )
     assert obs.payload["watch"] == "DELETED"
+
+
+DUMP = "minikube-1.31-cluster-info-dump.txt"
+
+
+def dump_lists(kind: str) -> list[dict[str, Any]]:
+    """The ``kind`` lists of minikube's real ``kubectl cluster-info dump`` stdout (SOURCES.md: lists back to
+    back; the PodList is broken by the console, the NodeList and EventLists are intact)."""
+    text = (REAL / DUMP).read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    out: list[dict[str, Any]] = []
+    at = text.find("{")
+    while at != -1:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(value, dict) and value.get("kind") == kind:
+            out.append(value)
+        at = text.find("{", end)
+    return out
+
+
+def test_a_node_reads_back_its_identity_labels_conditions_and_kubelet_version() -> None:
+    """GIVEN minikube's real Node (cluster-info dump, v1.31.0): created 10:19:31, 12 labels, not cordoned,
+    no taints, four conditions whose last heartbeat is 10:24:54 WHEN normalized and observed (offline)
+    THEN the payload is the node's own fields with the kubelet's version from nodeInfo, and the
+    observation is placed at the last heartbeat, keyed ``node:<uid>:<resourceVersion>``."""
+    ((node,),) = [nodes["items"] for nodes in dump_lists("NodeList")]
+    payload = normalize_node(node)
+    assert isinstance(payload.pop("fingerprint"), str)
+    conditions = [
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ]
+    assert payload == {
+        "name": "minikube",
+        "uid": "e5133637-7adb-4118-ab1c-9c1e4d46b6fa",
+        "resource_version": "682",
+        "created": "2024-11-17T10:19:31+00:00",
+        "deletion_timestamp": None,
+        "unschedulable": False,
+        "taints": [],
+        "conditions": [
+            *(
+                {
+                    "type": kind,
+                    "status": status,
+                    "reason": reason,
+                    "message": message,
+                    "last_transition": "2024-11-17T10:19:24+00:00",
+                }
+                for kind, status, reason, message in conditions
+            ),
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "last_transition": "2024-11-17T10:19:39+00:00",
+            },
+        ],
+        "labels": node["metadata"]["labels"],
+        "kubelet_version": "v1.31.0",
+    }
+    assert len(payload["labels"]) == 12 and payload["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    obs = node_observation(node, watch_type="LIST", observed_at=None, source=Source.OFFLINE)
+    assert (obs.kind, obs.dedupe_key, obs.observed_at, obs.node, obs.pod_uid) == (
+        Kind.NODE,
+        "node:e5133637-7adb-4118-ab1c-9c1e4d46b6fa:682",
+        datetime(2024, 11, 17, 10, 24, 54, tzinfo=UTC),
+        "minikube",
+        None,
+    )
+    assert obs.payload["watch"] == "LIST"
+
+
+def _coredns_event(reason: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        e
+        for events in dump_lists("EventList")
+        for e in events["items"]
+        if e["involvedObject"]["name"] == "coredns-6f6b679f8f-5m7kq" and e["reason"] == reason
+    ]
+    (event,) = found
+    return event
+
+
+def test_a_kubelet_event_reads_back_every_field_and_names_its_pod_and_node() -> None:
+    """GIVEN the kubelet's real core/v1 Killing event of kube-system/coredns-6f6b679f8f-5m7kq (minikube
+    1.31 dump; an item of a typed EventList, so it carries no apiVersion; source kubelet on host minikube;
+    once at 10:19:49) WHEN observed THEN the payload is the event's own fields, the observation is keyed
+    ``event:<uid>:<resourceVersion>``, placed at lastTimestamp, and joined to the pod's uid, its
+    namespace and name, and the node the kubelet runs on."""
+    obs = event_observation(_coredns_event("Killing"), source=Source.OFFLINE)
+    assert obs is not None
+    assert obs.payload == {
+        "uid": "4b2e728d-a508-4aaa-b9dd-a05a8b605c2a",
+        "resource_version": "432",
+        "api_version": None,
+        "reason": "Killing",
+        "type": "Normal",
+        "message": "Stopping container coredns",
+        "count": 1,
+        "action": None,
+        "component": "kubelet",
+        "host": "minikube",
+        "first": "2024-11-17T10:19:49+00:00",
+        "last": "2024-11-17T10:19:49+00:00",
+        "involved": {
+            "kind": "Pod",
+            "namespace": "kube-system",
+            "name": "coredns-6f6b679f8f-5m7kq",
+            "uid": "039e0c2f-3dbe-4622-ae3f-ce05113b939e",
+            "field_path": "spec.containers{coredns}",
+        },
+    }
+    assert (obs.kind, obs.dedupe_key, obs.observed_at) == (
+        Kind.EVENT,
+        "event:4b2e728d-a508-4aaa-b9dd-a05a8b605c2a:432",
+        datetime(2024, 11, 17, 10, 19, 49, tzinfo=UTC),
+    )
+    assert (obs.pod_uid, obs.node, obs.namespace, obs.name) == (
+        "039e0c2f-3dbe-4622-ae3f-ce05113b939e",
+        "minikube",
+        "kube-system",
+        "coredns-6f6b679f8f-5m7kq",
+    )
+
+
+def test_the_schedulers_event_names_no_host() -> None:
+    """GIVEN the scheduler's real Scheduled event of the same pod (source.component default-scheduler, no
+    source.host, reportingInstance "") WHEN observed THEN its component is the scheduler and it names no
+    host, so the observation names no node: the pod's node is in the message, not the event's source."""
+    obs = event_observation(_coredns_event("Scheduled"), source=Source.OFFLINE)
+    assert obs is not None
+    assert (obs.payload["component"], obs.payload["host"], obs.node) == ("default-scheduler", None, None)
+    assert obs.payload["involved"]["field_path"] is None
+    assert obs.pod_uid == "039e0c2f-3dbe-4622-ae3f-ce05113b939e"
