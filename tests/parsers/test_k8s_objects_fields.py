@@ -9,15 +9,18 @@ never copied from the normalizer's output. Hand-written inputs say so ("syntheti
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from collectors.parsers.k8s_objects import (
     event_observation,
     node_observation,
     normalize_node,
     normalize_pod,
+    parse_time,
     pod_observation,
 )
 from timelines.lifecycle.observation import Kind, Source
@@ -319,3 +322,22 @@ def test_the_schedulers_event_names_no_host() -> None:
     assert (obs.payload["component"], obs.payload["host"], obs.node) == ("default-scheduler", None, None)
     assert obs.payload["involved"]["field_path"] is None
     assert obs.pod_uid == "039e0c2f-3dbe-4622-ae3f-ce05113b939e"
+
+
+@pytest.mark.parametrize(
+    ("written", "instant"),
+    [
+        # synthetic values, each an RFC 3339 time as the API and Go's time.RFC3339Nano write them
+        ("2024-06-07T01:54:47.5-05:00", datetime(2024, 6, 7, 6, 54, 47, 500000, tzinfo=UTC)),
+        ("2024-06-07T12:24:47.123456789+05:30", datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)),
+        ("2024-06-07 06:54:47.25 +0000 UTC", datetime(2024, 6, 7, 6, 54, 47, 250000, tzinfo=UTC)),
+        # YAML loads an unquoted date as a date, and a Go zero time as year 1
+        (date(2024, 6, 7), datetime(2024, 6, 7, tzinfo=UTC)),
+        (datetime(1, 1, 1, tzinfo=UTC), None),
+    ],
+)
+def test_a_time_is_the_instant_its_offset_and_fraction_say(written: object, instant: datetime | None) -> None:
+    """RFC 3339: the offset is subtracted (a negative one added), hours and minutes both (+05:30); a
+    fraction is a fraction of a second (".5" is 500 ms, digits past microseconds dropped); a date is its
+    midnight UTC; Go's zero time is no time."""
+    assert parse_time(written) == instant
