@@ -374,3 +374,73 @@ def test_an_event_naming_a_uid_that_cannot_be_a_pods_is_refused_as_invalid() -> 
     (example,) = result.examples
     assert example.startswith("invalid: line 1 (0e507148-8b16-4dfb-934b-9b05dba50974): ")
     assert "the object's uid" in example
+
+
+GKE = "qwiklabs-2024-gke-binauthz-pod-create-denied.json"
+
+
+def test_a_gke_log_entry_maps_each_field_to_the_events_and_says_what_it_lacks() -> None:
+    """GIVEN GKE's real Cloud Audit Logs entry of a pod create denied by the Binary Authorization webhook
+    (Qwiklabs 2024; SOURCES.md): resourceName core/v1/namespaces/default/pods/nginx, the caller's IP and
+    user agent in requestMetadata, the HTTP answer as a Status in ``response`` (400 VIOLATES_POLICY), the
+    google.rpc code 3 in ``status``, the authorizer's annotations as the entry's labels, ``timestamp``
+    05:13:08.760303 (``receiveTimestamp`` is the export's time) WHEN parsed THEN each field is where the
+    Event would have it: group "" for GKE's "core", the request URI the resource name, the insertId as the
+    auditID, the event placed at ``timestamp``; and what GKE does not record (level, request time, groups,
+    uid) is None."""
+    entry = json.loads((REAL / GKE).read_text(encoding="utf-8"))
+    result = parse_audit((REAL / GKE).read_bytes())
+    (audit,) = result.observations
+    assert audit.observed_at == datetime(2024, 5, 12, 5, 13, 8, 760303, tzinfo=UTC)
+    denial = entry["protoPayload"]["status"]["message"]
+    assert denial == entry["protoPayload"]["response"]["message"]
+    assert audit.payload == {
+        "envelope": "gke",
+        "audit_id": "5a3a3498-e69a-47f5-a02d-67bcc8f9efae",
+        "stage": "ResponseComplete",
+        "level": None,
+        "verb": "create",
+        "api_group": "",
+        "api_version": "v1",
+        "resource": "pods",
+        "subresource": None,
+        "namespace": "default",
+        "name": "nginx",
+        "uid": None,
+        "request_uri": "/core/v1/namespaces/default/pods/nginx",
+        "requested_at": None,
+        "completed_at": "2024-05-12T05:13:08.760303+00:00",
+        "user": {
+            "username": "student-01-03aeec6f7a0c@qwiklabs.net",
+            "uid": None,
+            "groups": None,
+            "extra": {},
+        },
+        "impersonated_user": None,
+        "actor": {"kind": "user", "name": "student-01-03aeec6f7a0c@qwiklabs.net"},
+        "user_agent": "kubectl/v1.28.9 (linux/amd64) kubernetes/587f5fe",
+        "source_ips": ["34.143.180.117"],
+        "code": 400,
+        "rpc_code": 3,
+        "status": "Failure",
+        "reason": "VIOLATES_POLICY",
+        "message": denial,
+        "causes": [
+            {
+                "reason": "'gcr.io/qwiklabs-gcp-04-e98db2f05087/nginx:latest' : Denied by an ALWAYS_DENY admission rule\n",
+                "message": None,
+                "field": None,
+            }
+        ],
+        "retry_after_seconds": None,
+        "succeeded": False,
+        "dry_run": False,
+        "authorization": {"decision": "allow", "reason": "access granted by IAM permissions."},
+        "truncated": False,
+        "delete": None,
+        "eviction": None,
+        "node_change": None,
+        "status_write": None,
+        "binding_node": None,
+        "snapshots": [],
+    }
