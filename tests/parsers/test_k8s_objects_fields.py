@@ -20,6 +20,7 @@ from collectors.parsers.k8s_objects import (
     node_observation,
     normalize_node,
     normalize_pod,
+    normalize_workload,
     parse_time,
     pod_observation,
 )
@@ -341,3 +342,95 @@ def test_a_time_is_the_instant_its_offset_and_fraction_say(written: object, inst
     fraction is a fraction of a second (".5" is 500 ms, digits past microseconds dropped); a date is its
     midnight UTC; Go's zero time is no time."""
     assert parse_time(written) == instant
+
+
+def dump_items(kind: str) -> list[dict[str, Any]]:
+    return [item for listed in dump_lists(f"{kind}List") for item in listed["items"]]
+
+
+def test_a_daemonsets_status_is_its_own_fields_and_none_for_what_it_left_out() -> None:
+    """GIVEN minikube's real DaemonSet kube-system/kube-proxy (an item of a typed DaemonSetList: no kind on
+    it, so the list's kind is the hint; updateStrategy RollingUpdate; status without numberUnavailable and
+    collisionCount) WHEN normalized THEN the status is the DaemonSet's fields in snake_case, None for the
+    two it left out, the strategy comes from updateStrategy, and a DaemonSet has no replicas in its spec."""
+    (proxy,) = dump_items("DaemonSet")
+    workload = normalize_workload(proxy, kind_hint="DaemonSet")
+    assert (workload["kind"], workload["namespace"], workload["name"], workload["generation"]) == (
+        "DaemonSet",
+        "kube-system",
+        "kube-proxy",
+        1,
+    )
+    assert (workload["strategy"], workload["spec_replicas"], workload["owner"]) == (
+        "RollingUpdate",
+        None,
+        None,
+    )
+    assert workload["selector"] == {"match_labels": {"k8s-app": "kube-proxy"}, "match_expressions": []}
+    assert workload["status"] == {
+        "current_number_scheduled": 1,
+        "number_misscheduled": 0,
+        "desired_number_scheduled": 1,
+        "number_ready": 1,
+        "observed_generation": 1,
+        "updated_number_scheduled": 1,
+        "number_available": 1,
+        "number_unavailable": None,
+        "collision_count": None,
+        "conditions": [],
+    }
+
+
+def test_a_replicaset_names_the_deployment_that_controls_it() -> None:
+    """GIVEN minikube's real ReplicaSet kube-system/coredns-6f6b679f8f, controlled by Deployment coredns
+    (ownerReferences controller true), 1 replica of 1, selector with the pod-template-hash WHEN normalized
+    THEN its owner is that Deployment with its uid, the spec's replicas and the status's counts are its
+    own, and a ReplicaSet has no update strategy."""
+    (replica_set,) = dump_items("ReplicaSet")
+    workload = normalize_workload(replica_set, kind_hint="ReplicaSet")
+    assert workload["owner"] == {
+        "kind": "Deployment",
+        "name": "coredns",
+        "uid": "5fda9559-feef-4cfc-9dea-5bbb97615edb",
+    }
+    assert (workload["spec_replicas"], workload["strategy"], workload["generation"]) == (1, None, 2)
+    assert workload["selector"] == {
+        "match_labels": {"k8s-app": "kube-dns", "pod-template-hash": "6f6b679f8f"},
+        "match_expressions": [],
+    }
+    assert workload["status"] == {
+        "replicas": 1,
+        "fully_labeled_replicas": 1,
+        "ready_replicas": 1,
+        "available_replicas": 1,
+        "terminating_replicas": None,
+        "observed_generation": 2,
+        "conditions": [],
+    }
+
+
+def test_a_deployments_conditions_are_read_back() -> None:
+    """GIVEN minikube's real Deployment kube-system/coredns (generation 2 observed, strategy RollingUpdate,
+    conditions Available and Progressing) WHEN normalized THEN its status counts and both conditions,
+    with reason, message and transition time, are the Deployment's own."""
+    (deployment,) = dump_items("Deployment")
+    workload = normalize_workload(deployment, kind_hint="Deployment")
+    assert (workload["strategy"], workload["spec_replicas"]) == ("RollingUpdate", 1)
+    status = workload["status"]
+    assert (status["observed_generation"], status["replicas"], status["unavailable_replicas"]) == (2, 1, None)
+    assert status["conditions"] == [
+        {
+            "type": "Available",
+            "status": "True",
+            "reason": "MinimumReplicasAvailable",
+            "message": "Deployment has minimum availability.",
+            "last_transition": "2024-11-17T10:19:43+00:00",
+        },
+        {
+            "type": "Progressing",
+            "status": "True",
+            "reason": "NewReplicaSetAvailable",
+            "message": 'ReplicaSet "coredns-6f6b679f8f" has successfully progressed.',
+            "last_transition": "2024-11-17T10:19:40+00:00",
+        },
+    ]
