@@ -20,6 +20,7 @@ from collectors.parsers.k8s_objects import (
     node_observation,
     normalize_node,
     normalize_pod,
+    normalize_time,
     normalize_workload,
     parse_time,
     pod_observation,
@@ -434,3 +435,18 @@ def test_a_deployments_conditions_are_read_back() -> None:
             "last_transition": "2024-11-17T10:19:40+00:00",
         },
     ]
+
+
+def test_gos_zero_time_in_rfc_3339_is_no_time() -> None:
+    """Go marshals an unset ``metav1.Time`` field it does not omit as ``0001-01-01T00:00:00Z`` (the zero
+    ``time.Time``): it says no time, so it normalizes to None like the absent field, not to year 1."""
+    assert normalize_time("0001-01-01T00:00:00Z") is None
+    assert normalize_time("2024-11-17T10:19:31Z") == "2024-11-17T10:19:31+00:00"
+
+
+def test_an_object_without_a_name_is_refused_saying_it_has_none() -> None:
+    """GIVEN a Node whose metadata has no name (synthetic: a damaged dump) WHEN normalized THEN the
+    refusal names the kind and says the object has no name, and what was expected."""
+    with pytest.raises(ValueError) as refused:
+        normalize_node({"kind": "Node", "metadata": {"uid": "e5133637-7adb-4118-ab1c-9c1e4d46b6fa"}})
+    assert str(refused.value) == "Node <no name>: expected metadata.name (a non-empty string)"
