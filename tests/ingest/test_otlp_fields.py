@@ -90,12 +90,29 @@ def test_each_sync_phase_is_a_span_observation_under_its_own_name(name: str) -> 
     assert (extraction.spans, extraction.ignored, extraction.rejected_count) == (1, 0, 0)
 
 
+@pytest.mark.parametrize(
+    ("sent", "name"),
+    [
+        ("SyncPod", "syncPod"),
+        ("SYNCTERMINATINGPOD", "syncTerminatingPod"),
+        ("syncterminatedpod", "syncTerminatedPod"),
+    ],
+)
+def test_a_sync_span_is_named_as_the_kubelet_spells_it_whatever_case_it_came_in(sent: str, name: str) -> None:
+    """The kubelet's span names are lowercase-first (``syncPod``) even where its Go methods are capitalised
+    (k8s-facts.md §2.2); a span read in another case (a collector that renames, an older exporter) is the
+    same phase, and its observation carries the kubelet's spelling."""
+    (obs,) = export(sync_span(sent)).observations
+    assert obs.payload["name"] == name
+
+
 def test_the_kubelets_cri_client_spans_are_counted_and_ignored() -> None:
-    """GIVEN a syncPod span and the CRI client span the otelgrpc interceptor makes under it (named after the
-    gRPC method) WHEN extracted THEN both are counted, the CRI span is ignored, not refused."""
-    cri = sync_span("runtime.v1.RuntimeService/RunPodSandbox", span_id=bytes.fromhex("0102030405060708"))
-    extraction = export(sync_span(), cri)
-    assert (extraction.spans, extraction.ignored, extraction.rejected_count) == (2, 1, 0)
+    """GIVEN a syncPod span and two CRI client spans the otelgrpc interceptor makes under it (named after
+    the gRPC method) WHEN extracted THEN all three are counted, each CRI span ignored, none refused."""
+    sandbox = sync_span("runtime.v1.RuntimeService/RunPodSandbox", span_id=bytes.fromhex("0102030405060708"))
+    pull = sync_span("runtime.v1.ImageService/PullImage", span_id=bytes.fromhex("0807060504030201"))
+    extraction = export(sync_span(), sandbox, pull)
+    assert (extraction.spans, extraction.ignored, extraction.rejected_count) == (3, 2, 0)
     assert [o.payload["name"] for o in extraction.observations] == ["syncPod"]
 
 
@@ -187,6 +204,8 @@ def test_the_partial_success_names_both_kinds_of_refusal_with_their_counts() -> 
     answer = otlp.export_response(extraction.rejected_count, extraction.rejection_message())
     assert answer.partial_success.rejected_spans == 2
     assert answer.partial_success.error_message == extraction.rejection_message()
+    one = otlp.export_response(1, "rejected kubelet spans: 1 syncPod span without a start time")
+    assert one.partial_success.rejected_spans == 1
     assert not otlp.export_response(0, "").HasField("partial_success")
 
 
