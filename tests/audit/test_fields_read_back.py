@@ -444,3 +444,33 @@ def test_a_gke_log_entry_maps_each_field_to_the_events_and_says_what_it_lacks() 
         "binding_node": None,
         "snapshots": [],
     }
+
+
+def test_a_gke_entry_whose_rpc_status_has_no_code_succeeded() -> None:
+    """GIVEN GKE's real entry above as it would read had the create gone through (synthetic: ``status`` {}
+    and ``response`` the created Pod, given a uid, instead of the denying Status): google.rpc.Status leaves code 0 (OK)
+    out of its JSON form, and a Pod response carries no HTTP code WHEN parsed THEN the rpc code is 0 and
+    the request succeeded, with no HTTP code, and the created pod is shown."""
+    entry = json.loads((REAL / GKE).read_text(encoding="utf-8"))
+    proto = entry["protoPayload"]
+    proto["status"] = {}
+    created = {
+        "uid": "0b7e1c7e-8c1a-4b57-9d36-3f0f2c9a1e11",
+        "resourceVersion": "1",
+        "creationTimestamp": entry["timestamp"],
+    }
+    pod = proto["request"]
+    proto["response"] = {**pod, "@type": "core.k8s.io/v1.Pod", "metadata": {**pod["metadata"], **created}}
+    p = payload_of(entry)
+    assert (p["rpc_code"], p["code"], p["succeeded"]) == (0, None, True)
+    assert p["snapshots"] == ["pod:0b7e1c7e-8c1a-4b57-9d36-3f0f2c9a1e11:1"]
+
+
+def test_a_server_side_dry_run_eviction_is_marked_dry_run() -> None:
+    """GIVEN AKS's real eviction as ``kubectl drain --dry-run=server`` would send it (synthetic: its
+    deleteOptions with ``dryRun: ["All"]``) answered 201 WHEN parsed THEN the payload says dry run (the
+    eviction only checked: eviction.go writes no PDB and deletes nothing)."""
+    event = _aks_eviction_answered({"metadata": {}, "status": "Success", "code": 201})
+    event["requestObject"]["deleteOptions"]["dryRun"] = ["All"]
+    p = payload_of(event)
+    assert (p["dry_run"], p["succeeded"], p["eviction"]["outcome"]) == (True, True, "granted")
