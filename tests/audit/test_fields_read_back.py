@@ -474,3 +474,15 @@ def test_a_server_side_dry_run_eviction_is_marked_dry_run() -> None:
     event["requestObject"]["deleteOptions"]["dryRun"] = ["All"]
     p = payload_of(event)
     assert (p["dry_run"], p["succeeded"], p["eviction"]["outcome"]) == (True, True, "granted")
+
+
+def test_only_a_completion_makes_an_observation_other_stages_are_counted_by_name() -> None:
+    """GIVEN the KodeKloud deletion (line 12) re-staged (synthetic): as ResponseStarted (the stage the API
+    server writes, for long-running requests, once headers are sent), and as a stage audit.k8s.io/v1 does
+    not define WHEN parsed THEN neither makes an observation: the first is skipped as response_started, the
+    second as unknown_stage, each counted once."""
+    event = json.loads(real_lines(KODEKLOUD)[11])
+    started = parse_lines(json.dumps({**event, "stage": "ResponseStarted"}))
+    unknown = parse_lines(json.dumps({**event, "stage": "ResponseFinished"}))
+    assert (started.observations, dict(started.skipped)) == ([], {"response_started": 1})
+    assert (unknown.observations, dict(unknown.skipped)) == ([], {"unknown_stage": 1})
