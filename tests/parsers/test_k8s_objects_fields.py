@@ -450,3 +450,23 @@ def test_an_object_without_a_name_is_refused_saying_it_has_none() -> None:
     with pytest.raises(ValueError) as refused:
         normalize_node({"kind": "Node", "metadata": {"uid": "e5133637-7adb-4118-ab1c-9c1e4d46b6fa"}})
     assert str(refused.value) == "Node <no name>: expected metadata.name (a non-empty string)"
+
+
+def test_a_kubelets_node_event_names_the_node_and_no_pod() -> None:
+    """GIVEN the kubelet's real NodeHasSufficientMemory event of node minikube (minikube 1.31 dump: the
+    involvedObject is the cluster-scoped Node, no namespace, its uid the node's name as the kubelet sets
+    it; the event itself in namespace default; seen 8 times, the last at 10:19:21) WHEN observed THEN it
+    names the node from its source host, sits in the event's own namespace, names no pod, and keeps the
+    count and the time of the last occurrence."""
+    (event,) = [
+        e
+        for events in dump_lists("EventList")
+        for e in events["items"]
+        if e["metadata"]["uid"] == "a97a422a-60d8-4390-9972-3b02973bd855"
+    ]
+    assert (event["involvedObject"]["kind"], event["reason"]) == ("Node", "NodeHasSufficientMemory")
+    obs = event_observation(event, source=Source.OFFLINE)
+    assert obs is not None
+    assert (obs.node, obs.namespace, obs.name, obs.pod_uid) == ("minikube", "default", "minikube", None)
+    assert (obs.payload["count"], obs.payload["involved"]["kind"]) == (8, "Node")
+    assert obs.observed_at == datetime(2024, 11, 17, 10, 19, 21, tzinfo=UTC)
