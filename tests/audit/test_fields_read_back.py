@@ -486,3 +486,42 @@ def test_only_a_completion_makes_an_observation_other_stages_are_counted_by_name
     unknown = parse_lines(json.dumps({**event, "stage": "ResponseFinished"}))
     assert (started.observations, dict(started.skipped)) == ([], {"response_started": 1})
     assert (unknown.observations, dict(unknown.skipped)) == ([], {"unknown_stage": 1})
+
+
+# Real: the kubelet's eviction message in tests/fixtures/real/kubelet/k8s-117822-localized-month-1.28-eviction-v4.journal
+# ("Evicting pod" pod="default/uuuuu", message="…"), which the kubelet also writes as the pod's status message.
+EVICTED_MESSAGE = (
+    "The node was low on resource: memory. Threshold quantity: 2Gi, available: 719212Ki. "
+    "Container u was using 1847180Ki, request is 0, has larger consumption of memory. "
+)
+
+
+def test_a_status_patch_of_an_evicted_pod_keeps_its_reason_and_message() -> None:
+    """GIVEN the kubelet's status patch of a pod it evicted (synthetic: EKS's real Request-level status patch
+    with its body's status replaced by what the eviction manager writes: phase Failed, reason Evicted and
+    the eviction message) WHEN parsed THEN the status write is partial (a patch) and carries exactly the
+    phase, reason and message the patch sets, nothing it does not."""
+    event = _eks_event()
+    event["requestObject"]["status"] = {"phase": "Failed", "reason": "Evicted", "message": EVICTED_MESSAGE}
+    p = payload_of(event)
+    assert p["status_write"] == {
+        "partial": True,
+        "phase": "Failed",
+        "reason": "Evicted",
+        "message": EVICTED_MESSAGE,
+    }
+
+
+def test_a_request_level_delete_without_a_body_takes_the_objects_own_grace() -> None:
+    """GIVEN KodeKloud's real deletion (line 12) as a Request-level policy would log it (synthetic: level
+    Request; the client sent no DeleteOptions and the URI has no query) WHEN parsed THEN its delete options
+    are ``default``: the request was read, none came, so the pod's own terminationGracePeriodSeconds applies
+    (at Metadata level the same event says ``unknown``)."""
+    event = json.loads(real_lines(KODEKLOUD)[11])
+    p = payload_of({**event, "level": "Request"})
+    assert p["delete"] == {
+        "options": "default",
+        "grace_period_seconds": None,
+        "propagation_policy": None,
+        "preconditions": {"uid": None, "resource_version": None},
+    }
