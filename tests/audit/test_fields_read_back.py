@@ -525,3 +525,20 @@ def test_a_request_level_delete_without_a_body_takes_the_objects_own_grace() -> 
         "propagation_policy": None,
         "preconditions": {"uid": None, "resource_version": None},
     }
+
+
+def test_delete_options_sent_as_query_parameters_are_read_from_the_uri() -> None:
+    """GIVEN KodeKloud's real Metadata-level deletion (line 12) as a client that passes DeleteOptions as
+    query parameters would send it (synthetic: ``?gracePeriodSeconds=0&propagationPolicy=Foreground`` on
+    its URI; the API server accepts DeleteOptions either way) WHEN parsed THEN the options come from the
+    query: grace 0 and Foreground propagation, even though the level records no body."""
+    event = json.loads(real_lines(KODEKLOUD)[11])
+    uri = event["requestURI"] + "?gracePeriodSeconds=0&propagationPolicy=Foreground"
+    p = payload_of({**event, "requestURI": uri})
+    assert p["delete"] == {
+        "options": "query",
+        "grace_period_seconds": 0,
+        "propagation_policy": "Foreground",
+        "preconditions": {"uid": None, "resource_version": None},
+    }
+    assert p["request_uri"] == uri
