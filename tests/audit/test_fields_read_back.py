@@ -542,3 +542,38 @@ def test_delete_options_sent_as_query_parameters_are_read_from_the_uri() -> None
         "preconditions": {"uid": None, "resource_version": None},
     }
     assert p["request_uri"] == uri
+
+
+def _node_json_patch(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """synthetic: gcsreader's real Request-level node patch (line 3) turned into a patch of the Node itself
+    whose body is the JSON patch (RFC 6902) ``ops`` (what a client sends with content type
+    application/json-patch+json; kubectl's cordon sends a strategic merge patch instead)."""
+    event: dict[str, Any] = json.loads(real_lines(GCS)[2])
+    event["requestURI"] = event["requestURI"].removesuffix("/status")
+    del event["objectRef"]["subresource"]
+    event["requestObject"] = ops
+    return event
+
+
+TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def test_a_json_patch_of_the_unschedulable_taint_cordons_or_uncordons_the_node() -> None:
+    """GIVEN JSON patches of a Node's taints: appending the node.kubernetes.io/unschedulable taint
+    (``add /spec/taints/-``), replacing the taints with a list holding it, replacing them with a list
+    without it, and removing them WHEN parsed THEN the first two cordon (the taint is set), the last two
+    uncordon (it is not), and none says anything of spec.unschedulable, which they do not touch."""
+    other = {"key": "example.com/maintenance", "effect": "NoSchedule"}
+    patches: list[list[dict[str, Any]]] = [
+        [{"op": "add", "path": "/spec/taints/-", "value": TAINT}],
+        [{"op": "replace", "path": "/spec/taints", "value": [other, TAINT]}],
+        [{"op": "replace", "path": "/spec/taints", "value": [other]}],
+        [{"op": "remove", "path": "/spec/taints"}],
+    ]
+    changes = [payload_of(_node_json_patch(ops))["node_change"] for ops in patches]
+    assert changes == [
+        {"unschedulable": None, "unschedulable_taint": True, "change": "cordon"},
+        {"unschedulable": None, "unschedulable_taint": True, "change": "cordon"},
+        {"unschedulable": None, "unschedulable_taint": False, "change": "uncordon"},
+        {"unschedulable": None, "unschedulable_taint": False, "change": "uncordon"},
+    ]
