@@ -577,3 +577,34 @@ def test_a_json_patch_of_the_unschedulable_taint_cordons_or_uncordons_the_node()
         {"unschedulable": None, "unschedulable_taint": False, "change": "uncordon"},
         {"unschedulable": None, "unschedulable_taint": False, "change": "uncordon"},
     ]
+
+
+AKKERIS = REAL.parent / "kubelet" / "akkeris-2019-pod-being-deleted.json"
+
+
+def _answered_with_the_pod(verb: str, grace: int, finalizers: list[str]) -> list[str]:
+    """synthetic: KodeKloud's real deletion (line 12) logged at RequestResponse level, for ``verb``, of
+    akkeris's real pod being deleted (deletionTimestamp set), answered with that pod with ``grace`` seconds
+    of deletion grace left and ``finalizers``; the kinds of the observations it gives."""
+    pod = json.loads(AKKERIS.read_text(encoding="utf-8"))
+    pod["metadata"] = {**pod["metadata"], "deletionGracePeriodSeconds": grace, "finalizers": finalizers}
+    event = json.loads(real_lines(KODEKLOUD)[11])
+    event["level"], event["verb"], event["responseObject"] = "RequestResponse", verb, pod
+    event["objectRef"] = {
+        **event["objectRef"],
+        "namespace": "pipline-test-space1",
+        "name": pod["metadata"]["name"],
+    }
+    return [o.kind for o in parse_lines(json.dumps(event)).observations]
+
+
+def test_an_object_a_delete_or_update_answers_with_is_gone_only_with_no_grace_and_no_finalizers() -> None:
+    """The generic registry removes an object whose deletion has no grace left and no finalizers (a
+    DELETE with grace 0; an UPDATE that leaves a deleting object so, shouldDeleteDuringUpdate); while a
+    finalizer or grace remains, the object is still there, deleting. GIVEN delete and update requests
+    answered with a deleting pod WHEN parsed THEN the snapshot is a deletion only in the first case."""
+    assert _answered_with_the_pod("delete", 30, []) == [Kind.AUDIT, Kind.POD]
+    assert _answered_with_the_pod("delete", 0, ["example.com/hold"]) == [Kind.AUDIT, Kind.POD]
+    assert _answered_with_the_pod("delete", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
+    assert _answered_with_the_pod("update", 0, ["example.com/hold"]) == [Kind.AUDIT, Kind.POD]
+    assert _answered_with_the_pod("update", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
