@@ -589,7 +589,12 @@ def _answered_with_the_pod(verb: str, grace: int, finalizers: list[str]) -> list
     pod = json.loads(AKKERIS.read_text(encoding="utf-8"))
     pod["metadata"] = {**pod["metadata"], "deletionGracePeriodSeconds": grace, "finalizers": finalizers}
     event = json.loads(real_lines(KODEKLOUD)[11])
-    event["level"], event["verb"], event["responseObject"] = "RequestResponse", verb, pod
+    if verb == "deletecollection":  # the answer is a PodList (its items carry no kind)
+        del pod["kind"]
+        body: dict[str, Any] = {"kind": "PodList", "apiVersion": "v1", "items": [pod]}
+    else:
+        body = pod
+    event["level"], event["verb"], event["responseObject"] = "RequestResponse", verb, body
     event["objectRef"] = {
         **event["objectRef"],
         "namespace": "pipline-test-space1",
@@ -601,10 +606,12 @@ def _answered_with_the_pod(verb: str, grace: int, finalizers: list[str]) -> list
 def test_an_object_a_delete_or_update_answers_with_is_gone_only_with_no_grace_and_no_finalizers() -> None:
     """The generic registry removes an object whose deletion has no grace left and no finalizers (a
     DELETE with grace 0; an UPDATE that leaves a deleting object so, shouldDeleteDuringUpdate); while a
-    finalizer or grace remains, the object is still there, deleting. GIVEN delete and update requests
-    answered with a deleting pod WHEN parsed THEN the snapshot is a deletion only in the first case."""
+    finalizer or grace remains, the object is still there, deleting. GIVEN delete, update and
+    deletecollection requests answered with a deleting pod (a PodList for the last) WHEN parsed THEN the snapshot is a deletion only in the first case."""
     assert _answered_with_the_pod("delete", 30, []) == [Kind.AUDIT, Kind.POD]
     assert _answered_with_the_pod("delete", 0, ["example.com/hold"]) == [Kind.AUDIT, Kind.POD]
     assert _answered_with_the_pod("delete", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
     assert _answered_with_the_pod("update", 0, ["example.com/hold"]) == [Kind.AUDIT, Kind.POD]
     assert _answered_with_the_pod("update", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
+    assert _answered_with_the_pod("deletecollection", 30, []) == [Kind.AUDIT, Kind.POD]
+    assert _answered_with_the_pod("deletecollection", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
