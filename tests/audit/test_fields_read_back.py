@@ -615,3 +615,16 @@ def test_an_object_a_delete_or_update_answers_with_is_gone_only_with_no_grace_an
     assert _answered_with_the_pod("update", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
     assert _answered_with_the_pod("deletecollection", 30, []) == [Kind.AUDIT, Kind.POD]
     assert _answered_with_the_pod("deletecollection", 0, []) == [Kind.AUDIT, Kind.POD_DELETED]
+
+
+def test_each_request_received_and_never_completed_in_the_input_is_counted_unpaired() -> None:
+    """GIVEN the RequestReceived events of two real requests (rxm 2021: kubectl run's pod create;
+    kubeadm 2022: the kubelet's mirror-pod status patch) without their ResponseComplete events (the input
+    was cut between the stages) WHEN parsed THEN both are skipped as request_received and, at the end of
+    the input, both counted unpaired; given with their completions, none is."""
+    rxm = real_lines("rxm-2021-webhook-eventlist-kubectl-run-create.jsonl")
+    mirror = real_lines("kubeadm-2022-mirror-pod-status-patch-metadata.jsonl")
+    cut = parse_lines(rxm[0], mirror[0])
+    assert (cut.observations, dict(cut.skipped), cut.unpaired) == ([], {"request_received": 2}, 2)
+    whole = parse_lines(rxm[0], mirror[0], rxm[1], mirror[1])
+    assert (whole.unpaired, len(whole.observations) >= 2) == (0, True)
