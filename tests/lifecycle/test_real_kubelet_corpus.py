@@ -633,3 +633,19 @@ def test_aks_eviction_the_ranking_begins_the_termination_and_the_finding_reads_i
     assert (finding.attrs["rank"], finding.attrs["ranked"], finding.attrs["failed"]) == (0, 7, False)
     assert "it ranked 1 of 7 pods for eviction" in finding.message
     assert set(finding.evidence) == set(ranked.evidence) | set(evicted.evidence)
+
+
+def test_kueue_v3_one_kill_logged_twice_is_one_kill_with_the_grace_stopcontainer_was_given() -> None:
+    """GIVEN the real kueue-4669 journal (1.31, V3): container c's kill logged as "Killing container with a
+    grace period override" gracePeriod=1 (the termination's override) and, 147 µs later, "Killing
+    container with a grace period" gracePeriod=2 (StopContainer's: the kubelet gives a container at least
+    2 s, k8s-facts "Kill-line history") THEN grace_exceeded names that kill once, with the 2 s grace it
+    ran under, never as a second kill with 1 s (a container that died 1.5 s after such a kill would have
+    been reported late)."""
+    tl = pods("kueue-4669-kind-1.31-v3.journal", node="kind-worker", year=2025)[
+        "8bb7de3e-72f0-4102-adbd-53897040775e"
+    ]
+    (late,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert late.message.count("container c was killed") == 1, late.message
+    assert "container c was killed at 2025-03-18 10:21:22.519 UTC with a 2s grace period" in late.message
+    assert "with a 1s grace period" not in late.message

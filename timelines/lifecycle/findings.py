@@ -651,26 +651,41 @@ class _Kill:
 
 def _kill_deaths(ctx: _Context, iv: Interval) -> list[_Kill]:
     """Each kill of the termination ``iv`` with the container's death (PLEG ContainerDied or "Generic
-    (PLEG): container finished" naming the same container ID), at any verbosity."""
-    kills = [
-        m
-        for m in ctx.facts.kubelet_markers
-        if m.reason == "KillingContainer"
-        and m.key in iv.evidence
-        and isinstance(m.payload.get("grace_period"), int)
-        and m.payload.get("container_id")
-    ]
+    (PLEG): container finished" naming the same container ID), at any verbosity.
+
+    One kill may show as two lines: "Killing container with a grace period override" (V3: the grace the
+    pod's termination asked for) and then "Killing container with a grace period" (V2: the grace
+    StopContainer was given, what is left after the preStop hook, at least 2 s; 1.21.4 printed it with
+    "override" too). A kill line followed by another of the same container before that container died
+    announced the kill the later line carried out: the later one is the kill, with its grace."""
+    kills = sorted(
+        (
+            m
+            for m in ctx.facts.kubelet_markers
+            if m.reason == "KillingContainer"
+            and m.key in iv.evidence
+            and isinstance(m.payload.get("grace_period"), int)
+            and m.payload.get("container_id")
+        ),
+        key=lambda m: (m.at, m.key),
+    )
     out = []
-    for m in kills:
-        cid = str(m.payload.get("container_id")).split("://")[-1]
+    for i, m in enumerate(kills):
+        cid = _bare_container_id(m.payload.get("container_id"))
         deaths = sorted(
             (e.at, e.key)
             for e in ctx.facts.worker_events
             if e.name in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED)
-            and str(e.payload.get("container_id") or "").split("://")[-1] == cid
+            and _bare_container_id(e.payload.get("container_id")) == cid
             and e.at >= m.at
         )
         died = deaths[0] if deaths else None
+        if any(
+            _bare_container_id(later.payload.get("container_id")) == cid
+            and (died is None or later.at <= died[0])
+            for later in kills[i + 1 :]
+        ):
+            continue
         out.append(
             _Kill(
                 m.at,
@@ -682,6 +697,11 @@ def _kill_deaths(ctx: _Context, iv: Interval) -> list[_Kill]:
             )
         )
     return out
+
+
+def _bare_container_id(value: object) -> str:
+    """A container ID without its runtime (``containerd://62e0…`` and PLEG's ``62e0…`` are one container)."""
+    return str(value or "").split("://")[-1]
 
 
 def _containers_stopped(ctx: _Context, iv: Interval) -> tuple[datetime | None, set[str]]:
