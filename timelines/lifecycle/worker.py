@@ -1230,8 +1230,6 @@ def _pieces(
         )
         if gap is not None:
             pieces.append(gap)
-    if evidence and not pieces and evidence[0].state == DONE:
-        return []
     # A first state that did not begin in the evidence after a later one's start: the next cleans up.
     return pieces
 
