@@ -272,7 +272,7 @@ def _split_syslog(line: str) -> tuple[JournaldPrefix | None, str]:
         return None, rest[m.end() :]
     prefix = JournaldPrefix(
         m.group("host"),
-        ident if ident != "-" else "",
+        ident,  # not "-" (returned above)
         int(pid) if pid.isdigit() else None,
         mo,
         d,
