@@ -462,6 +462,7 @@ def source_key(key: str) -> str:
 
 
 def _blank_pod(uid: str, namespace: str | None, name: str | None) -> dict[str, Any]:
+    """A pod payload of docs/observations.md's shape, every field a request cannot tell null."""
     return {
         "watch": "MODIFIED",
         "resource_version": None,
@@ -484,6 +485,8 @@ def _blank_pod(uid: str, namespace: str | None, name: str | None) -> dict[str, A
         "start_time": None,
         "conditions": [],
         "containers": [],
+        "generation": None,
+        "observed_generation": None,
     }
 
 

@@ -38,7 +38,7 @@ STATIC_UID = re.compile(r"^[0-9a-f]{32}$")
 # A mirror pod is created by its kubelet while it starts the static pod: a startTime much later than the
 # mirror's creation was written by a later kubelet process.
 STATIC_START_SLACK = timedelta(minutes=10)
-_START_SLACK = timedelta(seconds=1)  # a container start this much before startTime is a reset
+_START_SLACK = timedelta(seconds=1)  # a container start more than this before startTime is a reset
 
 
 def status_was_reset(
