@@ -8,11 +8,19 @@ k8s-facts.md) and read through the real parser; hand-built observations use the 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from tests.lifecycle import kubelet_spec as ks
+from tests.lifecycle import scenarios
+from tests.lifecycle.factories import cond, ctr, last_terminated, pod, t
 from tests.lifecycle.test_kubelet_spec import parse_files, timelines
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.findings import Thresholds, detect_findings
+from timelines.lifecycle.observation import Kind
+
+UID = scenarios.UID
 
 STATIC_UID = "5e8f0c4b1d9a2f3e6c7b8a9d0e1f2a3b"  # a static pod's UID: the hash of its manifest
 
@@ -123,3 +131,81 @@ def test_a_killed_container_is_late_only_past_its_grace_and_the_relist_slack(
     assert bool(late) is slow, [f.message for f in late]
     if slow:
         assert "container app was killed at 2024-03-05 10:00:10 UTC with a 2s grace period" in late[0].message
+
+
+# --------------------------------------------------------------------------------------- crash loop window
+
+
+def test_a_container_that_never_restarted_is_not_crash_looping_at_any_threshold() -> None:
+    """GIVEN a pod whose container has run since its start with restartCount 0 in every status WHEN its
+    findings are detected with the most sensitive threshold allowed (one restart) THEN no crash_loop: the
+    kubelet raises restartCount by one for every restart of a container (kuberuntime_manager
+    computePodActions), so a count that never rose is no restart at all."""
+    base: dict[str, Any] = {
+        "phase": "Running",
+        "start_time": 1,
+        "conditions": [cond("PodScheduled", "True", 0)],
+    }
+    obs = [
+        pod(UID, 100, 1.5, **base, containers=[ctr(state="running", started=1.2)]),
+        pod(UID, 101, 300, **base, containers=[ctr(state="running", started=1.2, ready=True)]),
+    ]
+    found = detect_findings(derive_pod_timeline(obs), obs, Thresholds(crash_loop_restarts=1))
+    assert [f.kind for f in found] == []
+
+
+def test_restarts_counted_exactly_the_window_apart_are_within_it() -> None:
+    """GIVEN a pod started at 1 s whose only status, 10 minutes later (601 s), shows restartCount 3 WHEN its
+    timeline is derived THEN crash_loop is raised with 3 restarts: the pod's startTime is restartCount 0
+    (the kubelet starts every container with count 0), and a rise between two points at most the window
+    (10 minutes) apart is "within" it, the window's last instant included."""
+    running = ctr(state="running", started=590, restarts=3, last=last_terminated(500, 580))
+    obs = [
+        pod(
+            UID,
+            101,
+            601,
+            phase="Running",
+            start_time=1,
+            conditions=[cond("PodScheduled", "True", 0)],
+            containers=[running],
+        )
+    ]
+    (loop,) = [f for f in derive_pod_timeline(obs).findings if f.kind == "crash_loop"]
+    assert loop.attrs["restarts_in_window"] == 3
+    assert "restarted 3 times within 10m00s" in loop.message
+
+
+# --------------------------------------------------------------------------------------- late starts
+
+
+def test_a_start_in_the_uids_next_life_is_not_a_start_after_the_earlier_termination() -> None:
+    """GIVEN static pod etcd-node-a terminated from 10 s (scenarios.static_uid_reuse: the kubelet's "Pod has
+    been terminated but another pod with the same UID was created" at 27 s, its new worker's first sync at
+    27.1 s) whose mirror pod object stays the same (synthetic: no deletion of it is seen), the API then
+    showing etcd started at 28 s WHEN the timeline is derived THEN no started_after_termination_requested:
+    the start belongs to the UID's next worker life, which began after the earlier termination had ended
+    (pod_workers.go lets a UID start again only once its previous worker finished), so it is not the race
+    kubernetes PR #102344 closed."""
+    u = scenarios.STATIC_UID
+    mirror: dict[str, Any] = {
+        "static": True,
+        "phase": "Running",
+        "name": "etcd-node-a",
+        "namespace": "kube-system",
+    }
+    first = [o for o in scenarios.static_uid_reuse() if not (o.kind == Kind.POD and o.observed_at >= t(10.2))]
+    again = ctr("etcd", "running", started=28)
+    obs = first + [
+        pod(
+            u,
+            15,
+            28.3,
+            **mirror,
+            start_time=28,
+            conditions=[cond("PodScheduled", "True", 0)],
+            containers=[again],
+        )
+    ]
+    kinds = [f.kind for f in derive_pod_timeline(obs).findings]
+    assert kinds == ["uid_reuse"]
