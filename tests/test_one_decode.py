@@ -200,9 +200,9 @@ def test_no_test_reaches_the_stored_payload_or_key_but_the_store_s_own() -> None
     assert not bad, bad
 
 
-def test_the_check_finds_what_it_forbids() -> None:
+def test_the_check_finds_what_it_forbids(tmp_path: Path) -> None:
     """The check itself: each form it forbids, written as a reader would, is found."""
-    sample = ROOT / "tests" / "_one_decode_sample.py"
+    sample = tmp_path / "sample.py"  # outside tests/, which the tests' check reads
     sample.write_text(
         "rows.filter(payload__kind='Deployment')\n"
         "rows.values_list('node', 'payload')\n"
@@ -218,10 +218,10 @@ def test_the_check_finds_what_it_forbids() -> None:
         sample.unlink()
 
 
-def test_the_tests_check_finds_what_it_forbids() -> None:
+def test_the_tests_check_finds_what_it_forbids(tmp_path: Path) -> None:
     """The tests' check itself: each way a test could reach the stored payload or key is found, and a
     lifecycle observation's payload, a count of the model's rows or the model's pod UIDs are not."""
-    sample = ROOT / "tests" / "_one_decode_test_sample.py"
+    sample = tmp_path / "sample.py"  # outside tests/, which the tests' check reads
     sample.write_text(
         "from timelines.models import Observation as Row\n"
         "from timelines import models\n"
@@ -402,11 +402,11 @@ def test_no_product_read_chooses_observations_by_a_replaced_column_but_observati
     assert not bad, bad
 
 
-def test_the_column_check_finds_what_it_forbids() -> None:
+def test_the_column_check_finds_what_it_forbids(tmp_path: Path) -> None:
     """The product column check itself: each way a module could choose observations by a replaced
     column is found; a count of a cluster's rows, a lookup of another model, a ``selection`` given only
     arguments and an attribute of a decoded row are not."""
-    sample = ROOT / "tests" / "_one_decode_column_sample.py"
+    sample = tmp_path / "sample.py"  # outside tests/, which the tests' check reads
     sample.write_text(
         "from timelines.models import Observation as Row, Pod\n"
         "from timelines import models, observation_rows\n"
