@@ -239,7 +239,7 @@ def test_the_tests_check_finds_what_it_forbids(tmp_path: Path) -> None:
         "def uids(): return set(Row.objects.values_list('pod_uid', flat=True))\n",
         encoding="utf-8",
     )
-    lifecycle = ROOT / "tests" / "_one_decode_test_lifecycle.py"
+    lifecycle = tmp_path / "lifecycle.py"
     lifecycle.write_text(
         "from timelines.lifecycle.observation import Observation\n"
         "o = Observation(kind='pod', source='api', observed_at=t, dedupe_key='k', payload={})\n"
