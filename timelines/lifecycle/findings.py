@@ -39,6 +39,7 @@ from timelines.lifecycle.worker import (
     RELIST_WINDOW,
     TERMINATING,
     WorkerLane,
+    bare_container_id,
     process_starts,
     worker_lane,
 )
@@ -671,17 +672,17 @@ def _kill_deaths(ctx: _Context, iv: Interval) -> list[_Kill]:
     )
     out = []
     for i, m in enumerate(kills):
-        cid = _bare_container_id(m.payload.get("container_id"))
+        cid = bare_container_id(m.payload.get("container_id"))
         deaths = sorted(
             (e.at, e.key)
             for e in ctx.facts.worker_events
             if e.name in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED)
-            and _bare_container_id(e.payload.get("container_id")) == cid
+            and bare_container_id(e.payload.get("container_id")) == cid
             and e.at >= m.at
         )
         died = deaths[0] if deaths else None
         if any(
-            _bare_container_id(later.payload.get("container_id")) == cid
+            bare_container_id(later.payload.get("container_id")) == cid
             and (died is None or later.at <= died[0])
             for later in kills[i + 1 :]
         ):
@@ -697,11 +698,6 @@ def _kill_deaths(ctx: _Context, iv: Interval) -> list[_Kill]:
             )
         )
     return out
-
-
-def _bare_container_id(value: object) -> str:
-    """A container ID without its runtime (``containerd://62e0…`` and PLEG's ``62e0…`` are one container)."""
-    return str(value or "").split("://")[-1]
 
 
 def _containers_stopped(ctx: _Context, iv: Interval) -> tuple[datetime | None, set[str]]:

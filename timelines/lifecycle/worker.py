@@ -555,6 +555,12 @@ def kubelet_marks(facts: PodFacts) -> list[Mark]:
     return _removed_while_running(marks)
 
 
+def bare_container_id(value: object) -> str:
+    """A container ID without its runtime: kill lines say ``containerd://62e0…``, PLEG lines ``62e0…``; ""
+    for none."""
+    return str(value or "").split("://")[-1]
+
+
 def _removed_while_running(marks: list[Mark]) -> list[Mark]:
     """An API REMOVE after which the kubelet still kills the pod's containers (the next line of the pod
     that is not a config line is a kill) did not come after the worker's end: the object went while its
@@ -623,7 +629,7 @@ def _all_died(facts: PodFacts, marks: list[Mark]) -> list[Mark]:
     started: dict[str, datetime] = {}
     died: dict[str, datetime] = {}
     for ev in facts.worker_events:
-        cid = str(ev.payload.get("container_id") or "").split("://")[-1]
+        cid = bare_container_id(ev.payload.get("container_id"))
         if not cid:
             continue
         if ev.name == Transition.CONTAINER_STARTED:
@@ -696,7 +702,7 @@ def _containers_stopped(facts: PodFacts, marks: Sequence[Mark]) -> list[Mark]:
     lines name each running container's ID, the PLEG ContainerDied / "container finished" lines report
     each death. Restart kills (a container's own restart) do not count."""
     kills = {
-        str(m.payload.get("container_id") or "").split("://")[-1]: m.at
+        bare_container_id(m.payload.get("container_id")): m.at
         for m in facts.kubelet_markers
         if m.reason == "KillingContainer" and any(k.key == m.key for k in marks)
     }
@@ -707,7 +713,7 @@ def _containers_stopped(facts: PodFacts, marks: Sequence[Mark]) -> list[Mark]:
     for ev in facts.worker_events:
         if ev.name not in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED):
             continue
-        cid = str(ev.payload.get("container_id") or "").split("://")[-1]
+        cid = bare_container_id(ev.payload.get("container_id"))
         if cid in kills and ev.at >= kills[cid] and (cid not in deaths or ev.at < deaths[cid][0]):
             deaths[cid] = (ev.at, ev.key)
     if set(deaths) != set(kills):
