@@ -64,3 +64,22 @@ def test_update_records_the_sample_as_it_is_but_keeps_a_regressed_record(recorde
 
 def test_a_line_whose_mutants_changed_in_number_is_not_compared(recorded: Path) -> None:
     assert mutation.ratchet(scores((SETUP, 1, 2), (GRACE, 2, 4)), recorded, update=False) == 0
+
+
+def test_functions_mode_mutates_every_body_line_of_the_named_functions_and_only_those() -> None:
+    """``--functions derive._latest,facts._Reader.snapshot`` (a round that goes function by function):
+    every line of those bodies that mutmut may mutate, none of another function; a name that is no
+    function of the areas is refused by name rather than mutating nothing."""
+    areas = mutation.areas_of(mutation.mutmut_config())
+    lifecycle = {"lifecycle": areas["lifecycle"]}
+    lines = mutation.named_functions(lifecycle, "derive._latest, facts._Reader.snapshot")
+    assert {(Path(x.path).name, x.function) for x in lines} == {
+        ("derive.py", "_latest"),
+        ("facts.py", "_Reader.snapshot"),
+    }
+    every = [x for x in areas["lifecycle"].lines if x.function in ("_latest", "_Reader.snapshot")]
+    assert sorted(x.key for x in lines) == sorted(
+        x.key for x in every if Path(x.path).name in ("derive.py", "facts.py")
+    )
+    with pytest.raises(SystemExit, match="derive._no_such"):
+        mutation.named_functions(lifecycle, "derive._latest,derive._no_such")

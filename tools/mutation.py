@@ -9,12 +9,14 @@ each mutant against those tests only. This script drives it:
 1. Areas. Each ``only_mutate`` entry is one, named by its last part (``timelines/lifecycle/*``:
    ``lifecycle``, ``dashboard/web/access.py``: ``access``); ``FUNCTIONS`` keeps only some functions of an
    area (the store's dedupe, the bundle's digest).
-2. Which lines are mutated. ``--full`` (a release's run: hours): every line of the areas. The sample (the
-   default): ``SAMPLE`` lines of code split equally among the areas (an area with fewer runs whole, the
-   rest goes to the others); in each area the lines whose SHA-256 of ``SEED:file:function:text`` is
-   lowest, so an edit elsewhere leaves the sample as it was. Every mutant mutmut makes on a chosen line
-   runs. The lines go to mutmut as the "covered lines" of its ``mutate_only_covered_lines`` (the lines it
-   may mutate), so that it writes only these mutants: writing all 21,000 takes it minutes before a test runs.
+2. Which lines are mutated. ``--full`` (a release's run: hours): every line of the areas. ``--functions
+   derive._latest,facts._Reader.snapshot``: every line of the named functions (a round that goes function
+   by function). The sample (the default): ``SAMPLE`` lines of code split equally among the areas (an area
+   with fewer runs whole, the rest goes to the others); in each area the lines whose SHA-256 of
+   ``SEED:file:function:text`` is lowest, so an edit elsewhere leaves the sample as it was. Every mutant
+   mutmut makes on a chosen line runs. The lines go to mutmut as the "covered lines" of its
+   ``mutate_only_covered_lines`` (the lines it may mutate), so that it writes only these mutants: writing
+   all 21,000 takes it minutes before a test runs.
 3. ``mutmut run``, then its verdicts read back (its ``.meta`` files): per area killed / total and the
    percentage (a timeout is a kill, as in mutmut's own score; a mutant no selected test reaches counts
    as a survivor) and each surviving mutant with its file:line and change (``mutmut show NAME``: the diff).
@@ -23,8 +25,8 @@ The ratchet: ``tools/mutation-score`` records, for each line of the default samp
 the line known by the SHA-256 of its key (file, function, text). The run exits 1 when a recorded line still
 in the sample has a mutant fewer killed; a line new to the sample (edited, added, moved) is reported and
 not compared, so an edit cannot fail the check by changing the sample. ``--update`` (``make mutation
-RATCHET=update``) records the sample as it is. Another sample, ``--areas`` or ``--full`` prints its scores
-without a check.
+RATCHET=update``) records the sample as it is. Another sample, ``--areas``, ``--functions`` or ``--full``
+prints its scores without a check.
 """
 
 from __future__ import annotations
@@ -237,6 +239,21 @@ def sample(areas: dict[str, Area], size: int, seed: str) -> list[Line]:
             share[name] += take
             left -= take
     return [line for name in areas for line in order[name][: share[name]]]
+
+
+def named_functions(areas: dict[str, Area], names: str) -> list[Line]:
+    """Every line of the functions ``names`` lists (``MODULE.FUNCTION``, a method as
+    ``MODULE.CLASS.METHOD``; MODULE is the file's name without ``.py``), in the given areas."""
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    lines = [
+        line
+        for area in areas.values()
+        for line in area.lines
+        if f"{Path(line.path).stem}.{line.function}" in wanted
+    ]
+    if missing := wanted - {f"{Path(line.path).stem}.{line.function}" for line in lines}:
+        raise SystemExit(f"mutation: no function {', '.join(sorted(missing))} in the areas mutated")
+    return lines
 
 
 def by_path(lines: Iterable[Line]) -> dict[str, set[int]]:
@@ -491,6 +508,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", default=SEED, help=f"which ones (default {SEED!r})")
     parser.add_argument("--full", action="store_true", help="every line (a release's run: hours)")
     parser.add_argument(
+        "--functions",
+        default="",
+        help="comma-separated MODULE.FUNCTION (derive._latest, facts._Reader.snapshot): every line of these",
+    )
+    parser.add_argument(
         "--areas",
         default="",
         help="comma-separated areas to mutate, the sample all theirs (default: every area)",
@@ -522,11 +544,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         areas = {name: areas[name] for name in wanted}
     run: dict[str, object] = {
         "full": opts.full,
+        "functions": opts.functions,
         "sample": opts.sample,
         "seed": opts.seed,
         "areas": list(areas),
     }
-    default = not opts.full and opts.sample == SAMPLE and opts.seed == SEED and not opts.areas
+    default = (
+        not opts.full
+        and not opts.functions
+        and opts.sample == SAMPLE
+        and opts.seed == SEED
+        and not opts.areas
+    )
     started = time.monotonic()
     if opts.report:
         if not RUN_FILE.exists():
@@ -536,9 +565,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         every = len(areas)
         ran = run.get("areas", list(areas))
         areas = {name: area for name, area in areas.items() if isinstance(ran, list) and name in ran}
-        default = not run["full"] and run["sample"] == SAMPLE and run["seed"] == SEED and len(areas) == every
+        default = (
+            not run["full"]
+            and not run.get("functions")
+            and run["sample"] == SAMPLE
+            and run["seed"] == SEED
+            and len(areas) == every
+        )
     else:
-        lines = [] if opts.full else sample(areas, opts.sample, opts.seed)
+        if opts.functions:
+            lines = named_functions(areas, opts.functions)
+        else:
+            lines = [] if opts.full else sample(areas, opts.sample, opts.seed)
         chosen = whole_functions(areas) if opts.full else by_path(lines)
         run["code"] = code_digest()
         run["lines"] = [line.key for line in lines]
@@ -548,7 +586,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # verdicts of functions that did not change (a new test would not run against them), and
             # knows which tests reach a function only if it had mutants when it last looked.
             shutil.rmtree(MUTANTS, ignore_errors=True)
-        what = "every line" if opts.full else f"a sample of {opts.sample} lines (seed {opts.seed!r})"
+        what = (
+            "every line"
+            if opts.full
+            else f"every line of {opts.functions}"
+            if opts.functions
+            else f"a sample of {opts.sample} lines (seed {opts.seed!r})"
+        )
         print(f"mutation: {what} of " + ", ".join(a.pattern for a in areas.values()), flush=True)
         generate(chosen, opts.jobs)
         RUN_FILE.write_text(json.dumps(run), encoding="utf-8")
