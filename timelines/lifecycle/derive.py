@@ -94,10 +94,9 @@ def derive_pod_timeline(
     return _replace_findings(timeline, findings)
 
 
-def derive_from_facts(facts: PodFacts, lane: WorkerLane | None = None) -> PodTimeline:
-    """The timeline without findings, from already collected facts (see ``derive_pod_timeline``)."""
-    if lane is None:
-        lane = worker_lane(facts)
+def derive_from_facts(facts: PodFacts, lane: WorkerLane) -> PodTimeline:
+    """The timeline without findings, from already collected facts and their worker lane (see
+    ``derive_pod_timeline``)."""
     snaps = facts.snapshots
     latest = snaps[-1] if snaps else None
     deleted_at = facts.incarnations[-1].deleted_at if facts.incarnations else None
