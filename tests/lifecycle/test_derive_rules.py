@@ -4,17 +4,22 @@ formats (k8s-facts.md), through the parser as `ingest_kubelet_log` reads them.""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from collectors.parsers.kubelet_log import KubeletLogParser
+from tests.lifecycle.test_kubelet_truth import timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.timeline import Marker
 
 UID = "8bb7de3e-72f0-4102-adbd-53897040775e"
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
 
 
-def parsed(*lines: str, node: str = "node-a") -> list[Observation]:
-    parser = KubeletLogParser(node=node, year=2025, tz=UTC)
+def parsed(*lines: str, node: str = "node-a", year: int = 2025, tz: tzinfo = UTC) -> list[Observation]:
+    parser = KubeletLogParser(node=node, year=year, tz=tz)
     out: list[Observation] = []
     for line in lines:
         out.extend(parser.feed(line))
@@ -34,3 +39,69 @@ def test_a_pod_logged_without_a_namespace_is_named_and_no_namespace_is_made_up()
         )
     )
     assert (tl.namespace, tl.name) == (None, "web-1")
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def kubelet_markers(
+    obs: list[Observation], uid: str, *reasons: str
+) -> list[tuple[datetime, str, str, dict[str, object]]]:
+    """The pod's kubelet markers of these reasons, its UID-less lines resolved as the derive stage does."""
+    tl = timelines(obs)[uid]
+    found = [m for m in tl.markers if m.kind == "kubelet" and m.reason in reasons]
+    for m in found:
+        _cites_its_own_line(m, obs)
+    return [(m.at, m.reason, m.message, dict(m.attrs)) for m in found]
+
+
+def _cites_its_own_line(m: Marker, obs: list[Observation]) -> None:
+    """A kubelet marker is evidenced by the one line it was read from."""
+    (key,) = m.evidence
+    assert key in {o.dedupe_key for o in obs}
+
+
+def test_pleg_and_syncloop_remove_lines_are_markers_read_back_whole() -> None:
+    """REAL (aks-2024-v2.syslog, read at UTC+2 as its facts say): PLEG's ContainerStarted / ContainerDied and
+    "Generic (PLEG): container finished" name the container by its ID (the first 12 characters, as
+    `crictl ps` shows it) and the exit code where the line gives one; "SyncLoop REMOVE" source="api" is the
+    moment the pod left the kubelet's config. The duplicated ContainerStarted line (the excerpt repeats it)
+    is one marker."""
+    lines = (REAL / "aks-2024-v2.syslog").read_text(encoding="utf-8").splitlines()
+    obs = parsed(*lines, node="aks-np2-39852331-vmss000000", year=2024, tz=ZoneInfo("Etc/GMT-2"))
+    uid = "5da5612b-9738-493c-af51-a213072997f6"
+    nginx = "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab"
+    pause = "3cfe7b007c290255f1a416b2bd9404604e6ef5967348211d30cd41e00912fe17"
+    pleg = {"exit_code": None, "from": "pleg"}
+    assert kubelet_markers(obs, uid, "ContainerStarted", "ContainerDied", "ContainerFinished", "Removed") == [
+        (utc("2024-11-29T16:13:10.923963"), "ContainerStarted", "container 3cfe7b007c29 started (PLEG)",
+         {"container_id": pause, **pleg}),
+        (utc("2024-11-29T16:13:11.927120"), "ContainerStarted", "container c65a36d40905 started (PLEG)",
+         {"container_id": nginx, **pleg}),
+        (utc("2024-11-29T16:20:18.668292"), "ContainerFinished", "container c65a36d40905 exited (0) (PLEG)",
+         {"container_id": nginx, "exit_code": 0, "from": "pleg"}),
+        (utc("2024-11-29T16:20:18.668321"), "ContainerDied", "container c65a36d40905 died (PLEG)",
+         {"container_id": nginx, **pleg}),
+        (utc("2024-11-29T16:20:18.668339"), "ContainerDied", "container 3cfe7b007c29 died (PLEG)",
+         {"container_id": pause, **pleg}),
+        (utc("2024-11-29T16:20:18.690409"), "Removed",
+         "SyncLoop REMOVE (source api): the pod left the kubelet's config",
+         {"config_source": "api", "from": "syncloop"}),
+    ]  # fmt: skip
+
+
+def test_post_termination_container_state_gives_each_containers_own_finish() -> None:
+    """REAL (k8s-107730-v1.23-terminating-exit.journal): "Post-termination container state" lists
+    `(nginx state=exited exitCode=0 finishedAt=2022-01-27T07:57:17.377710677Z)`: the container finished at
+    07:57:17.377710 (the runtime's own time, to the microsecond), 307 ms before the line was logged."""
+    lines = (REAL / "k8s-107730-v1.23-terminating-exit.journal").read_text(encoding="utf-8").splitlines()
+    obs = parsed(*lines, node="bm02", year=2022)
+    assert kubelet_markers(obs, "68aaedee-7ebd-44fd-ad66-0febb9a0b509", "ContainerFinished") == [
+        (
+            utc("2022-01-27T07:57:17.377710"),
+            "ContainerFinished",
+            "container nginx exited (0)",
+            {"container": "nginx", "exit_code": 0, "from": "post_termination_state"},
+        )
+    ]
