@@ -1,0 +1,133 @@
+"""Rules of the worker lane's pieces (timelines/lifecycle/worker.py): where an API bound fits between the
+kubelet's evidence, what evidence an interval cites, when a state begun by a config line is drawn as an
+instant, and how SyncPod splits into setup and running.
+
+Each rule comes from the kubelet's semantics (/work/shared/k8s-facts.md, docs/kubelet-lines.md,
+docs/timeline-schema.md) or from a real excerpt (tests/fixtures/real/kubelet, its README). Observations built
+with tests/lifecycle/factories.py are SYNTHETIC: hand-made in the parsers' shapes, with the kubelet's message
+texts (k8s-facts.md, docs/kubelet-lines.md); each test says which of its lines are such.
+"""
+
+from __future__ import annotations
+
+from tests.lifecycle import scenarios
+from tests.lifecycle.factories import at, marker, rows, worker
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.timeline import PodTimeline
+
+UID = scenarios.UID
+PLEG = "SyncLoop (PLEG): event for pod"  # k8s-facts.md, V2
+KILL = "Killing container with a grace period"  # k8s-facts.md, V2
+
+
+def _lane(obs: list[Observation]) -> PodTimeline:
+    return derive_pod_timeline(obs)
+
+
+def _states(tl: PodTimeline) -> list[tuple[str, str | None, str | None, str, bool, bool]]:
+    """(state, start, end, source, start_unknown, end_unknown) of each worker interval."""
+    return [
+        (state, start, end, source, bool(iv.attrs.get("start_unknown")), bool(iv.attrs.get("end_unknown")))
+        for (state, start, end, source), iv in zip(rows(tl, "worker"), tl.lane("worker"), strict=True)
+    ]
+
+
+# ------------------------------------------------------------------------- an API begin between kubelet lines
+
+
+def test_a_deletion_requested_at_the_instant_of_the_first_kill_line_dates_termination() -> None:
+    """docs/timeline-schema.md: an API bound fills a boundary the kubelet evidence leaves unknown where it
+    fits between the kubelet evidence on both sides. A state began at or before its first evidence, so a
+    termination request (deletionTimestamp minus the grace: 20 s) at the very instant of the first kill
+    line (20.000000) fits: termination is dated from the request, not left start-unknown at the kill.
+
+    SYNTHETIC: an excerpt of the pod's V2 lines without its SyncLoop DELETE (SyncLoop ADD, one PLEG
+    event, the kill line), and the API updates of tests/lifecycle/scenarios.py (deleted at 20, grace 30)."""
+    obs = (
+        scenarios.api_start()
+        + scenarios.api_graceful_delete()
+        + [
+            worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+            worker(UID, 4.3, "container_started", message=PLEG),
+            marker(UID, 20.0, "KillingContainer", KILL, container="app", grace=30),
+        ]
+    )
+    terminating = [row for row in _states(_lane(obs)) if row[0] == "terminating"]
+    assert terminating == [("terminating", at(20), at(23), "inferred", False, False)]
+
+
+def test_a_deletion_requested_at_the_instant_of_the_last_sync_line_dates_termination() -> None:
+    """The other side of the window: the request (20 s) at the very instant of the last line of SyncPod
+    (a PLEG event at 20.000000) still fits after it (the line shows the worker syncing at that instant,
+    and the transition may come right after it in the same microsecond): termination is dated from the
+    request, not from the kill line 0.463 s later with an unknown stretch before it.
+
+    SYNTHETIC: SyncLoop ADD, a PLEG event at 20.0, a kill line at 20.463 (V2 formats, no DELETE line in
+    the excerpt), and the API updates of tests/lifecycle/scenarios.py (deleted at 20, grace 30)."""
+    obs = (
+        scenarios.api_start()
+        + scenarios.api_graceful_delete()
+        + [
+            worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+            worker(UID, 20.0, "container_started", message=PLEG),
+            marker(UID, 20.463, "KillingContainer", KILL, container="app", grace=30),
+        ]
+    )
+    lane = _states(_lane(obs))
+    assert [row[0] for row in lane] == ["setup", "running", "terminating", "cleanup"]
+    assert lane[2] == ("terminating", at(20), at(23), "inferred", False, False)
+
+
+# ------------------------------------------------------------------------------------ evidence of a bound
+
+
+def test_an_api_only_lanes_intervals_cite_the_updates_that_prove_both_their_bounds() -> None:
+    """docs/timeline-schema.md: an interval's ``evidence`` lists the observations that made it, and
+    ``start_evidence`` / ``end_evidence`` the one that proves each bound. Without kubelet lines the lane is
+    the API's: setup from the binding (update 101) to the containers' start (103), running to the deletion
+    request (105), terminating to the containers' stop (107), cleanup to the object gone (108): each
+    interval cites the update of its start and the one of its end.
+
+    SYNTHETIC: the API updates of tests/lifecycle/scenarios.py (a normal start, deleted at 20)."""
+    tl = _lane(scenarios.api_only())
+    key = f"pod:{UID}:"
+    cited = [
+        (iv.state, iv.attrs["start_evidence"], iv.attrs["end_evidence"], set(iv.evidence))
+        for iv in tl.lane("worker")
+    ]
+    assert [c[:3] for c in cited] == [
+        ("setup", key + "101", key + "103"),
+        ("running", key + "103", key + "105"),
+        ("terminating", key + "105", key + "107"),
+        ("cleanup", key + "107", key + "108:deleted"),
+    ]
+    for state, start, end, evidence in cited:
+        assert {start, end} <= evidence, state
+
+
+# --------------------------------------------------------------------- instants a config line begins
+
+
+def test_a_delete_alone_in_terminating_is_an_instant_of_it_once_the_pod_was_admitted() -> None:
+    """A config line says what the API asked; the pod worker acted on it only once the pod was admitted.
+    Here the PLEG event shows the pod's containers starting (admitted), so the SyncLoop DELETE, the only
+    line of termination, is an instant of terminating (it began there; end unknown), followed by an
+    unknown stretch up to the volume torn down (docs/kubelet-lines.md: inside cleanup) and the REMOVE
+    that ends the graceful deletion's cleanup.
+
+    SYNTHETIC: V2 lines (SyncLoop ADD, PLEG, DELETE, "UnmountVolume.TearDown succeeded", REMOVE), no
+    API object."""
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        worker(UID, 4.3, "container_started", message=PLEG),
+        worker(UID, 20.45, "syncloop_delete", message="SyncLoop DELETE"),
+        marker(UID, 23.5, "VolumeTornDown", "UnmountVolume.TearDown succeeded for volume"),
+        worker(UID, 23.95, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    lane = _states(_lane(obs))
+    assert lane[1:] == [
+        ("terminating", at(20.45), at(20.45), "kubelet", False, True),
+        ("unknown", at(20.45), at(23.5), "kubelet", False, False),
+        ("cleanup", at(23.5), at(23.95), "kubelet", True, False),
+    ]
