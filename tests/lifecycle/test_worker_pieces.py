@@ -131,3 +131,41 @@ def test_a_delete_alone_in_terminating_is_an_instant_of_it_once_the_pod_was_admi
         ("unknown", at(20.45), at(23.5), "kubelet", False, False),
         ("cleanup", at(23.5), at(23.95), "kubelet", True, False),
     ]
+
+
+# ------------------------------------------------------------------------------- setup, running, unknown
+
+
+def test_the_stretch_after_a_first_sync_returned_begins_at_its_return_and_cites_that_line() -> None:
+    """docs/kubelet-lines.md, "Every bound where a line proves it": the first sync is setup until it
+    returns; with no line dating the containers' start, what follows is ``unknown`` between setup and
+    running. Both bounds at the return cite the "SyncPod exit" line (docs/timeline-schema.md,
+    ``start_evidence`` / ``end_evidence``): setup ends there (end unknown), the unknown stretch begins
+    there and ends at the termination request.
+
+    SYNTHETIC: V4 lines (first sight, SyncPod enter / exit, then the graceful deletion of
+    tests/lifecycle/scenarios.py), no API object."""
+    first = [worker(UID, 1.1, "first_seen"), worker(UID, 1.11, "sync_enter"), worker(UID, 1.6, "sync_exit")]
+    exit_key = first[2].dedupe_key
+    tl = _lane(first + scenarios.kubelet_graceful_delete())
+    assert _states(tl)[:2] == [
+        ("setup", at(1.1), at(1.6), "observed", False, True),
+        ("unknown", at(1.6), at(20.45), "observed", False, False),
+    ]
+    setup, unknown = tl.lane("worker")[:2]
+    assert setup.attrs["end_evidence"] == exit_key
+    assert unknown.attrs["start_evidence"] == exit_key
+    assert unknown.attrs["between"] == ["setup", "running"]
+
+
+def test_a_startup_line_without_its_observed_running_time_does_not_date_the_start_of_running() -> None:
+    """ "Observed pod startup duration" (docs/kubelet-lines.md) says the pod was running; its
+    ``observedRunningTime`` dates when. Without one (Go's zero time, which the parser reads as none) the
+    line dates only itself: an excerpt that begins with it shows the pod running from the line at the
+    latest, its start not in the evidence (``start_unknown``), never a start proven at the line.
+
+    SYNTHETIC: the startup line without observedRunningTime, then the V4 graceful deletion of
+    tests/lifecycle/scenarios.py; no API object."""
+    startup = worker(UID, 10.0, "startup_observed", message="Observed pod startup duration")
+    lane = _states(_lane([startup] + scenarios.kubelet_graceful_delete()))
+    assert lane[0] == ("running", at(10), at(20.45), "observed", True, False)
