@@ -11,7 +11,7 @@ texts (k8s-facts.md, docs/kubelet-lines.md); each test says which of its lines a
 from __future__ import annotations
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, marker, rows, worker
+from tests.lifecycle.factories import at, ctr, marker, pod, rows, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.timeline import PodTimeline
@@ -169,3 +169,39 @@ def test_a_startup_line_without_its_observed_running_time_does_not_date_the_star
     startup = worker(UID, 10.0, "startup_observed", message="Observed pod startup duration")
     lane = _states(_lane([startup] + scenarios.kubelet_graceful_delete()))
     assert lane[0] == ("running", at(10), at(20.45), "observed", True, False)
+
+
+def test_a_container_start_the_api_dated_to_the_second_a_static_pods_new_life_began_in_is_that_lifes() -> (
+    None
+):
+    """A static pod's UID comes back (same manifest): its new life begins at the worker's first sight
+    (28.4). The API dates its container's start to the second, truncated (RFC 3339: startedAt 28 means
+    28.0-28.999), so the start lies in the second of that first sight and after it, never in the life
+    before (which ended at 26): it is the new life's, and the lane shows it running, from the first
+    sight at the earliest. Before, the start (dated 28 < 28.4) fell outside the cycle and setup stayed
+    open with no running at all.
+
+    SYNTHETIC: the static pod of tests/lifecycle/scenarios.py (V4 lines, mirror pod updates), then the
+    new life's first sight and SyncPod enter, and a mirror update with the container running."""
+    u = scenarios.STATIC_UID
+    ref = "kube-system/etcd-node-a"
+    first_life = [o for o in scenarios.static_uid_reuse() if o.observed_at < t(27.05)]
+    obs = first_life + [
+        worker(u, 28.4, "first_seen", pod_ref=ref),
+        worker(u, 28.41, "sync_enter", pod_ref=ref),
+        pod(
+            u,
+            15,
+            28.9,
+            name="etcd-node-a",
+            namespace="kube-system",
+            static=True,
+            created=12,
+            phase="Running",
+            start_time=28,
+            containers=[ctr("etcd", "running", started=28)],
+        ),
+    ]
+    lane = rows(_lane(obs), "worker")
+    assert lane[-1] == ("running", at(28.4), None, "observed")
+    assert [row for row in lane if row[1] is not None and row[1] >= at(28.4)] == [lane[-1]]

@@ -1436,9 +1436,16 @@ def _split_sync(
     setup and running."""
     lo = piece.start.at
     hi = piece.end.at if piece.end is not None else None
+    # The API dates a container's start to the second (RFC 3339, truncated): a start dated to the second
+    # this cycle began in may lie after the cycle's first sight, the earliest it can be (a static pod's
+    # UID come back: its new life's containers start in the second of its first sight).
+    in_cycle = (
+        replace(c, at=cycle_lo) if c.grade == API and cycle_lo - _ONE_SECOND < c.at < cycle_lo else c
+        for c in candidates
+    )
     fits = [
         c
-        for c in candidates
+        for c in in_cycle
         if c.at >= cycle_lo and (cycle_hi is None or c.at < cycle_hi) and (hi is None or c.at <= hi)
     ]
     pleg, sandbox_only = _pleg_start(facts, piece)
