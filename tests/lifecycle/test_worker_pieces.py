@@ -10,13 +10,17 @@ texts (k8s-facts.md, docs/kubelet-lines.md); each test says which of its lines a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, ctr, marker, pod, rows, t, worker
+from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.timeline import PodTimeline
 
 UID = scenarios.UID
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
 PLEG = "SyncLoop (PLEG): event for pod"  # k8s-facts.md, V2
 KILL = "Killing container with a grace period"  # k8s-facts.md, V2
 
@@ -205,3 +209,26 @@ def test_a_container_start_the_api_dated_to_the_second_a_static_pods_new_life_be
     lane = rows(_lane(obs), "worker")
     assert lane[-1] == ("running", at(28.4), None, "observed")
     assert [row for row in lane if row[1] is not None and row[1] >= at(28.4)] == [lane[-1]]
+
+
+def test_a_container_the_kubelet_restarted_after_a_failed_liveness_probe_is_no_part_of_the_start_up() -> None:
+    """PLEG alone dates the end of the start-up by its last ContainerStarted (docs/kubelet-lines.md); a
+    container started again after it ran and died is not starting up. In the real AKS excerpt
+    (SOURCES.md: aks-2025-1.31-liveness-probe-restart.journal) the liveness probe fails, "Message for
+    Container of pod" and the kill restart the container (18:34:49.885621), it dies (ContainerDied
+    18:35:20) and starts again (ContainerStarted 18:35:21.078268): a restart, so setup does not last until
+    then and running does not begin there. The start-up left in the excerpt is a single ContainerStarted
+    (perhaps the sandbox's): setup began at the ADD, and its end is unknown.
+
+    SYNTHETIC: the real excerpt without its "Observed pod startup duration" line (as a log whose
+    verbosity or grep leaves it out), so that PLEG is all that can date the start."""
+    text = (REAL / "aks-2025-1.31-liveness-probe-restart.journal").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if "Observed pod startup duration" not in line]
+    tl = timelines(parse([lines], node="aks-nodepool1-29985679-vmss00000A", year=2025))[
+        "93e17ecc-ab55-461a-b526-29248d2554ad"
+    ]
+    restart = "2025-05-16T18:35:21.078268+00:00"
+    lane = rows(tl, "worker")
+    assert all(restart not in (start, end) for _, start, end, _ in lane)
+    assert [row[0] for row in lane] == ["setup", "unknown"]
+    assert lane[0][1] == "2025-05-16T18:34:04.558677+00:00"

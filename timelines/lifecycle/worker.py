@@ -1342,15 +1342,24 @@ def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None
         and (piece.start_pid is None or e.pid is None or e.pid == piece.start_pid)
     ]
     crashed = {
-        str(e.payload.get("container_id") or "")
+        bare_container_id(e.payload.get("container_id"))
         for e in facts.worker_events
         if e.name == Transition.CONTAINER_FINISHED and e.payload.get("exit_code") not in (0, None)
     }
+    # A container the kubelet restarted (its kill line follows "Message for Container of pod": a failed
+    # liveness probe, a changed spec) ran before it died, like one that crashed: its new start is no part
+    # of the start-up.
+    restart_kills = _restart_kills(facts.kubelet_markers)
+    crashed |= {
+        bare_container_id(m.payload.get("container_id"))
+        for m in facts.kubelet_markers
+        if m.key in restart_kills
+    } - {""}
     crashes = [
         e.at
         for e in facts.worker_events
         if e.name in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED)
-        and str(e.payload.get("container_id") or "") in crashed
+        and bare_container_id(e.payload.get("container_id")) in crashed
     ]
     startup = [e for e in events if not any(c < e.at for c in crashes)]
     if len(startup) >= 2:
