@@ -1342,15 +1342,24 @@ def _pleg_start(facts: PodFacts, piece: _Piece) -> tuple[RunningCandidate | None
         and (piece.start_pid is None or e.pid is None or e.pid == piece.start_pid)
     ]
     crashed = {
-        str(e.payload.get("container_id") or "")
+        bare_container_id(e.payload.get("container_id"))
         for e in facts.worker_events
         if e.name == Transition.CONTAINER_FINISHED and e.payload.get("exit_code") not in (0, None)
     }
+    # A container the kubelet restarted (its kill line follows "Message for Container of pod": a failed
+    # liveness probe, a changed spec) ran before it died, like one that crashed: its new start is no part
+    # of the start-up.
+    restart_kills = _restart_kills(facts.kubelet_markers)
+    crashed |= {
+        bare_container_id(m.payload.get("container_id"))
+        for m in facts.kubelet_markers
+        if m.key in restart_kills
+    } - {""}
     crashes = [
         e.at
         for e in facts.worker_events
         if e.name in (Transition.CONTAINER_DIED, Transition.CONTAINER_FINISHED)
-        and str(e.payload.get("container_id") or "") in crashed
+        and bare_container_id(e.payload.get("container_id")) in crashed
     ]
     startup = [e for e in events if not any(c < e.at for c in crashes)]
     if len(startup) >= 2:
@@ -1436,9 +1445,16 @@ def _split_sync(
     setup and running."""
     lo = piece.start.at
     hi = piece.end.at if piece.end is not None else None
+    # The API dates a container's start to the second (RFC 3339, truncated): a start dated to the second
+    # this cycle began in may lie after the cycle's first sight, the earliest it can be (a static pod's
+    # UID come back: its new life's containers start in the second of its first sight).
+    in_cycle = (
+        replace(c, at=cycle_lo) if c.grade == API and cycle_lo - _ONE_SECOND < c.at < cycle_lo else c
+        for c in candidates
+    )
     fits = [
         c
-        for c in candidates
+        for c in in_cycle
         if c.at >= cycle_lo and (cycle_hi is None or c.at < cycle_hi) and (hi is None or c.at <= hi)
     ]
     pleg, sandbox_only = _pleg_start(facts, piece)

@@ -1,0 +1,234 @@
+"""Rules of the worker lane's pieces (timelines/lifecycle/worker.py): where an API bound fits between the
+kubelet's evidence, what evidence an interval cites, when a state begun by a config line is drawn as an
+instant, and how SyncPod splits into setup and running.
+
+Each rule comes from the kubelet's semantics (/work/shared/k8s-facts.md, docs/kubelet-lines.md,
+docs/timeline-schema.md) or from a real excerpt (tests/fixtures/real/kubelet, its README). Observations built
+with tests/lifecycle/factories.py are SYNTHETIC: hand-made in the parsers' shapes, with the kubelet's message
+texts (k8s-facts.md, docs/kubelet-lines.md); each test says which of its lines are such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.lifecycle import scenarios
+from tests.lifecycle.factories import at, ctr, marker, pod, rows, t, worker
+from tests.lifecycle.test_kubelet_truth import parse, timelines
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.timeline import PodTimeline
+
+UID = scenarios.UID
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+PLEG = "SyncLoop (PLEG): event for pod"  # k8s-facts.md, V2
+KILL = "Killing container with a grace period"  # k8s-facts.md, V2
+
+
+def _lane(obs: list[Observation]) -> PodTimeline:
+    return derive_pod_timeline(obs)
+
+
+def _states(tl: PodTimeline) -> list[tuple[str, str | None, str | None, str, bool, bool]]:
+    """(state, start, end, source, start_unknown, end_unknown) of each worker interval."""
+    return [
+        (state, start, end, source, bool(iv.attrs.get("start_unknown")), bool(iv.attrs.get("end_unknown")))
+        for (state, start, end, source), iv in zip(rows(tl, "worker"), tl.lane("worker"), strict=True)
+    ]
+
+
+# ------------------------------------------------------------------------- an API begin between kubelet lines
+
+
+def test_a_deletion_requested_at_the_instant_of_the_first_kill_line_dates_termination() -> None:
+    """docs/timeline-schema.md: an API bound fills a boundary the kubelet evidence leaves unknown where it
+    fits between the kubelet evidence on both sides. A state began at or before its first evidence, so a
+    termination request (deletionTimestamp minus the grace: 20 s) at the very instant of the first kill
+    line (20.000000) fits: termination is dated from the request, not left start-unknown at the kill.
+
+    SYNTHETIC: an excerpt of the pod's V2 lines without its SyncLoop DELETE (SyncLoop ADD, one PLEG
+    event, the kill line), and the API updates of tests/lifecycle/scenarios.py (deleted at 20, grace 30)."""
+    obs = (
+        scenarios.api_start()
+        + scenarios.api_graceful_delete()
+        + [
+            worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+            worker(UID, 4.3, "container_started", message=PLEG),
+            marker(UID, 20.0, "KillingContainer", KILL, container="app", grace=30),
+        ]
+    )
+    terminating = [row for row in _states(_lane(obs)) if row[0] == "terminating"]
+    assert terminating == [("terminating", at(20), at(23), "inferred", False, False)]
+
+
+def test_a_deletion_requested_at_the_instant_of_the_last_sync_line_dates_termination() -> None:
+    """The other side of the window: the request (20 s) at the very instant of the last line of SyncPod
+    (a PLEG event at 20.000000) still fits after it (the line shows the worker syncing at that instant,
+    and the transition may come right after it in the same microsecond): termination is dated from the
+    request, not from the kill line 0.463 s later with an unknown stretch before it.
+
+    SYNTHETIC: SyncLoop ADD, a PLEG event at 20.0, a kill line at 20.463 (V2 formats, no DELETE line in
+    the excerpt), and the API updates of tests/lifecycle/scenarios.py (deleted at 20, grace 30)."""
+    obs = (
+        scenarios.api_start()
+        + scenarios.api_graceful_delete()
+        + [
+            worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+            worker(UID, 20.0, "container_started", message=PLEG),
+            marker(UID, 20.463, "KillingContainer", KILL, container="app", grace=30),
+        ]
+    )
+    lane = _states(_lane(obs))
+    assert [row[0] for row in lane] == ["setup", "running", "terminating", "cleanup"]
+    assert lane[2] == ("terminating", at(20), at(23), "inferred", False, False)
+
+
+# ------------------------------------------------------------------------------------ evidence of a bound
+
+
+def test_an_api_only_lanes_intervals_cite_the_updates_that_prove_both_their_bounds() -> None:
+    """docs/timeline-schema.md: an interval's ``evidence`` lists the observations that made it, and
+    ``start_evidence`` / ``end_evidence`` the one that proves each bound. Without kubelet lines the lane is
+    the API's: setup from the binding (update 101) to the containers' start (103), running to the deletion
+    request (105), terminating to the containers' stop (107), cleanup to the object gone (108): each
+    interval cites the update of its start and the one of its end.
+
+    SYNTHETIC: the API updates of tests/lifecycle/scenarios.py (a normal start, deleted at 20)."""
+    tl = _lane(scenarios.api_only())
+    key = f"pod:{UID}:"
+    cited = [
+        (iv.state, iv.attrs["start_evidence"], iv.attrs["end_evidence"], set(iv.evidence))
+        for iv in tl.lane("worker")
+    ]
+    assert [c[:3] for c in cited] == [
+        ("setup", key + "101", key + "103"),
+        ("running", key + "103", key + "105"),
+        ("terminating", key + "105", key + "107"),
+        ("cleanup", key + "107", key + "108:deleted"),
+    ]
+    for state, start, end, evidence in cited:
+        assert {start, end} <= evidence, state
+
+
+# --------------------------------------------------------------------- instants a config line begins
+
+
+def test_a_delete_alone_in_terminating_is_an_instant_of_it_once_the_pod_was_admitted() -> None:
+    """A config line says what the API asked; the pod worker acted on it only once the pod was admitted.
+    Here the PLEG event shows the pod's containers starting (admitted), so the SyncLoop DELETE, the only
+    line of termination, is an instant of terminating (it began there; end unknown), followed by an
+    unknown stretch up to the volume torn down (docs/kubelet-lines.md: inside cleanup) and the REMOVE
+    that ends the graceful deletion's cleanup.
+
+    SYNTHETIC: V2 lines (SyncLoop ADD, PLEG, DELETE, "UnmountVolume.TearDown succeeded", REMOVE), no
+    API object."""
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        worker(UID, 4.3, "container_started", message=PLEG),
+        worker(UID, 20.45, "syncloop_delete", message="SyncLoop DELETE"),
+        marker(UID, 23.5, "VolumeTornDown", "UnmountVolume.TearDown succeeded for volume"),
+        worker(UID, 23.95, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    lane = _states(_lane(obs))
+    assert lane[1:] == [
+        ("terminating", at(20.45), at(20.45), "kubelet", False, True),
+        ("unknown", at(20.45), at(23.5), "kubelet", False, False),
+        ("cleanup", at(23.5), at(23.95), "kubelet", True, False),
+    ]
+
+
+# ------------------------------------------------------------------------------- setup, running, unknown
+
+
+def test_the_stretch_after_a_first_sync_returned_begins_at_its_return_and_cites_that_line() -> None:
+    """docs/kubelet-lines.md, "Every bound where a line proves it": the first sync is setup until it
+    returns; with no line dating the containers' start, what follows is ``unknown`` between setup and
+    running. Both bounds at the return cite the "SyncPod exit" line (docs/timeline-schema.md,
+    ``start_evidence`` / ``end_evidence``): setup ends there (end unknown), the unknown stretch begins
+    there and ends at the termination request.
+
+    SYNTHETIC: V4 lines (first sight, SyncPod enter / exit, then the graceful deletion of
+    tests/lifecycle/scenarios.py), no API object."""
+    first = [worker(UID, 1.1, "first_seen"), worker(UID, 1.11, "sync_enter"), worker(UID, 1.6, "sync_exit")]
+    exit_key = first[2].dedupe_key
+    tl = _lane(first + scenarios.kubelet_graceful_delete())
+    assert _states(tl)[:2] == [
+        ("setup", at(1.1), at(1.6), "observed", False, True),
+        ("unknown", at(1.6), at(20.45), "observed", False, False),
+    ]
+    setup, unknown = tl.lane("worker")[:2]
+    assert setup.attrs["end_evidence"] == exit_key
+    assert unknown.attrs["start_evidence"] == exit_key
+    assert unknown.attrs["between"] == ["setup", "running"]
+
+
+def test_a_startup_line_without_its_observed_running_time_does_not_date_the_start_of_running() -> None:
+    """ "Observed pod startup duration" (docs/kubelet-lines.md) says the pod was running; its
+    ``observedRunningTime`` dates when. Without one (Go's zero time, which the parser reads as none) the
+    line dates only itself: an excerpt that begins with it shows the pod running from the line at the
+    latest, its start not in the evidence (``start_unknown``), never a start proven at the line.
+
+    SYNTHETIC: the startup line without observedRunningTime, then the V4 graceful deletion of
+    tests/lifecycle/scenarios.py; no API object."""
+    startup = worker(UID, 10.0, "startup_observed", message="Observed pod startup duration")
+    lane = _states(_lane([startup] + scenarios.kubelet_graceful_delete()))
+    assert lane[0] == ("running", at(10), at(20.45), "observed", True, False)
+
+
+def test_a_container_start_the_api_dated_to_the_second_a_static_pods_new_life_began_in_is_that_lifes() -> (
+    None
+):
+    """A static pod's UID comes back (same manifest): its new life begins at the worker's first sight
+    (28.4). The API dates its container's start to the second, truncated (RFC 3339: startedAt 28 means
+    28.0-28.999), so the start lies in the second of that first sight and after it, never in the life
+    before (which ended at 26): it is the new life's, and the lane shows it running, from the first
+    sight at the earliest. Before, the start (dated 28 < 28.4) fell outside the cycle and setup stayed
+    open with no running at all.
+
+    SYNTHETIC: the static pod of tests/lifecycle/scenarios.py (V4 lines, mirror pod updates), then the
+    new life's first sight and SyncPod enter, and a mirror update with the container running."""
+    u = scenarios.STATIC_UID
+    ref = "kube-system/etcd-node-a"
+    first_life = [o for o in scenarios.static_uid_reuse() if o.observed_at < t(27.05)]
+    obs = first_life + [
+        worker(u, 28.4, "first_seen", pod_ref=ref),
+        worker(u, 28.41, "sync_enter", pod_ref=ref),
+        pod(
+            u,
+            15,
+            28.9,
+            name="etcd-node-a",
+            namespace="kube-system",
+            static=True,
+            created=12,
+            phase="Running",
+            start_time=28,
+            containers=[ctr("etcd", "running", started=28)],
+        ),
+    ]
+    lane = rows(_lane(obs), "worker")
+    assert lane[-1] == ("running", at(28.4), None, "observed")
+    assert [row for row in lane if row[1] is not None and row[1] >= at(28.4)] == [lane[-1]]
+
+
+def test_a_container_the_kubelet_restarted_after_a_failed_liveness_probe_is_no_part_of_the_start_up() -> None:
+    """PLEG alone dates the end of the start-up by its last ContainerStarted (docs/kubelet-lines.md); a
+    container started again after it ran and died is not starting up. In the real AKS excerpt
+    (SOURCES.md: aks-2025-1.31-liveness-probe-restart.journal) the liveness probe fails, "Message for
+    Container of pod" and the kill restart the container (18:34:49.885621), it dies (ContainerDied
+    18:35:20) and starts again (ContainerStarted 18:35:21.078268): a restart, so setup does not last until
+    then and running does not begin there. The start-up left in the excerpt is a single ContainerStarted
+    (perhaps the sandbox's): setup began at the ADD, and its end is unknown.
+
+    SYNTHETIC: the real excerpt without its "Observed pod startup duration" line (as a log whose
+    verbosity or grep leaves it out), so that PLEG is all that can date the start."""
+    text = (REAL / "aks-2025-1.31-liveness-probe-restart.journal").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if "Observed pod startup duration" not in line]
+    tl = timelines(parse([lines], node="aks-nodepool1-29985679-vmss00000A", year=2025))[
+        "93e17ecc-ab55-461a-b526-29248d2554ad"
+    ]
+    restart = "2025-05-16T18:35:21.078268+00:00"
+    lane = rows(tl, "worker")
+    assert all(restart not in (start, end) for _, start, end, _ in lane)
+    assert [row[0] for row in lane] == ["setup", "unknown"]
+    assert lane[0][1] == "2025-05-16T18:34:04.558677+00:00"
