@@ -1,0 +1,254 @@
+"""Rules of the node, PDB and audit read-back derivations (issue #38, survivors of sample fresh-1207y):
+who began a drain when two cordons share an instant, the kubelet version a process's start line names, a
+PDB's selector as the collector stores it, when a budget's unmanaged-pods finding begins, and which
+audited ``pods/status`` writes show a status.
+
+Inputs: tests/fixtures/audit (hand-written from the audit API's specification, README there),
+tests/fixtures/real/audit (real apiserver events, README there), the Kubernetes documentation's PDB
+example, and observations in the parsers' shapes (tests/lifecycle/factories.py). Hand-made data is
+labelled SYNTHETIC where it is built."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.parsers.audit import parse_audit
+from collectors.parsers.k8s_objects import normalize_pdb
+from collectors.parsers.kubelet_log import KubeletLogParser
+from tests.audit.helpers import parsed
+from tests.lifecycle.factories import T0, pdb
+from tests.lifecycle.factories import t as at
+from timelines.lifecycle.audit_evidence import AuditRecord, audit_snapshots, read_audit
+from timelines.lifecycle.cluster_objects import (
+    CoveredPod,
+    derive_node_timeline,
+    derive_pdb_timeline,
+    selector_matches,
+    selector_text,
+)
+from timelines.lifecycle.observation import Kind, Observation, Source
+
+REAL_AUDIT = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "audit"
+EKS = REAL_AUDIT / "eks-2021-kubelet-status-patch-oomkilled.jsonl"
+EKS_UID = "10177585-b79f-44a0-bdcc-c68ec12d012a"
+KUBEADM_METADATA = REAL_AUDIT / "kubeadm-2022-mirror-pod-status-patch-metadata.jsonl"
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+def _records(raw: bytes) -> list[AuditRecord]:
+    return [r for o in parse_audit(raw).observations if (r := read_audit(o)) is not None]
+
+
+# ------------------------------------------------------------------------------------------ node:drain
+
+
+def _cordon_audits() -> list[Observation]:
+    return [o for o in parsed("cordon.jsonl").observations if o.kind == Kind.AUDIT and o.node == "worker-2"]
+
+
+def test_two_cordons_stamped_in_the_same_microsecond_make_one_drain_whatever_their_order() -> None:
+    """GIVEN cordon.jsonl's kubectl cordon of worker-2 (02:00:00.010005) and maint-bot's uncordon (02:20),
+    and (SYNTHETIC) a second cordon of worker-2 by ``ops-bot`` that the API server stamped in the very same
+    microsecond (two clients cordoning one node at once: both patches succeed, the second changes nothing)
+    THEN the drain lane has one ``cordoned`` span from that instant to the uncordon, citing both cordons,
+    and it is the same whatever order the observations come in (derivations are order-free: requests of
+    one instant are taken in their keys' order, never compared by their contents)."""
+    audits = _cordon_audits()
+    first = audits[0]
+    assert first.payload["node_change"]["unschedulable"] is True
+    twin = replace(
+        first,
+        dedupe_key=first.dedupe_key + ":ops-bot",
+        payload={
+            **first.payload,
+            "user": {**first.payload["user"], "username": "ops-bot"},
+            "user_agent": None,
+        },
+    )
+    upto = [o for o in audits if o.observed_at <= utc(2024, 6, 8, 2, 20, 1)]
+    forward = derive_node_timeline([*upto, twin])
+    backward = derive_node_timeline([twin, *reversed(upto)])
+    (drain,) = forward.lanes["node:drain"]
+    assert (drain.start, drain.end) == (first.observed_at, utc(2024, 6, 8, 2, 20, 0, 129461))
+    assert {first.dedupe_key, twin.dedupe_key} <= set(drain.evidence)
+    assert drain.attrs["uncordoned_by"] == "maint-bot via Go-http-client"
+    assert backward.lanes["node:drain"] == forward.lanes["node:drain"]
+
+
+# ---------------------------------------------------------------------------------------- node:kubelet
+
+
+def test_a_kubelet_bar_keeps_the_version_its_start_line_named_in_a_later_minute() -> None:
+    """GIVEN a kubelet logging JSON records (no pid: one ``pid: null`` process, docs/observations.md) that
+    prints its ``FLAG:`` lines at V1 and then its ``Kubelet version`` start line, as the real 1.21 JSON log
+    tests/fixtures/real/kubelet/k8s-100409-1.21-json-logging-flags.json and the real 1.22 start line of
+    k8s-112364-1.22-kubelet-restarts.journal do (SYNTHETIC records in those shapes: the flags in minute
+    07:32, the start line in 07:33, one more line in 07:34)
+    THEN its bar names the version the start line gave (v1.21.0): a minute whose lines name no version
+    (before the start line, or after it) says nothing about the version, it does not erase it."""
+    records = [
+        '{"ts":1616398379656.7524,"msg":"FLAG: --eviction-soft=\\"\\"\\n","v":1}',
+        '{"ts":1616398380100.5,"caller":"app/server.go:440","msg":"Kubelet version","v":0,'
+        '"kubeletVersion":"v1.21.0"}',
+        '{"ts":1616398440361.2,"caller":"app/server.go:868",'
+        '"msg":"Client rotation is on, will bootstrap in background","v":0}',
+    ]
+    parser = KubeletLogParser(node="node-a", year=2021, tz=UTC)
+    for line in records:
+        parser.feed(line)
+    parser.close()
+    processes = parser.processes()
+    assert [o.payload["version"] for o in sorted(processes, key=lambda o: o.observed_at)] == [
+        None,
+        "v1.21.0",
+        None,
+    ]
+    (bar,) = derive_node_timeline(processes).lanes["node:kubelet"]
+    assert (bar.attrs["version"], bar.attrs["start_from"]) == ("v1.21.0", "start_line")
+
+
+# ------------------------------------------------------------------------------------------ PDB selector
+
+# The Kubernetes documentation's example budget ("Specifying a Disruption Budget for your Application",
+# zookeeper): minAvailable 2, selector app: zookeeper; the expressions are metav1.LabelSelector's.
+ZK_PDB: dict[str, Any] = {
+    "apiVersion": "policy/v1",
+    "kind": "PodDisruptionBudget",
+    "metadata": {"name": "zk-pdb", "namespace": "default", "uid": "zk-pdb-uid", "resourceVersion": "1"},
+    "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "zookeeper"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("selector", "text"),
+    [
+        ({"matchLabels": {"app": "zookeeper"}}, "app=zookeeper"),
+        (
+            {
+                "matchLabels": {"app": "zookeeper"},
+                "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["canary"]}],
+            },
+            "app=zookeeper,tier notin (canary)",
+        ),
+    ],
+)
+def test_a_stored_budgets_selector_reads_as_kubectl_writes_it(selector: dict[str, Any], text: str) -> None:
+    """GIVEN the documentation's zk-pdb as the collector stores it (``normalize_pdb``: the selector's
+    ``matchLabels`` / ``matchExpressions`` kept as ``match_labels`` / ``match_expressions``)
+    THEN the page's text of its selector is kubectl's (``labels.Selector.String()``), and it selects the
+    zookeeper pods: the stored spelling is read, not only the API's."""
+    stored = normalize_pdb({**ZK_PDB, "spec": {**ZK_PDB["spec"], "selector": selector}})["selector"]
+    assert "matchLabels" not in stored and stored["match_labels"] == {"app": "zookeeper"}
+    assert selector_text(stored) == text
+    assert selector_matches(stored, {"app": "zookeeper", "tier": "stable"}) is True
+    assert selector_matches(stored, {"app": "web"}) is False
+
+
+# ------------------------------------------------------------------------------ PDB unmanaged pods
+
+
+def _bare_pod(created: float) -> CoveredPod:
+    # SYNTHETIC: a pod made by hand (``kubectl run``: no ownerReference) that the budget selects.
+    return CoveredPod(
+        "bare-1", "shop", "web-bare", "node-a", {"app": "web"}, has_controller=False, created_at=at(created)
+    )
+
+
+def _unmanaged_event(seen: float) -> Observation:
+    # SYNTHETIC: the disruption controller's Warning about the budget, in the event parser's shape; the
+    # message format is k8s-facts.md's (events table, UnmanagedPods).
+    return Observation(
+        kind=Kind.EVENT,
+        source=Source.API,
+        observed_at=at(seen),
+        dedupe_key=f"event:unmanaged:{seen}",
+        namespace="shop",
+        name="web-pdb",
+        payload={
+            "reason": "UnmanagedPods",
+            "type": "Warning",
+            "message": "Pods selected by this PodDisruptionBudget (selector: &LabelSelector{...}) were found "
+            "to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may "
+            'result in undefined behavior. To account for these pods please set ".spec.minAvailable" field '
+            "of the PDB to an integer value.",
+        },
+    )
+
+
+def test_an_unmanaged_pods_finding_begins_no_earlier_than_the_budget_with_the_controllers_event() -> None:
+    """GIVEN a hand-made pod (no controller) created at T0+10, budget web-pdb (maxUnavailable 1: the
+    disruption controller looks for the pods' controllers, k8s-facts §7) created at T0+100 and selecting
+    it, and the controller's UnmanagedPods event at T0+105
+    THEN pdb_unmanaged_pods begins when the budget was created (T0+100): a budget cannot select a pod
+    before it exists, however old the pod is."""
+    budget = pdb(100, 1, created=100, max_unavailable=1)
+    timeline = derive_pdb_timeline([budget, _unmanaged_event(105)], pods=[_bare_pod(10)])
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_unmanaged_pods"]
+    assert finding.start == at(100)
+    assert finding.attrs["pods"] == ["bare-1"]
+
+
+def test_an_unmanaged_pods_finding_begins_no_earlier_than_the_budget_without_an_event() -> None:
+    """GIVEN the same pod and budget and no event yet (the budget's maxUnavailable alone says the
+    controller must find the pod's controller, and it has none)
+    THEN the finding still begins at the budget's creation (T0+100), not at the pod's (T0+10): before the
+    budget existed nothing selected the pod."""
+    budget = pdb(100, 1, created=100, max_unavailable=1)
+    timeline = derive_pdb_timeline([budget], pods=[_bare_pod(10)])
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_unmanaged_pods"]
+    assert finding.start == at(100)
+    assert finding.attrs["event"] is None
+
+
+def test_an_unmanaged_pod_created_under_the_budget_dates_the_finding() -> None:
+    """GIVEN budget web-pdb (maxUnavailable 1) created at T0 and a hand-made pod it selects created at
+    T0+50 THEN the finding begins at T0+50: the budget met an unmanaged pod only once the pod existed."""
+    timeline = derive_pdb_timeline([pdb(60, 1, created=0, max_unavailable=1)], pods=[_bare_pod(50)])
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_unmanaged_pods"]
+    assert finding.start == at(50) and at(50) > T0
+
+
+# --------------------------------------------------------------------------------- audit read-back
+
+
+def test_a_status_patch_audited_at_metadata_level_shows_no_status() -> None:
+    """GIVEN the real kubeadm kubelet's ``pods/status`` patch audited at level Metadata (no request body:
+    tests/fixtures/real/audit/kubeadm-2022-mirror-pod-status-patch-metadata.jsonl), answered 200
+    THEN it reads back as no snapshot: the event says a write happened, not what it wrote."""
+    records = _records(KUBEADM_METADATA.read_bytes())
+    assert [(r.subresource, r.verb, r.succeeded) for r in records] == [("status", "patch", True)]
+    assert records[0].payload.get("status_write") is None
+    assert audit_snapshots("mirror-uid", records) == ()
+
+
+def test_a_json_patch_of_a_pods_status_shows_no_status() -> None:
+    """GIVEN the real EKS kubelet status patch (level Request) with its body replaced (SYNTHETIC) by an
+    RFC 6902 JSON patch adding a condition (``[{"op": "add", "path": "/status/conditions/-", ...}]``, as a
+    readiness-gate controller sends one)
+    THEN it reads back as no snapshot: a JSON patch names positions in a status the log does not hold, so
+    it does not say what the status became (docs/audit.md: such a write gives only ``json_patch_paths``)."""
+    event = json.loads(EKS.read_bytes().splitlines()[0])
+    event["requestObject"] = [
+        {
+            "op": "add",
+            "path": "/status/conditions/-",
+            "value": {"type": "example.com/gate", "status": "True"},
+        }
+    ]
+    records = _records(json.dumps(event).encode() + b"\n")
+    assert [r.payload["status_write"] for r in records] == [
+        {"partial": True, "json_patch_paths": ["/status/conditions/-"]}
+    ]
+    assert audit_snapshots(EKS_UID, records) == ()
+    # the same request with its real merge-patch body does show the status it wrote
+    (real,) = audit_snapshots(EKS_UID, _records(EKS.read_bytes()))
+    assert real.payload["phase"] == "Failed"
