@@ -252,3 +252,194 @@ def test_a_json_patch_of_a_pods_status_shows_no_status() -> None:
     # the same request with its real merge-patch body does show the status it wrote
     (real,) = audit_snapshots(EKS_UID, _records(EKS.read_bytes()))
     assert real.payload["phase"] == "Failed"
+
+
+# --------------------------------------------------------------------- beyond the sample: node lanes
+
+
+def test_a_node_known_only_from_audited_cordons_is_named_by_them() -> None:
+    """GIVEN only cordon.jsonl's audited writes to worker-2 (no Node snapshot: nodes are not watched)
+    THEN the node's timeline is worker-2's: the requests name the node they changed."""
+    assert derive_node_timeline(_cordon_audits()).name == "worker-2"
+
+
+def test_an_audited_cordon_before_a_snapshot_showing_the_node_schedulable_ends_at_that_snapshot() -> None:
+    """GIVEN cordon.jsonl's kubectl cordon of worker-2 (02:00:00.010005) and (SYNTHETIC) a later Node
+    snapshot of worker-2 with ``spec.unschedulable`` unset (02:10), given in that order and reversed
+    THEN the cordoned lane runs from the audited cordon to the snapshot: cordons from requests and from
+    snapshots are one sequence in time, whichever input came first."""
+    cordon = _cordon_audits()[0]
+    seen = Observation(
+        kind=Kind.NODE,
+        source=Source.API,
+        observed_at=utc(2024, 6, 8, 2, 10, 0),
+        dedupe_key="node:worker-2-uid:900",
+        node="worker-2",
+        name="worker-2",
+        payload={"name": "worker-2", "unschedulable": False, "taints": [], "conditions": []},
+    )
+    for obs in ([seen, cordon], [cordon, seen]):
+        (cordoned,) = derive_node_timeline(obs).lanes["node:cordoned"]
+        assert (cordoned.start, cordoned.end) == (cordon.observed_at, seen.observed_at)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"succeeded": False, "code": 409}, "refused: the API server stored nothing"),
+        ({"dry_run": True}, "a server-side dry run persists nothing"),
+        ({"subresource": "status"}, "nodes/status carries the kubelet's status, not spec.unschedulable"),
+    ],
+)
+def test_a_cordon_request_that_changed_nothing_cordons_nothing(change: dict[str, Any], why: str) -> None:
+    """GIVEN cordon.jsonl's kubectl cordon of worker-2 made (SYNTHETIC) refused, a dry run, or a write to
+    the node's status subresource THEN no drain and no cordon: only a stored change of
+    ``spec.unschedulable`` cordons a node."""
+    cordon = _cordon_audits()[0]
+    changed = replace(cordon, payload={**cordon.payload, **change})
+    lanes = derive_node_timeline([changed]).lanes
+    assert ("node:drain" in lanes, "node:cordoned" in lanes) == (False, False), why
+
+
+def test_a_kubelet_bar_spans_the_first_to_the_last_minute_of_its_lines() -> None:
+    """GIVEN the pid-less JSON kubelet above (lines in minutes 07:32, 07:33 and 07:34; its start line at
+    07:33:00.1, after its FLAG lines) THEN its bar runs from its first minute (07:32, the FLAG lines are
+    the same process's) to the end of its last (07:35): the parser counts a process per minute."""
+    records = [
+        '{"ts":1616398379656.7524,"msg":"FLAG: --eviction-soft=\\"\\"\\n","v":1}',
+        '{"ts":1616398380100.5,"caller":"app/server.go:440","msg":"Kubelet version","v":0,'
+        '"kubeletVersion":"v1.21.0"}',
+        '{"ts":1616398440361.2,"caller":"app/server.go:868",'
+        '"msg":"Client rotation is on, will bootstrap in background","v":0}',
+    ]
+    parser = KubeletLogParser(node="node-a", year=2021, tz=UTC)
+    for line in reversed(records):  # any order of lines in the file gives the same bar
+        parser.feed(line)
+    parser.close()
+    (bar,) = derive_node_timeline(parser.processes()).lanes["node:kubelet"]
+    assert (bar.start, bar.end) == (utc(2021, 3, 22, 7, 32, 0), utc(2021, 3, 22, 7, 35, 0))
+
+
+# ------------------------------------------------------------------- beyond the sample: PDB refusals
+
+AKS_429 = REAL_AUDIT / "aks-2025-eviction-429-unwrapped.jsonl"
+AKS_NS, AKS_POD = "entity-service-blue", "shard-sport2-58ff578d97-gsxxc"
+
+
+def _aks_budget(name: str, *, namespace: str = AKS_NS) -> Observation:
+    # SYNTHETIC: a budget in the numbers the real 429's cause gives ("needs 16 healthy pods and has 16
+    # currently": 0 disruptions allowed), seen a minute before the eviction.
+    return Observation(
+        kind=Kind.PDB,
+        source=Source.API,
+        observed_at=utc(2025, 5, 15, 12, 23, 35),
+        dedupe_key=f"pdb:{name}-uid:1",
+        namespace=namespace,
+        name=name,
+        payload={
+            "uid": f"{name}-uid",
+            "namespace": namespace,
+            "name": name,
+            "created": "2025-05-01T00:00:00+00:00",
+            "selector": {"match_labels": {"app": "shard-sport2"}, "match_expressions": []},
+            "min_available": 16,
+            "max_unavailable": None,
+            "status": {
+                "disruptions_allowed": 0,
+                "current_healthy": 16,
+                "desired_healthy": 16,
+                "expected_pods": 17,
+            },
+        },
+    )
+
+
+def _aks_pod(namespace: str = AKS_NS) -> CoveredPod:
+    # The evicted pod (the real event names it; Metadata-free RequestResponse, no UID): its labels SYNTHETIC.
+    return CoveredPod("aks-pod", namespace, AKS_POD, "aks-node-1", {"app": "shard-sport2"}, created_at=None)
+
+
+def _aks_audits(**cause: Any) -> list[Observation]:
+    raw = AKS_429.read_bytes()
+    if cause:  # SYNTHETIC: the real event with its refusal's cause replaced
+        event = json.loads(raw.splitlines()[0])
+        event["responseStatus"]["details"]["causes"] = [cause] if cause.get("reason") else []
+        raw = json.dumps(event).encode() + b"\n"
+    return [o for o in parse_audit(raw).observations if o.kind == Kind.AUDIT]
+
+
+def test_a_refused_eviction_blocks_the_drain_the_budget_it_names() -> None:
+    """GIVEN the real AKS eviction of entity-service-blue/shard-sport2-58ff578d97-gsxxc by cluster-autoscaler,
+    refused with 429 by "The disruption budget service needs 16 healthy pods and has 16 currently"
+    THEN budget ``service`` blocked that drain, once, at the refusal, with the API server's numbers and
+    who asked; a second budget selecting the same pod is not blamed for a refusal that names another."""
+    audits = _aks_audits()
+    when = utc(2025, 5, 15, 12, 24, 35, 385521)
+    service = derive_pdb_timeline([_aks_budget("service"), *audits], pods=[_aks_pod()])
+    (finding,) = service.findings
+    assert (finding.kind, finding.start, finding.end) == ("pdb_blocking_drain", when, when)
+    assert finding.message == (
+        f"PodDisruptionBudget {AKS_NS}/service allowed 0 disruptions (16 healthy, 16 needed) while pod "
+        f"{AKS_NS}/{AKS_POD} was being evicted: 1 eviction by aksService via cluster-autoscaler was refused."
+    )
+    other = derive_pdb_timeline([_aks_budget("other"), *audits], pods=[_aks_pod()])
+    assert other.findings == ()
+
+
+def test_a_refusal_whose_answer_names_no_budget_counts_for_the_budget_at_zero() -> None:
+    """GIVEN the real AKS 429 with its cause removed (SYNTHETIC: the answer then names no budget and no
+    numbers, only "Cannot evict pod as it would violate the pod's disruption budget.")
+    THEN the budget at 0 that selects the pod is still the one that refused it, and its message gives
+    no numbers it was not told."""
+    audits = _aks_audits(reason=None)
+    (finding,) = derive_pdb_timeline([_aks_budget("service"), *audits], pods=[_aks_pod()]).findings
+    assert finding.attrs["refused_evictions"] == 1
+    assert "allowed 0 disruptions while pod" in finding.message
+
+
+def test_a_budget_covers_only_the_pods_of_its_own_namespace() -> None:
+    """GIVEN budget ``service`` of entity-service-blue and a pod with the same labels in namespace
+    ``other-team`` (SYNTHETIC) THEN it does not cover that pod: a PodDisruptionBudget selects pods of its
+    own namespace only (policy/v1)."""
+    timeline = derive_pdb_timeline([_aks_budget("service")], pods=[_aks_pod("other-team")])
+    assert timeline.covered == ()
+
+
+def test_a_drain_waits_on_a_pod_only_until_its_eviction_was_granted_though_the_cordon_lasts() -> None:
+    """GIVEN web-pdb at 0 disruptions from T0+5, web-1's node cordoned from T0+10 to T0+100, and web-1's
+    eviction granted at T0+30 (it enters status.disruptedPods with that time; the PDB is seen at T0+40)
+    THEN pdb_blocking_drain spans T0+10 to T0+30: once the API server granted the eviction the pod is
+    going, whatever the cordon does after."""
+    obs = [
+        pdb(5, 0, healthy=2, desired=2),
+        pdb(40, 0, healthy=2, desired=2, disrupted={"web-1": at(30)}),
+    ]
+    covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
+    timeline = derive_pdb_timeline(obs, pods=[covered], cordons={"node-a": [(at(10), at(100))]})
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_blocking_drain"]
+    assert (finding.start, finding.end) == (at(10), at(30))
+
+
+def test_a_drain_still_waiting_has_an_open_finding_though_an_eviction_was_refused() -> None:
+    """GIVEN web-pdb at 0 from T0+5, web-1's node cordoned from T0+10 and still cordoned, and one eviction
+    of web-1 refused (429) at T0+20 (SYNTHETIC, the AKS refusal's shape) THEN the finding is open: the
+    drain still waits on the pod; the refusal does not end it."""
+    refusal = _aks_audits()[0]
+    payload = {**refusal.payload, "namespace": "shop", "name": "web-1"}
+    payload["eviction"] = {**payload["eviction"], "pdb": "web-pdb"}
+    refused = replace(refusal, observed_at=at(20), namespace="shop", name="web-1", payload=payload)
+    covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
+    timeline = derive_pdb_timeline([pdb(5, 0), refused], pods=[covered], cordons={"node-a": [(at(10), None)]})
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_blocking_drain"]
+    assert (finding.start, finding.end, finding.attrs["refused_evictions"]) == (at(10), None, 1)
+
+
+def test_a_cordon_that_ended_as_the_budget_reached_zero_blocked_nothing() -> None:
+    """GIVEN web-1's node cordoned from T0+10 to T0+20 and web-pdb seen allowing 1 disruption at T0+5 and 0
+    from T0+20 THEN nothing was blocked: the node was schedulable again the instant the budget hit 0, so
+    no drain waited while it was 0."""
+    covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
+    timeline = derive_pdb_timeline(
+        [pdb(5, 1), pdb(20, 0)], pods=[covered], cordons={"node-a": [(at(10), at(20))]}
+    )
+    assert [f.kind for f in timeline.findings] == []
