@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from collectors.parsers.audit import parse_audit
-from collectors.parsers.k8s_objects import normalize_pdb
+from collectors.parsers.k8s_objects import normalize_pdb, pod_observation
+from collectors.parsers.kubectl import reset_restart
 from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.audit.helpers import parsed
-from tests.lifecycle.factories import T0, pdb
+from tests.lifecycle.factories import T0, node, pdb
 from tests.lifecycle.factories import t as at
 from timelines.lifecycle.audit_evidence import AuditRecord, audit_snapshots, read_audit
 from timelines.lifecycle.cluster_objects import (
@@ -79,7 +80,8 @@ def test_two_cordons_stamped_in_the_same_microsecond_make_one_drain_whatever_the
     backward = derive_node_timeline([twin, *reversed(upto)])
     (drain,) = forward.lanes["node:drain"]
     assert (drain.start, drain.end) == (first.observed_at, utc(2024, 6, 8, 2, 20, 0, 129461))
-    assert {first.dedupe_key, twin.dedupe_key} <= set(drain.evidence)
+    uncordon = next(o for o in audits if o.payload["user"]["username"] == "maint-bot")
+    assert {first.dedupe_key, twin.dedupe_key, uncordon.dedupe_key} <= set(drain.evidence)
     assert drain.attrs["uncordoned_by"] == "maint-bot via Go-http-client"
     assert backward.lanes["node:drain"] == forward.lanes["node:drain"]
 
@@ -443,3 +445,97 @@ def test_a_cordon_that_ended_as_the_budget_reached_zero_blocked_nothing() -> Non
         [pdb(5, 1), pdb(20, 0)], pods=[covered], cordons={"node-a": [(at(10), at(20))]}
     )
     assert [f.kind for f in timeline.findings] == []
+
+
+def test_a_pod_status_rewritten_by_a_restarted_kubelet_marks_a_kubelet_restart() -> None:
+    """GIVEN the real minikube v1.20 mirror pod kube-apiserver-minikube (tests/fixtures/real/kubelet/
+    minikube-1.20-mirror-pod-kube-apiserver.json, README there: its status was reset by a kubelet restart,
+    startTime 06:58:52 while its previous run ran for a day) read offline
+    THEN the node's kubelet lane has a bar from 06:58:52 marked as a restart: the status says a kubelet
+    started then, and no log is needed to know it was not the first."""
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
+    obj = json.loads((path / "minikube-1.20-mirror-pod-kube-apiserver.json").read_text(encoding="utf-8"))
+    process = reset_restart(
+        pod_observation(obj, watch_type="SNAPSHOT", observed_at=None, source=Source.OFFLINE)
+    )
+    assert process is not None
+    (bar,) = derive_node_timeline([process]).lanes["node:kubelet"]
+    assert (bar.start, bar.attrs["restart"]) == (utc(2021, 11, 17, 6, 58, 52), True)
+
+
+def test_an_out_of_service_taint_puts_the_node_in_shutdown() -> None:
+    """GIVEN a Node snapshot (SYNTHETIC) Ready=Unknown and tainted ``node.kubernetes.io/out-of-service``
+    (NoExecute), as an operator taints a node after a non-graceful shutdown (Kubernetes docs, "Non
+    Graceful node shutdown") THEN the node:shutdown lane shows it shutting down, with no kubelet message."""
+    tainted = Observation(
+        kind=Kind.NODE,
+        source=Source.API,
+        observed_at=at(10),
+        dedupe_key="node:node-a-uid:10",
+        node="node-a",
+        name="node-a",
+        payload={
+            "name": "node-a",
+            "unschedulable": False,
+            "taints": [
+                {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+            ],
+            "conditions": [
+                {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": ""}
+            ],
+        },
+    )
+    (shutdown,) = derive_node_timeline([tainted]).lanes["node:shutdown"]
+    assert (shutdown.state, shutdown.start) == ("shutting_down", at(10))
+
+
+def test_a_node_is_gone_from_its_first_deletion_seen() -> None:
+    """GIVEN a node seen at T0 and seen deleted twice (SYNTHETIC: the DELETED watch event at T0+30 and a
+    relist's 'gone' at T0+90) THEN its lanes end, and the node is gone, at T0+30: the first word of the
+    deletion dates it."""
+
+    seen = node(0)
+    gone = [
+        replace(node(s), kind=Kind.NODE_DELETED, dedupe_key=f"node:node-a-uid:{s}:deleted") for s in (30, 90)
+    ]
+    timeline = derive_node_timeline([seen, *gone])
+    assert timeline.deleted_at == at(30)
+    assert [iv.end for iv in timeline.lanes["node:ready"]] == [at(30)]
+
+
+def test_a_budgets_findings_come_in_time_order_whatever_the_pods_order() -> None:
+    """GIVEN web-pdb at 0 from T0+5, node-a cordoned from T0+10, pod u1 created at T0+50 and pod u2 created
+    before, both on node-a THEN the findings are in time order: u2's wait (from T0+10) before u1's (from
+    T0+50), whatever the order of the pods given."""
+    pods = [
+        CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=at(50)),
+        CoveredPod("u2", "shop", "web-2", "node-a", {"app": "web"}, created_at=T0),
+    ]
+    for given in (pods, pods[::-1]):
+        timeline = derive_pdb_timeline([pdb(5, 0)], pods=given, cordons={"node-a": [(at(10), None)]})
+        assert [(f.attrs["pod_uid"], f.start) for f in timeline.findings] == [("u2", at(10)), ("u1", at(50))]
+
+
+def test_a_granted_eviction_of_a_names_earlier_pod_does_not_end_the_wait_on_its_successor() -> None:
+    """GIVEN web-pdb's status.disruptedPods naming web-1 at T0+30 (the eviction of the pod then called
+    web-1), a new pod web-1 (a StatefulSet's next incarnation: same name, new UID) created at T0+50 on
+    node-a, cordoned from T0+60, and the budget at 0 THEN the drain waits on the new web-1 from T0+60 and
+    is still waiting: ``disruptedPods`` names pods by name, and an entry dated before this pod existed is
+    about its predecessor."""
+    obs = [pdb(5, 0), pdb(40, 0, disrupted={"web-1": at(30)})]
+    successor = CoveredPod("u-next", "shop", "web-1", "node-a", {"app": "web"}, created_at=at(50))
+    timeline = derive_pdb_timeline(obs, pods=[successor], cordons={"node-a": [(at(60), None)]})
+    (finding,) = timeline.findings
+    assert (finding.start, finding.end) == (at(60), None)
+
+
+def test_a_budget_covers_the_pods_any_of_its_selectors_chose_while_it_lived() -> None:
+    """GIVEN web-pdb seen selecting ``app=web`` at T0+5 and (SYNTHETIC) re-pointed to ``app=web-v2`` at
+    T0+50 (policy/v1 lets a budget's selector be updated), and a pod labelled app=web
+    THEN the pod is covered: the budget selected it for a while, and what it did to the pod then stays
+    on the timeline."""
+    later = pdb(50, 1)
+    later = replace(later, payload={**later.payload, "selector": {"match_labels": {"app": "web-v2"}}})
+    covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
+    assert derive_pdb_timeline([pdb(5, 1), later], pods=[covered]).covered == ("u1",)
