@@ -563,8 +563,11 @@ def derive_pdb_timeline(
             findings.append(finding)
     events = [o for o in obs if o.kind == Kind.EVENT and o.payload.get("reason") == UNMANAGED_REASON]
     if events or (unmanaged and any(_uses_scale(o.payload) for o in snaps)):
-        start = min(
-            [e.observed_at for e in events] + [p.created_at or life[0] for p in unmanaged] or [life[0]]
+        # A budget selects a pod only while both exist: an older pod, or an event left by an earlier budget
+        # of this name, does not date the finding before the budget's creation.
+        start = max(
+            min([e.observed_at for e in events] + [p.created_at or life[0] for p in unmanaged] or [life[0]]),
+            life[0],
         )
         names = ", ".join(f"{p.namespace}/{p.name}" for p in unmanaged) or "(named in the event)"
         message = (
@@ -576,7 +579,7 @@ def derive_pdb_timeline(
                 kind="pdb_unmanaged_pods",
                 severity="warning",
                 message=message,
-                start=max(start, life[0]) if events else start,
+                start=start,
                 end=deleted_at,
                 evidence=tuple(sorted({e.dedupe_key for e in events} | {snaps[-1].dedupe_key})),
                 attrs={

@@ -539,13 +539,11 @@ def _stuck_worker(ctx: _Context) -> list[Finding]:
 
 
 def _grace_signal(reason: str, message: str) -> bool:
-    low = reason.lower()
-    return (
-        reason == "ExceededGracePeriod"
-        or "timeout" in low
-        or "timedout" in low
-        or "within specified grace period" in message
-    )
+    """The kubelet said the runtime did not stop the pod within its grace period: the ExceededGracePeriod
+    event, or a line with killPodNow's text (the GraceExceeded marker) (k8s-facts §1.4). Not any timeout:
+    the eviction manager's "timed out waiting for pods to be cleaned up" is about the pod's resources
+    30 s after its kill returned (docs/kubelet-lines.md), not about its containers' grace."""
+    return reason == "ExceededGracePeriod" or "within specified grace period" in message
 
 
 def grace_exceeded(ctx: _Context) -> list[Finding]:
