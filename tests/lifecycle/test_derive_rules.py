@@ -105,3 +105,23 @@ def test_post_termination_container_state_gives_each_containers_own_finish() -> 
             {"container": "nginx", "exit_code": 0, "from": "post_termination_state"},
         )
     ]
+
+
+def test_only_the_termination_names_who_requested_it() -> None:
+    """The audited request that began a termination (here a granted eviction after four refusals) is named
+    on the terminating intervals, and on no other: the pod's running and cleanup were nobody's request.
+    SYNTHETIC audit events written from the audit API's specification (tests/fixtures/audit/README)."""
+    from tests.audit.helpers import parsed as audit_parsed
+    from tests.lifecycle.test_audit_evidence import EVICTED, _of_pod
+
+    timeline = derive_pod_timeline(
+        _of_pod(audit_parsed("drain-refused-evictions.jsonl").observations, EVICTED)
+    )
+    for lane in ("api", "worker"):
+        named = {
+            (iv.state, iv.attrs["who"])
+            for iv in timeline.lane(lane)
+            if "who" in iv.attrs or "request" in iv.attrs
+        }
+        assert named == {("terminating", "kubernetes-admin via kubectl")}, lane
+        assert len(timeline.lane(lane)) > 1, lane
