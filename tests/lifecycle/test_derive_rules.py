@@ -125,3 +125,24 @@ def test_only_the_termination_names_who_requested_it() -> None:
         }
         assert named == {("terminating", "kubernetes-admin via kubectl")}, lane
         assert len(timeline.lane(lane)) > 1, lane
+
+
+def test_each_api_object_under_one_uid_names_its_own_deleter() -> None:
+    """One UID, two API objects (a static pod's mirror is re-created under the static pod's UID with a new
+    creationTimestamp: two incarnations), each deleted by its own request: each termination names the
+    request made during its own object's life, not the first one of the UID. SYNTHETIC snapshots and
+    audit events (tests/lifecycle/test_audit_evidence.py's shapes)."""
+    from tests.lifecycle.test_audit_evidence import GC, KCM, KUBECTL, _web_pod, audits_of, pod_delete
+
+    uid = "static-uid-1"
+    snapshots = [*_web_pod(uid, 0, deletion=20, gone=25), *_web_pod(uid, 40, deletion=80)]
+    requests = audits_of(
+        pod_delete("a-1", 20.000120, "web-0", user="system:admin", agent=KUBECTL, grace=None),
+        pod_delete(
+            "a-2", 80.000300, "web-0", user=GC, agent=KCM.format("generic-garbage-collector"), grace=None
+        ),
+    )
+    timeline = derive_pod_timeline([*snapshots, *requests])
+    for lane in ("api", "worker"):
+        named = [iv.attrs.get("who") for iv in timeline.lane(lane) if iv.state == "terminating"]
+        assert named == ["system:admin via kubectl", GC], lane
