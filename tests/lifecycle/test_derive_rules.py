@@ -146,3 +146,50 @@ def test_each_api_object_under_one_uid_names_its_own_deleter() -> None:
     for lane in ("api", "worker"):
         named = [iv.attrs.get("who") for iv in timeline.lane(lane) if iv.state == "terminating"]
         assert named == ["system:admin via kubectl", GC], lane
+
+
+def _sidecar_pod_with(renames: dict[str, str], first_init: dict[str, object] | None) -> list[Observation]:
+    """tests/fixtures/k8s/sidecar-watch-1.33.json (SYNTHETIC, after the v1.33 API reference: `app` stops,
+    then the sidecar `log-shipper`), its containers renamed, and a plain init container that completed
+    before them listed first in each status, as the API lists init containers."""
+    import json
+
+    from collectors.parsers.kubectl import read_kubectl_output
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "sidecar-watch-1.33.json").read_text()
+    for old, new in renames.items():
+        text = text.replace(f'"name": "{old}"', f'"name": "{new}"')
+    decoder, at, docs = json.JSONDecoder(), 0, []
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        doc, at = decoder.raw_decode(text, at)
+        statuses = doc["object"].get("status", {}).get("initContainerStatuses")
+        if first_init is not None and statuses is not None:
+            statuses.insert(0, first_init)
+        docs.append(json.dumps(doc))
+    result = read_kubectl_output("\n".join(docs), origin="sidecar")
+    assert not result.errors, result.errors
+    return result.observations
+
+
+def test_containers_stop_regular_first_then_sidecars_whatever_their_names() -> None:
+    """A pod with sidecars stops its regular containers first, then its sidecars (KEP-753, 1.29+): the
+    stop order is the order of their finishes, not of their names (`web` stops before `log-shipper`), and
+    a plain init container that completed long before is no part of it."""
+    migrate = {
+        "name": "migrate",
+        "image": "registry.example/migrate:1",
+        "ready": False,
+        "restartCount": 0,
+        "started": False,
+        "state": {
+            "terminated": {
+                "exitCode": 0,
+                "reason": "Completed",
+                "startedAt": "2025-06-02T10:00:01Z",
+                "finishedAt": "2025-06-02T10:00:02Z",
+            }
+        },
+    }
+    timeline = derive_pod_timeline(_sidecar_pod_with({"app": "web"}, migrate))
+    (terminating,) = [iv for iv in timeline.lane("api") if iv.state == "terminating"]
+    assert terminating.attrs["stop_order"] == ["web", "log-shipper"]
