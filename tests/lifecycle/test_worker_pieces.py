@@ -10,13 +10,15 @@ texts (k8s-facts.md, docs/kubelet-lines.md); each test says which of its lines a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, ctr, marker, pod, rows, t, worker
+from tests.lifecycle.factories import at, ctr, marker, pod, rows, span, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
-from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
 
 UID = scenarios.UID
@@ -232,3 +234,117 @@ def test_a_container_the_kubelet_restarted_after_a_failed_liveness_probe_is_no_p
     assert all(restart not in (start, end) for _, start, end, _ in lane)
     assert [row[0] for row in lane] == ["setup", "unknown"]
     assert lane[0][1] == "2025-05-16T18:34:04.558677+00:00"
+
+
+def _with(obs: Observation, **payload: Any) -> Observation:
+    """The observation with more payload fields (a PLEG line's container ID and exit code)."""
+    return replace(obs, payload={**obs.payload, **payload})
+
+
+def test_a_container_started_again_after_it_crashed_does_not_end_the_start_up() -> None:
+    """docs/kubelet-lines.md (PLEG): the last ContainerStarted of the start-up marks the containers
+    started; a container started again after it crashed ("container finished" with a non-zero exit code)
+    does not count. The sandbox (2.0) and the app (3.0) start, the app crashes (exit 1 at 10), and starts
+    again at 20: running began at 3.0, not at the restart.
+
+    SYNTHETIC: V2/V4 lines (SyncLoop ADD, PLEG ContainerStarted / "container finished" / ContainerDied
+    with their container IDs), no API object."""
+    pleg = "SyncLoop (PLEG): event for pod"
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        _with(worker(UID, 2.0, "container_started", message=pleg), container_id="5a1d"),
+        _with(worker(UID, 3.0, "container_started", message=pleg), container_id="a1"),
+        _with(
+            worker(UID, 10.0, "container_finished", message="Generic (PLEG): container finished"),
+            container_id="a1",
+            exit_code=1,
+        ),
+        _with(worker(UID, 10.1, "container_died", message=pleg), container_id="a1"),
+        _with(worker(UID, 20.0, "container_started", message=pleg), container_id="a2"),
+    ]
+    lane = rows(_lane(obs), "worker")
+    assert lane == [("setup", at(1.1), at(3), "kubelet"), ("running", at(3), None, "kubelet")]
+
+
+def test_the_later_record_of_the_first_syncs_return_dates_the_end_of_proven_setup() -> None:
+    """One return of SyncPod is recorded twice, moments apart: its "SyncPod exit" line and the end of its
+    ``syncPod`` span (both written as the function returns). The function had returned only once both
+    were written: the later (the span's end, 0.4 ms after the line) dates where proven setup ends.
+
+    SYNTHETIC: V4 lines (first sight, SyncPod enter / exit) and the kubelet's syncPod span, then the
+    graceful deletion of tests/lifecycle/scenarios.py; no API object."""
+    obs = [
+        worker(UID, 1.1, "first_seen"),
+        span(UID, "syncPod", 1.1001, 1.5004),
+        worker(UID, 1.1002, "sync_enter"),
+        worker(UID, 1.5, "sync_exit"),
+    ] + scenarios.kubelet_graceful_delete()
+    setup = _lane(obs).lane("worker")[0]
+    assert (setup.state, setup.attrs["end_from"]) == ("setup", "span:syncPod:end")
+    assert setup.end == t(1.5004)
+
+
+def test_a_sync_line_after_a_log_that_began_past_the_first_sight_proves_no_setup() -> None:
+    """docs/kubelet-lines.md, "Every bound where a line proves it": setup is proven from the worker's first
+    sight. A log that begins past it (the pod bound at 1, per the API) shows a "SyncPod enter" at 30: a
+    sync of a pod that may have been running for long (the worker re-syncs every pod periodically), so
+    nothing says whether the pod was still being set up: the stretch from the binding is unknown between
+    setup and running, never proven setup.
+
+    SYNTHETIC: the API's creation and binding (tests/lifecycle/scenarios.py), V4 "SyncPod enter" / "SyncPod
+    exit" at 30."""
+    obs = scenarios.api_start()[:2] + [worker(UID, 30.0, "sync_enter"), worker(UID, 30.2, "sync_exit")]
+    tl = _lane(obs)
+    assert rows(tl, "worker") == [("unknown", at(1), None, "inferred")]
+    assert tl.lane("worker")[0].attrs["between"] == ["setup", "running"]
+
+
+# ------------------------------------------------------------------------------- a pod shown admitted
+
+
+_CONFIG_ONLY = [
+    worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+    worker(UID, 20.45, "syncloop_delete", message="SyncLoop DELETE"),
+    worker(UID, 20.5, "syncloop_remove", message="SyncLoop REMOVE"),
+]
+
+
+def test_the_configs_own_lines_do_not_show_a_pod_admitted() -> None:
+    """SyncLoop ADD / DELETE / REMOVE say what the API asked of the kubelet, not what its worker did: a pod
+    rejected at admission gets them too (HandlePodAdditions rejects after the ADD). With nothing else of
+    the pod, the DELETE is not drawn as an instant of terminating: no worker is shown terminating it.
+
+    SYNTHETIC: V2 SyncLoop lines only."""
+    lane = rows(_lane(list(_CONFIG_ONLY)), "worker")
+    assert "terminating" not in [row[0] for row in lane]
+
+
+def test_a_device_allocation_alone_does_not_show_a_pod_admitted() -> None:
+    """ "Need devices to allocate for pod" is the device manager at admission, before the pod has a worker:
+    admission under way, not done (docs/kubelet-lines.md). With only that besides the config's lines, the
+    DELETE is not drawn as an instant of terminating.
+
+    SYNTHETIC: V2 SyncLoop lines and the device manager's line."""
+    obs = _CONFIG_ONLY[:1] + [marker(UID, 1.105, "DeviceAllocation", "Need devices to allocate for pod")]
+    lane = rows(_lane(obs + _CONFIG_ONLY[1:]), "worker")
+    assert "terminating" not in [row[0] for row in lane]
+    assert lane[0][:3] == ("setup", at(1.1), at(20.45))
+
+
+# ----------------------------------------------------------------------------------- the API alone
+
+
+def test_an_api_only_pod_deleted_before_any_container_ran_ends_setup_at_the_deletion_request() -> None:
+    """Without kubelet lines the lane is the API's (docs/timeline-schema.md). A pod deleted at 6 (grace
+    30) before any container ran: the request and "no container runs" fall at one instant (no container
+    ever ran, so none had to stop). The deletion begins termination, which ends setup; termination is the
+    one state between, of no length, so setup's end is the request's, then cleanup from there.
+
+    SYNTHETIC: the API updates of tests/lifecycle/scenarios.py's delete during setup."""
+    obs = [o for o in scenarios.delete_during_setup() if o.kind != Kind.WORKER]
+    lane = _lane(obs).lane("worker")
+    assert [(iv.state, iv.attrs["start_from"], iv.attrs["end_from"]) for iv in lane] == [
+        ("setup", "api:bound", "api:deletion"),
+        ("cleanup", "api:containers_stopped", "api:deleted"),
+    ]
+    assert lane[0].end == lane[1].start == t(6)
