@@ -299,6 +299,40 @@ def test_a_sync_line_after_a_log_that_began_past_the_first_sight_proves_no_setup
     assert tl.lane("worker")[0].attrs["between"] == ["setup", "running"]
 
 
+def test_a_pod_whose_containers_never_started_was_in_setup_all_along() -> None:
+    """The API shows the pod's containers waiting (ContainerCreating) and then gone without ever running
+    (ContainerStatusUnknown, no startedAt): its SyncPod never got them started, so all of it, from the
+    ADD to the DELETE, was setup (docs/kubelet-lines.md), not an instant of setup and then unknown.
+
+    SYNTHETIC: the API updates of tests/lifecycle/scenarios.py's delete during setup, with V2 SyncLoop ADD
+    and DELETE lines."""
+    api = [o for o in scenarios.delete_during_setup() if o.kind != Kind.WORKER]
+    obs = api + [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        worker(UID, 6.45, "syncloop_delete", message="SyncLoop DELETE"),
+    ]
+    assert rows(_lane(obs), "worker")[0] == ("setup", at(1.1), at(6.45), "kubelet")
+
+
+def test_a_pod_that_completed_on_its_own_with_no_first_sync_return_has_no_dated_running() -> None:
+    """A pod that completed on its own ("Pod indicated lifecycle completed naturally") ran its containers,
+    and its first sync's return dates their start at the latest. Without that return in the evidence
+    (only the first sight), nothing dates the start: after the first sight the lane is unknown between
+    setup and running up to the termination, never running from the first sight.
+
+    SYNTHETIC: V4 lines (first sight at 1.1, completed naturally at 30, SyncTerminatingPod), no API."""
+    obs = [
+        worker(UID, 1.1, "first_seen"),
+        worker(UID, 30.0, "completed_naturally"),
+        worker(UID, 30.01, "terminating_enter"),
+        worker(UID, 30.2, "terminating_exit"),
+        worker(UID, 30.21, "containers_terminated"),
+    ]
+    lane = rows(_lane(obs), "worker")
+    assert "running" not in [row[0] for row in lane]
+    assert lane[1] == ("unknown", at(1.1), at(30), "observed")
+
+
 # ------------------------------------------------------------------------------- a pod shown admitted
 
 
