@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, ctr, marker, pod, rows, span, t, worker
+from tests.lifecycle.factories import at, cond, ctr, marker, pod, rows, span, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
@@ -331,6 +331,49 @@ def test_a_pod_that_completed_on_its_own_with_no_first_sync_return_has_no_dated_
     lane = rows(_lane(obs), "worker")
     assert "running" not in [row[0] for row in lane]
     assert lane[1] == ("unknown", at(1.1), at(30), "observed")
+
+
+def test_a_first_sync_whose_span_ended_in_an_error_is_retried_and_setup_runs_to_the_retrys_return() -> None:
+    """docs/kubelet-lines.md: the first sync is setup until it returns without an error; one that failed
+    (the containers did not all start) is retried by the worker. The first ``syncPod`` span ends with an
+    error at 1.5 (its span status says so, with no "Error syncing pod" line in the evidence): setup runs on
+    to the retry's return at 3.5.
+
+    SYNTHETIC: V4 first sight, the kubelet's two syncPod spans (the first with an error), then the
+    graceful deletion of tests/lifecycle/scenarios.py; no API object."""
+    failed = _with(span(UID, "syncPod", 1.1001, 1.5), error='failed to "StartContainer" for "app"')
+    obs = [worker(UID, 1.1, "first_seen"), failed, span(UID, "syncPod", 3.0, 3.5)]
+    lane = rows(_lane(obs + scenarios.kubelet_graceful_delete()), "worker")
+    assert lane[0] == ("setup", at(1.1), at(3.5), "observed")
+
+
+def test_an_api_terminal_phase_before_the_workers_last_sync_evidence_did_not_begin_its_termination() -> None:
+    """The API shows the pod Succeeded (its container finished at 10), and the kubelet a DELETE at 20.45.
+    An earlier door the API shows begins termination only where it fits after the evidence of the worker
+    still syncing: "MountVolume.SetUp succeeded" at 12 (docs/kubelet-lines.md: the pod is set up or
+    running; the volume manager's populator skips a pod whose containers should be terminating) says the
+    worker had not begun terminating by then, so termination is the DELETE's, not dated back to 10.
+
+    SYNTHETIC: the API updates of a normal start (tests/lifecycle/scenarios.py), then Succeeded, deleted
+    at 20 (grace 30) and gone; V2 SyncLoop ADD / DELETE / REMOVE and the volume line."""
+    run: dict[str, Any] = {"start_time": 2, "conditions": [cond("PodScheduled", "True", 1)]}
+    done = [ctr("app", "terminated", reason="Completed", exit_code=0, started=4, finished=10)]
+    gone = {"phase": "Succeeded", "deletion": 50, "deletion_grace": 30, **run, "containers": done}
+    api = scenarios.api_start() + [
+        pod(UID, 105, 10.5, phase="Succeeded", **run, containers=done),
+        pod(UID, 106, 20.4, **gone),
+        pod(UID, 107, 23.9, **gone, deleted=True),
+    ]
+    kubelet = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        marker(UID, 12.0, "VolumeMounted", "MountVolume.SetUp succeeded for volume"),
+        worker(UID, 20.45, "syncloop_delete", message="SyncLoop DELETE"),
+        worker(UID, 23.95, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    lane = _lane(api + kubelet).lane("worker")
+    (terminating,) = [iv for iv in lane if iv.state == "terminating"]
+    assert (terminating.start, terminating.attrs["start_from"]) == (t(20.45), "syncloop_delete")
+    assert terminating.attrs["cause"] == "deletion"
 
 
 # ------------------------------------------------------------------------------- a pod shown admitted
