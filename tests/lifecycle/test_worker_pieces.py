@@ -85,6 +85,28 @@ def test_a_deletion_requested_at_the_instant_of_the_last_sync_line_dates_termina
     assert lane[2] == ("terminating", at(20), at(23), "inferred", False, False)
 
 
+def test_a_deletion_requested_after_the_first_kill_line_does_not_date_termination() -> None:
+    """A state began at or before its first evidence: a termination request the API dates after the
+    first kill line (the request at 21, the kill at 20) cannot be when termination began, so it is not
+    taken: terminating starts at the kill with its start unknown (docs/timeline-schema.md).
+
+    SYNTHETIC: V2 lines (SyncLoop ADD, a PLEG event, the kill line at 20) and the API updates of a normal
+    start (tests/lifecycle/scenarios.py), then deleted at 21 (grace 30)."""
+    run: dict[str, Any] = {"phase": "Running", "start_time": 2, "deletion": 51, "deletion_grace": 30}
+    running = [ctr("app", "running", started=4, ready=True)]
+    api = scenarios.api_start() + [
+        pod(UID, 105, 21.4, **run, conditions=[cond("PodScheduled", "True", 1)], containers=running)
+    ]
+    obs = api + [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        worker(UID, 4.3, "container_started", message=PLEG),
+        marker(UID, 20.0, "KillingContainer", KILL, container="app", grace=30),
+    ]
+    (terminating,) = [iv for iv in _lane(obs).lane("worker") if iv.state == "terminating"]
+    assert (terminating.start, terminating.attrs["start_from"]) == (t(20), "KillingContainer")
+    assert terminating.attrs.get("start_unknown") is True
+
+
 # ------------------------------------------------------------------------------------ evidence of a bound
 
 
@@ -110,6 +132,32 @@ def test_an_api_only_lanes_intervals_cite_the_updates_that_prove_both_their_boun
     ]
     for state, start, end, evidence in cited:
         assert {start, end} <= evidence, state
+
+
+def test_a_states_unknown_end_is_its_last_line_and_cites_it() -> None:
+    """docs/timeline-schema.md: a state whose next state's begin is not in the evidence ended at an unknown
+    moment after its last evidence (``end_unknown``), and ``end_evidence`` names the line that last shows
+    it. Terminating, begun by the DELETE (20.45), is last shown by the kill line (20.463); cleanup's first
+    sign is the volume torn down at 23.5.
+
+    SYNTHETIC: V2 lines (SyncLoop ADD, PLEG, DELETE, the kill line, "UnmountVolume.TearDown succeeded",
+    REMOVE), no API object."""
+    kill = marker(UID, 20.463, "KillingContainer", KILL, container="app", grace=30)
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        worker(UID, 4.3, "container_started", message=PLEG),
+        worker(UID, 20.45, "syncloop_delete", message="SyncLoop DELETE"),
+        kill,
+        marker(UID, 23.5, "VolumeTornDown", "UnmountVolume.TearDown succeeded for volume"),
+        worker(UID, 23.95, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    (terminating,) = [iv for iv in _lane(obs).lane("worker") if iv.state == "terminating"]
+    assert (terminating.start, terminating.end) == (t(20.45), t(20.463))
+    assert terminating.attrs["end_unknown"] is True
+    assert (terminating.attrs["end_from"], terminating.attrs["end_evidence"]) == (
+        "KillingContainer",
+        kill.dedupe_key,
+    )
 
 
 # --------------------------------------------------------------------- instants a config line begins
