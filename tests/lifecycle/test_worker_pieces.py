@@ -424,6 +424,23 @@ def test_an_api_terminal_phase_before_the_workers_last_sync_evidence_did_not_beg
     assert terminating.attrs["cause"] == "deletion"
 
 
+def test_pleg_starts_in_an_excerpt_that_began_after_the_pods_first_sight_do_not_date_its_start_up() -> None:
+    """docs/kubelet-lines.md (PLEG): the last ContainerStarted of the start-up marks the containers
+    started, only after a first sight in the evidence (else the start-up's own events may be cut off). Here
+    the excerpt begins long after the binding (1) and the containers' start (the API: 4): its two
+    ContainerStarted events (10, 11; containers started again) are no start-up, and running is dated by
+    the API's start.
+
+    SYNTHETIC: the API updates of a normal start (tests/lifecycle/scenarios.py) and two V2 PLEG lines."""
+    obs = scenarios.api_start() + [
+        worker(UID, 10.0, "container_started", message=PLEG),
+        worker(UID, 11.0, "container_started", message=PLEG),
+    ]
+    lane = rows(_lane(obs), "worker")
+    assert ("running", at(4)) in [row[:2] for row in lane]
+    assert all(at(11) not in (start, end) for _, start, end, _ in lane)
+
+
 # ------------------------------------------------------------------------------- a pod shown admitted
 
 
