@@ -17,6 +17,7 @@ from typing import Any
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, cond, ctr, marker, pod, rows, span, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
+from tests.lifecycle.test_worker_lane import process, with_pid
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
@@ -490,3 +491,38 @@ def test_an_api_only_pod_deleted_before_any_container_ran_ends_setup_at_the_dele
         ("cleanup", "api:containers_stopped", "api:deleted"),
     ]
     assert lane[0].end == lane[1].start == t(6)
+
+
+# ----------------------------------------------------------------------------------- kubelet restarts
+
+
+def test_cleanup_under_way_when_its_kubelet_restarted_is_not_ended_by_a_later_api_removal() -> None:
+    """The worker was cleaning up (SyncTerminatedPod entered at 25.1) when its kubelet process went; a new
+    one started at 60 and says nothing of the pod; the API object went at 70. The old worker went with
+    its process: cleanup lasted at least until its last line and how it ended is not known; the removal
+    after the restart only says the worker was gone by then (docs/timeline-schema.md: an API end after the
+    restart is no more the state's end than an open one).
+
+    SYNTHETIC: V4 lines of kubelet 100, kubelet 200's start at 60 (the processes as the parser reports
+    them), and the API updates of a normal start, then deleted at 20 (grace 30), Succeeded, gone at 70."""
+    run: dict[str, Any] = {"start_time": 2, "deletion": 50, "deletion_grace": 30}
+    run["conditions"] = [cond("PodScheduled", "True", 1)]
+    done = [ctr("app", "terminated", reason="Completed", exit_code=0, started=4, finished=24)]
+    api = scenarios.api_start() + [
+        pod(UID, 105, 20.4, phase="Running", **run, containers=[ctr("app", "running", started=4)]),
+        pod(UID, 106, 24.5, phase="Succeeded", **run, containers=done),
+        pod(UID, 107, 70.0, phase="Succeeded", **run, containers=done, deleted=True),
+    ]
+    lines = [
+        (1.0, "first_seen"),
+        (1.1, "sync_enter"),
+        (20.0, "termination_requested"),
+        (20.1, "terminating_enter"),
+        (25.0, "containers_terminated"),
+        (25.1, "terminated_enter"),
+    ]
+    kubelet = [with_pid(worker(UID, s, name), 100) for s, name in lines]
+    obs = api + kubelet + [process(100, -600.0, 50.0), process(200, 60.0, 100.0, started=60.0)]
+    cleanup = _lane(obs).lane("worker")[-1]
+    assert (cleanup.state, cleanup.start, cleanup.end) == ("cleanup", t(25), t(25.1))
+    assert (cleanup.attrs["end_from"], cleanup.attrs["end_unknown"]) == ("kubelet_restart", True)
