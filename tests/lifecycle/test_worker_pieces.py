@@ -526,3 +526,22 @@ def test_cleanup_under_way_when_its_kubelet_restarted_is_not_ended_by_a_later_ap
     cleanup = _lane(obs).lane("worker")[-1]
     assert (cleanup.state, cleanup.start, cleanup.end) == ("cleanup", t(25), t(25.1))
     assert (cleanup.attrs["end_from"], cleanup.attrs["end_unknown"]) == ("kubelet_restart", True)
+
+
+def test_a_v4_excerpt_that_ends_during_cleanup_shows_cleanup_still_going_on() -> None:
+    """At V4 the worker's end is logged ("Pod is complete and the worker can now stop", k8s-facts.md): an
+    excerpt that ends after "SyncTerminatedPod enter" and before that line shows cleanup under way, open
+    (``seen_until`` its last line), not ended at an unknown moment (docs/timeline-schema.md; below V4 the
+    end could not have been seen, and only there is an open cleanup ``end_unknown``).
+
+    SYNTHETIC: the V4 graceful deletion of tests/lifecycle/scenarios.py cut at 23.3 (without its
+    syncTerminatedPod span, which ends later)."""
+    obs = [
+        o
+        for o in scenarios.kubelet_graceful_delete()
+        if o.observed_at < t(23.3) and o.payload.get("name") != "syncTerminatedPod"
+    ]
+    cleanup = _lane(obs).lane("worker")[-1]
+    assert (cleanup.state, cleanup.start, cleanup.end) == ("cleanup", t(23.2015), None)
+    assert "end_unknown" not in cleanup.attrs
+    assert cleanup.attrs["seen_until"] == t(23.21).isoformat(timespec="microseconds")
