@@ -493,6 +493,31 @@ def test_an_api_only_pod_deleted_before_any_container_ran_ends_setup_at_the_dele
     assert lane[0].end == lane[1].start == t(6)
 
 
+def test_a_remove_long_after_a_pod_completed_on_its_own_does_not_date_the_workers_end() -> None:
+    """The kubelet deletes a gracefully deleted pod's object as soon as its worker is done, so that REMOVE
+    dates the worker's end; a pod that completed on its own is deleted whenever its owner (a Job's
+    controller, a TTL) decides. Its REMOVE 70 s later only says the worker was done by then: cleanup,
+    last seen at SyncTerminatedPod enter, ended at an unknown moment after it, and the stretch to the
+    REMOVE is unknown.
+
+    SYNTHETIC: V4 lines (first sight, completed naturally, SyncTerminatingPod, all containers terminated,
+    SyncTerminatedPod enter) and a V2 SyncLoop REMOVE at 100; no API object."""
+    obs = [
+        worker(UID, 1.1, "first_seen"),
+        worker(UID, 1.11, "sync_enter"),
+        worker(UID, 30.0, "completed_naturally"),
+        worker(UID, 30.01, "terminating_enter"),
+        worker(UID, 30.2, "terminating_exit"),
+        worker(UID, 30.21, "containers_terminated"),
+        worker(UID, 30.3, "terminated_enter"),
+        worker(UID, 100.0, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    assert _states(_lane(obs))[-2:] == [
+        ("cleanup", at(30.21), at(30.3), "observed", False, True),
+        ("unknown", at(30.3), at(100), "kubelet", False, False),
+    ]
+
+
 # ----------------------------------------------------------------------------------- kubelet restarts
 
 

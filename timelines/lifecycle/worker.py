@@ -899,7 +899,7 @@ def _cycles(marks: Sequence[Mark], static: bool) -> tuple[list[list[Mark]], list
                 continue
             late.append(m)
             continue
-        if m.kubelet_side and m.state < top and not (m.state == SYNC and top == SYNC):
+        if m.kubelet_side and m.state < top:
             late.append(m)
             continue
         cycles[-1].append(m)
