@@ -18,6 +18,7 @@ from tests.lifecycle import scenarios
 from tests.lifecycle.factories import at, cond, ctr, marker, pod, rows, span, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from tests.lifecycle.test_worker_lane import process, with_pid
+from tests.lifecycle.test_worker_rules import _restarted_static
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation
 from timelines.lifecycle.timeline import PodTimeline
@@ -515,6 +516,23 @@ def test_a_remove_long_after_a_pod_completed_on_its_own_does_not_date_the_worker
     assert _states(_lane(obs))[-2:] == [
         ("cleanup", at(30.21), at(30.3), "observed", False, True),
         ("unknown", at(30.3), at(100), "kubelet", False, False),
+    ]
+
+
+def test_a_debug_container_started_later_is_no_part_of_a_restarted_kubelets_start_of_the_pod() -> None:
+    """A status a restarted kubelet rewrote from scratch dates running by when every regular container's
+    current run started (the pod's spec containers). An ephemeral container (``kubectl debug``) added at
+    705.5 is no part of the pod's start-up: running began when the regular container started (703).
+
+    SYNTHETIC: the restarted static pod of tests/lifecycle/test_worker_rules.py with an ephemeral
+    container in its status."""
+    containers = [
+        ctr("app", "running", started=703, ready=True),
+        ctr("debugger", "running", kind="ephemeral", started=705.5),
+    ]
+    assert rows(_lane(_restarted_static(containers)), "worker") == [
+        ("setup", at(700), at(703), "inferred"),
+        ("running", at(703), None, "inferred"),
     ]
 
 
