@@ -899,7 +899,7 @@ def _cycles(marks: Sequence[Mark], static: bool) -> tuple[list[list[Mark]], list
                 continue
             late.append(m)
             continue
-        if m.kubelet_side and m.state < top and not (m.state == SYNC and top == SYNC):
+        if m.kubelet_side and m.state < top:
             late.append(m)
             continue
         cycles[-1].append(m)
@@ -1420,7 +1420,7 @@ def _setup_proof(piece: _Piece, errors: Sequence[tuple[datetime, int | None]]) -
             return _SetupProof(max(last_exit.at, piece.start.at), last_exit.name, last_exit.grade, True)
         if m.name in (Transition.SYNC_ENTER, "span:syncPod:start"):
             syncing = True
-        if m.name in _SETUP_SIGNS or m.name in _SYNC_EXITS:
+        if m.name in _SETUP_SIGNS:  # (a sync's exit has been taken above)
             last = m
     if syncing:
         return _SetupProof(None, "", piece.start.grade, False)
