@@ -17,9 +17,10 @@ from pathlib import Path
 from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle import kubelet_spec as ks
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import marker, t
+from tests.lifecycle.factories import ctr, marker, pod, t, worker
 from tests.lifecycle.test_kubelet_spec import parse_files, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
 
 UID = scenarios.UID
 EVICTED_UID = "8f0c2d9e-1111-4a5b-9c3d-0000000000e1"
@@ -154,3 +155,66 @@ def test_a_killed_container_dies_at_its_own_death_not_at_its_sandboxs() -> None:
     }
     assert deaths["10:21:59.648493"] in found.evidence
     assert deaths["10:22:16.700503"] not in found.evidence
+
+
+def test_a_kill_is_timed_to_its_own_containers_death_not_to_another_containers() -> None:
+    """GIVEN a running pod (scenarios.normal_start) deleted with grace 30 s (taken at 20.45 s), the kubelet
+    killing ``app`` and ``sidecar`` at 20.463 s with 30 s each (SYNTHETIC lines in the kubelet parser's
+    shapes: "Killing container with a grace period" naming containerID, PLEG ContainerDied naming the
+    bare ID), the sidecar dying at 21 s and app only at 56 s
+    THEN grace_exceeded says app died 35.5 s after its kill: the sidecar's quick death, the first after
+    the kill, is not app's (a kill names its container ID; so does PLEG)."""
+    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0, "app": 56.0}))
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert "container app was killed at" in found.message and "died 35.5s later" in found.message
+    assert "container sidecar" not in found.message
+
+
+def test_a_container_whose_death_no_line_shows_is_not_dead_at_another_containers_death() -> None:
+    """GIVEN the same two kills, the sidecar's death at 21 s, and no death line of app (its PLEG event
+    not logged), the kubelet logging all containers terminated at 56.1 s
+    THEN the termination took until 56.1 s, past the 30 s grace: one container's death does not say when
+    the others died."""
+    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0}))
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert found.attrs["seconds"] == 35.65
+
+
+def _two_kills(deaths: dict[str, float]) -> list[Observation]:
+    """SYNTHETIC, see the test above: app and sidecar killed at 20.463 s with 30 s, dying at ``deaths``."""
+    ids = {"app": "a" * 64, "sidecar": "b" * 64}
+    obs = [
+        *scenarios.normal_start(),
+        pod(
+            UID,
+            105,
+            20.4,
+            phase="Running",
+            start_time=2,
+            deletion=50,
+            deletion_grace=30,
+            containers=[ctr("app", "running", started=4), ctr("sidecar", "running", started=4)],
+        ),
+        worker(UID, 20.45, "termination_requested", cause="deletion"),
+        worker(UID, 20.46, "terminating_enter", grace=30),
+    ]
+    for name, cid in ids.items():
+        kill = marker(
+            UID, 20.463, "KillingContainer", "Killing container with a grace period", container=name, grace=30
+        )
+        obs.append(
+            replace(
+                kill,
+                dedupe_key=kill.dedupe_key + name,
+                payload={**kill.payload, "container_id": f"containerd://{cid}"},
+            )
+        )
+    for name, seen in deaths.items():
+        died = worker(UID, seen, "container_died")
+        obs.append(replace(died, payload={**died.payload, "container_id": ids[name]}))
+    obs += [
+        worker(UID, 56.1, "containers_terminated"),
+        worker(UID, 56.2, "terminated_enter"),
+        worker(UID, 56.5, "worker_done"),
+    ]
+    return obs
