@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, timedelta
+from pathlib import Path
 
+from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle import kubelet_spec as ks
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import marker, t
+from tests.lifecycle.factories import ctr, marker, pod, t, worker
 from tests.lifecycle.test_kubelet_spec import parse_files, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
 
 UID = scenarios.UID
 EVICTED_UID = "8f0c2d9e-1111-4a5b-9c3d-0000000000e1"
@@ -74,3 +77,144 @@ def test_an_eviction_managers_cleanup_timeout_is_not_a_grace_period_report() -> 
     tl = timelines(parse_files([_evicted_with_cleanup_timeout()]))[EVICTED_UID]
     assert "EvictionCleanupTimeout" in {m.reason for m in tl.markers}
     assert [f.kind for f in tl.findings if f.kind in ("grace_exceeded", "evicted")] == ["evicted"]
+
+
+# ------------------------------------------------------------------------- beyond the sample
+
+
+def test_every_report_during_a_termination_is_counted_on_its_finding() -> None:
+    """GIVEN scenarios.stuck_terminating (the ExceededGracePeriod event at 65 s) and (SYNTHETIC) the
+    kubelet's GraceExceeded line at 66 s THEN the termination's one grace_exceeded finding counts both
+    reports and cites both."""
+    line = marker(UID, 66.0, "GraceExceeded", KILL_TIMEOUT_TEXT)
+    tl = derive_pod_timeline([*scenarios.stuck_terminating(), line])
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert found.attrs["reports"] == 2
+    assert {"event:ev-exceeded:1", line.dedupe_key} <= set(found.evidence)
+    assert found.end == t(66.0)
+
+
+def test_a_zero_grace_delete_still_gets_the_kubelets_one_second() -> None:
+    """GIVEN scenarios.graceful_delete (the DELETE taken at 20.45 s, the container finished at 23 s) made
+    a force delete (SYNTHETIC: ``--grace-period=0``: deletionGracePeriodSeconds 0, the kubelet's lines say
+    gracePeriod=0) THEN no grace_exceeded: the kubelet gives every termination at least 1 s
+    (calculateEffectiveGracePeriod's floor, k8s-facts §1.4), and 2.55 s is within that and the 2 s slack."""
+    obs = []
+    for o in scenarios.graceful_delete():
+        p = o.payload
+        if o.kind == "kubelet_marker" and p.get("grace_period") == 30:
+            o = replace(o, payload={**p, "grace_period": 0})
+        if o.kind == "pod" and p.get("deletion_grace_seconds") == 30:
+            o = replace(
+                o,
+                payload={
+                    **p,
+                    "deletion_grace_seconds": 0,
+                    "deletion_timestamp": "2024-06-07T06:55:00.000000+00:00",
+                },
+            )
+        obs.append(o)
+    tl = derive_pod_timeline(obs)
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert terminating.attrs["grace_seconds"] == 0
+    assert [f.kind for f in tl.findings] == []
+
+
+KUEUE = "8bb7de3e-72f0-4102-adbd-53897040775e"
+
+
+def test_a_killed_container_dies_at_its_own_death_not_at_its_sandboxs() -> None:
+    """GIVEN the real kind v1.31 journal of kueue#4669 at V3 (tests/fixtures/real/kubelet/
+    kueue-4669-kind-1.31-v3.journal, facts.toml "kueue grace_exceeded"): container c killed at
+    10:21:22.519925 with a 2 s grace (the V2 line; the V3 "override" line just before announced it with
+    1 s), its ContainerDied at 10:21:59.648493, the sandbox's ContainerDied at 10:22:16.700503
+    THEN the finding says c was killed with the 2 s grace and died 37.1 s later, and cites c's death line,
+    not the sandbox's: a kill is matched to the death of the container ID it named."""
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures"
+        / "real"
+        / "kubelet"
+        / "kueue-4669-kind-1.31-v3.journal"
+    )
+    parser = KubeletLogParser(node="kind-worker", year=2025, tz=UTC)
+    obs = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        obs.extend(parser.feed(text))
+    obs.extend(parser.close())
+    tl = timelines(obs)[KUEUE]
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert (
+        "container c was killed at 2025-03-18 10:21:22.519 UTC with a 2s grace period and died 37.1s later"
+        in (found.message)
+    )
+    deaths = {
+        o.observed_at.strftime("%H:%M:%S.%f"): o.dedupe_key
+        for o in obs
+        if o.pod_uid == KUEUE and o.payload.get("transition") == "container_died"
+    }
+    assert deaths["10:21:59.648493"] in found.evidence
+    assert deaths["10:22:16.700503"] not in found.evidence
+
+
+def test_a_kill_is_timed_to_its_own_containers_death_not_to_another_containers() -> None:
+    """GIVEN a running pod (scenarios.normal_start) deleted with grace 30 s (taken at 20.45 s), the kubelet
+    killing ``app`` and ``sidecar`` at 20.463 s with 30 s each (SYNTHETIC lines in the kubelet parser's
+    shapes: "Killing container with a grace period" naming containerID, PLEG ContainerDied naming the
+    bare ID), the sidecar dying at 21 s and app only at 56 s
+    THEN grace_exceeded says app died 35.5 s after its kill: the sidecar's quick death, the first after
+    the kill, is not app's (a kill names its container ID; so does PLEG)."""
+    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0, "app": 56.0}))
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert "container app was killed at" in found.message and "died 35.5s later" in found.message
+    assert "container sidecar" not in found.message
+
+
+def test_a_container_whose_death_no_line_shows_is_not_dead_at_another_containers_death() -> None:
+    """GIVEN the same two kills, the sidecar's death at 21 s, and no death line of app (its PLEG event
+    not logged), the kubelet logging all containers terminated at 56.1 s
+    THEN the termination took until 56.1 s, past the 30 s grace: one container's death does not say when
+    the others died."""
+    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0}))
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert found.attrs["seconds"] == 35.65
+
+
+def _two_kills(deaths: dict[str, float]) -> list[Observation]:
+    """SYNTHETIC, see the test above: app and sidecar killed at 20.463 s with 30 s, dying at ``deaths``."""
+    ids = {"app": "a" * 64, "sidecar": "b" * 64}
+    obs = [
+        *scenarios.normal_start(),
+        pod(
+            UID,
+            105,
+            20.4,
+            phase="Running",
+            start_time=2,
+            deletion=50,
+            deletion_grace=30,
+            containers=[ctr("app", "running", started=4), ctr("sidecar", "running", started=4)],
+        ),
+        worker(UID, 20.45, "termination_requested", cause="deletion"),
+        worker(UID, 20.46, "terminating_enter", grace=30),
+    ]
+    for name, cid in ids.items():
+        kill = marker(
+            UID, 20.463, "KillingContainer", "Killing container with a grace period", container=name, grace=30
+        )
+        obs.append(
+            replace(
+                kill,
+                dedupe_key=kill.dedupe_key + name,
+                payload={**kill.payload, "container_id": f"containerd://{cid}"},
+            )
+        )
+    for name, seen in deaths.items():
+        died = worker(UID, seen, "container_died")
+        obs.append(replace(died, payload={**died.payload, "container_id": ids[name]}))
+    obs += [
+        worker(UID, 56.1, "containers_terminated"),
+        worker(UID, 56.2, "terminated_enter"),
+        worker(UID, 56.5, "worker_done"),
+    ]
+    return obs

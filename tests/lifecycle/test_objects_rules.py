@@ -539,3 +539,81 @@ def test_a_budget_covers_the_pods_any_of_its_selectors_chose_while_it_lived() ->
     later = replace(later, payload={**later.payload, "selector": {"match_labels": {"app": "web-v2"}}})
     covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
     assert derive_pdb_timeline([pdb(5, 1), later], pods=[covered]).covered == ("u1",)
+
+
+# ------------------------------------------------------------ beyond the sample: audit read-back
+
+EVICTED_UID = "0e5ec5c4-5f7a-4c1d-9c6c-2a3f0ab1b2c3"
+
+
+def _drain_records(name: str) -> list[AuditRecord]:
+    observations = parsed("drain-refused-evictions.jsonl").observations
+    return [r for o in observations if (r := read_audit(o)) is not None and r.name == name]
+
+
+def test_an_evicted_pods_stored_states_read_back_from_the_drain_log() -> None:
+    """GIVEN drain-refused-evictions.jsonl's requests about web-7d9f8b6c4-x2k9p (tests/fixtures/audit,
+    written from the audit API's specification): four evictions refused with 429, one granted (201) at
+    06:54:20.234002, the kubelet's status patch to Succeeded, then its DELETE with grace 0
+    THEN the stored states read back are: deleting from the granted eviction, Succeeded, then gone at the
+    kubelet's delete (grace 0 removes the object); a refusal stored nothing; and the same whatever the
+    order the requests are given in."""
+    records = _drain_records("web-7d9f8b6c4-x2k9p")
+    assert len([r for r in records if r.eviction_outcome == "refused"]) == 4
+    snaps = audit_snapshots(EVICTED_UID, records)
+    assert [(s.kind, s.observed_at, s.payload["phase"]) for s in snaps] == [
+        (Kind.POD, utc(2024, 6, 7, 6, 54, 20, 234002), None),
+        (Kind.POD, utc(2024, 6, 7, 6, 54, 51, 829347), "Succeeded"),
+        (Kind.POD_DELETED, utc(2024, 6, 7, 6, 54, 52, 252176), "Succeeded"),
+    ]
+    assert {s.payload["deletion_timestamp"] for s in snaps} == {"2024-06-07T06:54:20.234002+00:00"}
+    assert audit_snapshots(EVICTED_UID, records[::-1]) == snaps
+
+
+def test_nothing_is_stored_after_a_grace_zero_delete_removed_the_pod() -> None:
+    """GIVEN the same requests, then (SYNTHETIC) the kubelet's status patch repeated after its DELETE, and
+    the name's next CREATE given as what ended the object
+    THEN the read-back still ends at the DELETE: a grace-0 delete removed the object, so a later write
+    stored nothing about it and the next CREATE does not end it a second time."""
+    records = _drain_records("web-7d9f8b6c4-x2k9p")
+    patch = next(r for r in records if r.subresource == "status")
+    late = replace(patch, at=utc(2024, 6, 7, 6, 54, 53), key=patch.key + ":late")
+    create = next(r for r in _drain_records("web-7d9f8b6c4-m5n7r") if r.is_create)
+    snaps = audit_snapshots(EVICTED_UID, [*records, late], gone_by=create)
+    assert [s.kind for s in snaps][-1] == Kind.POD_DELETED
+    assert snaps[-1].observed_at == utc(2024, 6, 7, 6, 54, 52, 252176)
+
+
+def test_a_created_pod_is_created_when_its_request_arrived() -> None:
+    """GIVEN drain-refused-evictions.jsonl's CREATE of web-7d9f8b6c4-m5n7r by the ReplicaSet controller,
+    received at 06:54:11.402117 and completed at 06:54:11.416337
+    THEN the pod read back is Pending, created at the request's arrival: the API server sets
+    creationTimestamp as it admits the request, before it answers."""
+    (create,) = [r for r in _drain_records("web-7d9f8b6c4-m5n7r") if r.is_create and r.subresource is None]
+    (snap,) = audit_snapshots("c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f", [create])
+    assert (snap.payload["phase"], snap.payload["created"]) == ("Pending", "2024-06-07T06:54:11.402117+00:00")
+    assert snap.observed_at == utc(2024, 6, 7, 6, 54, 11, 416337)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"responseStatus": {"metadata": {}, "status": "Failure", "code": 409}},
+        {"requestURI": "/api/v1/namespaces/default/pods/stress-83-tbnq2/status?dryRun=All"},
+    ],
+    ids=["refused", "dry-run"],
+)
+def test_a_status_write_that_stored_nothing_shows_no_status(change: dict[str, Any]) -> None:
+    """GIVEN the real EKS kubelet status patch (phase Failed) refused with 409, or sent as a server-side
+    dry run (SYNTHETIC variants of the real event) THEN no snapshot: the API server stored nothing."""
+    event = {**json.loads(EKS.read_bytes().splitlines()[0]), **change}
+    assert audit_snapshots(EKS_UID, _records(json.dumps(event).encode() + b"\n")) == ()
+
+
+def test_a_status_update_shows_the_status_it_wrote() -> None:
+    """GIVEN the real EKS kubelet status write sent as an update (SYNTHETIC: verb ``update``, a PUT of
+    pods/status, as controllers' UpdateStatus sends it) THEN it shows the status it wrote, phase Failed,
+    as the patch does."""
+    event = {**json.loads(EKS.read_bytes().splitlines()[0]), "verb": "update"}
+    (snap,) = audit_snapshots(EKS_UID, _records(json.dumps(event).encode() + b"\n"))
+    assert snap.payload["phase"] == "Failed"
