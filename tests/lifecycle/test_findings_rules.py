@@ -218,3 +218,21 @@ def _two_kills(deaths: dict[str, float]) -> list[Observation]:
         worker(UID, 56.5, "worker_done"),
     ]
     return obs
+
+
+def test_an_api_objects_removal_does_not_date_its_containers_stop() -> None:
+    """GIVEN only the API's view of a pod (scenarios.api_start; SYNTHETIC snapshots): deleted at T0+20
+    with grace 1 s, last seen running at 20.1 s, and gone at 30 s, no container finish time shown
+    THEN no grace_exceeded: the object's removal comes after the kubelet's last status, so it bounds the
+    containers' stop from above and does not say they outlived their grace (the inferred terminating bar
+    ends there, the kubelet's own word is missing)."""
+    run = {"phase": "Running", "start_time": 2, "deletion": 21, "deletion_grace": 1}
+    obs = [
+        *scenarios.api_start(),
+        pod(UID, 105, 20.1, **run, containers=[ctr(state="running", started=4, ready=True)]),
+        pod(UID, 106, 30.0, **run, containers=[ctr(state="running", started=4)], deleted=True),
+    ]
+    tl = derive_pod_timeline(obs)
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert (terminating.source, terminating.end) == ("inferred", t(30.0))
+    assert [f.kind for f in tl.findings if f.kind == "grace_exceeded"] == []

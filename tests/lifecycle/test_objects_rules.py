@@ -617,3 +617,31 @@ def test_a_status_update_shows_the_status_it_wrote() -> None:
     event = {**json.loads(EKS.read_bytes().splitlines()[0]), "verb": "update"}
     (snap,) = audit_snapshots(EKS_UID, _records(json.dumps(event).encode() + b"\n"))
     assert snap.payload["phase"] == "Failed"
+
+
+def test_a_status_update_replaces_the_conditions_a_patch_merges_into() -> None:
+    """GIVEN the real EKS kubelet status patch (conditions Ready and ContainersReady False) and, a second
+    later, (SYNTHETIC) a PUT of the pod's status whose conditions are only PodScheduled True
+    THEN after the PUT the pod's conditions are only PodScheduled: an update stores the status it sends
+    as a whole, where a strategic-merge patch merges its conditions by type into the stored ones."""
+    event = json.loads(EKS.read_bytes().splitlines()[0])
+    put = {
+        **event,
+        "auditID": "synthetic-put-1",
+        "verb": "update",
+        "requestReceivedTimestamp": "2021-09-27T08:36:45.014671Z",
+        "stageTimestamp": "2021-09-27T08:36:45.021638Z",
+        "requestObject": {
+            "metadata": {"uid": EKS_UID},
+            "status": {
+                "phase": "Failed",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2021-09-27T08:36:20Z"}
+                ],
+            },
+        },
+    }
+    records = _records(EKS.read_bytes() + json.dumps(put).encode() + b"\n")
+    patched, updated = audit_snapshots(EKS_UID, records)
+    assert sorted(c["type"] for c in patched.payload["conditions"]) == ["ContainersReady", "Ready"]
+    assert [c["type"] for c in updated.payload["conditions"]] == ["PodScheduled"]
