@@ -443,6 +443,29 @@ def test_pleg_starts_in_an_excerpt_that_began_after_the_pods_first_sight_do_not_
     assert all(at(11) not in (start, end) for _, start, end, _ in lane)
 
 
+def test_a_pod_its_worker_found_terminal_ran_from_its_first_syncs_return_though_deleted() -> None:
+    """ "Pod is terminal" (docs/kubelet-lines.md, V4): a sync found the pod's phase terminal, so its
+    containers ran; its first sync's return (1.5) dates their start at the latest, and the pod is running
+    from there, though a deletion logged just after (the teardown's begin) is what ends SyncPod.
+
+    SYNTHETIC: V4 lines (first sight, SyncPod enter / exit, "Pod is terminal" at 29.9, the graceful
+    deletion's teardown from 30); no API object."""
+    obs = [
+        worker(UID, 1.1, "first_seen"),
+        worker(UID, 1.11, "sync_enter"),
+        worker(UID, 1.5, "sync_exit"),
+        worker(UID, 29.9, "pod_terminal", message="Pod is terminal"),
+        worker(UID, 30.0, "termination_requested", cause="deletion"),
+        worker(UID, 30.01, "terminating_enter"),
+        worker(UID, 30.2, "terminating_exit"),
+        worker(UID, 30.21, "containers_terminated"),
+    ]
+    assert rows(_lane(obs), "worker")[:2] == [
+        ("setup", at(1.1), at(1.5), "kubelet"),
+        ("running", at(1.5), at(30), "kubelet"),
+    ]
+
+
 # ------------------------------------------------------------------------------- a pod shown admitted
 
 
