@@ -203,12 +203,14 @@ def _with(iv: Interval, *, end: datetime | None, end_from: str | None = None) ->
 def _chain(
     lane: str, points: list[_Point], end: datetime | None, source: IntervalSource = "observed"
 ) -> list[Interval]:
-    """Intervals from a step function: each point starts a state that lasts until the next point."""
+    """Intervals from a step function: each point (in time order) starts a state that lasts until the next
+    point; the last one lasts until ``end``, or stays open when there is none or it comes before that
+    point (an object gone before its last reported state: the report is the newer word)."""
+    if end is not None and points and end < points[-1].at:
+        end = None
     out: list[Interval] = []
     for i, pt in enumerate(points):
         stop = points[i + 1].at if i + 1 < len(points) else end
-        if stop is not None and stop < pt.at:
-            stop = pt.at
         out.append(
             Interval(lane, pt.state, pt.at, stop, source, dict(pt.attrs), tuple(sorted(set(pt.evidence))))
         )
@@ -531,7 +533,7 @@ def _container_lane(inc: Incarnation, name: str, kind: str) -> list[Interval]:
         return (pt.state, pt.at, id(pt))  # every run start / finish is its own interval
 
     merged = _merge_points([p[2] for p in points], identity)
-    return _chain(lane, merged, deleted_at if merged and deleted_at and deleted_at >= merged[-1].at else None)
+    return _chain(lane, merged, deleted_at)
 
 
 def _term_attrs(kind: str, r: _RunInfo) -> dict[str, Any]:
@@ -577,12 +579,7 @@ def _condition_lanes(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
                 points.append((at, i, _Point(at, cond.status.lower(), attrs, [snap.key])))
             points.sort(key=lambda p: (p[0], p[1]))
             merged = _merge_points([p[2] for p in points], lambda pt: (pt.state, pt.attrs.get("reason")))
-            gone = inc.deleted_at
-            intervals.extend(
-                iv
-                for iv in _chain(lane, merged, gone if merged and gone and gone >= merged[-1].at else None)
-                if iv.state != _ABSENT
-            )
+            intervals.extend(iv for iv in _chain(lane, merged, inc.deleted_at) if iv.state != _ABSENT)
         lanes[lane] = _settle(intervals)
     return lanes
 
@@ -620,9 +617,7 @@ def _resize_lane(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
             points.append((at, i, _Point(at, state, attrs, [snap.key])))
         points.sort(key=lambda p: (p[0], p[1]))
         merged = _merge_points([p[2] for p in points], lambda pt: (pt.state, pt.attrs.get("reason")))
-        gone = inc.deleted_at
-        end = gone if merged and gone and gone >= merged[-1].at else None
-        intervals.extend(iv for iv in _chain(RESIZE_LANE, merged, end) if iv.state != _ABSENT)
+        intervals.extend(iv for iv in _chain(RESIZE_LANE, merged, inc.deleted_at) if iv.state != _ABSENT)
     return {RESIZE_LANE: _settle(intervals)} if intervals else {}
 
 
@@ -644,10 +639,7 @@ def _generation_lane(facts: PodFacts) -> dict[str, tuple[Interval, ...]]:
         merged = _merge_points(
             points, lambda pt: (pt.state, pt.attrs["generation"], pt.attrs["observed_generation"])
         )
-        gone = inc.deleted_at
-        intervals.extend(
-            _chain(GENERATION_LANE, merged, gone if merged and gone and gone >= merged[-1].at else None)
-        )
+        intervals.extend(_chain(GENERATION_LANE, merged, inc.deleted_at))
     return {GENERATION_LANE: _settle(intervals)} if intervals else {}
 
 
