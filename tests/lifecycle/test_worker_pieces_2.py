@@ -8,12 +8,14 @@ is SYNTHETIC and says so.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import t, worker
+from tests.lifecycle.factories import at, marker, rows, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
 
 UID = scenarios.UID
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
@@ -58,3 +60,80 @@ def test_setup_cites_the_syncloop_add_its_worker_first_saw_the_pod_after() -> No
     setup = derive_pod_timeline([add, *first, *scenarios.kubelet_graceful_delete()]).lane("worker")[0]
     assert (setup.state, setup.start, setup.attrs["start_from"]) == ("setup", t(1.1), "first_seen")
     assert add.dedupe_key in setup.evidence
+
+
+PLEG = "SyncLoop (PLEG): event for pod"
+
+
+def _pleg(seen: float, transition: str, container_id: str) -> Observation:
+    """SYNTHETIC: a V2 PLEG line of the pod (its container or sandbox ID in the payload, as the parser
+    gives it)."""
+    obs = worker(UID, seen, transition, message=PLEG)
+    return replace(obs, payload={**obs.payload, "container_id": container_id})
+
+
+def test_a_completed_pods_cleanup_is_dated_by_the_first_report_of_each_death() -> None:
+    """A RestartNever pod completed with no kill line (door 2): cleanup begins at the last death PLEG saw
+    (the sandbox's, last in SyncTerminatingPod). A kubelet restarted later re-reports every exited
+    container still present as ContainerDied on its first relist (generic PLEG: no old state, exited now;
+    docs/kubelet-lines.md: a new kubelet re-lists every pod), the same deaths told again: a death is dated
+    by its first report, so cleanup still begins at the sandbox's death at 10.5, not at the re-report.
+
+    SYNTHETIC: V2 SyncLoop ADD, PLEG ContainerStarted / ContainerDied of the sandbox "5a1d" and the app
+    "a1", the same two deaths reported again at 60, no API object."""
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        _pleg(2.0, "container_started", "5a1d"),
+        _pleg(3.0, "container_started", "a1"),
+        _pleg(10.0, "container_died", "a1"),
+        _pleg(10.5, "container_died", "5a1d"),
+        _pleg(60.0, "container_died", "a1"),
+        _pleg(60.0, "container_died", "5a1d"),
+    ]
+    (cleanup,) = [iv for iv in derive_pod_timeline(obs).lane("worker") if iv.state == "cleanup"]
+    assert (cleanup.start, cleanup.attrs["start_from"]) == (t(10.5), "all_containers_died")
+
+
+def test_deaths_its_kill_lines_explain_leave_the_deletion_and_its_remove_standing() -> None:
+    """An excerpt that begins after the containers started: a SyncLoop DELETE, the kill line ("Killing
+    container with a grace period", V2), the app's and the sandbox's deaths, the REMOVE. The kill explains
+    the deaths (the deletion killed them): this is no pod that completed on its own, so the DELETE begins
+    termination and the REMOVE still ends the worker's life in the timeline (at 8.0).
+
+    SYNTHETIC: V2 config, kill and PLEG lines, no API object."""
+    obs = [
+        worker(UID, 4.0, "syncloop_delete", message="SyncLoop DELETE"),
+        marker(
+            UID, 4.01, "KillingContainer", "Killing container with a grace period", container="app", grace=30
+        ),
+        _pleg(6.0, "container_died", "a1"),
+        _pleg(6.5, "container_died", "5a1d"),
+        worker(UID, 8.0, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    lane = derive_pod_timeline(obs).lane("worker")
+    assert (lane[0].state, lane[0].start, lane[0].attrs["start_from"]) == (
+        "terminating",
+        t(4.0),
+        "syncloop_delete",
+    )
+    assert lane[-1].end == t(8.0)
+
+
+def test_after_deaths_no_kill_explains_the_workers_own_teardown_lines_stand() -> None:
+    """An excerpt that begins as a RestartNever pod completed: the app's and the sandbox's deaths with no
+    kill line, then the worker's own V4 lines of SyncTerminatedPod up to "Pod worker has stopped", and
+    long after, the Job controller's DELETE and REMOVE. The containers exited on their own, so the DELETE
+    begins no termination (it is dropped); but only the config lines are: the worker's lines after the
+    deaths still show cleanup from SyncTerminatedPod's enter (7.0) to the worker's end (7.6).
+
+    SYNTHETIC: V2 PLEG and config lines, V4 pod worker lines, no API object."""
+    obs = [
+        _pleg(6.0, "container_died", "a1"),
+        _pleg(6.5, "container_died", "5a1d"),
+        worker(UID, 7.0, "terminated_enter"),
+        worker(UID, 7.5, "terminated_exit"),
+        worker(UID, 7.6, "worker_done"),
+        worker(UID, 100.0, "syncloop_delete", message="SyncLoop DELETE"),
+        worker(UID, 100.1, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    assert rows(derive_pod_timeline(obs), "worker") == [("cleanup", at(7.0), at(7.6), "observed")]
