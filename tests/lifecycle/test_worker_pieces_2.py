@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import at, marker, rows, t, worker
+from tests.lifecycle.factories import at, cond, ctr, finding_rows, marker, pod, rows, t, worker
 from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
@@ -137,3 +137,46 @@ def test_after_deaths_no_kill_explains_the_workers_own_teardown_lines_stand() ->
         worker(UID, 100.1, "syncloop_remove", message="SyncLoop REMOVE"),
     ]
     assert rows(derive_pod_timeline(obs), "worker") == [("cleanup", at(7.0), at(7.6), "observed")]
+
+
+def test_an_api_only_eviction_terminates_from_the_kubelets_disruption_target_cause_evicted() -> None:
+    """k8s-facts.md (DisruptionTarget): on 1.26+ the kubelet's node-pressure eviction sets
+    DisruptionTarget=True, reason TerminationByKubelet, with the eviction message, as it begins the
+    eviction, and the pod ends Failed with reason Evicted. Seen by the API alone, the condition's transition
+    (30 s) dates the termination request, and its cause is the eviction (as "Evicting pod" would say in
+    the kubelet's lines), not a kill of another kind (node shutdown, critical-pod preemption).
+
+    SYNTHETIC: the API's view of a start (scenarios.api_start), a status at 30.2 with the condition while
+    the container still runs (the phase is written once it stopped), Failed / Evicted at 31.4 with the
+    container finished (exit 137) at 31; the message is the eviction manager's first sentence."""
+    said = "The node was low on resource: memory. "
+    target = cond("DisruptionTarget", "True", 30, "TerminationByKubelet", said)
+    obs = [
+        *scenarios.api_start(),
+        pod(
+            UID,
+            105,
+            30.2,
+            phase="Running",
+            start_time=2,
+            conditions=[cond("PodScheduled", "True", 1), target],
+            containers=[ctr(state="running", started=4, ready=True)],
+        ),
+        pod(
+            UID,
+            106,
+            31.4,
+            phase="Failed",
+            reason="Evicted",
+            message=said,
+            start_time=2,
+            conditions=[cond("PodScheduled", "True", 1), target],
+            containers=[ctr("app", "terminated", reason="Error", exit_code=137, started=4, finished=31)],
+        ),
+    ]
+    tl = derive_pod_timeline(obs)
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert (terminating.start, terminating.end) == (t(30), t(31))
+    assert terminating.attrs["cause"] == "evicted"
+    # The eviction finding dates the eviction where the worker began it, not at the Failed status.
+    assert ("evicted", "warning", at(30), None) in finding_rows(tl)
