@@ -180,3 +180,28 @@ def test_an_api_only_eviction_terminates_from_the_kubelets_disruption_target_cau
     assert terminating.attrs["cause"] == "evicted"
     # The eviction finding dates the eviction where the worker began it, not at the Failed status.
     assert ("evicted", "warning", at(30), None) in finding_rows(tl)
+
+
+# SYNTHETIC: the eviction manager's V3 "Evicting pod" line (format of tests/parsers/test_kubelet_log.py's
+# sample, eviction_manager.go) for nginx, between the real ranking line and the real success line.
+EVICTING = (
+    "Oct 12 19:34:44 aks-nodepool1-24207654-vmss000002 kubelet[2480]: I1012 19:34:44.999500    2480 "
+    'eviction_manager.go:608] "Evicting pod" pod="default/nginx" podUID="' + NGINX + '" '
+    'message="The node was low on resource: memory. "'
+)
+
+
+def test_the_eviction_ranking_begins_termination_when_evicting_pod_follows_without_a_kill() -> None:
+    """docs/kubelet-lines.md: the ranking's first pod is evicted at once; "Evicting pod" (V3) says so even
+    when no "Killing container" line follows (a pod whose containers had all exited already has none to
+    kill): the ranking line still begins the pod's termination, cause evicted, not the later "Evicting
+    pod".
+
+    The real AKS excerpt (SOURCES.md: aks-1.27-memory-eviction-nginx.syslog), its ranking and success
+    lines; SYNTHETIC: the "Evicting pod" line above in place of its kill and ContainerDied lines."""
+    real = (REAL / "aks-1.27-memory-eviction-nginx.syslog").read_text(encoding="utf-8").splitlines()
+    lines = [real[0], EVICTING, real[3]]
+    tl = timelines(parse([lines], node="aks-nodepool1-24207654-vmss000002", year=2023))[NGINX]
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert terminating.start.isoformat() == "2023-10-12T19:34:44.999261+00:00"
+    assert (terminating.attrs["start_from"], terminating.attrs["cause"]) == ("EvictionRanked", "evicted")
