@@ -205,3 +205,58 @@ def test_the_eviction_ranking_begins_termination_when_evicting_pod_follows_witho
     (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
     assert terminating.start.isoformat() == "2023-10-12T19:34:44.999261+00:00"
     assert (terminating.attrs["start_from"], terminating.attrs["cause"]) == ("EvictionRanked", "evicted")
+
+
+def _deleted_with_grace_1(kill: bool) -> list[Observation]:
+    """SYNTHETIC: the API's view of a start (scenarios.api_start), a DELETE with grace 1 at 20 (deletion
+    timestamp 21) while the app runs, the app finished at 22; the V2 SyncLoop DELETE at 20.05 and, with
+    ``kill``, the V2 kill line at 20.06 saying the grace the kubelet applied (2)."""
+    deleting = {"start_time": 2, "deletion": 21, "deletion_grace": 1}
+    obs = [
+        *scenarios.api_start(),
+        pod(UID, 105, 20.04, phase="Running", **deleting, containers=[ctr(state="running", started=4)]),
+        worker(UID, 20.05, "syncloop_delete", message="SyncLoop DELETE"),
+        pod(
+            UID,
+            106,
+            22.5,
+            phase="Succeeded",
+            **deleting,
+            containers=[ctr(state="terminated", reason="Completed", exit_code=0, started=4, finished=22)],
+        ),
+    ]
+    if kill:
+        obs.append(
+            marker(
+                UID,
+                20.06,
+                "KillingContainer",
+                "Killing container with a grace period",
+                container="app",
+                grace=2,
+            )
+        )
+    return obs
+
+
+def test_a_termination_without_a_grace_on_its_lines_has_the_deletions_grace() -> None:
+    """A termination begun by a SyncLoop DELETE (V2: the line gives no grace) was given the grace of the
+    deletion that began it (its deletionGracePeriodSeconds, 1 here): its terminating interval says so."""
+    (terminating,) = [
+        iv
+        for iv in derive_pod_timeline(_deleted_with_grace_1(False)).lane("worker")
+        if iv.state == "terminating"
+    ]
+    assert terminating.attrs["grace_seconds"] == 1
+
+
+def test_the_grace_a_kill_line_says_is_the_one_the_termination_was_given() -> None:
+    """The kubelet's kill line says the grace it applied: from 1.22 on at least 2 (StopContainer's floor,
+    applied before the line; docs/testing.md), though the DELETE asked for 1. The termination was given
+    what the kill line says, 2."""
+    (terminating,) = [
+        iv
+        for iv in derive_pod_timeline(_deleted_with_grace_1(True)).lane("worker")
+        if iv.state == "terminating"
+    ]
+    assert terminating.attrs["grace_seconds"] == 2
