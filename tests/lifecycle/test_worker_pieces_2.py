@@ -260,3 +260,34 @@ def test_the_grace_a_kill_line_says_is_the_one_the_termination_was_given() -> No
         if iv.state == "terminating"
     ]
     assert terminating.attrs["grace_seconds"] == 2
+
+
+def test_a_completed_pods_cleanup_ends_at_the_status_managers_termination_finished() -> None:
+    """A RestartNever pod whose app and sandbox PLEG saw start and die, with no kill line (door 2):
+    cleanup begins at the last death (the sandbox's, 10.5). The Job controller's later DELETE and REMOVE
+    request nothing and are dropped, but only they: the status manager's V3 "The pod termination is
+    finished as SyncTerminatedPod completes" (1.27+) after the deaths still ends cleanup, at 11.1.
+
+    SYNTHETIC: V2 SyncLoop ADD / DELETE / REMOVE and PLEG lines, the V3 status manager line, no API
+    object."""
+    obs = [
+        worker(UID, 1.1, "syncloop_add", message="SyncLoop ADD"),
+        _pleg(2.0, "container_started", "5a1d"),
+        _pleg(3.0, "container_started", "a1"),
+        _pleg(10.0, "container_died", "a1"),
+        _pleg(10.5, "container_died", "5a1d"),
+        worker(
+            UID,
+            11.1,
+            "termination_finished",
+            message="The pod termination is finished as SyncTerminatedPod completes its execution",
+        ),
+        worker(UID, 100.0, "syncloop_delete", message="SyncLoop DELETE"),
+        worker(UID, 100.1, "syncloop_remove", message="SyncLoop REMOVE"),
+    ]
+    (cleanup,) = [iv for iv in derive_pod_timeline(obs).lane("worker") if iv.state == "cleanup"]
+    assert (cleanup.start, cleanup.end, cleanup.attrs["end_from"]) == (
+        t(10.5),
+        t(11.1),
+        "termination_finished",
+    )
