@@ -780,14 +780,18 @@ def termination_request(inc: Incarnation) -> TerminationRequest | None:
 
     Doors: deletion timestamp (minus the deletion grace), a terminal phase (when it was reached),
     DisruptionTarget=True set by the kubelet (TerminationByKubelet), or phase Failed reason Evicted.
+    The kubelet's eviction manager sets both (1.26+): its DisruptionTarget, set as the eviction begins,
+    dates the eviction, and the reason Evicted of the incarnation names its cause.
     """
     found: list[tuple[datetime, int, str, str]] = []
+    evicted = any(snap.reason == "Evicted" for snap in inc.snapshots)
+    by_kubelet = TerminationCause.EVICTED if evicted else TerminationCause.REMOVED
     for snap in inc.snapshots:
         if snap.deletion_requested_at is not None:
             found.append((snap.deletion_requested_at, 0, TerminationCause.DELETION, snap.key))
         target = snap.condition("DisruptionTarget")
         if target is not None and target.status == "True" and target.reason == "TerminationByKubelet":
-            found.append((target.last_transition or snap.at, 1, TerminationCause.REMOVED, snap.key))
+            found.append((target.last_transition or snap.at, 1, by_kubelet, snap.key))
         if snap.terminal and not snap.deleted:
             cause = TerminationCause.EVICTED if snap.reason == "Evicted" else TerminationCause.TERMINAL_PHASE
             found.append((terminal_time(snap), 2, cause, snap.key))
