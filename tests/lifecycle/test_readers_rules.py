@@ -17,9 +17,10 @@ from typing import Any
 from collectors.parsers.audit import parse_audit
 from collectors.parsers.k8s_objects import pod_observation
 from collectors.parsers.kubectl import reset_restart
-from tests.lifecycle.factories import event, span, worker
+from tests.lifecycle.factories import event, marker, span, worker
 from timelines.lifecycle.facts import collect_facts
 from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.worker import sync_errors
 
 AKKERIS = (
     Path(__file__).resolve().parents[1]
@@ -462,3 +463,24 @@ def test_an_event_without_its_own_uid_is_known_by_its_key() -> None:
     b = replace(base, dedupe_key="event:b", payload={**base.payload, "uid": None, "message": "again"})
     records = collect_facts([_akkeris(), a, b]).events
     assert sorted(r.uid for r in records) == ["event:a", "event:b"]
+
+
+def test_an_error_syncing_pod_that_failed_a_kill_is_a_sync_error_of_its_kubelet_process() -> None:
+    """GIVEN the akkeris pod and two kubelet lines about it (SYNTHETIC markers in the parser's shapes,
+    docs/observations.md): an "Error syncing pod" at 21:52 (SyncError) and one at 21:54 whose err says
+    KillPodSandbox failed (the parser's FailedKill), both of kubelet pid 4242
+    THEN both are the pod's sync errors, each with its time and its process's pid: a sync that failed to
+    kill is a failed sync all the same (the worker retries it)."""
+    uid = _akkeris().pod_uid
+    assert uid is not None
+    at = [datetime(2022, 1, 13, 21, m, tzinfo=UTC) for m in (52, 54)]
+    lines = []
+    for when, reason in zip(at, ("SyncError", "FailedKill"), strict=True):
+        m = marker(uid, 0, reason, "Error syncing pod, skipping")
+        lines.append(
+            replace(
+                m, dedupe_key=f"{m.dedupe_key}{reason}", observed_at=when, payload={**m.payload, "pid": 4242}
+            )
+        )
+    facts = collect_facts([_akkeris(), *lines])
+    assert sync_errors(facts) == [(at[0], 4242), (at[1], 4242)]
