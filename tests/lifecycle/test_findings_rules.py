@@ -236,3 +236,123 @@ def test_an_api_objects_removal_does_not_date_its_containers_stop() -> None:
     (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
     assert (terminating.source, terminating.end) == ("inferred", t(30.0))
     assert [f.kind for f in tl.findings if f.kind == "grace_exceeded"] == []
+
+
+def _kills(deaths: dict[str, float], *, named: bool = True) -> list[Observation]:
+    """SYNTHETIC, like ``_two_kills``: a running pod deleted with grace 30 s (taken at 20.45 s), the kubelet
+    killing each container of ``deaths`` at 20.463 s with 30 s and PLEG naming its death at the time given;
+    with ``named=False`` the kill lines name the container ID only (no containerName)."""
+    ids = {name: f"{i + 1:x}" * 64 for i, name in enumerate(deaths)}
+    obs = [
+        *scenarios.normal_start(),
+        pod(
+            UID,
+            105,
+            20.4,
+            phase="Running",
+            start_time=2,
+            deletion=50,
+            deletion_grace=30,
+            containers=[ctr(name, "running", started=4) for name in deaths],
+        ),
+        worker(UID, 20.45, "termination_requested", cause="deletion"),
+        worker(UID, 20.46, "terminating_enter", grace=30),
+    ]
+    for name, cid in ids.items():
+        kill = marker(
+            UID,
+            20.463,
+            "KillingContainer",
+            "Killing container with a grace period",
+            container=name if named else None,
+            grace=30,
+        )
+        payload = {**kill.payload, "container_id": f"containerd://{cid}"}
+        obs.append(replace(kill, dedupe_key=kill.dedupe_key + name, payload=payload))
+    for name, seen in deaths.items():
+        died = worker(UID, seen, "container_died")
+        obs.append(
+            replace(
+                died, dedupe_key=died.dedupe_key + name, payload={**died.payload, "container_id": ids[name]}
+            )
+        )
+    last = max(deaths.values())
+    obs += [
+        worker(UID, last + 0.1, "containers_terminated"),
+        worker(UID, last + 0.2, "terminated_enter"),
+        worker(UID, last + 0.5, "worker_done"),
+    ]
+    return obs
+
+
+def test_a_finding_names_at_most_three_slow_kills_and_cites_them_all() -> None:
+    """GIVEN four containers (a, b, c, d) killed at 20.463 s with 30 s, dying at 56, 57, 58 and 59 s
+    (SYNTHETIC kill and PLEG lines, see ``_kills``)
+    THEN the termination's one grace_exceeded finding tells the first three kills (a reader wants the
+    examples, not a list as long as the pod) and still cites all four deaths as evidence."""
+    obs = _kills({"a": 56.0, "b": 57.0, "c": 58.0, "d": 59.0})
+    tl = derive_pod_timeline(obs)
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert [f"container {n} was killed" in found.message for n in "abcd"] == [True, True, True, False]
+    deaths = {o.dedupe_key for o in obs if o.payload.get("transition") == "container_died"}
+    assert len(deaths) == 4 and deaths <= set(found.evidence)
+
+
+def test_a_kill_line_naming_no_container_is_told_by_its_short_container_id() -> None:
+    """GIVEN two containers killed with 30 s by lines naming only the container ID (SYNTHETIC: as the
+    kubelet's <=1.18 "Killing container "docker://<id>" with a 30 second grace period" names it, real in
+    tests/fixtures/real/kubelet/deckhouse-336-kubelet-forker-kill-unwanted-and-add.journal; here in the
+    structured shape, containerID without containerName), one dying at 56 s
+    THEN the finding names that container by its ID's first 12 characters (what ``docker ps`` and
+    ``crictl ps`` show), without the runtime prefix."""
+    tl = derive_pod_timeline(_kills({"a": 21.0, "b": 56.0}, named=False))
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert f"container {'2' * 12} was killed at" in found.message
+    assert "container None" not in found.message and "containerd://" not in found.message
+
+
+def test_a_termination_whose_request_the_log_does_not_show_is_not_timed() -> None:
+    """GIVEN kubelet lines (SYNTHETIC, the parser's shapes) that begin with the pod worker already
+    terminating at 20.46 s (its termination request not in the log) and end with its containers
+    terminated at 56.1 s
+    THEN no grace_exceeded: the termination began at an unknown moment before the first line, so how long
+    the containers took is unknown (it could be less or more than 35.6 s)."""
+    obs = [
+        worker(UID, 20.46, "terminating_enter", grace=30),
+        worker(UID, 56.1, "containers_terminated"),
+        worker(UID, 56.2, "terminated_enter"),
+        worker(UID, 56.5, "worker_done"),
+    ]
+    tl = derive_pod_timeline(obs)
+    (terminating,) = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
+    assert not terminating.start_known
+    assert [f.kind for f in tl.findings if f.kind == "grace_exceeded"] == []
+
+
+def test_a_grace_report_with_no_message_is_told_by_its_reason_alone() -> None:
+    """GIVEN scenarios.stuck_terminating whose ExceededGracePeriod event has an empty message (SYNTHETIC:
+    an Event's message is optional in the API)
+    THEN the finding says the kubelet reported ExceededGracePeriod, with no empty parentheses."""
+    obs = [
+        replace(o, payload={**o.payload, "message": ""}) if o.dedupe_key == "event:ev-exceeded:1" else o
+        for o in scenarios.stuck_terminating()
+    ]
+    (found,) = [f for f in derive_pod_timeline(obs).findings if f.kind == "grace_exceeded"]
+    assert found.message.endswith("the kubelet reported ExceededGracePeriod.")
+    assert "()" not in found.message
+
+
+def test_a_grace_report_outside_any_termination_is_its_own_finding() -> None:
+    """GIVEN a pod started and running (scenarios.normal_start) and a kubelet line at 15 s saying the
+    runtime did not kill the pod within its grace period (SYNTHETIC GraceExceeded marker), with no
+    termination of the pod seen
+    THEN it is still a grace_exceeded finding of its own, starting at the report, open-ended (when the
+    termination it belongs to ended is unknown), counting that one report and citing it: a kubelet report
+    is never dropped for want of its termination."""
+    line = marker(UID, 15.0, "GraceExceeded", KILL_TIMEOUT_TEXT)
+    tl = derive_pod_timeline([*scenarios.normal_start(), line])
+    (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    assert (found.start, found.end, found.attrs["reports"]) == (t(15.0), None, 1)
+    assert list(found.evidence) == [line.dedupe_key]
+    assert "reported GraceExceeded at 2024-06-07 06:54:55 UTC" in found.message
+    assert f"({KILL_TIMEOUT_TEXT})" in found.message

@@ -14,11 +14,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from collectors.parsers.audit import parse_audit
 from collectors.parsers.k8s_objects import pod_observation
 from collectors.parsers.kubectl import reset_restart
-from tests.lifecycle.factories import event, span
+from tests.lifecycle.factories import event, marker, span, worker
 from timelines.lifecycle.facts import collect_facts
 from timelines.lifecycle.observation import Kind, Observation, Source
+from timelines.lifecycle.worker import sync_errors
 
 AKKERIS = (
     Path(__file__).resolve().parents[1]
@@ -28,6 +30,7 @@ AKKERIS = (
     / "akkeris-2022-pod-being-deleted.json"
 )
 NODE = "ip-10-84-25-128.us-west-2.compute.internal"
+AUDIT = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "audit"
 
 
 def _akkeris() -> Observation:
@@ -249,3 +252,235 @@ def test_a_kubelet_process_whose_last_line_is_before_its_first_is_named_and_kept
     assert (read.first_at, read.last_at) == (first, first)
     assert read.starts == (first, first + timedelta(seconds=2))
     assert facts.problems == ("process:backwards: last_at is before first_at",)
+
+
+# ------------------------------------------------------------------------- collect_facts, round 2
+
+
+def test_snapshots_seen_at_one_instant_are_in_resource_version_order() -> None:
+    """GIVEN the real akkeris pod (resourceVersion 500400990) and, seen at the same instant, an older
+    version of it (SYNTHETIC: resourceVersion 99, phase Pending; its key sorts after the real one's as
+    text) THEN the snapshots are in resourceVersion order, the real one last: at one instant the higher
+    version is the later write of the object (the API server's resourceVersion is the etcd revision of the
+    write), not the one whose key sorts last."""
+    real = _akkeris()
+    older = replace(
+        real,
+        dedupe_key=real.dedupe_key.rsplit(":", 1)[0] + ":99",
+        payload={**real.payload, "resource_version": "99", "phase": "Pending"},
+    )
+    assert older.dedupe_key > real.dedupe_key
+    snaps = collect_facts([real, older]).snapshots
+    assert [(s.resource_version, s.phase) for s in snaps] == [(99, "Pending"), (500400990, "Running")]
+
+
+def test_a_kubelet_line_with_an_empty_transition_is_named_and_adds_no_worker_event() -> None:
+    """GIVEN the akkeris pod and a pod-worker observation whose transition is the empty string (SYNTHETIC
+    damage: the kubelet parser always names one) THEN no worker event is read from it and it is named
+    among the problems: a step the worker took must have a name to be placed in the lane."""
+    uid = _akkeris().pod_uid
+    assert uid is not None
+    base = worker(uid, 0, "syncloop_add")
+    blank = replace(base, payload={**base.payload, "transition": ""})
+    facts = collect_facts([_akkeris(), blank])
+    assert facts.worker_events == ()
+    assert facts.problems == (f"{blank.dedupe_key}: transition '' is not a Transition name",)
+
+
+def test_audited_requests_about_another_pod_are_not_among_the_pods_observations() -> None:
+    """GIVEN the real akkeris pod (sam/logs-c6f97b6bd-tl7t5) and the real audited deletes and creates of
+    citadel/webapp-color (tests/fixtures/real/audit/kodekloud-2024-citadel-webapp-color-deletes.jsonl,
+    2024; they carry no UID, so they are joined by name and time) THEN none of them is this pod's:
+    neither among its audits nor among the observations its timeline is drawn from and cites."""
+    audits = [
+        o
+        for o in parse_audit(
+            (AUDIT / "kodekloud-2024-citadel-webapp-color-deletes.jsonl").read_bytes()
+        ).observations
+        if o.kind == Kind.AUDIT
+    ]
+    assert len(audits) == 10
+    facts = collect_facts([_akkeris(), *audits])
+    assert facts.audits == ()
+    assert [o.kind for o in facts.observations] == [Kind.POD]
+
+
+def _process(key: str, pid: int, first: datetime, last: datetime, *, seen: datetime) -> Observation:
+    """SYNTHETIC kubelet process observation (the kubelet parser's shape), stored at ``seen``."""
+    return Observation(
+        kind=Kind.KUBELET_PROCESS,
+        source=Source.KUBELET_LOG,
+        observed_at=seen,
+        dedupe_key=key,
+        node=NODE,
+        payload={
+            "pid": pid,
+            "first_at": first.isoformat(),
+            "last_at": last.isoformat(),
+            "started_at": None,
+            "version": None,
+            "starts": [],
+        },
+    )
+
+
+def test_a_nodes_kubelet_processes_are_in_the_order_they_logged_first() -> None:
+    """GIVEN the akkeris pod and two kubelet processes of its node (SYNTHETIC): pid 100 logging from 21:00
+    to 21:40, stored when the log was read to its end at 22:00, and pid 200, the kubelet restarted,
+    logging from 21:41, stored at its first line (so earlier than pid 100: a store's time is not when
+    the process ran)
+    THEN the processes read are pid 100 then pid 200: a restarted kubelet's process follows the one it
+    replaced, by when each logged first."""
+
+    def at(hour: int, minute: int) -> datetime:
+        return datetime(2022, 1, 13, hour, minute, tzinfo=UTC)
+
+    old = _process("process:z-old", 100, at(21, 0), at(21, 40), seen=at(22, 0))
+    new = _process("process:a-new", 200, at(21, 41), at(21, 50), seen=at(21, 41))
+    facts = collect_facts([_akkeris(), new, old])
+    assert [p.pid for p in facts.processes] == [100, 200]
+
+
+def test_an_undated_snapshot_seen_first_belongs_to_the_first_dated_object() -> None:
+    """GIVEN the real akkeris pod and, seen a minute before it, a snapshot of the same UID with no
+    creationTimestamp (SYNTHETIC: a partial object; resourceVersion 99)
+    THEN both are one incarnation, created when the real object says: a UID names one object, and a
+    snapshot that does not date its creation is not a second object."""
+    real = _akkeris()
+    undated = replace(
+        real,
+        dedupe_key=real.dedupe_key.rsplit(":", 1)[0] + ":99",
+        observed_at=real.observed_at - timedelta(minutes=1),
+        payload={**real.payload, "resource_version": "99", "created": None},
+    )
+    (inc,) = collect_facts([real, undated]).incarnations
+    assert inc.created == datetime(2022, 1, 13, 21, 34, 30, tzinfo=UTC)
+    assert [s.resource_version for s in inc.snapshots] == [99, 500400990]
+
+
+def test_an_undated_snapshot_belongs_to_the_object_seen_just_before_it() -> None:
+    """GIVEN under the akkeris pod's UID an earlier object (SYNTHETIC: created 20:00, seen 20:30,
+    resourceVersion 98; a static pod's UID outlives its object), the real object (created 21:34:30, seen
+    21:53:51), and a snapshot one minute after the real one with no creationTimestamp (SYNTHETIC,
+    resourceVersion 500400991)
+    THEN the undated snapshot is the real object's, the one seen just before it, not the first object's."""
+    real = _akkeris()
+    base = real.dedupe_key.rsplit(":", 1)[0]
+    earlier = replace(
+        real,
+        dedupe_key=base + ":98",
+        observed_at=datetime(2022, 1, 13, 20, 30, tzinfo=UTC),
+        payload={**real.payload, "resource_version": "98", "created": "2022-01-13T20:00:00+00:00"},
+    )
+    undated = replace(
+        real,
+        dedupe_key=base + ":500400991",
+        observed_at=real.observed_at + timedelta(minutes=1),
+        payload={**real.payload, "resource_version": "500400991", "created": None},
+    )
+    first, second = collect_facts([undated, real, earlier]).incarnations
+    assert [s.resource_version for s in first.snapshots] == [98]
+    assert [s.resource_version for s in second.snapshots] == [500400990, 500400991]
+
+
+def test_objects_under_one_uid_are_numbered_by_creation_not_by_when_they_were_seen() -> None:
+    """GIVEN the real akkeris object (created 21:34:30, seen 21:53:51) and an older object under its UID
+    (SYNTHETIC: created 20:00) whose only snapshot was seen later, at 22:00 (an import of an older file)
+    THEN the older object is incarnation 0 and the real one incarnation 1: objects follow each other in
+    the order they were created."""
+    real = _akkeris()
+    older = replace(
+        real,
+        dedupe_key=real.dedupe_key.rsplit(":", 1)[0] + ":98",
+        observed_at=datetime(2022, 1, 13, 22, 0, tzinfo=UTC),
+        payload={**real.payload, "resource_version": "98", "created": "2022-01-13T20:00:00+00:00"},
+    )
+    incs = collect_facts([real, older]).incarnations
+    assert [(i.index, [s.resource_version for s in i.snapshots]) for i in incs] == [
+        (0, [98]),
+        (1, [500400990]),
+    ]
+
+
+def test_a_true_or_false_where_a_number_belongs_is_named_and_not_read_as_one_or_zero() -> None:
+    """GIVEN the akkeris pod with its deletion grace as ``true`` (SYNTHETIC damage: JSON's true is not a
+    number, though Python counts it as 1) THEN the grace is not read (None, not 1) and the value is named
+    among the problems."""
+    real = _akkeris()
+    facts = collect_facts([replace(real, payload={**real.payload, "deletion_grace_seconds": True})])
+    (snap,) = facts.snapshots
+    assert snap.deletion_grace_seconds is None
+    assert facts.problems == (f"{real.dedupe_key}: deletion_grace_seconds True is not an integer",)
+
+
+def test_a_kubelet_process_seen_in_one_line_is_a_moment_and_no_problem() -> None:
+    """GIVEN the akkeris pod and a kubelet process whose first and last lines are one instant (SYNTHETIC:
+    an excerpt holding a single line of pid 300) THEN it is read from that instant to itself and nothing
+    is named: a process seen once is not a process dated backwards."""
+    once = datetime(2022, 1, 13, 21, 50, tzinfo=UTC)
+    facts = collect_facts([_akkeris(), _process("process:once", 300, once, once, seen=once)])
+    (read,) = facts.processes
+    assert (read.first_at, read.last_at) == (once, once)
+    assert facts.problems == ()
+
+
+def test_a_kubelet_process_with_no_last_line_time_ends_at_its_first() -> None:
+    """GIVEN the akkeris pod and a kubelet process with a first line at 21:50 and no last-line time,
+    stored at 22:00 (SYNTHETIC) THEN it is read as the moment of its first line: where it ran is known
+    from its lines, not from when it was stored."""
+    first = datetime(2022, 1, 13, 21, 50, tzinfo=UTC)
+    proc = _process("process:nolast", 300, first, first, seen=first.replace(hour=22, minute=0))
+    proc = replace(proc, payload={**proc.payload, "last_at": None})
+    (read,) = collect_facts([_akkeris(), proc]).processes
+    assert (read.first_at, read.last_at) == (first, first)
+
+
+def test_a_span_that_ends_as_it_starts_is_read_and_no_problem() -> None:
+    """GIVEN the akkeris pod and a kubelet ``syncTerminatedPod`` span (SYNTHETIC, the span parser's shape)
+    whose end is its start (a clock's resolution makes a fast call zero long) THEN its start and end are
+    read at that instant and nothing is named: only an end before the start is wrong."""
+    uid = _akkeris().pod_uid
+    assert uid is not None
+    base = span(uid, "syncTerminatedPod", 0, 1)
+    start = datetime(2022, 1, 13, 21, 52, 51, 500000, tzinfo=UTC)
+    zero = replace(base, payload={**base.payload, "start": start.isoformat(), "end": start.isoformat()})
+    facts = collect_facts([_akkeris(), zero])
+    assert sorted((e.name, e.at) for e in facts.worker_events) == [
+        ("span:syncTerminatedPod:end", start),
+        ("span:syncTerminatedPod:start", start),
+    ]
+    assert facts.problems == ()
+
+
+def test_an_event_without_its_own_uid_is_known_by_its_key() -> None:
+    """GIVEN the akkeris pod and an Event about it with no metadata.uid (SYNTHETIC: an event read from a
+    text export that dropped it) THEN the event is still read, known by its observation's key: one event,
+    never merged with another that also lacks a UID."""
+    uid = _akkeris().pod_uid
+    assert uid is not None
+    base = event(uid, "ev-1", 0, "Killing", "Stopping container logs")
+    a = replace(base, dedupe_key="event:a", payload={**base.payload, "uid": None})
+    b = replace(base, dedupe_key="event:b", payload={**base.payload, "uid": None, "message": "again"})
+    records = collect_facts([_akkeris(), a, b]).events
+    assert sorted(r.uid for r in records) == ["event:a", "event:b"]
+
+
+def test_an_error_syncing_pod_that_failed_a_kill_is_a_sync_error_of_its_kubelet_process() -> None:
+    """GIVEN the akkeris pod and two kubelet lines about it (SYNTHETIC markers in the parser's shapes,
+    docs/observations.md): an "Error syncing pod" at 21:52 (SyncError) and one at 21:54 whose err says
+    KillPodSandbox failed (the parser's FailedKill), both of kubelet pid 4242
+    THEN both are the pod's sync errors, each with its time and its process's pid: a sync that failed to
+    kill is a failed sync all the same (the worker retries it)."""
+    uid = _akkeris().pod_uid
+    assert uid is not None
+    at = [datetime(2022, 1, 13, 21, m, tzinfo=UTC) for m in (52, 54)]
+    lines = []
+    for when, reason in zip(at, ("SyncError", "FailedKill"), strict=True):
+        m = marker(uid, 0, reason, "Error syncing pod, skipping")
+        lines.append(
+            replace(
+                m, dedupe_key=f"{m.dedupe_key}{reason}", observed_at=when, payload={**m.payload, "pid": 4242}
+            )
+        )
+    facts = collect_facts([_akkeris(), *lines])
+    assert sync_errors(facts) == [(at[0], 4242), (at[1], 4242)]
