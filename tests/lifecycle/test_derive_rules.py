@@ -193,3 +193,23 @@ def test_containers_stop_regular_first_then_sidecars_whatever_their_names() -> N
     timeline = derive_pod_timeline(_sidecar_pod_with({"app": "web"}, migrate))
     (terminating,) = [iv for iv in timeline.lane("api") if iv.state == "terminating"]
     assert terminating.attrs["stop_order"] == ["web", "log-shipper"]
+
+
+def test_a_condition_that_flips_and_back_within_its_second_shows_no_change_and_cites_every_status() -> None:
+    """lastTransitionTime has whole seconds (RFC 3339): Ready True since 3 s, then False at 5 s and True
+    again at 5 s (two statuses within that second) dates no change a user could see; the later report of
+    that second wins and the lane is Ready from 3 s, citing the three statuses it rests on, until it
+    turns False at 9 s. SYNTHETIC statuses (tests/lifecycle/factories.py)."""
+    from tests.lifecycle.factories import cond, pod, t
+
+    uid = "uid-flap"
+    obs = [
+        pod(uid, 1, 3.2, phase="Running", conditions=[cond("Ready", "True", 3)]),
+        pod(uid, 2, 5.3, phase="Running", conditions=[cond("Ready", "False", 5)]),
+        pod(uid, 3, 5.8, phase="Running", conditions=[cond("Ready", "True", 5)]),
+        pod(uid, 4, 9.1, phase="Running", conditions=[cond("Ready", "False", 9)]),
+    ]
+    ready, not_ready = derive_pod_timeline(obs).lane("condition:Ready")
+    assert (ready.state, ready.start, ready.end) == ("true", t(3), t(9))
+    assert ready.evidence == tuple(sorted(o.dedupe_key for o in obs[:3]))
+    assert (not_ready.state, not_ready.start, not_ready.end) == ("false", t(9), None)
