@@ -164,7 +164,7 @@ def test_a_kill_is_timed_to_its_own_containers_death_not_to_another_containers()
     bare ID), the sidecar dying at 21 s and app only at 56 s
     THEN grace_exceeded says app died 35.5 s after its kill: the sidecar's quick death, the first after
     the kill, is not app's (a kill names its container ID; so does PLEG)."""
-    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0, "app": 56.0}))
+    tl = derive_pod_timeline(_kills({"sidecar": 21.0, "app": 56.0}))
     (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
     assert "container app was killed at" in found.message and "died 35.5s later" in found.message
     assert "container sidecar" not in found.message
@@ -175,49 +175,9 @@ def test_a_container_whose_death_no_line_shows_is_not_dead_at_another_containers
     not logged), the kubelet logging all containers terminated at 56.1 s
     THEN the termination took until 56.1 s, past the 30 s grace: one container's death does not say when
     the others died."""
-    tl = derive_pod_timeline(_two_kills({"sidecar": 21.0}))
+    tl = derive_pod_timeline(_kills({"sidecar": 21.0}, killed=("app",), terminated=56.1))
     (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
     assert found.attrs["seconds"] == 35.65
-
-
-def _two_kills(deaths: dict[str, float]) -> list[Observation]:
-    """SYNTHETIC, see the test above: app and sidecar killed at 20.463 s with 30 s, dying at ``deaths``."""
-    ids = {"app": "a" * 64, "sidecar": "b" * 64}
-    obs = [
-        *scenarios.normal_start(),
-        pod(
-            UID,
-            105,
-            20.4,
-            phase="Running",
-            start_time=2,
-            deletion=50,
-            deletion_grace=30,
-            containers=[ctr("app", "running", started=4), ctr("sidecar", "running", started=4)],
-        ),
-        worker(UID, 20.45, "termination_requested", cause="deletion"),
-        worker(UID, 20.46, "terminating_enter", grace=30),
-    ]
-    for name, cid in ids.items():
-        kill = marker(
-            UID, 20.463, "KillingContainer", "Killing container with a grace period", container=name, grace=30
-        )
-        obs.append(
-            replace(
-                kill,
-                dedupe_key=kill.dedupe_key + name,
-                payload={**kill.payload, "container_id": f"containerd://{cid}"},
-            )
-        )
-    for name, seen in deaths.items():
-        died = worker(UID, seen, "container_died")
-        obs.append(replace(died, payload={**died.payload, "container_id": ids[name]}))
-    obs += [
-        worker(UID, 56.1, "containers_terminated"),
-        worker(UID, 56.2, "terminated_enter"),
-        worker(UID, 56.5, "worker_done"),
-    ]
-    return obs
 
 
 def test_an_api_objects_removal_does_not_date_its_containers_stop() -> None:
@@ -238,11 +198,22 @@ def test_an_api_objects_removal_does_not_date_its_containers_stop() -> None:
     assert [f.kind for f in tl.findings if f.kind == "grace_exceeded"] == []
 
 
-def _kills(deaths: dict[str, float], *, named: bool = True) -> list[Observation]:
-    """SYNTHETIC, like ``_two_kills``: a running pod deleted with grace 30 s (taken at 20.45 s), the kubelet
-    killing each container of ``deaths`` at 20.463 s with 30 s and PLEG naming its death at the time given;
-    with ``named=False`` the kill lines name the container ID only (no containerName)."""
-    ids = {name: f"{i + 1:x}" * 64 for i, name in enumerate(deaths)}
+def _kills(
+    deaths: dict[str, float],
+    *,
+    killed: tuple[str, ...] = (),
+    terminated: float | None = None,
+    named: bool = True,
+) -> list[Observation]:
+    """SYNTHETIC lines in the kubelet parser's shapes: a running pod (scenarios.normal_start) deleted with
+    grace 30 s (taken at 20.45 s), the kubelet killing each container of ``deaths`` (and of ``killed``) at
+    20.463 s with 30 s ("Killing container with a grace period" naming its containerID) and PLEG naming the
+    death of each container of ``deaths`` at the time given (ContainerDied naming the bare ID), then all
+    containers terminated at ``terminated`` (default: 0.1 s after the last death); with ``named=False`` the
+    kill lines name the container ID only (no containerName)."""
+    names = [*deaths, *(n for n in killed if n not in deaths)]
+    ids = {name: f"{i + 1:x}" * 64 for i, name in enumerate(names)}
+    end = terminated if terminated is not None else max(deaths.values()) + 0.1
     obs = [
         *scenarios.normal_start(),
         pod(
@@ -253,7 +224,7 @@ def _kills(deaths: dict[str, float], *, named: bool = True) -> list[Observation]
             start_time=2,
             deletion=50,
             deletion_grace=30,
-            containers=[ctr(name, "running", started=4) for name in deaths],
+            containers=[ctr(name, "running", started=4) for name in names],
         ),
         worker(UID, 20.45, "termination_requested", cause="deletion"),
         worker(UID, 20.46, "terminating_enter", grace=30),
@@ -276,11 +247,10 @@ def _kills(deaths: dict[str, float], *, named: bool = True) -> list[Observation]
                 died, dedupe_key=died.dedupe_key + name, payload={**died.payload, "container_id": ids[name]}
             )
         )
-    last = max(deaths.values())
     obs += [
-        worker(UID, last + 0.1, "containers_terminated"),
-        worker(UID, last + 0.2, "terminated_enter"),
-        worker(UID, last + 0.5, "worker_done"),
+        worker(UID, end, "containers_terminated"),
+        worker(UID, end + 0.1, "terminated_enter"),
+        worker(UID, end + 0.4, "worker_done"),
     ]
     return obs
 

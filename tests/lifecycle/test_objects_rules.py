@@ -88,6 +88,16 @@ def test_two_cordons_stamped_in_the_same_microsecond_make_one_drain_whatever_the
 
 # ---------------------------------------------------------------------------------------- node:kubelet
 
+# SYNTHETIC JSON records in the shapes of the real 1.21 JSON log (k8s-100409-1.21-json-logging-flags.json):
+# a FLAG line at V1 in minute 07:32, the "Kubelet version" start line in 07:33, one more line in 07:34.
+JSON_KUBELET_1_21 = (
+    '{"ts":1616398379656.7524,"msg":"FLAG: --eviction-soft=\\"\\"\\n","v":1}',
+    '{"ts":1616398380100.5,"caller":"app/server.go:440","msg":"Kubelet version","v":0,'
+    '"kubeletVersion":"v1.21.0"}',
+    '{"ts":1616398440361.2,"caller":"app/server.go:868",'
+    '"msg":"Client rotation is on, will bootstrap in background","v":0}',
+)
+
 
 def test_a_kubelet_bar_keeps_the_version_its_start_line_named_in_a_later_minute() -> None:
     """GIVEN a kubelet logging JSON records (no pid: one ``pid: null`` process, docs/observations.md) that
@@ -97,13 +107,7 @@ def test_a_kubelet_bar_keeps_the_version_its_start_line_named_in_a_later_minute(
     07:32, the start line in 07:33, one more line in 07:34)
     THEN its bar names the version the start line gave (v1.21.0): a minute whose lines name no version
     (before the start line, or after it) says nothing about the version, it does not erase it."""
-    records = [
-        '{"ts":1616398379656.7524,"msg":"FLAG: --eviction-soft=\\"\\"\\n","v":1}',
-        '{"ts":1616398380100.5,"caller":"app/server.go:440","msg":"Kubelet version","v":0,'
-        '"kubeletVersion":"v1.21.0"}',
-        '{"ts":1616398440361.2,"caller":"app/server.go:868",'
-        '"msg":"Client rotation is on, will bootstrap in background","v":0}',
-    ]
+    records = list(JSON_KUBELET_1_21)
     parser = KubeletLogParser(node="node-a", year=2021, tz=UTC)
     for line in records:
         parser.feed(line)
@@ -307,13 +311,7 @@ def test_a_kubelet_bar_spans_the_first_to_the_last_minute_of_its_lines() -> None
     """GIVEN the pid-less JSON kubelet above (lines in minutes 07:32, 07:33 and 07:34; its start line at
     07:33:00.1, after its FLAG lines) THEN its bar runs from its first minute (07:32, the FLAG lines are
     the same process's) to the end of its last (07:35): the parser counts a process per minute."""
-    records = [
-        '{"ts":1616398379656.7524,"msg":"FLAG: --eviction-soft=\\"\\"\\n","v":1}',
-        '{"ts":1616398380100.5,"caller":"app/server.go:440","msg":"Kubelet version","v":0,'
-        '"kubeletVersion":"v1.21.0"}',
-        '{"ts":1616398440361.2,"caller":"app/server.go:868",'
-        '"msg":"Client rotation is on, will bootstrap in background","v":0}',
-    ]
+    records = list(JSON_KUBELET_1_21)
     parser = KubeletLogParser(node="node-a", year=2021, tz=UTC)
     for line in reversed(records):  # any order of lines in the file gives the same bar
         parser.feed(line)
