@@ -4,12 +4,11 @@ formats (k8s-facts.md), through the parser as `ingest_kubelet_log` reads them.""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from collectors.parsers.kubelet_log import KubeletLogParser
-from tests.lifecycle.test_kubelet_truth import timelines
+from tests.lifecycle.test_kubelet_truth import parse, timelines
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.timeline import Marker
@@ -18,26 +17,16 @@ UID = "8bb7de3e-72f0-4102-adbd-53897040775e"
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "kubelet"
 
 
-def parsed(*lines: str, node: str = "node-a", year: int = 2025, tz: tzinfo = UTC) -> list[Observation]:
-    parser = KubeletLogParser(node=node, year=year, tz=tz)
-    out: list[Observation] = []
-    for line in lines:
-        out.extend(parser.feed(line))
-    out.extend(parser.close())
-    return out
-
-
 def test_a_pod_logged_without_a_namespace_is_named_and_no_namespace_is_made_up() -> None:
     """klog's KObj prints a pod whose namespace is empty as its bare name (`pod="web-1"`): the timeline
     is named web-1, and its namespace stays unknown rather than being read out of a reference that has
     none (SYNTHETIC lines, V4 SyncPod formats)."""
-    tl = derive_pod_timeline(
-        parsed(
-            f'I0318 10:21:19.149698     206 kubelet.go:1888] "SyncPod enter" pod="web-1" podUID="{UID}"',
-            f'I0318 10:21:19.249698     206 kubelet.go:1888] "SyncPod exit" pod="web-1" podUID="{UID}" '
-            "isTerminal=false",
-        )
-    )
+    lines = [
+        f'I0318 10:21:19.149698     206 kubelet.go:1888] "SyncPod enter" pod="web-1" podUID="{UID}"',
+        f'I0318 10:21:19.249698     206 kubelet.go:1888] "SyncPod exit" pod="web-1" podUID="{UID}" '
+        "isTerminal=false",
+    ]
+    tl = timelines(parse([lines], node="node-a", year=2025))[UID]
     assert (tl.namespace, tl.name) == (None, "web-1")
 
 
@@ -69,7 +58,7 @@ def test_pleg_and_syncloop_remove_lines_are_markers_read_back_whole() -> None:
     moment the pod left the kubelet's config. The duplicated ContainerStarted line (the excerpt repeats it)
     is one marker."""
     lines = (REAL / "aks-2024-v2.syslog").read_text(encoding="utf-8").splitlines()
-    obs = parsed(*lines, node="aks-np2-39852331-vmss000000", year=2024, tz=ZoneInfo("Etc/GMT-2"))
+    obs = parse([lines], node="aks-np2-39852331-vmss000000", year=2024, tz=ZoneInfo("Etc/GMT-2"))
     uid = "5da5612b-9738-493c-af51-a213072997f6"
     nginx = "c65a36d4090569f70b6badb5b6127ad773ebd7e5ce18d3872b8e93ee4fb52cab"
     pause = "3cfe7b007c290255f1a416b2bd9404604e6ef5967348211d30cd41e00912fe17"
@@ -96,7 +85,7 @@ def test_post_termination_container_state_gives_each_containers_own_finish() -> 
     `(nginx state=exited exitCode=0 finishedAt=2022-01-27T07:57:17.377710677Z)`: the container finished at
     07:57:17.377710 (the runtime's own time, to the microsecond), 307 ms before the line was logged."""
     lines = (REAL / "k8s-107730-v1.23-terminating-exit.journal").read_text(encoding="utf-8").splitlines()
-    obs = parsed(*lines, node="bm02", year=2022)
+    obs = parse([lines], node="bm02", year=2022)
     assert kubelet_markers(obs, "68aaedee-7ebd-44fd-ad66-0febb9a0b509", "ContainerFinished") == [
         (
             utc("2022-01-27T07:57:17.377710"),

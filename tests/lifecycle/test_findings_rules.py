@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from datetime import UTC, timedelta
-from pathlib import Path
+from datetime import timedelta
 
-from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.lifecycle import kubelet_spec as ks
 from tests.lifecycle import scenarios
 from tests.lifecycle.factories import ctr, marker, pod, t, worker
 from tests.lifecycle.test_kubelet_spec import parse_files, timelines
+from tests.lifecycle.test_kubelet_truth import parse
+from tests.lifecycle.test_real_kubelet_corpus import REAL
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 
@@ -130,18 +130,8 @@ def test_a_killed_container_dies_at_its_own_death_not_at_its_sandboxs() -> None:
     1 s), its ContainerDied at 10:21:59.648493, the sandbox's ContainerDied at 10:22:16.700503
     THEN the finding says c was killed with the 2 s grace and died 37.1 s later, and cites c's death line,
     not the sandbox's: a kill is matched to the death of the container ID it named."""
-    path = (
-        Path(__file__).resolve().parents[1]
-        / "fixtures"
-        / "real"
-        / "kubelet"
-        / "kueue-4669-kind-1.31-v3.journal"
-    )
-    parser = KubeletLogParser(node="kind-worker", year=2025, tz=UTC)
-    obs = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        obs.extend(parser.feed(text))
-    obs.extend(parser.close())
+    lines = (REAL / "kueue-4669-kind-1.31-v3.journal").read_text(encoding="utf-8").splitlines()
+    obs = parse([lines], node="kind-worker", year=2025)
     tl = timelines(obs)[KUEUE]
     (found,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
     assert (

@@ -8,7 +8,7 @@ in its docstring.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 from collectors.parsers.kubectl import read_kubectl_output
@@ -26,11 +26,12 @@ def lines_of(name: str) -> list[str]:
     return (FIXTURES / "kubelet" / name).read_text(encoding="utf-8").splitlines()
 
 
-def parse(files: Sequence[Sequence[str]], *, node: str, year: int) -> list[Observation]:
-    """Each file through its own parser, as ``ingest_kubelet_log`` reads them (processes included)."""
+def parse(files: Sequence[Sequence[str]], *, node: str, year: int, tz: tzinfo = UTC) -> list[Observation]:
+    """Each file through its own parser, as ``ingest_kubelet_log`` reads them (processes included), its
+    times read in ``tz`` (``--tz``)."""
     out: list[Observation] = []
     for lines in files:
-        parser = KubeletLogParser(node=node, year=year, tz=UTC)
+        parser = KubeletLogParser(node=node, year=year, tz=tz)
         for line in lines:
             out.extend(parser.feed(line))
         out.extend(parser.close())
