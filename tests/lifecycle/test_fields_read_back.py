@@ -73,7 +73,9 @@ def test_a_status_write_by_anyone_but_a_kubelet_places_the_pod_nowhere() -> None
 
 def test_a_deletions_marker_names_the_kind_of_actor() -> None:
     """GIVEN the real KodeKloud log, where a user (kubernetes-admin impersonating agent-smith) deletes a pod
-    WHEN the deletion's marker is made THEN it says the actor is a user, beside who it was."""
+    with kubectl WHEN the deletion's marker is made THEN it says the actor is a user, beside who it was,
+    and the client the request came from (its User-Agent, an audit marker's ``user_agent`` attribute in
+    docs/timeline-schema.md)."""
     obs = audits("kodekloud-2022-citadel-webapp-color-delete.jsonl")
     lives = audit_lives("citadel", "webapp-color", obs, [])
     records = [r for life in lives for r in map(read_audit, life.observations) if r is not None]
@@ -83,6 +85,7 @@ def test_a_deletions_marker_names_the_kind_of_actor() -> None:
     assert made is not None
     assert made[2]["actor"] == "user"
     assert made[2]["who"].startswith("agent-smith, as kubernetes-admin")
+    assert made[2]["user_agent"] == "kubectl/v1.20.0 (linux/amd64) kubernetes/af46c47"
 
 
 def audited(payload: dict[str, Any]) -> Observation:
@@ -236,6 +239,20 @@ def test_each_part_of_a_life_split_by_a_lost_remove_goes_to_its_own_incarnation(
         (40, Transition.SYNCLOOP_UPDATE),
     ]
     assert owners(lines, [(OLD, 1, 12), (NEW, 32, 45)]) == [OLD, OLD, NEW, NEW]
+
+
+def test_a_line_whose_transition_is_no_text_neither_opens_nor_closes_a_life() -> None:
+    """GIVEN web-0's lines of the lost-REMOVE case above, with (SYNTHETIC: a stored row from a hostile or
+    broken ingest) a line between them whose ``transition`` is an object, not a name WHEN they are attached
+    THEN it is a line of the life it falls in, like any UPDATE, and the rest are attached as before: a
+    payload the parser did not write costs no read of the node's lines."""
+    lines = [(0, Transition.SYNCLOOP_ADD), (10, Transition.SYNCLOOP_UPDATE), (30, Transition.SYNCLOOP_ADD)]
+    nameless = [replace(worker(OLD, at_, tr, pod_ref="default/web-0"), pod_uid=None) for at_, tr in lines]
+    odd = replace(nameless[1], dedupe_key="odd", payload={**nameless[1].payload, "transition": {"ADD": 1}})
+    anchors = [Anchor(OLD, NODE, t(1), t(12), True, "default", "web-0")]
+    anchors.append(Anchor(NEW, NODE, t(32), t(45), True, "default", "web-0"))
+    found = resolve_names([*nameless, odd], anchors)
+    assert [found.get(o.dedupe_key) for o in [*nameless, odd]] == [OLD, OLD, NEW, OLD]
 
 
 def test_a_pod_known_from_its_requests_alone_keeps_its_name() -> None:

@@ -484,3 +484,20 @@ def test_an_error_syncing_pod_that_failed_a_kill_is_a_sync_error_of_its_kubelet_
         )
     facts = collect_facts([_akkeris(), *lines])
     assert sync_errors(facts) == [(at[0], 4242), (at[1], 4242)]
+
+
+def test_a_text_field_written_as_another_json_value_is_read_as_its_text() -> None:
+    """GIVEN the akkeris pod with (SYNTHETIC: JSON from other tools writes them so) its Ready condition's
+    status as JSON ``true`` and its ``logs`` container's last termination reason as the number 137 THEN
+    they are read as the texts ``True`` (core/v1 ConditionStatus) and ``137``: a field the API types as a
+    string is compared as one."""
+    real = _akkeris()
+    conditions = [{**c, "status": True} if c["type"] == "Ready" else c for c in real.payload["conditions"]]
+    last = {"state": "terminated", "reason": 137, "exit_code": 137}
+    status = {**real.payload["containers"][0], "last_state": last}
+    seen = replace(real, payload={**real.payload, "conditions": conditions, "containers": [status]})
+    facts = collect_facts([seen])
+    (snap,) = facts.snapshots
+    ready = snap.condition("Ready")
+    assert ready is not None and ready.status == "True"
+    assert [(c.name, c.last.reason if c.last else None) for c in snap.containers] == [("logs", "137")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -169,3 +170,18 @@ def test_an_api_state_cites_the_snapshots_that_show_it_and_no_other():
     cited = {iv.state: set(iv.evidence) for iv in derive_pod_timeline(snaps).lane("api")}
     assert cited["scheduled"] == set(keys[:2])
     assert cited["running"] == set(keys[2:])
+
+
+def test_what_could_not_be_read_travels_with_the_document() -> None:
+    """GIVEN the graceful delete with one pod snapshot damaged (SYNTHETIC: a container state Kubernetes does
+    not have) THEN the timeline names that problem, and its document read back names it too: a timeline
+    handed on (``timeline --json``, a bundle) still says what its evidence could not say."""
+    observations = scenarios.graceful_delete()
+    at = next(i for i, o in enumerate(observations) if o.kind == "pod" and o.payload.get("containers"))
+    damaged = observations[at]
+    containers = [{**c, "state": "crashed"} for c in damaged.payload["containers"]]
+    observations[at] = replace(damaged, payload={**damaged.payload, "containers": containers})
+    tl = derive_pod_timeline(observations)
+    assert [p for p in tl.problems if "state 'crashed'" in p]
+    back = schema.read_timeline(schema.to_builtins(schema.write_timeline(tl, "c")))
+    assert back.problems == tl.problems

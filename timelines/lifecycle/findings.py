@@ -237,9 +237,9 @@ def killed_during_setup(ctx: _Context) -> list[Finding]:
         setup = next((s for s in setups if s.attrs.get("cycle") == iv.attrs.get("cycle")), None)
         if setup is None:
             continue
-        if setup.end is None or setup.end > iv.start or (setup.end < iv.start and not setup.end_known):
-            continue  # setup had ended (containers started) before termination, or it is not known
         if setup.end != iv.start:
+            # Setup did not run into the termination: it had ended (containers started) before it, or
+            # ran on after it, or its end is not known.
             continue
         inc = ctx.incarnation_at(iv.start)
         missing: list[str] = []
