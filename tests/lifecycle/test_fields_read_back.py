@@ -22,7 +22,14 @@ from tests.lifecycle.factories import NODE, Row, at, ctr, marker, pod, rows, spa
 from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, marker_of, read_audit
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.facts import canonical_observations, collect_facts
-from timelines.lifecycle.observation import Kind, Observation, Source, Transition, name_problem
+from timelines.lifecycle.observation import (
+    InvalidObservation,
+    Kind,
+    Observation,
+    Source,
+    Transition,
+    name_problem,
+)
 from timelines.lifecycle.resolve import Anchor, resolve_names
 from timelines.lifecycle.schema import FindingDoc, PodDoc, read_timeline
 
@@ -145,6 +152,28 @@ def test_an_empty_uid_is_a_problem_and_an_empty_name_is_not_given() -> None:
         assert name_problem(field, "") is None
     assert name_problem("pod_uid", "") is not None
     assert name_problem("namespace", "Not_A_Label") is not None  # the rules still apply to a given one
+
+
+def test_every_bad_name_of_an_observation_is_named_even_beside_a_list() -> None:
+    """GIVEN an observation (SYNTHETIC, a hostile mapping record) whose pod UID is empty, namespace has a
+    space, node is a list and name holds a slash WHEN it is made THEN it is refused naming each of the four,
+    in that order: a list, which cannot be remembered as an answer, is no name either, and it does not
+    hide the other names' problems."""
+    with pytest.raises(InvalidObservation) as refused:
+        Observation(
+            kind=Kind.POD,
+            source=Source.API,
+            observed_at=t(1),
+            dedupe_key="pod:x",
+            pod_uid="",
+            namespace="my shop",
+            node=["node-1"],  # type: ignore[arg-type]
+            name="web/1",
+            payload={},
+        )
+    problems = refused.value.problems
+    assert [p.split(" ", 1)[0] for p in problems] == ["pod_uid", "namespace", "node", "name"]
+    assert problems[2] == "node must be a string, got list"
 
 
 # --- timeline documents -------------------------------------------------------------------------------------
