@@ -128,17 +128,13 @@ def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
     batches of the collector's size (median of three runs), and the CPU of one run (a third of three)."""
     from django.utils import timezone
 
-    from timelines import store
-    from timelines.derivation import observation_from_row
+    from timelines import observation_rows, store
     from timelines.models import Cluster
-    from timelines.models import Observation as ObservationRow
 
     found = Cluster.objects.get(name=cluster)
     received = timezone.now()
-    rows = [
-        store._row(found.pk, observation_from_row(obs), received)
-        for obs in ObservationRow.objects.filter(cluster=found).iterator(chunk_size=5000)
-    ]
+    stored = observation_rows.iter_rows(observation_rows.selection(found), chunk_size=5000)
+    rows = [store._row(found.pk, row.observation(), received) for row in stored]
     # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
     cpu = Cpu.now()
     seconds = [raw_copy_seconds(rows, batch) for _ in range(3)]

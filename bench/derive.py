@@ -10,7 +10,7 @@
    beside it, without a goal: **nothing new** (every pod of a derived cluster marked again: ``rederive``,
    the periodic re-derivation of terminating pods), and the cold derivation (no derived rows yet). The
    baseline is the raw I/O of rebuilding the same timelines: reading the same pods' observations (one
-   query per 200 pods, payload as text) and COPYing as many rows as their whole timelines hold into a
+   query per 200 pods, payload as stored) and COPYing as many rows as their whole timelines hold into a
    scratch copy of the interval table (the same binary COPY as the derive stage's, ``store.copy_rows``;
    their JSON encoded outside the clock). The derive stage writes only the rows that changed; the figure
    prints how many a key it wrote. Ratios: one worker / baseline (goal >= 0.3; the two are run in turn,
@@ -248,7 +248,7 @@ def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
                 if postgres:
                     cursor.execute(
                         "SELECT id, kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, "
-                        "payload::text FROM timelines_observation WHERE cluster_id = %s AND pod_uid = ANY(%s) "
+                        "body FROM timelines_observation WHERE cluster_id = %s AND pod_uid = ANY(%s) "
                         "ORDER BY pod_uid, observed_at, id",
                         [cluster.pk, uids[i : i + 200]],
                     )
@@ -258,7 +258,7 @@ def raw_baseline(cluster: Cluster, uids: list[str]) -> float:
                     batch = uids[i : i + 200]
                     cursor.execute(
                         "SELECT id, kind, source, observed_at, dedupe_key, pod_uid, node, namespace, name, "
-                        "payload FROM timelines_observation WHERE cluster_id = %s AND pod_uid IN "
+                        "body FROM timelines_observation WHERE cluster_id = %s AND pod_uid IN "
                         f"({', '.join(['%s'] * len(batch))}) ORDER BY pod_uid, observed_at, id",
                         [cluster.pk, *batch],
                     )

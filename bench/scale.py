@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import statistics
 import subprocess
@@ -61,8 +62,7 @@ from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
 from demo_cluster.scenarios import scale_limits  # noqa: E402
 from podlife_site import tuning  # noqa: E402
-from timelines import partitions, store  # noqa: E402
-from timelines.derivation import observation_from_row  # noqa: E402
+from timelines import observation_rows, partitions, store  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
 from timelines.signals import observations_stored  # noqa: E402
@@ -133,8 +133,8 @@ def run_size(nodes: int, per_node: int, args: argparse.Namespace, control: StepC
         churn_obs = churn_rows.count()
         received = timezone.now()
         rows = [
-            store._row(cluster.pk, observation_from_row(o), received)
-            for o in churn_rows.iterator(chunk_size=5000)
+            store._row(cluster.pk, row.observation(), received)
+            for row in observation_rows.iter_rows(churn_rows, chunk_size=5000)
         ]
         copy_s = statistics.median(raw_copy_seconds(rows, control.tunables.batch_size) for _ in range(3))
         # Pods replaced = deletions stored: the backlog reaches back to the list's first page (churn ran
@@ -466,7 +466,13 @@ def span(args: argparse.Namespace) -> None:
     # One row per key (demo clusters with the same seed share UIDs and versions).
     sample = list(
         {
-            o.dedupe_key: observation_from_row(o) for o in ObservationRow.objects.filter(kind="pod")[:20_000]
+            o.dedupe_key: o.observation()
+            for o in itertools.islice(
+                observation_rows.iter_rows(
+                    ObservationRow.objects.filter(kind="pod").order_by("id"), chunk_size=5000
+                ),
+                20_000,
+            )
         }.values()
     )[:10_000]
     per_part = args.span_rows

@@ -56,7 +56,7 @@ from collectors.kube import config  # noqa: E402
 from collectors.kube.config import ClusterSource, Tunables  # noqa: E402
 from collectors.kube.watch import StepControl, run_step  # noqa: E402
 from podlife_site import tuning  # noqa: E402
-from timelines import compact, partitions  # noqa: E402
+from timelines import compact, observation_rows, partitions  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
 
@@ -173,30 +173,20 @@ def disk_of_kind(cluster_id: int, kind: str, like: str) -> Disk:
     return disk
 
 
-def write_json_lines(cluster_id: int, folder: Path) -> tuple[dict[str, Path], Counter[str]]:
-    """The observations as JSON lines, one file per kind and one of all, in id order."""
+def write_json_lines(
+    rows: list[tuple[int, compact.Row]], folder: Path
+) -> tuple[dict[str, Path], Counter[str]]:
+    """The observations (``stored_rows``) as JSON lines, one file per kind and one of all, in id order."""
     files: dict[str, IO[bytes]] = {}
     counts: Counter[str] = Counter()
     every = (folder / "all.jsonl").open("wb")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(JSON_COLUMNS)} FROM timelines_observation WHERE cluster_id = %s ORDER BY id",
-            [cluster_id],
-        )
-        while rows := cursor.fetchmany(5000):
-            for row in rows:
-                record = dict(zip(JSON_COLUMNS, row, strict=True))
-                if isinstance(
-                    record["payload"], str
-                ):  # psycopg hands jsonb back decoded; keep the text as is
-                    record["payload"] = orjson.loads(record["payload"])
-                line = orjson.dumps(record) + b"\n"
-                kind = record["kind"]
-                if kind not in files:
-                    files[kind] = (folder / f"{kind}.jsonl").open("wb")
-                files[kind].write(line)
-                every.write(line)
-                counts[kind] += 1
+    for _oid, row in rows:
+        line = orjson.dumps({column: getattr(row, column) for column in JSON_COLUMNS}) + b"\n"
+        if row.kind not in files:
+            files[row.kind] = (folder / f"{row.kind}.jsonl").open("wb")
+        files[row.kind].write(line)
+        every.write(line)
+        counts[row.kind] += 1
     paths = {kind: Path(f.name) for kind, f in files.items()}
     for f in [*files.values(), every]:
         f.close()
@@ -221,6 +211,14 @@ COMPACT_COLUMNS = (
     "namespace integer NOT NULL, name integer NOT NULL, kind smallint NOT NULL, source smallint NOT NULL, "
     "body bytea NOT NULL"
 )
+# The same with node, namespace and name as their texts (no name table): after the smallints, as varlena
+# columns are aligned by the byte when short.
+COMPACT_COLUMNS_TEXT_NAMES = (
+    "id bigint NOT NULL, observed_at timestamptz NOT NULL, received_at timestamptz NOT NULL, "
+    "key_hash {key_type} NOT NULL, pod_uid uuid, cluster_id integer NOT NULL, kind smallint NOT NULL, "
+    "source smallint NOT NULL, node varchar(253) NOT NULL, namespace varchar(253) NOT NULL, "
+    "name varchar(253) NOT NULL, body bytea NOT NULL"
+)
 _UIDLESS = ", ".join(
     str(compact.KINDS.index(k)) for k in ("audit", "kubelet_marker", "kubelet_process", "worker")
 )
@@ -228,6 +226,7 @@ _PARTIALS = (
     f"(cluster_id, namespace, name) WHERE pod_uid IS NULL AND kind IN ({_UIDLESS})",
     f"(cluster_id, observed_at) WHERE pod_uid IS NULL AND name = 0 AND kind IN ({_UIDLESS})",
 )
+_PARTIALS_TEXT_NAMES = (_PARTIALS[0], _PARTIALS[1].replace("name = 0", "name = ''"))
 # name -> (key column type, indexes): what each layout keeps of the reads' indexes (docs/storage.md).
 LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # Today's indexes, over the compact columns (the key hash as bytea(16), as first proposed).
@@ -270,28 +269,33 @@ LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
             *_PARTIALS,
         ),
     ),
+    # As lean, with the names as text in each row instead of ids into the cluster's name table.
+    "lean, names as text": (
+        "uuid",
+        (
+            "USING brin (id) WITH (pages_per_range = 16)",
+            "UNIQUE (key_hash)",
+            "(cluster_id, pod_uid)",
+            "(cluster_id, kind)",
+            "USING brin (observed_at)",
+            *_PARTIALS_TEXT_NAMES,
+        ),
+    ),
 }
+TEXT_NAMES = {"lean, names as text"}  # layouts whose rows name their node, namespace and pod as text
 COPY_BATCH = 1000
 DICTIONARY_TRAINING_ROWS = 2000  # a kind's dictionary is trained on its first rows (the store would, too)
 DICTIONARY_BYTES = 16384
 
 
 def stored_rows(cluster_id: int) -> list[tuple[int, compact.Row]]:
-    """(id, row) of the cluster's observations in id order, as PostgreSQL returns them."""
-    out = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, kind, source, observed_at, received_at, dedupe_key, pod_uid, node, namespace, name, "
-            "payload::text FROM timelines_observation WHERE cluster_id = %s ORDER BY id",
-            [cluster_id],
-        )
-        while rows := cursor.fetchmany(5000):
-            for oid, kind, source, observed, received, key, uid, node, ns, name, payload in rows:
-                row = compact.Row(
-                    kind, source, observed, received, key, uid, node, ns, name, orjson.loads(payload)
-                )
-                out.append((oid, row))
-    return out
+    """(id, row) of the cluster's observations in id order, read back as every reader reads them."""
+    selected = observation_rows.selection(cluster_id).order_by("id")
+    return [
+        (r.id, compact.Row(r.kind, r.source, r.observed_at, r.received_at, r.dedupe_key, r.pod_uid, r.node,
+                           r.namespace, r.name, r.payload))
+        for r in observation_rows.iter_rows(selected, chunk_size=5000)
+    ]  # fmt: skip
 
 
 def train_dictionaries(
@@ -360,31 +364,44 @@ def _canonical(row: compact.Row) -> bytes:
 
 
 def copy_compact(
-    table: str, cluster_id: int, encoded: dict[int, compact.Compact], ids: list[int], *, key_uuid: bool
+    table: str,
+    cluster_id: int,
+    encoded: dict[int, compact.Compact],
+    ids: list[int],
+    *,
+    key_uuid: bool,
+    names: compact.NameTable | None = None,
 ) -> None:
-    """COPY the compact rows ``ids`` into ``table`` (the key hash as uuid when ``key_uuid``)."""
+    """COPY the compact rows ``ids`` into ``table`` (the key hash as uuid when ``key_uuid``; with ``names``,
+    the node, namespace and name as their texts)."""
     columns = "id, observed_at, received_at, key_hash, pod_uid, cluster_id, node, namespace, name, kind, source, body"
     with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
         for oid in ids:
             c = encoded[oid]
             key: bytes | uuid.UUID = uuid.UUID(bytes=c.key_hash) if key_uuid else c.key_hash
             uid = uuid.UUID(bytes=c.pod_uid) if c.pod_uid is not None else None
+            named: tuple[Any, ...] = (c.node, c.namespace, c.name)
+            if names is not None:
+                named = tuple(names.text(ref) for ref in named)
             copy.write_row(
-                (
-                    oid, c.observed_at, c.received_at, key, uid, cluster_id, c.node, c.namespace, c.name,
-                    c.kind, c.source, c.body,
-                )
-            )  # fmt: skip
+                (oid, c.observed_at, c.received_at, key, uid, cluster_id, *named, c.kind, c.source, c.body)
+            )
 
 
 def compact_disk(
-    layout: str, cluster_id: int, encoded: dict[int, compact.Compact], ids: list[int]
+    layout: str,
+    cluster_id: int,
+    encoded: dict[int, compact.Compact],
+    ids: list[int],
+    names: compact.NameTable,
 ) -> tuple[Disk, list[int]]:
     """``ids``' compact rows alone in a table of ``layout``, vacuumed: its size, and each index's."""
     key_type, indexes = LAYOUTS[layout]
+    text_names = layout in TEXT_NAMES
+    columns = COMPACT_COLUMNS_TEXT_NAMES if text_names else COMPACT_COLUMNS
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {COMPACT_TABLE}")
-        cursor.execute(f"CREATE TABLE {COMPACT_TABLE} ({COMPACT_COLUMNS.format(key_type=key_type)})")
+        cursor.execute(f"CREATE TABLE {COMPACT_TABLE} ({columns.format(key_type=key_type)})")
     with connection.cursor() as cursor:
         for n, index in enumerate(indexes):
             unique = index.startswith("UNIQUE ")
@@ -396,7 +413,12 @@ def compact_disk(
     # that grows by page splits, as a partition's do).
     for at in range(0, len(ids), COPY_BATCH):
         copy_compact(
-            COMPACT_TABLE, cluster_id, encoded, ids[at : at + COPY_BATCH], key_uuid=key_type == "uuid"
+            COMPACT_TABLE,
+            cluster_id,
+            encoded,
+            ids[at : at + COPY_BATCH],
+            key_uuid=key_type == "uuid",
+            names=names if text_names else None,
         )
     vacuum([COMPACT_TABLE])
     disk = disk_total([COMPACT_TABLE])
@@ -438,8 +460,13 @@ def side_tables(
     return sizes
 
 
-def report_compact(cluster_id: int, counts: Counter[str], today: dict[str, Disk], every: int) -> None:
-    rows = stored_rows(cluster_id)
+def report_compact(
+    cluster_id: int,
+    rows: list[tuple[int, compact.Row]],
+    counts: Counter[str],
+    today: dict[str, Disk],
+    every: int,
+) -> None:
     encoded, names, dictionaries, by_kind, encoding = encode_all(rows, every)
     decoding = check_exact(rows, encoded, names, dictionaries)
     n = len(rows)
@@ -465,14 +492,14 @@ def report_compact(cluster_id: int, counts: Counter[str], today: dict[str, Disk]
         print(f"\nlayout {layout!r}:")
         print(f"{'kind':<16}{'rows':>9}{'body B':>9}{'heap':>7}{'index':>7}{'total B/obs':>13}{'today':>8}")
         for kind in sorted(counts, key=lambda k: -counts[k]):
-            alone, _sizes = compact_disk(layout, cluster_id, encoded, by_kind_ids[kind])
+            alone, _sizes = compact_disk(layout, cluster_id, encoded, by_kind_ids[kind], names)
             k = len(by_kind_ids[kind])
             print(
                 f"{kind:<16}{k:>9,}{body[kind] / k:>9,.1f}{(alone.heap + alone.toast) / k:>7,.0f}"
                 f"{alone.indexes / k:>7,.0f}{alone.total / k:>13,.0f}{today[kind].total / k:>8,.0f}"
             )
-        disk, sizes = compact_disk(layout, cluster_id, encoded, [oid for oid, _ in rows])
-        with_names = (disk.total + name_bytes) / n
+        disk, sizes = compact_disk(layout, cluster_id, encoded, [oid for oid, _ in rows], names)
+        with_names = (disk.total + (0 if layout in TEXT_NAMES else name_bytes)) / n
         verdict = "met" if with_names <= GOAL_BYTES else "MISSED"
         print(
             f"{'all':<16}{n:>9,}{sum(body.values()) / n:>9,.1f}{(disk.heap + disk.toast) / n:>7,.0f}"
@@ -480,7 +507,8 @@ def report_compact(cluster_id: int, counts: Counter[str], today: dict[str, Disk]
         )
         for index, size in zip(indexes, sizes, strict=True):
             print(f"  index {size / n:6,.1f} B/obs  {index}")
-        print(f"  with the name table: {with_names:,.0f} B/obs (goal <= {GOAL_BYTES}: {verdict})")
+        side = "no name table" if layout in TEXT_NAMES else "with the name table"
+        print(f"  {side}: {with_names:,.0f} B/obs (goal <= {GOAL_BYTES}: {verdict})")
 
 
 def main() -> None:
@@ -519,7 +547,8 @@ def main() -> None:
         tables = observation_tables()
         vacuum(tables)
         total = disk_total(tables)
-        json_files, counts = write_json_lines(cluster_id, tmp)
+        rows = stored_rows(cluster_id)
+        json_files, counts = write_json_lines(rows, tmp)
         like = fullest(tables)
         print(f"\n{stored:,} observations of the scale churn ({args.nodes} nodes × {args.pods_per_node} pods, "
               f"{args.churn:g} pods replaced a second)\n")  # fmt: skip
@@ -553,7 +582,7 @@ def main() -> None:
         verdict = "met" if total.total / n <= GOAL_BYTES else "MISSED"
         print(f"bytes on disk per observation: {total.total / n:,.0f}  (goal <= {GOAL_BYTES}: {verdict})")
         if args.compact:
-            report_compact(cluster_id, counts, today, args.every)
+            report_compact(cluster_id, rows, counts, today, args.every)
     finally:
         sim.terminate()
         sim.wait(10)

@@ -59,6 +59,16 @@ def _no_shared_reads_across_tests() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_dictionaries_across_tests() -> None:
+    """The store knows the stored zstd dictionaries of each cluster's kind (timelines/payloads.py); a
+    test's database is new (its dictionaries gone, its cluster ids maybe the last test's), so no test
+    starts with another test's."""
+    from timelines import payloads
+
+    payloads.forget()
+
+
+@pytest.fixture(autouse=True)
 def _no_live_sharing_across_tests() -> None:
     """A web process's live sockets share one hub per group and one health poll per cluster
     (dashboard/web/fanout.py), kept per event loop; no test starts with another test's."""

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
+from tests.stored import rows_of
 from timelines import store
 from timelines.lifecycle.observation import EncodedObservation, InvalidObservation, Kind, Observation, Source
 from timelines.models import Cluster
@@ -116,7 +117,7 @@ def test_mapping_records_and_unknown_fields():
 
 def test_microseconds_and_payload_survive_the_round_trip():
     store.save_observations("c1", [obs(7, text='quote " backslash \\ nul \x00 é', spelled="\\u0000 \\\x00")])
-    row = ObservationRow.objects.get()
+    (row,) = rows_of("c1")
     assert row.observed_at == T0 + timedelta(microseconds=7)
     assert row.observed_at.tzinfo is not None
     assert row.payload["text"] == 'quote " backslash \\ nul \ufffd é'
@@ -233,7 +234,7 @@ def test_encoded_observation_is_stored_as_its_bytes_and_reads_back_like_any_othe
     )
     result = store.save_observations("c1", [encoded, obs(1)])
     assert result.stored == 2 and result.pods_touched == {"uid-e", "uid-a"}
-    row = ObservationRow.objects.get(dedupe_key="pod:uid-e:1")
+    (row,) = rows_of("c1", keys=["pod:uid-e:1"])
     assert row.payload == {"phase": "Running", "message": "nul \ufffd here", "labels": {"app": "web"}}
     assert (row.pod_uid, row.node, row.name, row.observed_at) == ("uid-e", "node-a", "web-e", T0)
     assert store.save_observations("c1", [encoded]).duplicates == 1

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import orjson
 from django.contrib import admin
 from django.http import HttpRequest
 
-from timelines import models
+from timelines import models, observation_rows
 
 # The admin classes are generic in their model only in django-stubs: Django's own cannot be subscripted at run
 # time (django-stubs-ext's monkeypatch would allow it; it is a build-only dependency), hence the
@@ -48,6 +49,16 @@ class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
     search_fields = ["pod_uid", "name", "namespace", "node", "dedupe_key"]
     date_hierarchy = "observed_at"
     show_full_result_count = False  # counting millions of rows on every page is not worth it
+    exclude = ["payload", "body"]  # stored compressed: shown decoded
+    readonly_fields = ["stored_payload"]
+
+    @admin.display(description="payload")
+    def stored_payload(self, obj: models.Observation) -> str:
+        stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()
+        decoded = observation_rows.decode_payload(
+            stored, obj.pod_uid, obj.node, obj.namespace, obj.name, obj.observed_at
+        )
+        return orjson.dumps(decoded, option=orjson.OPT_INDENT_2).decode()
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

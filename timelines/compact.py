@@ -30,7 +30,7 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -313,14 +313,18 @@ def _read_text(data: bytes, at: int) -> tuple[str, int]:
 
 
 class Dictionaries:
-    """zstd dictionaries by id (0: none), as the store would keep them: a row names the dictionary it was
-    compressed with, and a dictionary once stored never changes nor goes while a row names it, so old rows
-    stay readable when newer ones use a newer dictionary."""
+    """zstd dictionaries by id (0: none), as the store keeps them: a row names the dictionary it was
+    compressed with, and a dictionary once stored never changes nor goes, so old rows stay readable when
+    newer ones use a newer dictionary. Safe to share between threads: each thread compresses and
+    decompresses with its own zstd objects (python-zstandard's are not thread-safe)."""
 
-    def __init__(self, stored: Mapping[int, bytes] | None = None) -> None:
+    def __init__(
+        self, stored: Mapping[int, bytes] | None = None, load: Callable[[int], bytes | None] | None = None
+    ) -> None:
+        self._load = load  # reads a dictionary this object does not hold yet (the store's table), or None
         self._raw: dict[int, bytes] = {}
-        self._compress: dict[int, zstandard.ZstdCompressor] = {}
-        self._decompress: dict[int, zstandard.ZstdDecompressor] = {}
+        self._zdicts: dict[int, zstandard.ZstdCompressionDict | None] = {}
+        self._local = threading.local()
         for dict_id, data in (stored or {}).items():
             self.add(dict_id, data)
         self.add(0, b"")
@@ -328,29 +332,52 @@ class Dictionaries:
     def add(self, dict_id: int, data: bytes) -> None:
         if dict_id in self._raw and self._raw[dict_id] != data:
             raise ValueError(f"dictionary {dict_id} is stored already with other bytes")
-        self._raw[dict_id] = data
         zdict = zstandard.ZstdCompressionDict(data) if data else None
-        params = zstandard.ZstdCompressionParameters.from_level(
-            LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, **_FRAME
-        )
-        self._compress[dict_id] = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
-        self._decompress[dict_id] = zstandard.ZstdDecompressor(
-            dict_data=zdict, format=zstandard.FORMAT_ZSTD1_MAGICLESS
-        )
+        if zdict is not None:
+            zdict.precompute_compress(level=LEVEL)  # once, not each time a thread makes its compressor
+        self._zdicts[dict_id] = zdict
+        self._raw[dict_id] = data
+
+    def __contains__(self, dict_id: int) -> bool:
+        return dict_id in self._raw
 
     def raw(self, dict_id: int) -> bytes:
         return self._raw[dict_id]
 
+    def _mine(self) -> tuple[dict[int, zstandard.ZstdCompressor], dict[int, zstandard.ZstdDecompressor]]:
+        local = self._local
+        if not hasattr(local, "compress"):
+            local.compress, local.decompress = {}, {}
+        return local.compress, local.decompress
+
     def compress(self, dict_id: int, data: bytes) -> bytes:
-        return self._compress[dict_id].compress(data)
+        compressors, _ = self._mine()
+        compressor = compressors.get(dict_id)
+        if compressor is None:
+            params = zstandard.ZstdCompressionParameters.from_level(
+                LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, **_FRAME
+            )
+            compressor = compressors[dict_id] = zstandard.ZstdCompressor(
+                dict_data=self._zdicts[dict_id], compression_params=params
+            )
+        return compressor.compress(data)
 
     def decompress(self, dict_id: int, data: bytes) -> bytes:
         # A stream decompressor: frames carry no content size (it would cost a row 2-3 bytes), and no
         # upper bound on a payload's size is assumed.
+        _, decompressors = self._mine()
+        decompressor = decompressors.get(dict_id)
+        if decompressor is None:
+            if dict_id not in self._zdicts:
+                found = self._load(dict_id) if self._load is not None else None
+                if found is None:
+                    raise CorruptRow(f"zstd dictionary {dict_id} is not stored")
+                self.add(dict_id, found)
+            decompressor = decompressors[dict_id] = zstandard.ZstdDecompressor(
+                dict_data=self._zdicts[dict_id], format=zstandard.FORMAT_ZSTD1_MAGICLESS
+            )
         try:
-            return self._decompress[dict_id].decompressobj().decompress(data)
-        except KeyError:
-            raise CorruptRow(f"zstd dictionary {dict_id} is not stored") from None
+            return decompressor.decompressobj().decompress(data)
         except zstandard.ZstdError as exc:
             raise CorruptRow(f"zstd: {exc}") from None
 
@@ -544,6 +571,73 @@ def decode(compact: Compact, names: NameTable, dictionaries: Dictionaries, base_
         name=name,
         payload=payload,
     )
+
+
+# -- the stored payload: what the store writes today (docs/storage.md, "Step 1: the body") -----------------
+# A row of ``timelines_observation`` keeps its other columns as they were and holds its payload in ``body``:
+# a flags byte (``_BODY_*``), the dictionary id (varint) when compressed, then the payload's JSON text with
+# the row's own texts written as one control byte each (``_substitutes``), compressed by zstd with the
+# dictionary of the cluster and kind when that is shorter. The first byte is below 0x20, so a body is
+# never taken for JSON text (the ``payload`` column of rows stored before it).
+_BODY_ZSTD = 1
+_BODY_SUBST = 2
+_BODY_FLAGS = _BODY_ZSTD | _BODY_SUBST
+
+
+@dataclass(frozen=True)
+class Texts:
+    """A row's own texts, which its body may hold as one byte each: its columns, so a reader has them."""
+
+    pod_uid: str | None
+    node: str
+    namespace: str
+    name: str
+    observed_at: datetime
+
+    def pairs(self) -> list[tuple[bytes, bytes]]:
+        return _substitutes(self.pod_uid, self.node, self.name, self.namespace, self.observed_at)
+
+
+def plain_body(payload_json: bytes, texts: Texts) -> tuple[bytes, bool]:
+    """The body's data before compression (what a dictionary is trained on), and whether texts were
+    replaced."""
+    pairs = texts.pairs()
+    return (_substitute(payload_json, pairs), True) if pairs else (payload_json, False)
+
+
+def pack_body(payload_json: bytes, texts: Texts, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
+    """The ``body`` of a row whose payload is the JSON text ``payload_json``: compressed with
+    ``dictionary`` (0: none) when that is shorter."""
+    return pack_plain(*plain_body(payload_json, texts), dictionaries, dictionary)
+
+
+def pack_plain(data: bytes, substituted: bool, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
+    """``pack_body`` of the data ``plain_body`` made."""
+    flags = _BODY_SUBST if substituted else 0
+    packed = dictionaries.compress(dictionary, data)
+    tag = _varint(dictionary)
+    if len(packed) + len(tag) < len(data):
+        return bytes([flags | _BODY_ZSTD]) + tag + packed
+    return bytes([flags]) + data
+
+
+def body_dictionary(body: bytes) -> int | None:
+    """The id of the dictionary ``body`` was compressed with (0: none), or None when not compressed."""
+    if not body or body[0] & ~_BODY_FLAGS:
+        raise CorruptRow(f"a body starts with {body[:1]!r}, not with a flags byte")
+    return _read_varint(body, 1)[0] if body[0] & _BODY_ZSTD else None
+
+
+def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> bytes:
+    """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's)."""
+    if not body or body[0] & ~_BODY_FLAGS:
+        raise CorruptRow(f"a body starts with {body[:1]!r}, not with a flags byte")
+    flags, at = body[0], 1
+    data = body[at:]
+    if flags & _BODY_ZSTD:
+        dict_id, at = _read_varint(body, at)
+        data = dictionaries.decompress(dict_id, body[at:])
+    return _restore(data, texts.pairs()) if flags & _BODY_SUBST else data
 
 
 # -- a writer's and a reader's view of chains ----------------------------------------------------------------

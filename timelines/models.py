@@ -150,7 +150,10 @@ class Observation(models.Model):
     node = models.CharField(max_length=253, blank=True)
     namespace = models.CharField(max_length=253, blank=True)
     name = models.CharField(max_length=253, blank=True)
-    payload = models.JSONField(default=dict)
+    # The payload as stored (``timelines/payloads.py``): ``body`` (its JSON compressed, docs/storage.md), or
+    # for rows stored before it, ``payload`` (jsonb) until ``manage.py compact_observations`` moves them.
+    payload = models.JSONField(null=True, blank=True, default=None)
+    body = models.BinaryField(null=True, blank=True, default=None)
 
     class Meta:
         constraints = [
@@ -176,6 +179,25 @@ class Observation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.dedupe_key}"
+
+
+class PayloadDictionary(models.Model):
+    """A zstd dictionary the payloads of one cluster's kind are compressed with (``timelines/payloads.py``).
+    Never changed nor deleted, not even with its cluster (no foreign key): a row that names it stays
+    readable, and it is 16 KiB."""
+
+    id = models.BigAutoField(primary_key=True)
+    cluster_id = models.BigIntegerField()
+    kind = models.CharField(max_length=32)
+    samples = models.IntegerField(help_text="How many rows' payloads it was trained on.")
+    data = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster_id", "kind"], name="payload_dictionary_by_kind")]
+
+    def __str__(self) -> str:
+        return f"dictionary {self.id} of cluster {self.cluster_id}'s {self.kind} rows"
 
 
 class _Derived(models.Model):

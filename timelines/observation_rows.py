@@ -1,14 +1,11 @@
 """Reading stored observations back: every reader of ``timelines_observation`` gets its rows' payloads
 through ``decode_payload`` and its rows through ``rows`` / ``facts`` here, so that the stored form of an
-observation is known to the store (which writes it) and to this module (which reads it) and to nothing
-else (issue #37, docs/storage.md: the compact form replaces the payload column; its decode replaces
-``decode_payload``, and no reader filters on the payload in SQL).
+observation is known to the store (which writes it), ``timelines/payloads.py`` (its codec) and this module
+(which reads it), and to nothing else (issue #37, docs/storage.md).
 
-A reader that needs a payload field to choose rows reads the rows its indexed columns select (cluster,
-kind, pod UID, names, time) and keeps those whose decoded payload matches (``where``). A ``where`` made by
-``field_is`` also narrows the selection in SQL while the stored form can (today's jsonb: a namespace's
-audited requests or object events are many, its evictions or PDB events few); the compact form replaces
-that narrowing with a column (docs/storage.md), and the decoded check stays the rule.
+A payload is stored compressed (``body``), so no reader filters on it in SQL: a reader that needs a
+payload field to choose rows reads the rows its indexed columns select (cluster, kind, pod UID, names,
+time) and keeps those whose decoded payload matches (``where``, e.g. ``field_is``).
 """
 
 from __future__ import annotations
@@ -21,10 +18,11 @@ from typing import Any
 import orjson
 import psycopg
 from django.db import connection
-from django.db.models import Max, Min, Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import BinaryField, Func, Max, Min, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Coalesce
 
-from timelines import pg_arrays
+from timelines import payloads, pg_arrays
+from timelines.compact import Texts
 from timelines.lifecycle.observation import Observation, stored_observation
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -48,18 +46,32 @@ COLUMNS = (
 
 
 def payload_sql(table: str) -> str:
-    """The SQL that selects the stored payload of ``table``'s row for ``decode_payload``."""
-    return f"CAST({table}.payload AS TEXT)"
+    """The SQL that selects the stored payload of ``table``'s row for ``decode_payload``: its body, or
+    the JSON text of a row stored before bodies (``timelines/payloads.py``)."""
+    if connection.vendor == "postgresql":
+        return f"COALESCE({table}.body, convert_to(CAST({table}.payload AS TEXT), 'UTF8'))"
+    return f"COALESCE({table}.body, {table}.payload)"
 
 
 def payload_expression() -> Any:
     """The ORM expression that selects the stored payload for ``decode_payload`` (``payload_sql``'s)."""
-    return Cast("payload", TextField())
+    if connection.vendor == "postgresql":
+        text = Func(Cast("payload", TextField()), Value("UTF8"), function="convert_to")
+        return Coalesce("body", text, output_field=BinaryField())
+    return Coalesce("body", "payload", output_field=BinaryField())
 
 
-def decode_payload(stored: str | bytes) -> Any:
-    """The one decode of a stored payload (as ``payload_sql`` selects it) back into its JSON value."""
-    return orjson.loads(stored)
+def decode_payload(
+    stored: str | bytes | memoryview,
+    pod_uid: str | None,
+    node: str,
+    namespace: str,
+    name: str,
+    observed_at: datetime,
+) -> Any:
+    """The one decode of a stored payload (as ``payload_sql`` selects it) back into its JSON value; the
+    other arguments are the same row's columns (a body holds them as one byte each)."""
+    return payloads.unpack(stored, Texts(pod_uid, node, namespace, name, observed_at))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +94,7 @@ class StoredRow:
         return observation_from_row(self)
 
 
-def observation_from_row(row: StoredRow | ObservationRow) -> Observation:
+def observation_from_row(row: StoredRow) -> Observation:
     """The ``Observation`` a stored row holds (empty texts read back as None, as they were given)."""
     return stored_observation(
         row.kind,
@@ -103,7 +115,7 @@ Where = Callable[[Any], bool]
 @dataclass(frozen=True, slots=True)
 class FieldIs:
     """A ``where`` that keeps payloads whose member at ``path`` (object keys) is ``expected`` (a JSON
-    scalar); ``narrow`` / ``narrow_sql`` select the same rows in SQL, to read fewer."""
+    scalar)."""
 
     path: tuple[str, ...]
     expected: str | bool | int
@@ -115,20 +127,6 @@ class FieldIs:
                 return False
             value = value.get(key)
         return bool(value == self.expected and type(value) is type(self.expected))
-
-    def narrow(self, qs: QuerySet[ObservationRow]) -> QuerySet[ObservationRow]:
-        return qs.filter(**{"__".join(("payload", *self.path)): self.expected})
-
-    def narrow_sql(self, table: str) -> tuple[str, list[Any]]:
-        """PostgreSQL: a condition on ``table``'s payload, and its parameters."""
-        return f"{table}.payload #> %s::text[] = %s::jsonb", [
-            list(self.path),
-            orjson.dumps(self.expected).decode(),
-        ]
-
-
-def _narrowed(qs: QuerySet[ObservationRow], where: Where | None) -> QuerySet[ObservationRow]:
-    return where.narrow(qs) if isinstance(where, FieldIs) else qs
 
 
 def _selected(qs: QuerySet[ObservationRow]) -> Any:
@@ -145,11 +143,11 @@ def iter_rows(
 ) -> Generator[StoredRow]:
     """As ``rows``, one at a time; with ``chunk_size``, read from the database that many at a time (a
     server-side cursor on PostgreSQL) instead of all at once."""
-    selected = _selected(_narrowed(qs, where))
+    selected = _selected(qs)
     if chunk_size is not None:
         selected = selected.iterator(chunk_size=chunk_size)
     for oid, kind, source, at, received, key, uid, node, ns, name, payload in selected:
-        value = decode_payload(payload)
+        value = decode_payload(payload, uid, node, ns, name, at)
         if where is None or where(value):
             yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
 
@@ -158,10 +156,8 @@ def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[
     """(id, Observation) of the rows of ``qs`` (in its order); with ``where``, those whose payload it
     accepts."""
     made = stored_observation
-    for oid, kind, source, at, _received, key, uid, node, ns, name, payload in _selected(
-        _narrowed(qs, where)
-    ):
-        value = decode_payload(payload)
+    for oid, kind, source, at, _received, key, uid, node, ns, name, payload in _selected(qs):
+        value = decode_payload(payload, uid, node, ns, name, at)
         if where is None or where(value):
             yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
 
@@ -178,10 +174,6 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
     """PostgreSQL: (id, Observation) of the rows ``condition`` (SQL after ``WHERE o.cluster_id = %s``,
     ordering included) selects, read in one binary round trip; with ``where``, those whose payload it
     accepts."""
-    if isinstance(where, FieldIs):  # right after the cluster's condition: ``condition`` may end in ORDER BY
-        narrowing, more = where.narrow_sql("o")
-        condition = f"AND {narrowing} {condition}"
-        params = [params[0], *more, *params[1:]]
     sql = facts_sql(condition)
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
@@ -192,7 +184,7 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
     made, decode = stored_observation, decode_payload
     out = []
     for oid, kind, source, at, key, uid, node, ns, name, payload in fetched:
-        value = decode(payload)
+        value = decode(payload, uid, node, ns, name, at)
         if where is None or where(value):
             out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
     return out

@@ -252,7 +252,9 @@ def create_partition(start: datetime, end: datetime) -> list[str]:
 def _create(cursor: Any, lo: datetime, hi: datetime, *, has_default: bool) -> str:
     name = partition_name(lo)
     q = connection.ops.quote_name
-    cursor.execute(f"CREATE TABLE {q(name)} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    cursor.execute(
+        f"CREATE TABLE {q(name)} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE)"
+    )
     if has_default:
         # Rows that waited in the default partition for this range move into the new one first;
         # ATTACH would refuse the range while the default partition still holds them.

@@ -33,7 +33,8 @@ from psycopg.copy import LibpqWriter
 from psycopg.generators import fetch_many
 from psycopg.waiting import Wait
 
-from timelines import dirty, partitions
+from timelines import dirty, partitions, payloads
+from timelines.compact import Texts
 from timelines.lifecycle.cluster_objects import NodeTimeline, PdbTimeline
 from timelines.lifecycle.observation import (
     AnyObservation,
@@ -74,7 +75,7 @@ _COLUMNS = (
     "node",
     "namespace",
     "name",
-    "payload",
+    "body",
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _KEY_AT = _COLUMNS.index("dedupe_key")
@@ -84,7 +85,7 @@ _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
     "cluster_id bigint, pod_uid varchar(64), kind varchar(32), source varchar(32), observed_at timestamptz, "
     "received_at timestamptz, dedupe_key varchar(200), node varchar(253), namespace varchar(253), "
-    "name varchar(253), payload jsonb"
+    "name varchar(253), body bytea"
 )
 _SQLITE_CHUNK = 500  # stays under SQLite's bound-parameter limit
 
@@ -183,6 +184,7 @@ def _append(
             continue
         rows[obs.dedupe_key] = row
         facts[row[_KEY_AT]] = obs
+    payloads.train_due()  # for the next batches: this one's bodies are made
     if rows:
         if connection.vendor == "postgresql":
             inserted = _insert_postgres(cluster_id, list(rows.values()), facts)
@@ -242,7 +244,8 @@ def _clean_text(value: str | None, column: str) -> str:
 
 
 def _json_bytes(value: Any) -> bytes:
-    """Compact JSON; PostgreSQL's jsonb rejects \\u0000, so it becomes U+FFFD as in text columns."""
+    """Compact JSON; a \\u0000 (NUL) becomes U+FFFD as in the text columns, which cannot hold it (and
+    as in the jsonb payloads stored before bodies)."""
     return _jsonb_safe(orjson.dumps(value))
 
 
@@ -261,20 +264,18 @@ def _json_text(value: Any) -> str:
     return _json_bytes(value).decode()
 
 
-# jsonb's binary input: a format version byte, then the JSON text.
+# jsonb's binary input: a format version byte, then the JSON text (the derived rows' JSON columns).
 _JSONB_V1 = b"\x01"
 
 
 def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[Any, ...]:
-    """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload in
-    jsonb's binary input form (``_JSONB_V1`` + JSON; ``_payload_text`` gives the JSON back)."""
-    # Joined here and not at COPY time: the joined bytes are exactly as long as they need to be, while
-    # orjson's own buffer is several times longer than a pod's payload.
+    """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload as its
+    ``body`` (``payloads.pack``: compressed, with the row's own texts written as one byte each)."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
-        payload = _JSONB_V1 + _jsonb_safe(obs.payload_json)
+        payload = _jsonb_safe(obs.payload_json)
     else:
         try:
-            payload = _JSONB_V1 + _json_bytes(obs.payload)
+            payload = _json_bytes(obs.payload)
         except TypeError as exc:
             raise ValueError(f"payload is not JSON-serializable ({exc})") from None
     uid, node, namespace, name, key = obs.pod_uid, obs.node, obs.namespace, obs.name, obs.dedupe_key
@@ -293,9 +294,11 @@ def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[A
         uid, node = _clean_text(uid, "pod_uid"), _clean_text(node, "node")
         namespace, name = _clean_text(namespace, "namespace"), _clean_text(name, "name")
         key = key.replace("\x00", "\ufffd")
+    uid = uid or None
+    body = payloads.pack(cluster_id, obs.kind, payload, Texts(uid, node, namespace, name, obs.observed_at))
     return (
         cluster_id,
-        uid or None,
+        uid,
         obs.kind,
         obs.source,
         obs.observed_at,
@@ -304,13 +307,8 @@ def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[A
         node,
         namespace,
         name,
-        payload,
+        body,
     )
-
-
-def _payload_text(field: bytes) -> str:
-    """The JSON text of a ``_row`` payload (for databases that take it as text)."""
-    return field[len(_JSONB_V1) :].decode()
 
 
 def _record_key(record: object) -> str:
@@ -539,7 +537,7 @@ def _insert_postgres(
 
 
 # Column types of ``_COLUMNS`` as a binary COPY sends them. The server reads each field with its column's
-# own binary input, so the payload goes as the bytes ``_row`` made of it (jsonb's binary input form).
+# own binary input, so the body goes as the bytes ``_row`` made of it.
 _COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", *["varchar"] * 4, "bytea"]
 
 
@@ -611,12 +609,10 @@ def _insert_portable(
     new = [rows[k] for k in keys if k not in existing]
     adapt = connection.ops.adapt_datetimefield_value
     observed, received = _COLUMNS.index("observed_at"), _COLUMNS.index("received_at")
-    payload = _COLUMNS.index("payload")
     params = []
     for row in new:
         values = list(row)
         values[observed], values[received] = adapt(row[observed]), adapt(row[received])
-        values[payload] = _payload_text(row[payload])
         params.append(values)
     marks = ", ".join(["%s"] * len(_COLUMNS))
     sql = (

@@ -14,39 +14,14 @@ from __future__ import annotations
 import codecs
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.export import FORMATS, Scope, ScopeError, export_incident
 from dashboard.queries import NotFound, get_cluster, resolve_pod
-
-
-class TextStream(Protocol):
-    def write(self, text: str, /) -> object: ...
-
-    def flush(self) -> object: ...
-
-
-class ProgressBar:
-    """``stage  done/total [#####     ] 42%`` redrawn in place on a terminal, at most ten times a second."""
-
-    def __init__(self, stream: TextStream, width: int = 30) -> None:
-        self.stream, self.width, self._last = stream, width, 0.0
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        filled = int(self.width * done / max(total, 1))
-        bar = "#" * filled + " " * (self.width - filled)
-        self.stream.write(f"\r{stage:<12} {done:>7}/{total:<7} [{bar}] {100 * done // max(total, 1):3d}%")
-        if done >= total and stage == "done":
-            self.stream.write("\n")
-        self.stream.flush()
+from timelines.progress import ProgressBar
 
 
 class _TextSink:

@@ -1,0 +1,246 @@
+"""The stored payload (issue #37, docs/storage.md "Step 1: the body"): an observation's payload is stored
+compressed in ``body``, with zstd dictionaries trained per cluster and kind, and reads back exactly; rows
+stored before it (jsonb ``payload``) read back as they were and move to the body with
+``manage.py compact_observations``, batch by batch, resumably."""
+
+from __future__ import annotations
+
+import io
+import string
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.stored import put, rows_of
+from timelines import compact, payloads
+from timelines.compact import CorruptRow, Dictionaries, Texts
+from timelines.management.commands import compact_observations
+from timelines.models import Cluster, PayloadDictionary
+from timelines.models import Observation as ObservationRow
+from timelines.store import cluster_for, save_observations
+
+T0 = datetime(2026, 12, 6, 10, 0, 0, 123456, tzinfo=UTC)
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+names = st.text(string.ascii_lowercase + "-.0123456789", max_size=20) | st.text(max_size=6)
+
+
+# A dictionary trained on pod-like payloads (SYNTHETIC), to compress with in the property below.
+TRAINED = Dictionaries(
+    {
+        5: compact.train(
+            [
+                orjson.dumps(
+                    {
+                        "metadata": {"name": f"web-{i}", "labels": {"app": f"a{i % 9}"}},
+                        "n": [i, "x" * (i % 50)],
+                    }
+                )
+                for i in range(400)
+            ],
+            4096,
+        )
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payload=st.dictionaries(st.text(), json_values, max_size=6),
+    uid=st.none() | st.just(str(uuid.UUID(int=7))) | names,
+    node=names,
+    namespace=names,
+    name=names,
+    seconds=st.integers(0, 10**6),
+    micro=st.integers(0, 999_999),
+    copies=st.booleans(),
+)
+def test_a_body_reads_back_the_same_json_text(
+    payload: dict[str, Any],
+    uid: str | None,
+    node: str,
+    namespace: str,
+    name: str,
+    seconds: int,
+    micro: int,
+    copies: bool,
+) -> None:
+    """Whatever the payload and the row's texts (empty, overlapping, holding control characters, spelled
+    inside the payload or not), the body gives back the very JSON text it was made of."""
+    at = T0 + timedelta(seconds=seconds, microseconds=micro)
+    if copies:  # the row's own texts inside its payload, as a pod's snapshot holds its name, node, UID, time
+        payload = {**payload, "n": [uid, node, namespace, name, at.isoformat(), f"{name}.{namespace}"]}
+    text = orjson.dumps(payload)
+    texts = Texts(uid, node, namespace, name, at)
+    for dict_id in (0, 5):
+        body = compact.pack_body(text, texts, TRAINED, dict_id)
+        assert body[0] < 0x20  # never taken for the JSON text of a row stored before bodies
+        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == text
+
+
+def test_a_row_s_texts_are_one_byte_each_in_its_body() -> None:
+    """A pod snapshot names its UID, node, namespace, name and time again and again; the body holds each
+    as one byte, so those texts cost nothing however often the payload spells them."""
+    uid = "0b7b3f9e-6a4e-4c55-9d8e-3f1a2b3c4d5e"
+    texts = Texts(uid, "worker-1", "shop", "web-7f9c6d5b8-x2x4q", T0)
+    payload = {"uid": uid, "nodeName": "worker-1", "hostname": "web-7f9c6d5b8-x2x4q", "ns": "shop"}
+    body = compact.pack_body(orjson.dumps(payload), texts, Dictionaries())
+    assert uid.encode() not in body and b"worker-1" not in body and b"web-7f9c6d5b8-x2x4q" not in body
+    assert len(body) < len(orjson.dumps(payload)) - 60
+
+
+def test_a_body_compressed_with_a_dictionary_not_stored_is_refused_by_name() -> None:
+    text = orjson.dumps({"metadata": {"name": "web", "labels": {"app": "web"}}} | {"pad": "x" * 400})
+    dictionaries = Dictionaries({9: compact.train([text] * 300, 2048)})
+    body = compact.pack_body(text, Texts(None, "", "", "", T0), dictionaries, 9)
+    assert compact.body_dictionary(body) == 9
+    with pytest.raises(CorruptRow, match="dictionary 9 is not stored"):
+        compact.unpack_body(body, Texts(None, "", "", "", T0), Dictionaries())
+    with pytest.raises(CorruptRow, match="not with a flags byte"):
+        compact.unpack_body(b"{}", Texts(None, "", "", "", T0), dictionaries)
+
+
+def test_threads_share_dictionaries() -> None:
+    """The store's writer threads compress with one ``Dictionaries``: each thread has its own zstd objects
+    (python-zstandard's are not thread-safe), and every body reads back."""
+    texts = [
+        orjson.dumps({"i": i, "spec": {"containers": [{"name": "c", "image": f"img:{i % 7}"}]}})
+        for i in range(400)
+    ]
+    shared = Dictionaries({1: compact.train(texts, 4096)})
+    out: dict[int, bytes] = {}
+
+    def work(start: int) -> None:
+        for i in range(start, 400, 4):
+            out[i] = compact.pack_body(texts[i], Texts(None, "", "", "", T0), shared, 1)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [compact.unpack_body(out[i], Texts(None, "", "", "", T0), shared) for i in range(400)] == texts
+
+
+def _pods(cluster: str, n: int, *, start: int = 0) -> list[dict[str, Any]]:
+    out = []
+    for i in range(start, start + n):
+        uid = str(uuid.UUID(int=i + 1))
+        name = f"web-{i}"
+        out.append(
+            {
+                "kind": "pod",
+                "source": "api",
+                "observed_at": T0 + timedelta(seconds=i),
+                "dedupe_key": f"pod:{uid}:{i}",
+                "pod_uid": uid,
+                "node": f"node-{i % 3}",
+                "namespace": "shop",
+                "name": name,
+                "payload": {
+                    "metadata": {"name": name, "namespace": "shop", "uid": uid, "labels": {"app": "web"}},
+                    "spec": {
+                        "nodeName": f"node-{i % 3}",
+                        "containers": [{"name": "app", "image": "web:1.2"}],
+                    },
+                    "status": {
+                        "phase": "Running" if i % 2 else "Pending",
+                        "startTime": "2026-12-06T10:00:00Z",
+                    },
+                    "ratio": -0.0 if i == 3 else 0.5,  # jsonb made -0.0 0.0; a body keeps it
+                },
+            }
+        )
+    return out
+
+
+def _stored_bodies(cluster: Cluster) -> dict[str, bytes | None]:
+    """Each row's body by dedupe key, in id order."""
+    stored = ObservationRow.objects.filter(cluster=cluster).order_by("id").values_list("dedupe_key", "body")
+    return {key: (bytes(body) if body is not None else None) for key, body in stored}
+
+
+def _as_stored(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    return {p["dedupe_key"]: orjson.dumps(p["payload"]) for p in pods}
+
+
+def _read_back(cluster: Cluster) -> dict[str, Any]:
+    return {row.dedupe_key: orjson.dumps(row.payload) for row in rows_of(cluster)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_process() -> None:
+    """Outside a transaction (the collector's batches) the store trains a dictionary once a cluster's
+    kind has ``TRAIN_AT[0]`` rows, stores it, and compresses the next rows with it; a process that never
+    saw it (``forget``) reads it from its table when a row names it."""
+    pods = _pods("c1", payloads.TRAIN_AT[0] + 100)
+    for at in range(0, len(pods), 50):
+        save_observations("c1", pods[at : at + 50])
+    cluster = Cluster.objects.get(name="c1")
+    stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
+    assert stored.samples >= payloads.TRAIN_AT[0]
+    named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
+    # The rows of the batch after the one that brought the samples it was trained on, and every later one.
+    first = named.index(stored.id)
+    assert first >= payloads.TRAIN_AT[0] and first % 50 == 0
+    assert set(named[first:]) == {stored.id} and stored.id not in named[:first]
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
+@pytest.mark.django_db
+def test_inside_a_transaction_no_dictionary_is_trained_and_rows_read_back() -> None:
+    """An import is all or nothing: a dictionary it trained could be rolled back after a row named it.
+    Its rows go without one, and read back."""
+    pods = _pods("c2", payloads.TRAIN_AT[0] + 10)
+    with transaction.atomic():
+        save_observations("c2", pods)
+        save_observations("c2", pods[:5])  # re-delivered: stored once
+    cluster = Cluster.objects.get(name="c2")
+    assert not PayloadDictionary.objects.exists()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_compact_observations_moves_older_rows_batch_by_batch_and_resumes() -> None:
+    """Rows stored before bodies (jsonb ``payload``) read back as they were; the command gives each its
+    body in batches (its own transaction each), and a second run, or one after a stop, moves the rest."""
+    cluster = cluster_for("c3")
+    older = _pods("c3", 40)
+    put(cluster, older)
+    before = _read_back(cluster)
+    assert set(_stored_bodies(cluster).values()) == {None}
+    moved, last = compact_observations.move_batch(0, 15)  # a run stopped after its first batch
+    assert moved == 15
+    newer = _pods("c3", 5, start=100)
+    save_observations(cluster, newer)  # the collector keeps storing meanwhile
+    out, err = io.StringIO(), io.StringIO()
+    call_command("compact_observations", "--batch", "7", "--progress", stdout=out, stderr=err)
+    assert "compacted 25 observations; 0 left" in out.getvalue()
+    assert "100%" in err.getvalue()
+    assert None not in _stored_bodies(cluster).values()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM timelines_observation WHERE payload IS NOT NULL")
+        assert cursor.fetchone()[0] == 0
+    assert _read_back(cluster) == before | _as_stored(newer)
+    call_command("compact_observations", stdout=out)
+    assert "compacted 0 observations; 0 left" in out.getvalue()

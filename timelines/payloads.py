@@ -1,0 +1,150 @@
+"""How this process stores and reads an observation's payload (docs/storage.md, "Step 1: the body").
+
+A stored row holds its payload in ``body`` (``compact.pack_body``): its JSON text with the row's own texts
+written as one byte each, compressed by zstd with a dictionary of the row's cluster and kind when that is
+shorter. Rows stored before it hold it as JSON in ``payload`` (``compact_observations`` moves them), and
+both read back through ``unpack``.
+
+Dictionaries (``PayloadDictionary``) are trained here from the data of the rows this process stores: a
+first one once a cluster's kind has ``TRAIN_AT[0]`` rows, a better one at ``TRAIN_AT[1]``; until then its
+rows are compressed without one. A dictionary is stored, committed, before any row names it, and is never
+changed nor deleted (not even with its cluster: 16 KiB each, and a row that names it stays readable), so
+training happens only outside a transaction (the collector's and the ingest's batches); a batch inside
+one (an import, which is all or nothing) uses the dictionaries already stored and trains none.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import zstandard
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from timelines import compact
+
+log = logging.getLogger(__name__)
+
+TRAIN_AT = (200, 2000)  # rows of a cluster's kind a dictionary is trained on (the first, then a better one)
+DICTIONARY_BYTES = 16384
+SAMPLE_BYTES = 1 << 16  # a longer payload is sampled by its first bytes only
+_TABLE = "timelines_payloaddictionary"
+
+
+def _load(dict_id: int) -> bytes | None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT data FROM {_TABLE} WHERE id = %s", [dict_id])
+        row = cursor.fetchone()
+    return bytes(row[0]) if row is not None else None
+
+
+# Every dictionary this process has read or made, by id (read from the table the first time a row names it).
+dictionaries = compact.Dictionaries(load=_load)
+
+
+@dataclass
+class _Kind:
+    """What this process knows of one cluster's kind: the dictionary its new rows are compressed with
+    (0: none), how many rows that one was trained on, and the data of the rows since, for the next one."""
+
+    dictionary: int = 0
+    trained_on: int = 0
+    samples: list[bytes | bytearray | memoryview] = field(default_factory=list)
+
+    def wants_samples(self) -> bool:
+        return self.trained_on < TRAIN_AT[-1]
+
+    def due(self) -> bool:
+        return any(self.trained_on < at <= len(self.samples) for at in TRAIN_AT)
+
+
+_kinds: dict[tuple[int, str], _Kind] = {}
+_lock = threading.Lock()
+
+
+def _kind(cluster_id: int, kind: str) -> _Kind:
+    """The state of a cluster's kind, from the newest stored dictionary the first time it is asked."""
+    state = _kinds.get((cluster_id, kind))
+    if state is not None:
+        return state
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, samples, data FROM {_TABLE} WHERE cluster_id = %s AND kind = %s ORDER BY id DESC LIMIT 1",
+            [cluster_id, kind],
+        )
+        row = cursor.fetchone()
+    made = _Kind()
+    if row is not None:
+        dictionaries.add(row[0], bytes(row[2]))
+        made = _Kind(dictionary=row[0], trained_on=row[1])
+    with _lock:
+        return _kinds.setdefault((cluster_id, kind), made)
+
+
+def pack(cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts) -> bytes:
+    """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json``."""
+    state = _kind(cluster_id, kind)
+    data, substituted = compact.plain_body(payload_json, texts)
+    if state.wants_samples() and len(state.samples) < TRAIN_AT[-1]:  # bounded while none can be trained
+        with _lock:
+            state.samples.append(data[:SAMPLE_BYTES])
+    return compact.pack_plain(data, substituted, dictionaries, state.dictionary)
+
+
+def train_due() -> list[int]:
+    """Train and store the dictionaries whose rows are due (``TRAIN_AT``), outside a transaction only:
+    each is committed before a row names it. Returns the ids stored."""
+    if connection.in_atomic_block:
+        return []
+    with _lock:  # taken at once: a writer thread that comes next finds nothing due
+        due = [(key, state, state.samples) for key, state in _kinds.items() if state.due()]
+        for _key, state, _samples in due:
+            state.samples = []
+    made = []
+    for (cluster_id, kind), state, samples in due:
+        n = len(samples)
+        try:
+            data = compact.train(samples, DICTIONARY_BYTES)
+        except zstandard.ZstdError as exc:  # too little data to learn from: compressed without one
+            log.info(
+                "no zstd dictionary for cluster %s's %s rows from %d samples: %s", cluster_id, kind, n, exc
+            )
+            state.trained_on = max((at for at in TRAIN_AT if at <= n), default=n)
+            continue
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {_TABLE} (cluster_id, kind, samples, data, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                    [cluster_id, kind, n, data, timezone.now()],
+                )
+                dict_id = cursor.fetchone()[0]
+        except DatabaseError as exc:  # the batch is stored all the same; the next rows train again
+            log.warning("zstd dictionary for cluster %s's %s rows not stored: %s", cluster_id, kind, exc)
+            continue
+        dictionaries.add(dict_id, data)
+        state.dictionary, state.trained_on = dict_id, n
+        made.append(dict_id)
+    return made
+
+
+def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> Any:
+    """The payload of a stored row: ``stored`` is its body, or the JSON text of a row stored before it."""
+    if isinstance(stored, str):
+        return orjson.loads(stored)
+    raw = bytes(stored)
+    if raw[:1] == b"{":  # JSON text: a payload is an object, and a body starts with a flags byte
+        return orjson.loads(raw)
+    return orjson.loads(compact.unpack_body(raw, texts, dictionaries))
+
+
+def forget() -> None:
+    """Forget what this process knows of the stored dictionaries (tests: a flushed database)."""
+    global dictionaries
+    with _lock:
+        _kinds.clear()
+        dictionaries = compact.Dictionaries(load=_load)
