@@ -1,7 +1,9 @@
 """The compact form of an observation row and its exact inverse (issue #37; docs/storage.md). Pure: no
-database, no Django. Not wired into the store yet: ``bench/storage.py --compact`` measures it.
+database, no Django. Its step 1, the stored payload (``pack_body`` / ``unpack_body`` with
+``Dictionaries``), is what the store writes (``timelines/payloads.py``); the rest of the row below (step 2)
+is not wired yet: ``bench/storage.py --compact`` measures it.
 
-A row as the store holds it today (``Row``: kind, source, observed_at, received_at, dedupe_key, pod_uid,
+A row as the store holds it (``Row``: kind, source, observed_at, received_at, dedupe_key, pod_uid,
 node, namespace, name, payload) becomes a ``Compact`` row:
 
 - ``key_hash``: 16 bytes of BLAKE2b of the dedupe key, the column a unique index holds per cluster;
