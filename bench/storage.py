@@ -227,6 +227,14 @@ _PARTIALS = (
     f"(cluster_id, observed_at) WHERE pod_uid IS NULL AND name = 0 AND kind IN ({_UIDLESS})",
 )
 _PARTIALS_TEXT_NAMES = (_PARTIALS[0], _PARTIALS[1].replace("name = 0", "name = ''"))
+# The lean layout's indexes but the two partial ones (below).
+_LEAN = (
+    "USING brin (id) WITH (pages_per_range = 16)",
+    "UNIQUE (key_hash)",
+    "(cluster_id, pod_uid)",
+    "(cluster_id, kind)",
+    "USING brin (observed_at)",
+)
 # name -> (key column type, indexes): what each layout keeps of the reads' indexes (docs/storage.md).
 LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # Today's indexes, over the compact columns (the key hash as bytea(16), as first proposed).
@@ -258,29 +266,9 @@ LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # As slim, and ids found through a BRIN: rows go in in id order, so a range of 16 pages holds an
     # interval of ids and an evidence link reads at most 16 pages (128 KiB) instead of a btree entry a row.
     # The key hash salted with the cluster (``compact.key_hash(key, cluster)``) is unique alone.
-    "lean": (
-        "uuid",
-        (
-            "USING brin (id) WITH (pages_per_range = 16)",
-            "UNIQUE (key_hash)",
-            "(cluster_id, pod_uid)",
-            "(cluster_id, kind)",
-            "USING brin (observed_at)",
-            *_PARTIALS,
-        ),
-    ),
+    "lean": ("uuid", (*_LEAN, *_PARTIALS)),
     # As lean, with the names as text in each row instead of ids into the cluster's name table.
-    "lean, names as text": (
-        "uuid",
-        (
-            "USING brin (id) WITH (pages_per_range = 16)",
-            "UNIQUE (key_hash)",
-            "(cluster_id, pod_uid)",
-            "(cluster_id, kind)",
-            "USING brin (observed_at)",
-            *_PARTIALS_TEXT_NAMES,
-        ),
-    ),
+    "lean, names as text": ("uuid", (*_LEAN, *_PARTIALS_TEXT_NAMES)),
 }
 TEXT_NAMES = {"lean, names as text"}  # layouts whose rows name their node, namespace and pod as text
 COPY_BATCH = 1000
