@@ -340,9 +340,6 @@ class Dictionaries:
         self._zdicts[dict_id] = zdict
         self._raw[dict_id] = data
 
-    def __contains__(self, dict_id: int) -> bool:
-        return dict_id in self._raw
-
     def raw(self, dict_id: int) -> bytes:
         return self._raw[dict_id]
 
@@ -623,18 +620,21 @@ def pack_plain(data: bytes, substituted: bool, dictionaries: Dictionaries, dicti
     return bytes([flags]) + data
 
 
-def body_dictionary(body: bytes) -> int | None:
-    """The id of the dictionary ``body`` was compressed with (0: none), or None when not compressed."""
+def _body_flags(body: bytes) -> int:
+    """The flags byte ``body`` starts with; CorruptRow when it starts with anything else."""
     if not body or body[0] & ~_BODY_FLAGS:
         raise CorruptRow(f"a body starts with {body[:1]!r}, not with a flags byte")
-    return _read_varint(body, 1)[0] if body[0] & _BODY_ZSTD else None
+    return body[0]
+
+
+def body_dictionary(body: bytes) -> int | None:
+    """The id of the dictionary ``body`` was compressed with (0: none), or None when not compressed."""
+    return _read_varint(body, 1)[0] if _body_flags(body) & _BODY_ZSTD else None
 
 
 def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> bytes:
     """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's)."""
-    if not body or body[0] & ~_BODY_FLAGS:
-        raise CorruptRow(f"a body starts with {body[:1]!r}, not with a flags byte")
-    flags, at = body[0], 1
+    flags, at = _body_flags(body), 1
     data = body[at:]
     if flags & _BODY_ZSTD:
         dict_id, at = _read_varint(body, at)
