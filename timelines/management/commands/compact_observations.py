@@ -20,15 +20,11 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from timelines import payloads
+from timelines import observation_rows, payloads
 from timelines.compact import Texts
 from timelines.progress import ProgressBar
 
 _TABLE = "timelines_observation"
-
-
-def _payload_text(column: str) -> str:
-    return f"CAST({column} AS TEXT)"
 
 
 def pending() -> int:
@@ -44,7 +40,8 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, cluster_id, kind, pod_uid, node, namespace, name, observed_at, "
-            f"{_payload_text('payload')} FROM {_TABLE} WHERE body IS NULL AND id > %s ORDER BY id LIMIT %s",
+            f"{observation_rows.payload_sql(_TABLE)} FROM {_TABLE} WHERE body IS NULL AND id > %s "
+            "ORDER BY id LIMIT %s",
             [after, size],
         )
         found = cursor.fetchall()
@@ -52,13 +49,15 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
         return 0, 0
     moved: list[tuple[int, bytes]] = []
     times = []
-    for oid, cluster_id, kind, uid, node, ns, name, at, text in found:
-        if text is None:  # neither form: nothing to move (never written so by any podlife)
+    for oid, cluster_id, kind, uid, node, ns, name, at, stored in found:
+        if stored is None:  # neither form: nothing to move (never written so by any podlife)
             continue
         if connection.vendor != "postgresql":  # SQLite through a raw cursor: Django's naive UTC time
             at = connection.ops.convert_datetimefield_value(at, None, connection)  # type: ignore[attr-defined]
-        texts = Texts(uid, node, ns, name, at)
-        moved.append((oid, payloads.pack(cluster_id, kind, orjson.dumps(orjson.loads(text)), texts)))
+        payload = observation_rows.decode_payload(stored, uid, node, ns, name, at)
+        moved.append(
+            (oid, payloads.pack(cluster_id, kind, orjson.dumps(payload), Texts(uid, node, ns, name, at)))
+        )
         times.append(at)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
