@@ -121,6 +121,9 @@ def test_grace_exceeded_from_container_finish_times() -> None:
         "Pod default/web-1: its containers took 20.0s to stop after termination was requested at "
         "2024-06-07 06:55:00 UTC, longer than the 5.0s grace period."
     )
+    # the numbers behind it (docs/timeline-schema.md, a finding's attrs): the grace it was given, how long
+    # its containers took, and how many times the kubelet itself reported it (none here)
+    assert tl.findings[0].attrs == {"grace_seconds": 5.0, "seconds": 20.0, "reports": 0}
 
 
 def test_inferred_cleanup_of_an_undeleted_finished_pod_is_not_slow() -> None:

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from tests.lifecycle import kubelet_spec as ks
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import ctr, marker, pod, t, worker
+from tests.lifecycle.factories import ctr, event, marker, pod, t, worker
 from tests.lifecycle.test_kubelet_spec import parse_files, timelines
 from tests.lifecycle.test_kubelet_truth import parse
 from tests.lifecycle.test_real_kubelet_corpus import REAL
@@ -316,3 +316,51 @@ def test_a_grace_report_outside_any_termination_is_its_own_finding() -> None:
     assert list(found.evidence) == [line.dedupe_key]
     assert "reported GraceExceeded at 2024-06-07 06:54:55 UTC" in found.message
     assert f"({KILL_TIMEOUT_TEXT})" in found.message
+
+
+def test_an_eviction_cites_its_kill_its_first_evicted_status_its_events_and_the_reclaim_that_led_to_it() -> (
+    None
+):
+    """GIVEN (SYNTHETIC, the kubelet's texts: eviction_manager.go, eviction/helpers.go) a running pod
+    evicted for memory: the eviction manager's "attempting to reclaim" at 9 s and again at 11 s, the
+    kubelet's Evicted line at 11.5 s, the pod's status written Failed / Evicted (seen at 12 s and again at
+    13 s), the Evicted event at 12 s, and another "attempting to reclaim" at 40 s (the next pressure)
+    THEN the evicted finding starts at the kill and cites the kill, the first status that says Evicted
+    (the later one repeats it), the event, and the reclaim just before the kill (the one that chose this
+    pod), not the earlier nor the later one."""
+    message = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 82124Ki. "
+    evicted_status = {"phase": "Failed", "start_time": 1.0, "reason": "Evicted", "message": message}
+    running = pod(
+        UID, 3, 5.0, phase="Running", start_time=1.0, containers=[ctr("app", "running", started=2.0)]
+    )
+    statuses = [
+        pod(
+            UID,
+            rv,
+            seen,
+            containers=[ctr("app", "terminated", started=2.0, finished=11.8, exit_code=137)],
+            **evicted_status,
+        )
+        for rv, seen in ((4, 12.0), (5, 13.0))
+    ]
+    kill = marker(UID, 11.5, "Evicted", "Eviction manager: pod is evicted successfully")
+    evented = event(UID, "ev-evicted", 12.0, "Evicted", message, type_="Warning")
+    reclaim = "Eviction manager: attempting to reclaim"
+    reclaims = [
+        replace(m, pod_uid=None, payload={**m.payload, "resource": "memory"})
+        for m in (marker(UID, s, "EvictionReclaim", reclaim) for s in (9.0, 11.0, 40.0))
+    ]
+    tl = derive_pod_timeline([running, *statuses, kill, evented, *reclaims])
+    (found,) = [f for f in tl.findings if f.kind == "evicted"]
+    assert found.start == t(11.5)
+    assert set(found.evidence) == {
+        kill.dedupe_key,
+        statuses[0].dedupe_key,
+        evented.dedupe_key,
+        reclaims[1].dedupe_key,
+    }
+    assert (found.attrs["resource"], found.attrs["threshold"], found.attrs["available"]) == (
+        "memory",
+        "100Mi",
+        "82124Ki",
+    )
