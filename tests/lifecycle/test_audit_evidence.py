@@ -15,7 +15,7 @@ from collectors.parsers.audit import parse_audit
 from tests.audit.helpers import parsed
 from tests.lifecycle.factories import T0, at, cond, ctr, pdb, pod, t
 from timelines.lifecycle import derive_pod_timeline
-from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, read_audit, who_of
+from timelines.lifecycle.audit_evidence import audit_lives, audit_snapshots, marker_of, read_audit, who_of
 from timelines.lifecycle.cluster_objects import CoveredPod, derive_node_timeline, derive_pdb_timeline
 from timelines.lifecycle.observation import Kind, Observation
 
@@ -379,3 +379,59 @@ def test_a_second_graceful_delete_never_lengthens_the_deletion_time() -> None:
         if o.payload.get("deletion_timestamp")
     ]
     assert deleting == [(t(10), t(40), 30)]
+
+
+# ---------------------------------------------------------------- requests that failed (issue #38)
+
+
+def _marker(line: bytes) -> tuple[str, str, dict[str, Any]] | None:
+    (obs,) = audits_of(line)
+    record = read_audit(obs)
+    assert record is not None
+    return marker_of(record, [record])
+
+
+def test_a_delete_of_a_pod_already_gone_marks_nothing_and_a_refused_one_says_it_failed() -> None:
+    """GIVEN a pod's DELETE answered 404 NotFound (the object was already gone: a garbage collector's late
+    delete, a second kubectl delete), and one answered 409 Conflict (a precondition on its UID or
+    resourceVersion that no longer held) THEN the first puts nothing on the timeline (it changed nothing),
+    the second is a DeleteFailed marker that says who and the code."""
+    gone = pod_delete("a-404", 5.0, "web-1", user="system:admin", agent=KUBECTL, grace=None)
+    gone = gone.replace(b'"code": 200', b'"code": 404')
+    conflict = pod_delete("a-409", 6.0, "web-1", user="system:admin", agent=KUBECTL, grace=None)
+    conflict = conflict.replace(b'"code": 200', b'"code": 409')
+    assert _marker(gone) is None
+    found = _marker(conflict)
+    assert found is not None
+    assert found[:2] == ("DeleteFailed", "delete by system:admin via kubectl failed (409)")
+    assert found[2]["code"] == 409
+
+
+def test_an_eviction_that_failed_for_another_reason_than_a_budget_says_why() -> None:
+    """GIVEN an eviction answered 500 with the API server's message (the apiserver could not read the
+    pod's budgets: ``Failure``, reason InternalError) THEN it is an EvictionFailed marker that quotes the
+    message, neither granted nor refused by a budget."""
+    ref = {"resource": "pods", "subresource": "eviction", "namespace": "shop", "name": "web-1"}
+    status = {
+        "metadata": {},
+        "status": "Failure",
+        "message": "Internal error occurred: failed to list PodDisruptionBudgets",
+        "reason": "InternalError",
+        "code": 500,
+    }
+    body = {"kind": "Eviction", "apiVersion": "policy/v1", "metadata": {"name": "web-1", "namespace": "shop"}}
+    line = event(
+        "a-500",
+        7.0,
+        "create",
+        "/api/v1/namespaces/shop/pods/web-1/eviction",
+        code=500,
+        ref=ref,
+        request=body,
+        status=status,
+    )
+    found = _marker(line)
+    assert found is not None
+    reason, message, attrs = found
+    assert reason == "EvictionFailed" and attrs["code"] == 500
+    assert message.endswith("failed (500): Internal error occurred: failed to list PodDisruptionBudgets")

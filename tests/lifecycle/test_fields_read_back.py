@@ -270,6 +270,35 @@ def test_each_part_of_a_life_split_by_a_lost_remove_goes_to_its_own_incarnation(
     assert owners(lines, [(OLD, 1, 12), (NEW, 32, 45)]) == [OLD, OLD, NEW, NEW]
 
 
+def test_lines_of_a_life_two_incarnations_share_go_to_the_one_whose_kubelet_evidence_is_nearest() -> None:
+    """GIVEN web-0's UID-less UPDATE lines on one node with no ADD or REMOVE between the two incarnations (an
+    excerpt that cut both: the old one's kubelet evidence 10-20 s, the new one's 30-40 s) WHEN they are
+    attached THEN a line inside an incarnation's evidence, or nearer to it than to the other's, is that
+    one's (5 s and 22 s: the old; 35 s and 41 s: the new), and a line as near to both (25 s) is nobody's:
+    never guessed. Evidence from API snapshots (not on the kubelet's clock) does not place a line."""
+    update = Transition.SYNCLOOP_UPDATE
+    lines = [(5, update), (22, update), (25, update), (35, update), (41, update)]
+    assert owners(lines, [(OLD, 10, 20), (NEW, 30, 40)]) == [OLD, OLD, None, NEW, NEW]
+    # the same with an API-only third incarnation on the node: it claims nothing, and breaks no tie
+    nameless = [replace(worker(OLD, at_, tr, pod_ref="default/web-0"), pod_uid=None) for at_, tr in lines]
+    anchors = [
+        Anchor(uid, NODE, t(lo), t(hi), True, "default", "web-0")
+        for uid, lo, hi in ((OLD, 10, 20), (NEW, 30, 40))
+    ]
+    anchors.append(Anchor("api-only", NODE, t(24), t(26), False, "default", "web-0"))
+    found = resolve_names(nameless, anchors)
+    assert [found.get(o.dedupe_key) for o in nameless] == [OLD, OLD, None, NEW, NEW]
+
+
+def test_a_lost_remove_splits_a_life_at_the_next_add_even_where_the_line_lies_nearer_the_new_one() -> None:
+    """GIVEN the lines above with the new incarnation's SyncLoop ADD at 28 s (its REMOVE lost) WHEN they are
+    attached THEN the ADD splits the life: the line at 25 s is before it and so the old incarnation's (the
+    only one with evidence before the ADD), the ADD and what follows the new one's."""
+    update = Transition.SYNCLOOP_UPDATE
+    lines = [(22, update), (25, update), (28, Transition.SYNCLOOP_ADD), (35, update)]
+    assert owners(lines, [(OLD, 10, 20), (NEW, 30, 40)]) == [OLD, OLD, NEW, NEW]
+
+
 def test_a_line_whose_transition_is_no_text_neither_opens_nor_closes_a_life() -> None:
     """GIVEN web-0's lines of the lost-REMOVE case above, with (SYNTHETIC: a stored row from a hostile or
     broken ingest) a line between them whose ``transition`` is an object, not a name WHEN they are attached

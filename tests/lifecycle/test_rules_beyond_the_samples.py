@@ -1,0 +1,122 @@
+"""Rules no mutation sample had reached and no test stated (issue #38: the lines of timelines/lifecycle/
+that the tests mutmut runs never executed, read with coverage). Pods, markers and events are hand-built
+(SYNTHETIC) in the collector's normalized shapes (tests/lifecycle/factories.py); the texts are the
+kubelet's (pkg/kubelet/eviction/helpers.go, k8s.io/api core/v1)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.lifecycle.factories import ctr, event, marker, pod, t, worker
+from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.observation import Transition as T
+from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
+
+UID = "7a1e9c3d-0000-4b2a-8c1d-00000000b001"
+
+
+def test_a_container_killed_by_a_signal_says_which() -> None:
+    """GIVEN a container whose terminated state carries the signal that ended it (ContainerStateTerminated
+    .signal: 9) and exit code 137 THEN its terminated interval says signal 9 beside the exit code; one
+    that exited by itself (exit code 1, no signal) carries no signal at all (not a null: it was not said)."""
+    killed = ctr("app", "terminated", reason="Error", started=2.0, finished=9.0, exit_code=137)
+    killed["signal"] = 9
+    exited = ctr("side", "terminated", reason="Error", started=2.0, finished=8.0, exit_code=1)
+    snap = pod(UID, 5, 10.0, phase="Failed", start_time=1.0, containers=[killed, exited])
+    tl = derive_pod_timeline([snap])
+    (app,) = [iv for iv in tl.lane("container:app") if iv.state == "terminated"]
+    (side,) = [iv for iv in tl.lane("container:side") if iv.state == "terminated"]
+    assert (app.attrs["exit_code"], app.attrs["signal"]) == (137, 9)
+    assert side.attrs["exit_code"] == 1 and "signal" not in side.attrs
+
+
+def test_an_eviction_for_a_node_condition_names_the_condition() -> None:
+    """GIVEN a pod evicted for a node condition with no resource named: its status Failed / Evicted with the
+    kubelet's nodeConditionMessageFmt, "The node had condition: [DiskPressure]. ", and the Evicted event
+    THEN the evicted finding says the node had condition [DiskPressure] and names no resource nor
+    threshold (the message gives none)."""
+    message = "The node had condition: [DiskPressure]. "
+    running = pod(
+        UID, 3, 5.0, phase="Running", start_time=1.0, containers=[ctr("app", "running", started=2.0)]
+    )
+    evicted = pod(
+        UID,
+        4,
+        12.0,
+        phase="Failed",
+        start_time=1.0,
+        reason="Evicted",
+        message=message,
+        containers=[ctr("app", "terminated", started=2.0, finished=11.0, exit_code=137)],
+    )
+    tl = derive_pod_timeline(
+        [running, evicted, event(UID, "ev-1", 12.0, "Evicted", message, type_="Warning")]
+    )
+    (found,) = [f for f in tl.findings if f.kind == "evicted"]
+    assert (found.attrs["condition"], found.attrs["resource"], found.attrs["threshold"]) == (
+        "[DiskPressure]",
+        None,
+        None,
+    )
+    assert ": the node had condition [DiskPressure]." in found.message
+
+
+def test_a_finished_containers_rewritten_times_are_a_status_change_after_the_terminal_phase() -> None:
+    """GIVEN a pod seen Succeeded at 10 s (its container terminated 2-9 s, exit 0), then seen at 20 s still
+    Succeeded with the same state and reason but the container's finish rewritten to 15 s (a status a
+    restarted kubelet wrote again) THEN status_after_terminal finds it at 20 s and says the container's
+    times changed: a terminal pod's status is final (the kubelet never moves it out of a terminal phase)."""
+
+    def done(rv: int, seen: float, finished: float):
+        c = ctr("app", "terminated", reason="Completed", started=2.0, finished=finished, exit_code=0)
+        return pod(UID, rv, seen, phase="Succeeded", start_time=1.0, containers=[c])
+
+    tl = derive_pod_timeline([done(4, 10.0, 9.0), done(5, 20.0, 15.0)])
+    (found,) = [f for f in tl.findings if f.kind == "status_after_terminal"]
+    assert found.start == t(20.0)
+    assert found.attrs == {
+        "terminal_phase": "Succeeded",
+        "change": "container app times / restart count changed",
+    }
+
+
+def test_a_remove_with_no_delete_before_it_is_a_force_delete_that_begins_termination() -> None:
+    """GIVEN a kubelet's V2 lines of a pod (SYNTHETIC, the messages of kubelet.go syncLoopIteration and
+    PLEG): SyncLoop ADD at 1 s, PLEG ContainerStarted at 2 s (the sandbox: PLEG reports it as a container)
+    and 3 s (the container), then SyncLoop REMOVE at 20 s with no SyncLoop DELETE before it (``kubectl
+    delete --force --grace-period=0``: the object is gone at once, the kubelet learns it from the REMOVE)
+    THEN the worker set up from 1 s, ran from 3 s, and began terminating at the REMOVE, its cause
+    "removed" (the kubelet kills a pod it still runs when its object is gone, HandlePodRemoves)."""
+    obs = [
+        worker(UID, 1.0, T.SYNCLOOP_ADD),
+        worker(UID, 2.0, T.CONTAINER_STARTED),
+        worker(UID, 3.0, T.CONTAINER_STARTED, message="ContainerStarted app"),
+        worker(UID, 20.0, T.SYNCLOOP_REMOVE),
+    ]
+    lane = derive_pod_timeline(obs).lane("worker")
+    assert [(iv.state, iv.start) for iv in lane] == [
+        ("setup", t(1.0)),
+        ("running", t(3.0)),
+        ("terminating", t(20.0)),
+    ]
+    assert (lane[-1].attrs["cause"], lane[-1].attrs["start_from"]) == ("removed", "syncloop_remove")
+
+
+def test_node_level_lines_are_context_only_from_the_pods_own_nodes_and_near_its_evidence() -> None:
+    """GIVEN a pod's own kubelet lines on node-a from 100 s to 200 s and UID-less lines that name no pod
+    (the eviction manager's "attempting to reclaim", SYNTHETIC): on node-a at 150 s, at 100 - 300 s and
+    at 200 + 300 s (CONTEXT_MARGIN, 5 minutes, on either side), at 200 + 301 s, and on node-b at 150 s
+    THEN the pod's observations take those of its own node within 5 minutes of its evidence (bounds
+    included) and no other: another node's reclaim says nothing of this pod."""
+    own = [worker(UID, 100.0, T.FIRST_SEEN), worker(UID, 200.0, T.SYNC_EXIT)]
+    reclaim = "Eviction manager: attempting to reclaim"
+
+    def node_line(seen: float, node: str) -> Observation:
+        m = marker(UID, seen, "EvictionReclaim", reclaim)
+        return replace(m, pod_uid=None, namespace=None, name=None, node=node, dedupe_key=f"{node}:{seen}")
+
+    near = [node_line(150.0, "node-a"), node_line(-200.0, "node-a"), node_line(500.0, "node-a")]
+    far = [node_line(501.0, "node-a"), node_line(150.0, "node-b")]
+    got = resolve_pod_observations(UID, own, [*far, *near], anchors_of(own))
+    assert {o.dedupe_key for o in got} == {o.dedupe_key for o in own + near}
