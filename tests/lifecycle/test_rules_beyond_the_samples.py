@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.lifecycle.factories import ctr, event, marker, pod, t, worker
+from tests.lifecycle.factories import ctr, event, last_terminated, marker, pod, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.observation import Transition as T
@@ -120,3 +120,39 @@ def test_node_level_lines_are_context_only_from_the_pods_own_nodes_and_near_its_
     far = [node_line(501.0, "node-a"), node_line(150.0, "node-b")]
     got = resolve_pod_observations(UID, own, [*far, *near], anchors_of(own))
     assert {o.dedupe_key for o in got} == {o.dedupe_key for o in own + near}
+
+
+def test_a_pod_known_only_from_lines_whose_columns_name_it_not_is_named_by_their_pod_reference() -> None:
+    """GIVEN a pod known only from V4 worker lines whose stored rows carry its UID but no namespace or name
+    (SYNTHETIC: a row an older ingest stored with the name only in the line's ``pod="ns/name"``, kept as
+    the payload's ``pod_ref``) THEN its timeline is named by that reference: namespace and name split at
+    the first '/', so a user finds the pod by the name the kubelet logged."""
+    lines = [
+        replace(worker(UID, s, tr, pod_ref="shop/web-7d9f8b6c4-x2k9p"), namespace=None, name=None)
+        for s, tr in ((1.0, T.FIRST_SEEN), (2.0, T.SYNC_EXIT))
+    ]
+    tl = derive_pod_timeline(lines)
+    assert (tl.namespace, tl.name) == ("shop", "web-7d9f8b6c4-x2k9p")
+
+
+def test_a_crash_loop_begins_at_the_first_restart_seen_even_before_a_snapshot_counts_it() -> None:
+    """GIVEN a container seen running at 10 s (started 2 s, restartCount 0), then at 100 s with restartCount
+    3: running since 90 s, its last run 80-85 s (exit 1) THEN crash_loop finds 3 restarts within its window
+    and begins at 80 s, when the earliest restart the statuses show (its last run) began, not at 100 s,
+    when a snapshot first counted one; and it cites the snapshot that counted them."""
+    first = pod(
+        UID, 3, 10.0, phase="Running", start_time=1.0, containers=[ctr("app", "running", started=2.0)]
+    )
+    again = pod(
+        UID,
+        4,
+        100.0,
+        phase="Running",
+        start_time=1.0,
+        containers=[ctr("app", "running", started=90.0, restarts=3, last=last_terminated(80.0, 85.0))],
+    )
+    tl = derive_pod_timeline([first, again])
+    (found,) = [f for f in tl.findings if f.kind == "crash_loop"]
+    assert found.start == t(80.0)
+    assert (found.attrs["restarts_in_window"], found.attrs["restart_count"]) == (3, 3)
+    assert set(found.evidence) == {again.dedupe_key}
