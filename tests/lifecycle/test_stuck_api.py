@@ -84,3 +84,39 @@ def test_the_limit_is_grace_plus_slack_from_the_delete():
     assert (finding.start, finding.end, finding.severity) == (t(100.0), t(171.0), "warning")
     assert finding.attrs["seconds"] == 71.0 and finding.attrs["grace_seconds"] == 10.0
     assert finding.attrs["open"] is False and finding.attrs["finalizers"] == ["podlife.dev/cleanup"]
+
+
+def _earlier_object(*, deleted_at: float | None) -> list:
+    """An earlier API object under the same UID (SYNTHETIC: a static pod's mirror pod, which the kubelet
+    recreates under the static pod's UID; created at -500 s), seen running, and deleted promptly (DELETE at
+    -400 s with a 30 s grace, gone at ``deleted_at``) or never seen deleted (None: the collector lost it)."""
+    running = [ctr("app", "running", started=-495.0, ready=True)]
+    obs = [pod(UID, 0, -490.0, phase="Running", created=-500.0, start_time=-499.0, containers=running)]
+    if deleted_at is not None:
+        for rv, seen, deleted in ((1, -400.0, False), (2, deleted_at, True)):
+            obs.append(
+                pod(
+                    UID,
+                    rv,
+                    seen,
+                    phase="Running",
+                    created=-500.0,
+                    start_time=-499.0,
+                    deletion=-370.0,
+                    deletion_grace=30,
+                    containers=running,
+                    deleted=deleted,
+                )
+            )
+    return obs
+
+
+def test_each_api_object_under_the_uid_is_judged_on_its_own_deletion():
+    """GIVEN the stuck object above (DELETE at 100, kept by its finalizer) after an earlier object under the
+    same UID that was never seen deleted, or one deleted promptly (gone 10 s into its 30 s grace) THEN the
+    stuck one is found either way, from its own DELETE: an earlier object with no deletion, or one that
+    went in time, neither hides nor dates the later one's."""
+    for earlier in (_earlier_object(deleted_at=None), _earlier_object(deleted_at=-390.0)):
+        timeline = derive_pod_timeline(earlier + observations(finalizer_removed_at=None), now=t(400.0))
+        [finding] = [f for f in timeline.findings if f.kind == "stuck_terminating"]
+        assert (finding.start, finding.end, finding.attrs["side"]) == (t(100.0), None, "api")
