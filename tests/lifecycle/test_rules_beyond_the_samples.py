@@ -156,3 +156,21 @@ def test_a_crash_loop_begins_at_the_first_restart_seen_even_before_a_snapshot_co
     assert found.start == t(80.0)
     assert (found.attrs["restarts_in_window"], found.attrs["restart_count"]) == (3, 3)
     assert set(found.evidence) == {again.dedupe_key}
+
+
+def test_restarts_exactly_a_window_apart_are_within_the_crash_loop_window() -> None:
+    """GIVEN a container whose runs began at 0, 200, 400 and 600 s (each seen in a later snapshot: 150,
+    350, 550 and 760 s, restartCount 0 to 3) THEN crash_loop counts 3 restarts within its 10-minute
+    window: the first and the fourth start are 10 minutes apart, which is within it (a window is closed),
+    though no two snapshots 10 minutes apart counted 3."""
+    snaps = []
+    for rv, (started, seen) in enumerate(((0.0, 150.0), (200.0, 350.0), (400.0, 550.0), (600.0, 760.0))):
+        last = last_terminated(started - 200.0, started - 50.0) if rv else None
+        container = ctr("app", "running", started=started, restarts=rv, last=last)
+        snaps.append(pod(UID, rv + 3, seen, phase="Running", start_time=0.0, containers=[container]))
+    tl = derive_pod_timeline(snaps)
+    (found,) = [f for f in tl.findings if f.kind == "crash_loop"]
+    assert found.attrs["restarts_in_window"] == 3
+    assert found.message.startswith(
+        "Container app of pod default/web-1 is crash looping: restarted 3 times within"
+    )
