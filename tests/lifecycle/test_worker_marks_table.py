@@ -181,9 +181,11 @@ def test_a_first_sync_of_a_pod_whose_first_work_was_termination_begins_terminati
 def test_a_termination_carries_the_grace_its_line_gives_and_only_a_whole_number() -> None:
     """The grace period a termination line states (gracePeriod=N) travels with its mark; anything that is
     not a whole number of seconds is no grace."""
-    assert _worker_mark(_event(T.TERMINATION_REQUESTED, {"grace_period": 30}), {}).grace == 30  # type: ignore[union-attr]
-    assert _worker_mark(_event(T.TERMINATION_REQUESTED, {"grace_period": "30"}), {}).grace is None  # type: ignore[union-attr]
-    assert _worker_mark(_event(T.TERMINATION_REQUESTED, {"cause": 7}), {}).cause is None  # type: ignore[union-attr]
+    marks = [
+        _worker_mark(_event(T.TERMINATION_REQUESTED, p), {})
+        for p in ({"grace_period": 30}, {"grace_period": "30"}, {"cause": 7})
+    ]
+    assert [(m.grace, m.cause) if m else None for m in marks] == [(30, None), (None, None), (None, None)]
 
 
 # ------------------------------------------------------------------ a kubelet's initial list (re-list)
