@@ -66,7 +66,7 @@ def test_a_pod_first_seen_running_ran_from_its_first_containers_earliest_run() -
         conditions=[cond("PodScheduled", "True", 0.5)],
         containers=[
             ctr("app", "running", started=20.0, restarts=1, last=last_terminated(4.0, 19.0)),
-            ctr("sidecar-less", "running", started=5.0),
+            ctr("worker", "running", started=5.0),
         ],
     )
     assert ("running", t(4.0)) in _api([snap])
