@@ -174,3 +174,26 @@ def test_restarts_exactly_a_window_apart_are_within_the_crash_loop_window() -> N
     assert found.message.startswith(
         "Container app of pod default/web-1 is crash looping: restarted 3 times within"
     )
+
+
+def test_a_pod_whose_init_container_failed_was_not_killed_during_setup() -> None:
+    """GIVEN a pod (restartPolicy Never) whose init container failed: seen Pending with its init container
+    running from 1.5 s, then Failed at 5 s (init exit 1, the app container still PodInitializing), and no
+    deletion THEN its setup ended with the terminal phase and cleanup followed, and there is no
+    killed_during_setup finding: nobody asked it to terminate, the pod failed on its own."""
+    init_running = ctr("init", "running", kind="init", started=1.5)
+    init_failed = ctr(
+        "init", "terminated", kind="init", started=1.5, finished=4.0, exit_code=1, reason="Error"
+    )
+    app = ctr("app", "waiting", reason="PodInitializing")
+    obs = [
+        pod(UID, 2, 0.5, phase="Pending"),
+        pod(UID, 3, 2.0, phase="Pending", start_time=1.0, containers=[init_running, app]),
+        pod(UID, 4, 5.0, phase="Failed", start_time=1.0, containers=[init_failed, app]),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert [(iv.state, iv.attrs.get("end_from")) for iv in tl.lane("worker")] == [
+        ("setup", "api:terminal_phase"),
+        ("cleanup", None),
+    ]
+    assert "killed_during_setup" not in {f.kind for f in tl.findings}

@@ -211,6 +211,35 @@ def test_a_restart_mid_termination_continues_the_phase() -> None:
     assert "setup" not in [iv.state for iv in tl.lane("worker") if iv.start > t(50)]
 
 
+def test_a_kubelet_restart_is_listed_on_the_interval_it_fell_inside_and_not_on_one_it_bounds() -> None:
+    """GIVEN the restart mid-termination above (kubelet 200 started at 60 s, inside terminating 20-90 s) and
+    (SYNTHETIC) two more kubelet starts on the node at exactly 20 s and 90 s, the instants terminating began
+    and ended THEN only 60 s is listed, on terminating: docs/timeline-schema.md's ``kubelet_restarts`` are
+    the starts inside an interval, and one at an interval's bound is that bound (a bound can be a kubelet
+    restart: ``start_from`` / ``end_from``), listed on neither side."""
+    obs = [
+        with_pid(worker(UID, 1.0, Transition.FIRST_SEEN), 100),
+        with_pid(worker(UID, 1.1, Transition.SYNC_ENTER), 100),
+        with_pid(worker(UID, 20.0, Transition.TERMINATION_REQUESTED, cause="deletion"), 100),
+        with_pid(worker(UID, 20.1, Transition.TERMINATING_ENTER, grace=300), 100),
+        with_pid(worker(UID, 61.0, Transition.FIRST_SEEN), 200),
+        with_pid(worker(UID, 61.0001, Transition.TERMINATION_REQUESTED, cause="deletion"), 200),
+        with_pid(worker(UID, 61.1, Transition.TERMINATING_ENTER, grace=300), 200),
+        with_pid(worker(UID, 90.0, Transition.CONTAINERS_TERMINATED), 200),
+        with_pid(worker(UID, 90.5, Transition.WORKER_DONE), 200),
+        process(100, -600.0, 50.0),
+        process(200, 60.0, 100.0, started=60.0),
+        process(300, 20.0, 20.0, started=20.0),
+        process(400, 90.0, 90.0, started=90.0),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert [(iv.state, iv.attrs.get("kubelet_restarts")) for iv in tl.lane("worker")] == [
+        ("setup", None),
+        ("terminating", [t(60.0).isoformat(timespec="microseconds")]),
+        ("cleanup", None),
+    ]
+
+
 def test_a_static_pod_whose_uid_comes_back_starts_a_new_cycle() -> None:
     tl = derive_pod_timeline(scenarios.static_uid_reuse())
     assert [iv.attrs["cycle"] for iv in tl.lane("worker")] == [0, 0, 0, 0, 1, 1]
