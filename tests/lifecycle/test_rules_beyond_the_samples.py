@@ -197,3 +197,21 @@ def test_a_pod_whose_init_container_failed_was_not_killed_during_setup() -> None
         ("cleanup", None),
     ]
     assert "killed_during_setup" not in {f.kind for f in tl.findings}
+
+
+def test_a_status_change_after_the_terminal_phase_is_found_on_a_later_api_object_under_the_uid() -> None:
+    """GIVEN two API objects under one UID (SYNTHETIC: a static pod's mirror pod recreated; created at 0 s
+    and at 100 s): the first seen running and never finished, the second seen Succeeded at 110 s and then
+    Running again at 120 s THEN status_after_terminal is found on the second, at 120 s: each object's
+    terminal phase is its own, and one that never had one hides nothing of the next."""
+    running = [ctr("app", "running", started=2.0)]
+    first = pod(UID, 3, 10.0, phase="Running", start_time=1.0, containers=running)
+    done = ctr("app", "terminated", reason="Completed", started=102.0, finished=108.0, exit_code=0)
+    again = ctr("app", "running", started=115.0, restarts=1)
+    second = [
+        pod(UID, 5, 110.0, phase="Succeeded", created=100.0, start_time=101.0, containers=[done]),
+        pod(UID, 6, 120.0, phase="Running", created=100.0, start_time=101.0, containers=[again]),
+    ]
+    tl = derive_pod_timeline([first, *second])
+    (found,) = [f for f in tl.findings if f.kind == "status_after_terminal"]
+    assert (found.start, found.attrs["change"]) == (t(120.0), "phase Succeeded → Running")
