@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from tests.lifecycle.factories import ctr, event, last_terminated, marker, pod, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
+from timelines.lifecycle.facts import collect_facts
 from timelines.lifecycle.observation import Observation
 from timelines.lifecycle.observation import Transition as T
 from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
@@ -215,3 +216,24 @@ def test_a_status_change_after_the_terminal_phase_is_found_on_a_later_api_object
     tl = derive_pod_timeline([first, *second])
     (found,) = [f for f in tl.findings if f.kind == "status_after_terminal"]
     assert (found.start, found.attrs["change"]) == (t(120.0), "phase Succeeded → Running")
+
+
+def test_at_one_instant_a_snapshot_without_a_resource_version_comes_before_the_api_servers_version() -> None:
+    """GIVEN two snapshots of a pod observed at the same instant (10 s): one without a resourceVersion
+    (SYNTHETIC: a row an older or hostile ingest stored without it) and the API server's version
+    (resourceVersion 7) THEN they are read in that order, whichever order they are given in (the versioned
+    one is the later word: the pod's last state is the API server's), and a missing version fails
+    nothing (it is never compared with a number)."""
+    running = pod(
+        UID, 6, 10.0, phase="Running", start_time=1.0, containers=[ctr("app", "running", started=2.0)]
+    )
+    unversioned = replace(running, payload={**running.payload, "resource_version": None}, dedupe_key="no-rv")
+    done = ctr("app", "terminated", reason="Completed", started=2.0, finished=9.0, exit_code=0)
+    succeeded = pod(UID, 7, 10.0, phase="Succeeded", start_time=1.0, containers=[done])
+    for given in ([unversioned, succeeded], [succeeded, unversioned]):
+        facts = collect_facts(given)
+        assert [(s.resource_version, s.phase) for s in facts.snapshots] == [
+            (None, "Running"),
+            (7, "Succeeded"),
+        ]
+        assert derive_pod_timeline(given).lane("api")[-1].state == "succeeded"
