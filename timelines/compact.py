@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import zstandard
@@ -409,16 +409,30 @@ def _substitutes(
     as the payload spells them (UTC ISO 8601), where they are not empty and hold no control character,
     each written as one control byte (0x01-0x05), which JSON text never holds raw. A decoder knows the
     same texts from the row's columns."""
-    texts = (uid or "", node, name, namespace, (at.astimezone(UTC) if at.tzinfo else at).isoformat())
+    # Every row's writer and reader comes here (a few µs of the store's time a row, docs/storage.md): the
+    # common case is checked once on the four texts together, and a time already in UTC (the collector's
+    # and every API server's) is not converted again. UTF-8 of a character at or above U+0020 holds no
+    # byte below 0x20, so checking the text is checking its bytes; an ISO 8601 time holds no control byte.
+    if at.tzinfo is not UTC and at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    stamp = (at.isoformat().encode(), b"\x05")
+    texts = (uid or "", node, name, namespace)
+    if _CONTROL_TEXT.search("".join(texts)) is None:
+        out = [(text.encode(), mark) for text, mark in zip(texts, _MARKS, strict=True) if text]
+        out.append(stamp)
+        return out
     out = []
-    for i, text in enumerate(texts, 1):
+    for text, mark in zip(texts, _MARKS, strict=True):
         raw = text.encode()
         if raw and not _CONTROL.search(raw):
-            out.append((raw, bytes([i])))
+            out.append((raw, mark))
+    out.append(stamp)
     return out
 
 
 _CONTROL = re.compile(rb"[\x00-\x1f]")
+_CONTROL_TEXT = re.compile("[\x00-\x1f]")
+_MARKS = (b"\x01", b"\x02", b"\x03", b"\x04")
 
 
 def _substitute(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
@@ -583,9 +597,9 @@ _BODY_SUBST = 2
 _BODY_FLAGS = _BODY_ZSTD | _BODY_SUBST
 
 
-@dataclass(frozen=True)
-class Texts:
-    """A row's own texts, which its body may hold as one byte each: its columns, so a reader has them."""
+class Texts(NamedTuple):
+    """A row's own texts, which its body may hold as one byte each: its columns, so a reader has them.
+    (A tuple: the store makes one a row, and a frozen dataclass took a µs to build.)"""
 
     pod_uid: str | None
     node: str
@@ -614,10 +628,16 @@ def pack_plain(data: bytes, substituted: bool, dictionaries: Dictionaries, dicti
     """``pack_body`` of the data ``plain_body`` made."""
     flags = _BODY_SUBST if substituted else 0
     packed = dictionaries.compress(dictionary, data)
-    tag = _varint(dictionary)
-    if len(packed) + len(tag) < len(data):
-        return bytes([flags | _BODY_ZSTD]) + tag + packed
-    return bytes([flags]) + data
+    head = _BODY_HEADS.get((flags, dictionary))
+    if head is None:  # made once for each flags and dictionary: a row's bytes are not built twice
+        head = _BODY_HEADS.setdefault((flags, dictionary), bytes([flags | _BODY_ZSTD]) + _varint(dictionary))
+    if len(packed) + len(head) - 1 < len(data):
+        return head + packed
+    return _PLAIN_HEADS[flags] + data
+
+
+_BODY_HEADS: dict[tuple[int, int], bytes] = {}  # (flags, dictionary id) -> a compressed body's first bytes
+_PLAIN_HEADS = {0: bytes([0]), _BODY_SUBST: bytes([_BODY_SUBST])}
 
 
 def _body_flags(body: bytes) -> int:
