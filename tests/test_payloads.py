@@ -191,10 +191,13 @@ def _read_back(cluster: Cluster) -> dict[str, Any]:
 def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_process() -> None:
     """Outside a transaction (the collector's batches) the store trains a dictionary once a cluster's
     kind has ``TRAIN_AT[0]`` rows, stores it, and compresses the next rows with it; a process that never
-    saw it (``forget``) reads it from its table when a row names it."""
+    saw it (``forget``) reads it from its table when a row names it. (On PostgreSQL it is trained on
+    another thread, ``wait_trained``: here each batch waits for it, so the next batch is the first to use
+    it.)"""
     pods = _pods("c1", payloads.TRAIN_AT[0] + 100)
     for at in range(0, len(pods), 50):
         save_observations("c1", pods[at : at + 50])
+        payloads.wait_trained()
     cluster = Cluster.objects.get(name="c1")
     stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
     assert stored.samples >= payloads.TRAIN_AT[0]
@@ -203,6 +206,40 @@ def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_pr
     first = named.index(stored.id)
     assert first >= payloads.TRAIN_AT[0] and first % 50 == 0
     assert set(named[first:]) == {stored.id} and stored.id not in named[:first]
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_it_before_it_is_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN PostgreSQL, where the store hands a kind's training to a thread of its own
+    WHEN batches are stored while that training has not finished
+    THEN they are stored at once, without the dictionary; the batches after it is stored use it; all
+    read back."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite trains on the storing thread (one writer at a time)")
+    release = threading.Event()
+    train = compact.train
+
+    def slow_train(samples: list[Any], size: int = 16384) -> bytes:
+        assert release.wait(30), "the test never released the training"
+        return train(samples, size)
+
+    monkeypatch.setattr(compact, "train", slow_train)
+    pods = _pods("c4", payloads.TRAIN_AT[0] + 200)
+    first, during, after = pods[:200], pods[200:300], pods[300:]
+    save_observations("c4", first)  # brings the samples: its training is handed over
+    save_observations("c4", during)  # the training waits on ``release``: this batch was not held up
+    cluster = Cluster.objects.get(name="c4")
+    assert not PayloadDictionary.objects.filter(cluster_id=cluster.pk).exists()
+    release.set()
+    payloads.wait_trained()
+    stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
+    save_observations("c4", after)
+    named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
+    assert stored.id not in named[:300] and set(named[300:]) == {stored.id}
     payloads.forget()
     assert _read_back(cluster) == _as_stored(pods)
 

@@ -11,18 +11,24 @@ rows are compressed without one. A dictionary is stored, committed, before any r
 changed nor deleted (not even with its cluster: 16 KiB each, and a row that names it stays readable), so
 training happens only outside a transaction (the collector's and the ingest's batches); a batch inside
 one (an import, which is all or nothing) uses the dictionaries already stored and trains none.
+
+On PostgreSQL the store's batches hand the training to one thread of this process (``train_due(background=
+True)``), with its own connection: training took a writer thread 0.1-0.2 s a kind (longer on a busy
+machine), during which its batches waited. That thread commits the dictionary, then the kind's next rows
+use it; the rows packed meanwhile go with the kind's previous dictionary or none, as before the first.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import zstandard
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 from django.utils import timezone
 
 from timelines import compact
@@ -54,12 +60,10 @@ class _Kind:
     dictionary: int = 0
     trained_on: int = 0
     samples: list[bytes | bytearray | memoryview] = field(default_factory=list)
-
-    def wants_samples(self) -> bool:
-        return self.trained_on < TRAIN_AT[-1]
+    training: bool = False  # a dictionary of these samples is being trained (not stored yet)
 
     def due(self) -> bool:
-        return any(self.trained_on < at <= len(self.samples) for at in TRAIN_AT)
+        return not self.training and any(self.trained_on < at <= len(self.samples) for at in TRAIN_AT)
 
 
 _kinds: dict[tuple[int, str], _Kind] = {}
@@ -87,49 +91,104 @@ def _kind(cluster_id: int, kind: str) -> _Kind:
 
 def pack(cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts) -> bytes:
     """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json``."""
-    state = _kind(cluster_id, kind)
+    state = _kinds.get((cluster_id, kind)) or _kind(cluster_id, kind)
     data, substituted = compact.plain_body(payload_json, texts)
-    if state.wants_samples() and len(state.samples) < TRAIN_AT[-1]:  # bounded while none can be trained
+    if state.trained_on < TRAIN_AT[-1] and len(state.samples) < TRAIN_AT[-1]:  # bounded while none is trained
         with _lock:
             state.samples.append(data[:SAMPLE_BYTES])
     return compact.pack_plain(data, substituted, dictionaries, state.dictionary)
 
 
-def train_due() -> list[int]:
+_Due = list[tuple[tuple[int, str], _Kind, list[bytes | bytearray | memoryview]]]
+
+
+def train_due(*, background: bool = False) -> list[int]:
     """Train and store the dictionaries whose rows are due (``TRAIN_AT``), outside a transaction only:
-    each is committed before a row names it. Returns the ids stored."""
+    each is committed before a row names it. Returns the ids stored. With ``background`` on PostgreSQL,
+    hands them to this process's trainer thread and returns at once (nothing stored yet: ``[]``);
+    ``wait_trained`` waits for it. SQLite takes one writer at a time: there they are trained here."""
     if connection.in_atomic_block:
         return []
     with _lock:  # taken at once: a writer thread that comes next finds nothing due
         due = [(key, state, state.samples) for key, state in _kinds.items() if state.due()]
         for _key, state, _samples in due:
-            state.samples = []
+            state.samples, state.training = [], True
+    if not due:
+        return []
+    if background and connection.vendor == "postgresql":
+        _trainer().put(due)
+        return []
+    return _train(due)
+
+
+_jobs: queue.Queue[_Due] | None = None
+
+
+def _trainer() -> queue.Queue[_Due]:
+    """The queue of this process's trainer thread, started the first time a batch hands it work."""
+    global _jobs
+    with _lock:
+        if _jobs is None:
+            _jobs = queue.Queue()
+            threading.Thread(
+                target=_train_forever, args=(_jobs,), name="payload-dictionaries", daemon=True
+            ).start()
+        return _jobs
+
+
+def _train_forever(jobs: queue.Queue[_Due]) -> None:
+    while True:
+        due = jobs.get()
+        try:
+            _train(due)
+        except Exception:  # broad: the trainer outlives a failure; the kind trains again at its next rows
+            log.exception("training zstd dictionaries failed")
+        finally:
+            connections.close_all()  # this thread's connection: no session stays open between jobs
+            jobs.task_done()
+
+
+def wait_trained() -> None:
+    """Return once the dictionaries handed to the trainer thread are stored (or failed)."""
+    if _jobs is not None:
+        _jobs.join()
+
+
+def _train(due: _Due) -> list[int]:
     made = []
     for (cluster_id, kind), state, samples in due:
-        n = len(samples)
         try:
-            data = compact.train(samples, DICTIONARY_BYTES)
-        except zstandard.ZstdError as exc:  # too little data to learn from: compressed without one
-            log.info(
-                "no zstd dictionary for cluster %s's %s rows from %d samples: %s", cluster_id, kind, n, exc
-            )
-            state.trained_on = max((at for at in TRAIN_AT if at <= n), default=n)
-            continue
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"INSERT INTO {_TABLE} (cluster_id, kind, samples, data, created_at) "
-                    "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                    [cluster_id, kind, n, data, timezone.now()],
-                )
-                dict_id = cursor.fetchone()[0]
-        except DatabaseError as exc:  # the batch is stored all the same; the next rows train again
-            log.warning("zstd dictionary for cluster %s's %s rows not stored: %s", cluster_id, kind, exc)
-            continue
-        dictionaries.add(dict_id, data)
-        state.dictionary, state.trained_on = dict_id, n
-        made.append(dict_id)
+            made += _train_one(cluster_id, kind, state, samples)
+        finally:
+            state.training = False
     return made
+
+
+def _train_one(
+    cluster_id: int, kind: str, state: _Kind, samples: list[bytes | bytearray | memoryview]
+) -> list[int]:
+    """Train, store and commit one kind's dictionary, then let its next rows use it: ``[its id]``."""
+    n = len(samples)
+    try:
+        data = compact.train(samples, DICTIONARY_BYTES)
+    except zstandard.ZstdError as exc:  # too little data to learn from: compressed without one
+        log.info("no zstd dictionary for cluster %s's %s rows from %d samples: %s", cluster_id, kind, n, exc)
+        state.trained_on = max((at for at in TRAIN_AT if at <= n), default=n)
+        return []
+    try:
+        with connection.cursor() as cursor:  # autocommit: committed when it returns
+            cursor.execute(
+                f"INSERT INTO {_TABLE} (cluster_id, kind, samples, data, created_at) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                [cluster_id, kind, n, data, timezone.now()],
+            )
+            dict_id = cursor.fetchone()[0]
+    except DatabaseError as exc:  # the batch is stored all the same; the next rows train again
+        log.warning("zstd dictionary for cluster %s's %s rows not stored: %s", cluster_id, kind, exc)
+        return []
+    dictionaries.add(dict_id, data)  # before a packer can read its id below
+    state.dictionary, state.trained_on = dict_id, n
+    return [dict_id]
 
 
 def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> Any:
@@ -143,8 +202,10 @@ def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> Any:
 
 
 def forget() -> None:
-    """Forget what this process knows of the stored dictionaries (tests: a flushed database)."""
+    """Forget what this process knows of the stored dictionaries (tests: a flushed database), once the
+    trainer thread is done with what it was given."""
     global dictionaries
+    wait_trained()
     with _lock:
         _kinds.clear()
         dictionaries = compact.Dictionaries(load=_load)

@@ -184,7 +184,7 @@ def _append(
             continue
         rows[obs.dedupe_key] = row
         facts[row[_KEY_AT]] = obs
-    payloads.train_due()  # for the next batches: this one's bodies are made
+    payloads.train_due(background=True)  # for the next batches (this one's bodies are made), off this thread
     if rows:
         if connection.vendor == "postgresql":
             inserted = _insert_postgres(cluster_id, list(rows.values()), facts)
