@@ -123,9 +123,11 @@ def checkpoint() -> None:
         print(f"(no CHECKPOINT between runs: {exc})")
 
 
-def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
+def copy_baseline(cluster: str, batch: int, *, as_json: bool = False) -> tuple[float, Cpu]:
     """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
-    batches of the collector's size (median of three runs), and the CPU of one run (a third of three)."""
+    batches of the collector's size (median of three runs), and the CPU of one run (a third of three).
+    ``as_json``: the rows with their payload as JSON text in the jsonb ``payload`` column, as they were
+    stored before the compressed body (``_setup.raw_copy_seconds``)."""
     from django.utils import timezone
 
     from timelines import observation_rows, store
@@ -134,9 +136,15 @@ def copy_baseline(cluster: str, batch: int) -> tuple[float, Cpu]:
     found = Cluster.objects.get(name=cluster)
     received = timezone.now()
     stored = observation_rows.iter_rows(observation_rows.selection(found), chunk_size=5000)
-    rows = [store._row(found.pk, row.observation(), received) for row in stored]
+    if as_json:
+        rows = []
+        for row in stored:
+            obs = row.observation()
+            rows.append((*store._row(found.pk, obs, received)[:-1], store._json_bytes(obs.payload)))
+    else:
+        rows = [store._row(found.pk, row.observation(), received) for row in stored]
     # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
     cpu = Cpu.now()
-    seconds = [raw_copy_seconds(rows, batch) for _ in range(3)]
+    seconds = [raw_copy_seconds(rows, batch, as_json=as_json) for _ in range(3)]
     spent = Cpu.now().since(cpu)
     return statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)

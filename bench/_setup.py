@@ -49,14 +49,31 @@ def setup_django(*, scratch_database: bool = False) -> None:
         atexit.register(connection.creation.destroy_test_db, configured, verbosity=0)
 
 
-def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
+def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) -> float:
     """Seconds to write ``rows`` (made by ``timelines.store._row``) into a scratch copy of the observation
     table (same columns, indexes and unique constraint: on PostgreSQL those of the partition of now), ``batch`` rows per transaction, as fast as the
     database takes them: the same binary ``COPY`` the store uses, without its checks; on SQLite, a plain
-    ``executemany`` INSERT. The baseline of the ingest and watch benchmarks."""
+    ``executemany`` INSERT. The baseline of the ingest and watch benchmarks.
+
+    ``as_json``: each row's last field is its payload's JSON text instead of its body, and goes to the
+    ``payload`` column (jsonb on PostgreSQL), as rows were stored before the compressed body (#37): the form
+    the observations arrive in, so a baseline that does not shrink with the stored form (bench/watch.py)."""
     from django.db import connection, transaction
 
     from timelines import store
+
+    columns = store._COLUMN_LIST
+    if as_json:
+        columns = ", ".join(c if c != "body" else "payload" for c in store._COLUMNS)
+        if connection.vendor == "postgresql":
+            from psycopg.types.json import Jsonb
+
+            def verbatim(text: bytes) -> bytes:
+                return text
+
+            rows = [(*r[:-1], Jsonb(r[-1], dumps=verbatim)) for r in rows]  # jsonb's binary form, unclocked
+        else:
+            rows = [(*r[:-1], r[-1].decode()) for r in rows]
 
     table = "bench_observation_raw"
     with connection.cursor() as cursor:
@@ -88,10 +105,15 @@ def raw_copy_seconds(rows: list[tuple], batch: int) -> float:
         for i in range(0, len(rows), batch):
             chunk = rows[i : i + batch]
             with transaction.atomic(), connection.cursor() as cursor:
-                if connection.vendor == "postgresql":
+                if connection.vendor == "postgresql" and as_json:
+                    with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                        copy.set_types([*store._COPY_TYPES[:-1], "jsonb"])
+                        for row in chunk:
+                            copy.write_row(row)
+                elif connection.vendor == "postgresql":
                     store.copy_observation_rows(cursor.cursor, table, chunk)
                 else:
-                    cursor.executemany(f"INSERT INTO {table} ({store._COLUMN_LIST}) VALUES ({marks})", chunk)
+                    cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", chunk)
         return time.perf_counter() - started
     finally:
         with connection.cursor() as cursor:
