@@ -59,13 +59,16 @@ def _no_shared_reads_across_tests() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_dictionaries_across_tests() -> None:
+def _no_dictionaries_across_tests() -> Iterator[None]:
     """The store knows the stored zstd dictionaries of each cluster's kind (timelines/payloads.py); a
     test's database is new (its dictionaries gone, its cluster ids maybe the last test's), so no test
-    starts with another test's."""
+    starts with another test's. On PostgreSQL they are trained on a thread of their own: a test ends
+    once that thread stored what its batches gave it, before its database is emptied."""
     from timelines import payloads
 
     payloads.forget()
+    yield
+    payloads.wait_trained()
 
 
 @pytest.fixture(autouse=True)
