@@ -21,6 +21,7 @@ use it; the rows packed meanwhile go with the kind's previous dictionary or none
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -122,14 +123,15 @@ def train_due(*, background: bool = False) -> list[int]:
 
 
 _jobs: queue.Queue[_Due] | None = None
+_jobs_pid = 0  # the process that started the trainer: a forked child (a Celery worker) starts its own
 
 
 def _trainer() -> queue.Queue[_Due]:
     """The queue of this process's trainer thread, started the first time a batch hands it work."""
-    global _jobs
+    global _jobs, _jobs_pid
     with _lock:
-        if _jobs is None:
-            _jobs = queue.Queue()
+        if _jobs is None or _jobs_pid != os.getpid():
+            _jobs, _jobs_pid = queue.Queue(), os.getpid()
             threading.Thread(
                 target=_train_forever, args=(_jobs,), name="payload-dictionaries", daemon=True
             ).start()
@@ -150,7 +152,7 @@ def _train_forever(jobs: queue.Queue[_Due]) -> None:
 
 def wait_trained() -> None:
     """Return once the dictionaries handed to the trainer thread are stored (or failed)."""
-    if _jobs is not None:
+    if _jobs is not None and _jobs_pid == os.getpid():
         _jobs.join()
 
 
