@@ -93,3 +93,59 @@ def test_a_finished_pod_whose_containers_never_started_did_not_run() -> None:
     )
     states = [s for s, _ in _api([snap])]
     assert "running" not in states and states[-1] == "failed"
+
+
+def test_a_running_pod_is_not_ready_until_its_ready_condition_says_so() -> None:
+    """GIVEN a pod seen Running at 10 s (its container started at 3 s) whose Ready condition turned True at
+    8 s (a readiness probe's first success), and no earlier word on readiness THEN the API lane's running
+    state is split: not ready from 3 s, ready from 8 s (a pod is not ready until the kubelet sets Ready:
+    PodStatus conditions, k8s.io/api core/v1)."""
+    snap = pod(
+        UID,
+        7,
+        10.0,
+        phase="Running",
+        start_time=1.0,
+        conditions=[cond("PodScheduled", "True", 0.5), cond("Ready", "True", 8.0)],
+        containers=[ctr("app", "running", started=3.0, ready=True)],
+    )
+    lane = derive_pod_timeline([snap]).lane("api")
+    assert [(iv.start, iv.attrs["ready"]) for iv in lane if iv.state == "running"] == [
+        (t(3.0), False),
+        (t(8.0), True),
+    ]
+
+
+def test_the_first_snapshot_to_show_a_terminal_phase_dates_it_and_gives_its_reason() -> None:
+    """GIVEN a pod seen Failed at 10 s (its container finished at 9 s; reason DeadlineExceeded, the Job's
+    activeDeadlineSeconds message) and seen again at 20 s with the same finish and (SYNTHETIC) a rewritten
+    message THEN the failed state begins at 9 s with the first snapshot's reason and message, and cites
+    both snapshots: a later report of the same instant adds its evidence, not its words."""
+    done = [ctr("app", "terminated", reason="Error", started=2.0, finished=9.0, exit_code=137)]
+    first = pod(
+        UID,
+        7,
+        10.0,
+        phase="Failed",
+        start_time=1.0,
+        reason="DeadlineExceeded",
+        message="Pod was active on the node longer than the specified deadline",
+        containers=done,
+    )
+    later = pod(
+        UID,
+        8,
+        20.0,
+        phase="Failed",
+        start_time=1.0,
+        reason="DeadlineExceeded",
+        message="rewritten",
+        containers=done,
+    )
+    (failed,) = [iv for iv in derive_pod_timeline([later, first]).lane("api") if iv.state == "failed"]
+    assert failed.start == t(9.0)
+    assert failed.attrs == {
+        "reason": "DeadlineExceeded",
+        "message": "Pod was active on the node longer than the specified deadline",
+    }
+    assert set(failed.evidence) == {first.dedupe_key, later.dedupe_key}

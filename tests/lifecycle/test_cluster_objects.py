@@ -165,6 +165,27 @@ def test_unmanaged_pods_event_is_a_finding():
     [finding] = timeline.findings
     assert finding.kind == "pdb_unmanaged_pods" and finding.start == at(5)
     assert "event:e1:1" in finding.evidence
+    # the finding carries the disruption controller's own words, the latest event's (the text of
+    # pkg/controller/disruption: which selector, and what to set)
+    later = Observation(
+        kind=Kind.EVENT,
+        source=Source.API,
+        observed_at=at(9),
+        dedupe_key="event:e1:2",
+        namespace="shop",
+        name="web-pdb",
+        payload={"reason": "UnmanagedPods", "type": "Warning", "message": UNMANAGED_TEXT},
+    )
+    [finding] = derive_pdb_timeline([pdb(0, 1), event, later], pods=[]).findings
+    assert finding.attrs == {"pods": [], "event": UNMANAGED_TEXT}
+
+
+UNMANAGED_TEXT = (
+    "Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: "
+    "web,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged. As a result, the "
+    "status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for "
+    'these pods please set ".spec.minAvailable" field of the PDB to an integer value.'
+)
 
 
 @pytest.mark.parametrize(

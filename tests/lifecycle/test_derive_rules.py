@@ -96,6 +96,22 @@ def test_post_termination_container_state_gives_each_containers_own_finish() -> 
     ]
 
 
+def test_post_termination_container_state_reads_every_exited_container_past_one_that_is_not() -> None:
+    """GIVEN the real k8s-107730 line with (SYNTHETIC) a second container listed before nginx that had not
+    exited (``state=running``, Go's zero finishedAt: kubelet.go writes one ``(name state=… exitCode=…
+    finishedAt=…)`` per container status, in the status's order) THEN nginx's finish is still read: a
+    container that did not exit gives no finish, and ends nothing of the others'."""
+    lines = (REAL / "k8s-107730-v1.23-terminating-exit.journal").read_text(encoding="utf-8").splitlines()
+    other = "(sidecar state=running exitCode=0 finishedAt=0001-01-01T00:00:00Z), "
+    lines = [line.replace('containers="(nginx', f'containers="{other}(nginx') for line in lines]
+    assert any(other in line for line in lines)
+    obs = parse([lines], node="bm02", year=2022)
+    found = kubelet_markers(obs, "68aaedee-7ebd-44fd-ad66-0febb9a0b509", "ContainerFinished")
+    assert [(at, attrs["container"]) for at, _, _, attrs in found] == [
+        (utc("2022-01-27T07:57:17.377710"), "nginx")
+    ]
+
+
 def test_only_the_termination_names_who_requested_it() -> None:
     """The audited request that began a termination (here a granted eviction after four refusals) is named
     on the terminating intervals, and on no other: the pod's running and cleanup were nobody's request.

@@ -212,6 +212,28 @@ def test_duplicates_that_differ_keep_the_same_one_whatever_their_order() -> None
     assert kept[0][0].payload == kept[1][0].payload  # (observations are equal by their key alone)
 
 
+def test_an_unreadable_span_end_or_kubelet_start_is_a_problem_naming_its_observation() -> None:
+    """GIVEN (SYNTHETIC: rows a hostile or broken ingest stored) a syncPod span whose ``end`` is not a time
+    and a kubelet process whose ``started_at`` is not a time WHEN the pod's facts are read THEN both are
+    still read (the span by its start alone, the process without a start line) and each problem
+    names its observation (dedupe key) and the field."""
+    good = span(UID, "syncPod", 1.0, 2.0)
+    bad_span = replace(good, payload={**good.payload, "end": "later"})
+    process = Observation(
+        kind=Kind.KUBELET_PROCESS,
+        source=Source.KUBELET_LOG,
+        observed_at=t(0.5),
+        dedupe_key="process:node-a:4321",
+        node=NODE,
+        payload={"pid": 4321, "first_at": at(0.5), "last_at": at(9.0), "started_at": "at boot", "starts": []},
+    )
+    facts = collect_facts([bad_span, process])
+    assert [(e.name, e.at) for e in facts.worker_events] == [("span:syncPod:start", t(1.0))]
+    assert [p.started_at for p in facts.processes] == [None]
+    assert any(p.startswith(f"{bad_span.dedupe_key}: end") for p in facts.problems), facts.problems
+    assert any(p.startswith("process:node-a:4321: started_at") for p in facts.problems), facts.problems
+
+
 def test_a_containers_unreadable_start_is_a_problem_naming_its_observation() -> None:
     """GIVEN a pod snapshot whose container's ``started_at`` is not a time WHEN its facts are read THEN the
     snapshot is still read and the problem names the observation (its dedupe key) and the field."""

@@ -25,6 +25,7 @@ from collectors.parsers.kubelet_log import KubeletLogParser
 from tests.audit.helpers import parsed
 from tests.lifecycle.factories import T0, node, pdb
 from tests.lifecycle.factories import t as at
+from tests.lifecycle.test_audit_evidence import audits_of, eviction
 from timelines.lifecycle.audit_evidence import AuditRecord, audit_snapshots, read_audit
 from timelines.lifecycle.cluster_objects import (
     CoveredPod,
@@ -416,6 +417,20 @@ def test_a_drain_waits_on_a_pod_only_until_its_eviction_was_granted_though_the_c
     ]
     covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
     timeline = derive_pdb_timeline(obs, pods=[covered], cordons={"node-a": [(at(10), at(100))]})
+    (finding,) = [f for f in timeline.findings if f.kind == "pdb_blocking_drain"]
+    assert (finding.start, finding.end) == (at(10), at(30))
+
+
+def test_a_drain_waits_on_a_pod_only_until_the_audit_log_shows_its_eviction_granted() -> None:
+    """GIVEN web-pdb at 0 disruptions from T0+5 (not seen again), web-1's node cordoned from T0+10 to T0+100,
+    and the audited request of web-1's eviction answered 201 at T0+30 (SYNTHETIC, in the audit API's shape:
+    tests/lifecycle/test_audit_evidence.py) THEN pdb_blocking_drain spans T0+10 to T0+30: the API server's
+    own answer says the pod is going from then, without the budget's disruptedPods to say it."""
+    granted = audits_of(eviction("granted-1", 30.0, "web-1", refused=False))
+    covered = CoveredPod("u1", "shop", "web-1", "node-a", {"app": "web"}, created_at=T0)
+    timeline = derive_pdb_timeline(
+        [pdb(5, 0), *granted], pods=[covered], cordons={"node-a": [(at(10), at(100))]}
+    )
     (finding,) = [f for f in timeline.findings if f.kind == "pdb_blocking_drain"]
     assert (finding.start, finding.end) == (at(10), at(30))
 
