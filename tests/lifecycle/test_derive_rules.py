@@ -97,12 +97,16 @@ def test_post_termination_container_state_gives_each_containers_own_finish() -> 
 
 
 def test_post_termination_container_state_reads_every_exited_container_past_one_that_is_not() -> None:
-    """GIVEN the real k8s-107730 line with (SYNTHETIC) a second container listed before nginx that had not
+    """GIVEN the real k8s-107730 line with (SYNTHETIC) two containers listed before nginx: one that had not
     exited (``state=running``, Go's zero finishedAt: kubelet.go writes one ``(name state=… exitCode=…
-    finishedAt=…)`` per container status, in the status's order) THEN nginx's finish is still read: a
-    container that did not exit gives no finish, and ends nothing of the others'."""
+    finishedAt=…)`` per container status, in the status's order) and one whose finishedAt is cut (no
+    zone) THEN nginx's finish is still read: a container that did not exit, or whose finish cannot be
+    read, gives no finish and ends nothing of the others'."""
     lines = (REAL / "k8s-107730-v1.23-terminating-exit.journal").read_text(encoding="utf-8").splitlines()
-    other = "(sidecar state=running exitCode=0 finishedAt=0001-01-01T00:00:00Z), "
+    other = (
+        "(sidecar state=running exitCode=0 finishedAt=0001-01-01T00:00:00Z), "
+        "(cut state=exited exitCode=0 finishedAt=2022-01-27T07:57:17), "
+    )
     lines = [line.replace('containers="(nginx', f'containers="{other}(nginx') for line in lines]
     assert any(other in line for line in lines)
     obs = parse([lines], node="bm02", year=2022)

@@ -133,6 +133,21 @@ def test_a_killed_container_is_late_only_past_its_grace_and_the_relist_slack(
         assert "container app was killed at 2024-03-05 10:00:10 UTC with a 2s grace period" in late[0].message
 
 
+def test_a_slow_kill_dates_the_findings_end_though_another_containers_death_is_not_seen() -> None:
+    """GIVEN the excerpt above with app dying 4.5 s after its 2 s kill, and a second container, side,
+    killed at the same instant whose death the excerpt does not show WHEN the timeline is derived THEN
+    grace_exceeded ends at app's death: the slow kill's own end is known, though when every container had
+    stopped is not."""
+    lines = _kill_then_death(4.5)
+    kill = next(line for line in lines if "Killing container with a grace period" in line)
+    side = kill.replace('containerName="app"', 'containerName="side"').replace(CONTAINER_ID, "7" * 64)
+    assert side != kill
+    tl = timelines(parse_files([[*lines, side]]))[POD_UID]
+    (late,) = [f for f in tl.findings if f.kind == "grace_exceeded"]
+    died = next(m.at for m in tl.markers if m.reason == "ContainerDied")
+    assert late.end == died
+
+
 # --------------------------------------------------------------------------------------- crash loop window
 
 

@@ -6,11 +6,15 @@ kubelet's (pkg/kubelet/eviction/helpers.go, k8s.io/api core/v1)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
+import pytest
+
+from tests.lifecycle import scenarios
 from tests.lifecycle.factories import ctr, event, last_terminated, marker, pod, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.facts import collect_facts
-from timelines.lifecycle.observation import Observation
+from timelines.lifecycle.observation import EARLIEST, LATEST, InvalidObservation, Observation
 from timelines.lifecycle.observation import Transition as T
 from timelines.lifecycle.resolve import anchors_of, resolve_pod_observations
 
@@ -237,3 +241,56 @@ def test_at_one_instant_a_snapshot_without_a_resource_version_comes_before_the_a
             (7, "Succeeded"),
         ]
         assert derive_pod_timeline(given).lane("api")[-1].state == "succeeded"
+
+
+def test_the_supported_time_range_includes_its_start_and_excludes_its_end() -> None:
+    """The times podlife stores run from the Unix epoch to the start of the year 9000, exclusive
+    (docs/configuration.md, "Supported time range"): an observation at 1970-01-01T00:00:00Z is accepted,
+    one a microsecond before it or at 9000-01-01T00:00:00Z is refused, and the refusal names the field,
+    the value and the range."""
+    base = pod(UID, 3, 1.0)
+    assert replace(base, observed_at=EARLIEST).observed_at == EARLIEST
+    for bad in (EARLIEST - timedelta(microseconds=1), LATEST):
+        with pytest.raises(InvalidObservation) as refused:
+            replace(base, observed_at=bad)
+        assert refused.value.problems == [
+            f"observed_at {bad.isoformat()} is outside the supported range "
+            f"{EARLIEST.isoformat()} .. {LATEST.isoformat()} (exclusive)"
+        ]
+    assert replace(base, observed_at=LATEST - timedelta(microseconds=1)).observed_at < LATEST
+
+
+def test_an_observation_without_a_dedupe_key_is_refused_as_one_without_a_key() -> None:
+    """An observation whose dedupe key is empty is refused, and the refusal names it "<no dedupe key>" (there
+    is no key to name it by) beside every problem found."""
+    with pytest.raises(InvalidObservation) as refused:
+        replace(pod(UID, 3, 1.0), dedupe_key="")
+    assert refused.value.key == "<no dedupe key>"
+    assert (
+        str(refused.value) == "invalid observation '<no dedupe key>': dedupe_key must be a non-empty string"
+    )
+
+
+def test_a_static_pods_later_life_killed_during_setup_is_found_after_an_earlier_life_that_completed() -> None:
+    """GIVEN a static pod's V4 worker lines (SYNTHETIC, pod_workers.go's messages): a first life that ran
+    and completed on its own at 20 s (its terminating caused by the terminal phase), then, its manifest
+    back (the same UID: a static pod's UID is its manifest's hash), a second life whose first sync began
+    at 50 s and which was asked to terminate at 52 s, its manifest removed, before it returned THEN
+    killed_during_setup is found for the second life: the first life's natural end is no request to
+    terminate, and says nothing of the lives after it."""
+    static = scenarios.STATIC_UID
+    obs = [
+        worker(static, 1.0, T.FIRST_SEEN),
+        worker(static, 1.1, T.SYNC_ENTER),
+        worker(static, 1.2, T.SYNC_EXIT),
+        worker(static, 20.0, T.COMPLETED_NATURALLY),
+        worker(static, 20.1, T.TERMINATING_ENTER),
+        worker(static, 21.0, T.CONTAINERS_TERMINATED),
+        worker(static, 21.5, T.WORKER_DONE, message="Pod is complete and the worker can now stop"),
+        worker(static, 50.0, T.FIRST_SEEN),
+        worker(static, 50.1, T.SYNC_ENTER),
+        worker(static, 52.0, T.TERMINATION_REQUESTED, cause="removed"),
+        worker(static, 52.1, T.TERMINATING_ENTER, grace=30),
+    ]
+    (found,) = [f for f in derive_pod_timeline(obs).findings if f.kind == "killed_during_setup"]
+    assert (found.start, found.attrs["cause"], found.attrs["cycle"]) == (t(52.0), "removed", 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.lifecycle import scenarios
-from tests.lifecycle.factories import NODE, at, marker, rows, span, t, worker
+from tests.lifecycle.factories import NODE, at, marker, pod, rows, span, t, worker
 from timelines.lifecycle.derive import derive_pod_timeline
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition, digest_key
 
@@ -187,6 +187,51 @@ def test_a_restarted_kubelet_resyncing_a_running_pod_is_not_a_new_life() -> None
     assert {iv.attrs["cycle"] for iv in tl.lane("worker")} == {0}
     assert tl.lane("worker")[1].attrs["kubelet_restarts"] == [t(500.0).isoformat(timespec="microseconds")]
     assert "uid_reuse" not in {f.kind for f in tl.findings}
+
+
+def test_a_restarted_kubelets_relist_add_says_the_pod_is_there_and_the_delete_after_it_still_counts() -> None:
+    """GIVEN a pod's V2 lines under kubelet 100 (SyncLoop ADD at 1 s, PLEG starts of the sandbox and the
+    container at 2 s and 3 s), kubelet 200 started at 500 s, its initial list's SyncLoop ADD of the pod at
+    501 s and a SyncLoop DELETE at 502 s THEN the pod ran from 3 s through the restart (the re-list's ADD
+    only says it was there: no new setup), and terminating begins at the DELETE right after it."""
+    obs = [
+        with_pid(worker(UID, 1.0, Transition.SYNCLOOP_ADD), 100),
+        with_pid(worker(UID, 2.0, Transition.CONTAINER_STARTED), 100),
+        with_pid(worker(UID, 3.0, Transition.CONTAINER_STARTED), 100),
+        with_pid(worker(UID, 501.0, Transition.SYNCLOOP_ADD), 200),
+        with_pid(worker(UID, 502.0, Transition.SYNCLOOP_DELETE), 200),
+        process(100, -300.0, 450.0),
+        process(200, 500.0, 600.0, started=500.0),
+    ]
+    tl = derive_pod_timeline(obs)
+    assert [(iv.state, iv.start, iv.end) for iv in tl.lane("worker")] == [
+        ("setup", t(1.0), t(3.0)),
+        ("running", t(3.0), t(502.0)),
+        ("terminating", t(502.0), None),
+    ]
+
+
+def test_a_pod_the_new_kubelet_started_is_set_up_by_it_not_relisted() -> None:
+    """GIVEN kubelet 200 started at 500.3 s (kubelet 100 logged until 450 s), a pod created at 499 s while it
+    restarted, whose status's startTime is 500 s (the kubelet that first syncs a pod sets it, in whole
+    seconds: the sync at 500.6 s reads 500), and kubelet 200's first sync of it at 500.6 s THEN that first
+    sync begins setup: the startTime, up to a second early, says this kubelet was the first to take the
+    pod, so its first sight is no re-list of a pod it found at its start."""
+    obs = [
+        pod(UID, 5, 499.5, phase="Pending", created=499.0),
+        pod(UID, 6, 502.0, phase="Pending", created=499.0, start_time=500.0),
+        with_pid(worker(UID, 500.6, Transition.FIRST_SEEN), 200),
+        with_pid(worker(UID, 500.7, Transition.SYNC_ENTER), 200),
+        process(100, -300.0, 450.0),
+        process(200, 500.3, 600.0, started=500.3),
+    ]
+    (setup,) = derive_pod_timeline(obs).lane("worker")
+    assert (setup.state, setup.start, setup.source, setup.attrs["start_from"]) == (
+        "setup",
+        t(500.6),
+        "observed",
+        "first_seen",
+    )
 
 
 def test_a_restart_mid_termination_continues_the_phase() -> None:
