@@ -234,8 +234,9 @@ def test_a_pod_the_new_kubelet_started_is_set_up_by_it_not_relisted() -> None:
     )
 
 
-def test_a_restart_mid_termination_continues_the_phase() -> None:
-    obs = [
+def _restart_mid_termination() -> list[Observation]:
+    """A pod deleted at 20 s under kubelet 100, kubelet 200 started at 60 s, the containers gone at 90 s."""
+    return [
         with_pid(worker(UID, 1.0, Transition.FIRST_SEEN), 100),
         with_pid(worker(UID, 1.1, Transition.SYNC_ENTER), 100),
         with_pid(worker(UID, 20.0, Transition.TERMINATION_REQUESTED, cause="deletion"), 100),
@@ -249,6 +250,10 @@ def test_a_restart_mid_termination_continues_the_phase() -> None:
         process(100, -600.0, 50.0),
         process(200, 60.0, 100.0, started=60.0),
     ]
+
+
+def test_a_restart_mid_termination_continues_the_phase() -> None:
+    obs = _restart_mid_termination()
     tl = derive_pod_timeline(obs)
     terminating = [iv for iv in tl.lane("worker") if iv.state == "terminating"]
     assert [(iv.start, iv.end) for iv in terminating] == [(t(20.0), t(90.0))]
@@ -263,17 +268,7 @@ def test_a_kubelet_restart_is_listed_on_the_interval_it_fell_inside_and_not_on_o
     the starts inside an interval, and one at an interval's bound is that bound (a bound can be a kubelet
     restart: ``start_from`` / ``end_from``), listed on neither side."""
     obs = [
-        with_pid(worker(UID, 1.0, Transition.FIRST_SEEN), 100),
-        with_pid(worker(UID, 1.1, Transition.SYNC_ENTER), 100),
-        with_pid(worker(UID, 20.0, Transition.TERMINATION_REQUESTED, cause="deletion"), 100),
-        with_pid(worker(UID, 20.1, Transition.TERMINATING_ENTER, grace=300), 100),
-        with_pid(worker(UID, 61.0, Transition.FIRST_SEEN), 200),
-        with_pid(worker(UID, 61.0001, Transition.TERMINATION_REQUESTED, cause="deletion"), 200),
-        with_pid(worker(UID, 61.1, Transition.TERMINATING_ENTER, grace=300), 200),
-        with_pid(worker(UID, 90.0, Transition.CONTAINERS_TERMINATED), 200),
-        with_pid(worker(UID, 90.5, Transition.WORKER_DONE), 200),
-        process(100, -600.0, 50.0),
-        process(200, 60.0, 100.0, started=60.0),
+        *_restart_mid_termination(),
         process(300, 20.0, 20.0, started=20.0),
         process(400, 90.0, 90.0, started=90.0),
     ]
