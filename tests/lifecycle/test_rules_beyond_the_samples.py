@@ -1,5 +1,5 @@
-"""Rules no mutation sample had reached and no test stated (issue #38: the lines of timelines/lifecycle/
-that the tests mutmut runs never executed, read with coverage). Pods, markers and events are hand-built
+"""Rules no test stated (issue #38): found by reading which lines of timelines/lifecycle/ the tests mutmut
+runs never executed (coverage), and by the survivors of the samples fresh-1210a and fresh-1210m. Pods, markers and events are hand-built
 (SYNTHETIC) in the collector's normalized shapes (tests/lifecycle/factories.py); the texts are the
 kubelet's (pkg/kubelet/eviction/helpers.go, k8s.io/api core/v1)."""
 
