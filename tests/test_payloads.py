@@ -210,6 +210,7 @@ def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_pr
     assert _read_back(cluster) == _as_stored(pods)
 
 
+@pytest.mark.postgres  # SQLite trains on the storing thread (one writer at a time)
 @pytest.mark.django_db(transaction=True)
 def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_it_before_it_is_stored(
     monkeypatch: pytest.MonkeyPatch,
@@ -218,8 +219,6 @@ def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_
     WHEN batches are stored while that training has not finished
     THEN they are stored at once, without the dictionary; the batches after it is stored use it; all
     read back."""
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite trains on the storing thread (one writer at a time)")
     release = threading.Event()
     train = compact.train
 
