@@ -294,3 +294,18 @@ def test_a_static_pods_later_life_killed_during_setup_is_found_after_an_earlier_
     ]
     (found,) = [f for f in derive_pod_timeline(obs).findings if f.kind == "killed_during_setup"]
     assert (found.start, found.attrs["cause"], found.attrs["cycle"]) == (t(52.0), "removed", 1)
+
+
+def test_a_shutdown_kill_belongs_to_the_api_object_that_existed_then_though_first_seen_later() -> None:
+    """GIVEN two API objects under one UID (SYNTHETIC: a static pod's mirror pod recreated): the first
+    created at 0 s and seen at 10 s, the second created at 100 s and first seen at 200 s (the collector
+    saw it late), and the kubelet's shutdown kill of the pod at 150 s THEN there is one node_shutdown
+    finding, the second object's: an object exists from its creation, not from when it was first seen,
+    so the kill after the second's creation is not the first's."""
+    running = [ctr("app", "running", started=2.0)]
+    first = pod(UID, 3, 10.0, phase="Running", start_time=1.0, containers=running)
+    second = pod(UID, 9, 200.0, phase="Failed", created=100.0, start_time=101.0, containers=running)
+    kill = marker(UID, 150.0, "ShutdownKill", "Shutdown manager killing pod with gracePeriod", grace=30)
+    found = [f for f in derive_pod_timeline([first, second, kill]).findings if f.kind == "node_shutdown"]
+    assert [kill.dedupe_key in f.evidence for f in found] == [True]
+    assert found[0].start >= t(100.0)
