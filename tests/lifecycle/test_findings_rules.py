@@ -318,9 +318,7 @@ def test_a_grace_report_outside_any_termination_is_its_own_finding() -> None:
     assert f"({KILL_TIMEOUT_TEXT})" in found.message
 
 
-def test_an_eviction_cites_its_kill_its_first_evicted_status_its_events_and_the_reclaim_that_led_to_it() -> (
-    None
-):
+def test_an_eviction_cites_its_kill_first_evicted_status_events_and_the_reclaim_before_it() -> None:
     """GIVEN (SYNTHETIC, the kubelet's texts: eviction_manager.go, eviction/helpers.go) a running pod
     evicted for memory: the eviction manager's "attempting to reclaim" at 9 s and again at 11 s, the
     kubelet's Evicted line at 11.5 s, the pod's status written Failed / Evicted (seen at 12 s and again at
