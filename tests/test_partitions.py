@@ -377,3 +377,110 @@ def test_a_batch_expected_new_is_copied_checked_and_marked_in_one_query_and_a_st
     assert store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=2))]).stored == 0
     assert look_ups == [2, 1]
     assert not DirtyBatch.objects.exists()
+
+
+def _indexes_on(table: str) -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [table])
+        return dict(cursor.fetchall())
+
+
+def test_migrations_0025_and_0026_move_every_partition_to_the_lean_indexes_and_back():
+    """GIVEN a cluster's observations over three days, in three partitions, with the indexes of 0024 (by pod
+    and time; the key's text)
+    WHEN migrations 0025 and 0026 run
+    THEN every partition's index by pod is (cluster_id, pod_uid), attached to a valid parent index, its key
+    index holds the hash of the cluster and key, the old ones are gone, a read by pod still gives the pod's
+    rows in time order and a fact of the first day is still a duplicate on the third; backwards, the old
+    indexes are back on every partition (and the look-up finds keys by them), and forwards again leaves
+    the same indexes."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("timelines", "0024_observation_body")])
+    base = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - 3 * DAY
+    partitions.ensure_partitions(DAY, now=base, ahead=3)
+    facts = [
+        pod_snapshot(base + day * DAY + timedelta(minutes=m), rv=f"{day}-{m}")
+        for day in range(3)
+        for m in (30, 10)
+    ]
+    store.save_observations("c1", facts)
+    held = sorted({partition_of(f.dedupe_key) for f in facts})
+    assert len(held) == 3
+
+    def lean(name: str) -> None:
+        defs = _indexes_on(name)
+        assert defs[f"{name}_by_pod"].endswith("USING btree (cluster_id, pod_uid)"), defs
+        assert defs[f"{name}_key_hash"].startswith(f"CREATE UNIQUE INDEX {name}_key_hash"), defs
+        assert "md5(" in defs[f"{name}_key_hash"], defs
+        assert not any("(cluster_id, pod_uid, observed_at)" in d for d in defs.values()), defs
+        assert not any("(dedupe_key, cluster_id)" in d for d in defs.values()), defs
+
+    def again_later(rv: str) -> store.SaveResult:
+        late = pod_snapshot(base + 2 * DAY + timedelta(hours=3), rv=rv)
+        return store.save_observations("c1", [late])
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    for name in held:
+        lean(name)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'obs_by_pod'::regclass")
+        assert cursor.fetchone() == (True,)
+        cursor.execute("SELECT to_regclass('obs_by_pod_time')")
+        assert cursor.fetchone() == (None,)
+    from timelines import observation_rows
+
+    cluster = Cluster.objects.get(name="c1")
+    condition, params = observation_rows.pg_pods(["uid-a"])
+    read = [o.dedupe_key for _, o in observation_rows.pg_facts(condition, [cluster.pk, *params])]
+    assert read == [f.dedupe_key for f in sorted(facts, key=lambda f: f.observed_at)]
+    assert (again_later("0-30").stored, again_later("0-30").duplicates) == (0, 1)
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("timelines", "0024_observation_body")])
+    for name in held:
+        defs = _indexes_on(name)
+        assert defs[f"{name}_by_pod_time"].endswith("(cluster_id, pod_uid, observed_at)"), defs
+        assert defs[f"{name}_dedupe"].endswith("(dedupe_key, cluster_id)"), defs
+        assert f"{name}_by_pod" not in defs and f"{name}_key_hash" not in defs, defs
+    assert again_later("1-10").duplicates == 1
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    for name in held:
+        lean(name)
+
+
+def test_a_look_up_by_key_names_the_key_hash_index():
+    """GIVEN facts stored on two days
+    WHEN the store's look-up and a read by key (``observation_rows.selection(keys=...)``) are planned
+    THEN both probe the partitions' key index (the hash of cluster and key), not the rows: the look-up is
+    one index probe a key whatever a partition holds, and the hash a reader computes in Python is the one
+    PostgreSQL computes."""
+    from timelines import observation_rows
+
+    store.save_observations("c1", [pod_snapshot(D1, rv="1"), pod_snapshot(D1 + DAY, rv="2")])
+    # A cluster with the rows of a day, analysed, as the planner meets it in a deployment (in a table of
+    # two rows any index will do).
+    store.save_observations("c1", [pod_snapshot(D1 + timedelta(seconds=i), rv=f"x{i}") for i in range(3000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE timelines_observation")
+    cluster = Cluster.objects.get(name="c1")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {partitions.key_hash_sql('cluster_id', 'dedupe_key')}, cluster_id, dedupe_key "
+            "FROM timelines_observation"
+        )
+        for hashed, cluster_id, key in cursor.fetchall():
+            assert hashed == partitions.key_hash(cluster_id, key)
+        cursor.execute(
+            "EXPLAIN SELECT k FROM unnest(ARRAY['pod:uid-a:1']::varchar[]) AS k, LATERAL (SELECT 1 FROM "
+            "timelines_observation o WHERE "
+            f"{partitions.key_hash_sql('o.cluster_id', 'o.dedupe_key')} = {partitions.key_hash_sql('%s', 'k')} "
+            "AND o.dedupe_key = k AND o.cluster_id + 0 = %s LIMIT 1) AS hit",
+            [cluster.pk, cluster.pk],
+        )
+        plan = "\n".join(r[0] for r in cursor.fetchall())
+    assert "_key_hash" in plan, plan
+    selected = observation_rows.selection(cluster, keys=["pod:uid-a:2", "pod:uid-a:9"])
+    assert "_key_hash" in selected.explain(), selected.explain()
+    assert [r.dedupe_key for r in observation_rows.rows(selected)] == ["pod:uid-a:2"]

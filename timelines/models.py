@@ -160,7 +160,9 @@ class Observation(models.Model):
             models.UniqueConstraint(fields=["cluster", "dedupe_key"], name="observation_dedupe_per_cluster")
         ]
         indexes = [
-            models.Index(fields=["cluster", "pod_uid", "observed_at"], name="obs_by_pod_time"),
+            # By pod without the time: a pod's entries fold into one key and a posting list (btree
+            # deduplication), a fifth of the size; a read by pod sorts the pod's rows (migration 0025).
+            models.Index(fields=["cluster", "pod_uid"], name="obs_by_pod"),
             models.Index(fields=["cluster", "kind", "observed_at"], name="obs_by_kind_time"),
             # The derive stage's reads of UID-less lines a pod may own (``derivation.pod_observations``): by
             # the name they give, and node-level ones by time. Partial, so only those rows are indexed: an

@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import BinaryField, Func, Max, Min, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, Coalesce
 
-from timelines import payloads, pg_arrays
+from timelines import partitions, payloads, pg_arrays
 from timelines.compact import Texts
 from timelines.lifecycle.observation import Observation, stored_observation
 from timelines.models import Cluster
@@ -226,7 +226,16 @@ def selection(
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
     if keys is not None:
-        qs = qs.filter(dedupe_key__in=list(keys))
+        wanted = list(keys)
+        qs = qs.filter(dedupe_key__in=wanted)
+        if connection.vendor == "postgresql" and wanted:
+            # The partitions' key index holds a hash of the cluster and the key (``partitions.KEY_HASH``):
+            # named as the index writes it, the hashes of the wanted keys find them.
+            cluster_id = cluster if isinstance(cluster, int) else cluster.pk
+            qs = qs.extra(
+                where=[f"{partitions.key_hash_sql('cluster_id', 'dedupe_key')} = ANY(%s::uuid[])"],
+                params=[[partitions.key_hash(cluster_id, key) for key in wanted]],
+            )
     if ids is not None:
         qs = qs.filter(id__in=list(ids))
     for column, values in (("pod_uid", pod_uids), ("node", nodes), ("namespace", namespaces)):

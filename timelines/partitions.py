@@ -14,7 +14,8 @@ Layout (made by migration 0010 from the single table, in place):
   moves its rows for that span out of it first.
 
 Indexes: the parent's (by pod and time, by kind and time, BRIN on time) exist on every partition; each
-partition also gets its own unique (dedupe_key, cluster_id) index and an index on ``id`` (evidence links).
+partition also gets its own unique index of its rows' keys (``KEY_HASH``: a hash of the cluster and the
+dedupe key) and an index on ``id`` (evidence links).
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up in the other
@@ -31,9 +32,11 @@ hold few rows; ``retention_cut``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +50,23 @@ from django.utils import timezone
 PARENT = "timelines_observation"
 LEGACY = f"{PARENT}_legacy"
 DEFAULT = f"{PARENT}_default"
+# What each partition's unique key index holds (migration 0026): 16 bytes (an MD5, as a uuid) of the cluster
+# and the dedupe key, where the key's text took 40 to 60. The store's look-ups name it as ``key_hash_sql``
+# writes it, so that the planner matches them to the index, and compare the key itself on the row.
+KEY_HASH = "((md5(cluster_id::text || ':' || dedupe_key)::uuid))"
+
+
+def key_hash(cluster_id: int, key: str) -> uuid.UUID:
+    """``KEY_HASH`` of a cluster id and a dedupe key, as PostgreSQL computes it (the key as stored: a text
+    column holds no NUL, which the store replaces)."""
+    return uuid.UUID(bytes=hashlib.md5(f"{cluster_id}:{key}".encode("utf-8", "surrogatepass")).digest())
+
+
+def key_hash_sql(cluster: str, key: str) -> str:
+    """``KEY_HASH`` of the SQL expressions ``cluster`` and ``key`` (a row's columns, or what it is probed with)."""
+    return f"md5({cluster}::text || ':' || {key})::uuid"
+
+
 # Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
 # partition midnight to midnight.
 _ANCHOR = datetime(1970, 1, 5, tzinfo=UTC)
@@ -272,10 +292,9 @@ def _local_indexes(cursor: Any, name: str) -> None:
     """The indexes a partition has of its own: what the parent cannot declare (a unique key without the
     partition key) or need not (the id look-up of evidence links)."""
     q = connection.ops.quote_name
-    # Key first: the store's look-up names the key alone to the index (timelines/store.py ``_LOOKUP``).
-    cursor.execute(
-        f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name + '_dedupe')} ON {q(name)} (dedupe_key, cluster_id)"
-    )
+    # A 16-byte hash of (cluster, key) rather than the key's text (migration 0026): the store's look-up
+    # names the same expression to it and compares the key itself on the row (timelines/store.py ``_LOOKUP``).
+    cursor.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name[:54] + '_key_hash')} ON {q(name)} {KEY_HASH}")
     cursor.execute(f"CREATE INDEX IF NOT EXISTS {q(name + '_id')} ON {q(name)} (id)")
 
 

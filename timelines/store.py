@@ -326,12 +326,13 @@ def _reason(exc: Exception) -> str:
 
 # The batch's keys that some partition holds (``podlife_stored_keys``, migration 0018: a PL/pgSQL function
 # keeps its statements' plans for the session, where planning a statement over the partitions cost about
-# 1 ms a batch). Each key is one probe of a partition's unique (dedupe_key, cluster_id) index, whatever
+# 1 ms a batch). Each key is one probe of a partition's unique key index (``partitions.KEY_HASH``: the
+# hash of the cluster and the key, migration 0026; the key itself is then compared on the row), whatever
 # the statistics say. The cluster is compared as an expression (``cluster_id + 0``) on purpose: as a
 # plain equality, a partition whose statistics do not know the cluster yet (a new cluster, a new day;
 # analysed late or, without autovacuum, never) was planned through an index that starts with cluster_id
 # (by kind, by pod), filtering every row of the cluster for every key (0.5 s a batch at 5,000 rows,
-# growing with them). Only the key index can answer ``dedupe_key = k``.
+# growing with them). Only the key index can answer the probe of ``k``.
 #
 # For a batch whose rows all belong in one range partition (``target``), checked after its COPY
 # (``podlife_batch_is_new``, ``_copy_new_batch``), that partition is left out: its own unique index fails
@@ -561,6 +562,17 @@ def _write_rows(
             copy.write_row(row)
 
 
+# The staged rows whose key no partition holds (probed as ``podlife_stored_keys`` probes: the key's hash
+# names the index, the key and the cluster are compared on the row).
+_INSERT_STAGED = (
+    f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_STAGED_COLUMNS} FROM {_STAGE} s "
+    "LEFT JOIN LATERAL (SELECT true AS hit FROM timelines_observation o WHERE "
+    f"{partitions.key_hash_sql('o.cluster_id', 'o.dedupe_key')} = {partitions.key_hash_sql('s.cluster_id', 's.dedupe_key')} "
+    "AND o.dedupe_key = s.dedupe_key AND o.cluster_id + 0 = s.cluster_id LIMIT 1) x ON true "
+    "WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING pod_uid, dedupe_key"
+)
+
+
 def _insert_postgres_staged(
     cluster_id: int, rows: list[tuple[Any, ...]], *, nested: bool
 ) -> list[tuple[str | None, str]]:
@@ -575,13 +587,8 @@ def _insert_postgres_staged(
         _cluster_held(cluster_id, raw.fetchone())
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
         copy_observation_rows(raw, _STAGE, rows)
-        # No conflict target: each partition's own unique (cluster_id, dedupe_key) index is the arbiter.
-        raw.execute(
-            f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_STAGED_COLUMNS} FROM {_STAGE} s "
-            "LEFT JOIN LATERAL (SELECT true AS hit FROM timelines_observation o "
-            "WHERE o.dedupe_key = s.dedupe_key AND o.cluster_id + 0 = s.cluster_id LIMIT 1) x ON true "
-            "WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING pod_uid, dedupe_key"
-        )
+        # No conflict target: each partition's own unique key index (``partitions.KEY_HASH``) is the arbiter.
+        raw.execute(_INSERT_STAGED)
         inserted = [(r[0], r[1]) for r in raw.fetchall()]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
             raw.execute(f"TRUNCATE {_STAGE}")
