@@ -123,11 +123,12 @@ def checkpoint() -> None:
         print(f"(no CHECKPOINT between runs: {exc})")
 
 
-def copy_baseline(cluster: str, batch: int, *, as_json: bool = False) -> tuple[float, Cpu]:
-    """Seconds to COPY the same rows (read back, prepared outside the clock) into a scratch table, in
+def copy_baselines(cluster: str, batch: int, *, as_json: bool = False) -> list[tuple[float, Cpu]]:
+    """Seconds to COPY the same rows (read back once, prepared outside the clock) into a scratch table, in
     batches of the collector's size (median of three runs), and the CPU of one run (a third of three).
-    ``as_json``: the rows with their payload as JSON text in the jsonb ``payload`` column, as they were
-    stored before the compressed body (``_setup.raw_copy_seconds``)."""
+    ``as_json``: then a second baseline follows the first, of the same rows with their payload as JSON text
+    in the jsonb ``payload`` column, as they were stored before the compressed body
+    (``_setup.raw_copy_seconds``)."""
     from django.utils import timezone
 
     from timelines import observation_rows, store
@@ -135,16 +136,17 @@ def copy_baseline(cluster: str, batch: int, *, as_json: bool = False) -> tuple[f
 
     found = Cluster.objects.get(name=cluster)
     received = timezone.now()
-    stored = observation_rows.iter_rows(observation_rows.selection(found), chunk_size=5000)
-    if as_json:
-        rows = []
-        for row in stored:
-            obs = row.observation()
-            rows.append((*store._row(found.pk, obs, received)[:-1], store._json_bytes(obs.payload)))
-    else:
-        rows = [store._row(found.pk, row.observation(), received) for row in stored]
-    # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
-    cpu = Cpu.now()
-    seconds = [raw_copy_seconds(rows, batch, as_json=as_json) for _ in range(3)]
-    spent = Cpu.now().since(cpu)
-    return statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)
+    rows, json_rows = [], []
+    for row in observation_rows.iter_rows(observation_rows.selection(found), chunk_size=5000):
+        obs = row.observation()
+        rows.append(store._row(found.pk, obs, received))
+        if as_json:
+            json_rows.append((*rows[-1][:-1], store._json_bytes(obs.payload)))
+    out = []
+    for form, as_json_rows in ((rows, False), (json_rows, True))[: 2 if as_json else 1]:
+        # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
+        cpu = Cpu.now()
+        seconds = [raw_copy_seconds(form, batch, as_json=as_json_rows) for _ in range(3)]
+        spent = Cpu.now().since(cpu)
+        out.append((statistics.median(seconds), Cpu(spent.own / 3, spent.database / 3)))
+    return out

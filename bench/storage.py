@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from _collector import checkpoint, copy_baseline, sim_hook, start_sim
+from _collector import checkpoint, copy_baselines, sim_hook, start_sim
 from _setup import derive_stage_elsewhere, setup_django
 
 os.environ.setdefault("DEBUG", "0")
@@ -530,7 +530,7 @@ def main() -> None:
         control = StepControl(tunables=tunables)
         stored, busy = collect(name, control, args.observations, args.backlog)  # the cluster ends paused
         checkpoint()
-        baseline, _ = copy_baseline(name, tunables.batch_size)
+        ((baseline, _),) = copy_baselines(name, tunables.batch_size)
         cluster_id = Cluster.objects.get(name=name).pk
         tables = observation_tables()
         vacuum(tables)

@@ -36,7 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _collector import Cpu, checkpoint, copy_baseline, list_memory, sim_hook, start_sim
+from _collector import Cpu, checkpoint, copy_baselines, list_memory, sim_hook, start_sim
 from _setup import derive_stage_elsewhere, setup_django
 
 os.environ.setdefault("DEBUG", "0")
@@ -126,8 +126,9 @@ def main() -> None:
             checkpoint()
             stored, busy, counts, cpu = collect(names[run], control, args.backlog)
             checkpoint()
-            baseline, raw_cpu = copy_baseline(names[run], tunables.batch_size)
-            json_baseline, _ = copy_baseline(names[run], tunables.batch_size, as_json=True)
+            (baseline, raw_cpu), (json_baseline, _) = copy_baselines(
+                names[run], tunables.batch_size, as_json=True
+            )
             sim_hook(names[run], "resume")
             ours, raw, raw_json = stored / busy, stored / baseline, stored / json_baseline
             ratios.append(ours / raw)

@@ -183,6 +183,10 @@ def _as_stored(pods: list[dict[str, Any]]) -> dict[str, Any]:
     return {p["dedupe_key"]: orjson.dumps(p["payload"]) for p in pods}
 
 
+def _texts(pod: dict[str, Any]) -> Texts:
+    return Texts(pod["pod_uid"], pod["node"], pod["namespace"], pod["name"], pod["observed_at"])
+
+
 def _read_back(cluster: Cluster) -> dict[str, Any]:
     return {row.dedupe_key: orjson.dumps(row.payload) for row in rows_of(cluster)}
 
@@ -190,22 +194,76 @@ def _read_back(cluster: Cluster) -> dict[str, Any]:
 @pytest.mark.django_db(transaction=True)
 def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_process() -> None:
     """Outside a transaction (the collector's batches) the store trains a dictionary once a cluster's
-    kind has ``TRAIN_AT[0]`` rows, stores it, and compresses the next rows with it; a process that never
+    kind has ``FIRST_WINDOW`` rows, stores it, and compresses the next rows with it; a process that never
     saw it (``forget``) reads it from its table when a row names it. (On PostgreSQL it is trained on
     another thread, ``wait_trained``: here each batch waits for it, so the next batch is the first to use
     it.)"""
-    pods = _pods("c1", payloads.TRAIN_AT[0] + 100)
+    pods = _pods("c1", payloads.FIRST_WINDOW + 100)
     for at in range(0, len(pods), 50):
         save_observations("c1", pods[at : at + 50])
         payloads.wait_trained()
     cluster = Cluster.objects.get(name="c1")
     stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
-    assert stored.samples >= payloads.TRAIN_AT[0]
+    assert stored.samples >= payloads.FIRST_WINDOW
     named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
     # The rows of the batch after the one that brought the samples it was trained on, and every later one.
     first = named.index(stored.id)
-    assert first >= payloads.TRAIN_AT[0] and first % 50 == 0
+    assert first >= payloads.FIRST_WINDOW and first % 50 == 0
     assert set(named[first:]) == {stored.id} and stored.id not in named[:first]
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN windows of 50 rows, then 100, then 200 (``FIRST_WINDOW`` 50, growing 2×, up to 200), and 40
+    samples a window
+    WHEN a cluster's pods are stored batch by batch
+    THEN a dictionary comes after the first 50 rows (trained on 40 of them), the next after 100 more, the
+    next after 200 more, and one more after each 200 since; each is trained on the last rows of its window,
+    the rows after it name it; a process that never saw them (``forget``) goes on from the newest with the
+    window that follows it; every row reads back."""
+    monkeypatch.setattr(payloads, "FIRST_WINDOW", 50)
+    monkeypatch.setattr(payloads, "WINDOW_GROWTH", 2)
+    monkeypatch.setattr(payloads, "LONGEST_WINDOW", 200)
+    monkeypatch.setattr(payloads, "SAMPLES", 40)
+    trained: list[list[bytes]] = []
+    train = compact.train
+
+    def recorded(samples: list[Any], size: int = 16384) -> bytes:
+        trained.append([bytes(x) for x in samples])
+        return train(samples, size)
+
+    monkeypatch.setattr(compact, "train", recorded)
+    pods = _pods("c5", 750)
+    for at in range(0, 550, 10):
+        save_observations("c5", pods[at : at + 10])
+        payloads.wait_trained()
+    cluster = Cluster.objects.get(name="c5")
+    made = list(PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").order_by("id"))
+    assert [d.samples for d in made] == [40, 40, 40, 40]  # after rows 50, 150, 350 and 550
+    bodies = [b for b in _stored_bodies(cluster).values() if b is not None]
+    data = [compact.plain_body(orjson.dumps(p["payload"]), _texts(p))[0] for p in pods[:550]]
+    assert trained[1] == data[110:150] and trained[2] == data[310:350] and trained[3] == data[510:550]
+    named = [compact.body_dictionary(b) for b in bodies]
+    assert (
+        set(named[:50]) <= {0, None}
+        and set(named[50:150]) == {made[0].id}
+        and set(named[350:550]) == {made[2].id}
+    )
+
+    payloads.forget()  # a new process: the newest dictionary, and a window of 200 after it
+    for at in range(550, 750, 10):
+        save_observations("c5", pods[at : at + 10])
+        payloads.wait_trained()
+    after = list(PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").order_by("id"))
+    assert len(after) == 5 and trained[4] == [
+        compact.plain_body(orjson.dumps(p["payload"]), _texts(p))[0] for p in pods[710:750]
+    ]
+    named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
+    assert set(named[550:750]) == {made[3].id}
     payloads.forget()
     assert _read_back(cluster) == _as_stored(pods)
 
@@ -227,7 +285,7 @@ def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_
         return train(samples, size)
 
     monkeypatch.setattr(compact, "train", slow_train)
-    pods = _pods("c4", payloads.TRAIN_AT[0] + 200)
+    pods = _pods("c4", payloads.FIRST_WINDOW + 200)
     first, during, after = pods[:200], pods[200:300], pods[300:]
     save_observations("c4", first)  # brings the samples: its training is handed over
     save_observations("c4", during)  # the training waits on ``release``: this batch was not held up
@@ -247,7 +305,7 @@ def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_
 def test_inside_a_transaction_no_dictionary_is_trained_and_rows_read_back() -> None:
     """An import is all or nothing: a dictionary it trained could be rolled back after a row named it.
     Its rows go without one, and read back."""
-    pods = _pods("c2", payloads.TRAIN_AT[0] + 10)
+    pods = _pods("c2", payloads.FIRST_WINDOW + 10)
     with transaction.atomic():
         save_observations("c2", pods)
         save_observations("c2", pods[:5])  # re-delivered: stored once

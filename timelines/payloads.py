@@ -6,8 +6,8 @@ shorter. Rows stored before it hold it as JSON in ``payload`` (``compact_observa
 both read back through ``unpack``.
 
 Dictionaries (``PayloadDictionary``) are trained here from the data of the rows this process stores: a
-first one once a cluster's kind has ``TRAIN_AT[0]`` rows, a better one at ``TRAIN_AT[1]``; until then its
-rows are compressed without one. A dictionary is stored, committed, before any row names it, and is never
+first one once a cluster's kind has ``FIRST_WINDOW`` rows, then a new one after each longer window of rows
+(``_Kind.window``), from the last rows of the window; until the first, its rows are compressed without one. A dictionary is stored, committed, before any row names it, and is never
 changed nor deleted (not even with its cluster: 16 KiB each, and a row that names it stays readable), so
 training happens only outside a transaction (the collector's and the ingest's batches); a batch inside
 one (an import, which is all or nothing) uses the dictionaries already stored and trains none.
@@ -36,7 +36,17 @@ from timelines import compact
 
 log = logging.getLogger(__name__)
 
-TRAIN_AT = (200, 2000)  # rows of a cluster's kind a dictionary is trained on (the first, then a better one)
+# A cluster's kind gets a dictionary after its first FIRST_WINDOW rows, then a new one after each window of
+# rows WINDOW_GROWTH times longer than the previous one's, up to windows of LONGEST_WINDOW rows, trained on
+# the last SAMPLES rows of the window: the rows that come next look like those. The first rows of a
+# cluster are its first list (settled pods, all running); what follows is churn (pending, running and
+# terminating pods, their events), which a dictionary of the list compressed to 138 B a pod snapshot and
+# one of the churn to 67 (docs/performance-history.md, "Storage"). 16 KiB each: the largest cluster's
+# pods (13 million rows a day) get one a day or two.
+FIRST_WINDOW = 200
+WINDOW_GROWTH = 10
+LONGEST_WINDOW = 10_000_000
+SAMPLES = 2000
 DICTIONARY_BYTES = 16384
 SAMPLE_BYTES = 1 << 16  # a longer payload is sampled by its first bytes only
 _TABLE = "timelines_payloaddictionary"
@@ -59,12 +69,17 @@ class _Kind:
     (0: none), how many rows that one was trained on, and the data of the rows since, for the next one."""
 
     dictionary: int = 0
-    trained_on: int = 0
+    made: int = 0  # dictionaries this kind has had (the next one's window follows from it)
+    seen: int = 0  # rows packed since the last one was handed to training (or since this process began)
     samples: list[bytes | bytearray | memoryview] = field(default_factory=list)
     training: bool = False  # a dictionary of these samples is being trained (not stored yet)
 
+    def window(self) -> int:
+        """How many rows the next dictionary waits for (the last ``SAMPLES`` of them are its samples)."""
+        return int(min(FIRST_WINDOW * WINDOW_GROWTH**self.made, LONGEST_WINDOW))
+
     def due(self) -> bool:
-        return not self.training and any(self.trained_on < at <= len(self.samples) for at in TRAIN_AT)
+        return not self.training and self.seen >= self.window() and bool(self.samples)
 
 
 _kinds: dict[tuple[int, str], _Kind] = {}
@@ -78,14 +93,15 @@ def _kind(cluster_id: int, kind: str) -> _Kind:
         return state
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, samples, data FROM {_TABLE} WHERE cluster_id = %s AND kind = %s ORDER BY id DESC LIMIT 1",
+            f"SELECT id, data, count(*) OVER () FROM {_TABLE} WHERE cluster_id = %s AND kind = %s "
+            "ORDER BY id DESC LIMIT 1",
             [cluster_id, kind],
         )
         row = cursor.fetchone()
     made = _Kind()
     if row is not None:
-        dictionaries.add(row[0], bytes(row[2]))
-        made = _Kind(dictionary=row[0], trained_on=row[1])
+        dictionaries.add(row[0], bytes(row[1]))
+        made = _Kind(dictionary=row[0], made=row[2])
     with _lock:
         return _kinds.setdefault((cluster_id, kind), made)
 
@@ -94,7 +110,8 @@ def pack(cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts) 
     """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json``."""
     state = _kinds.get((cluster_id, kind)) or _kind(cluster_id, kind)
     data, substituted = compact.plain_body(payload_json, texts)
-    if state.trained_on < TRAIN_AT[-1] and len(state.samples) < TRAIN_AT[-1]:  # bounded while none is trained
+    state.seen += 1  # writer threads may race here: a window a row or two longer does not matter
+    if state.seen > state.window() - SAMPLES and len(state.samples) < SAMPLES:  # the window's last rows
         with _lock:
             state.samples.append(data[:SAMPLE_BYTES])
     return compact.pack_plain(data, substituted, dictionaries, state.dictionary)
@@ -104,7 +121,7 @@ _Due = list[tuple[tuple[int, str], _Kind, list[bytes | bytearray | memoryview]]]
 
 
 def train_due(*, background: bool = False) -> list[int]:
-    """Train and store the dictionaries whose rows are due (``TRAIN_AT``), outside a transaction only:
+    """Train and store the dictionaries whose rows are due (``_Kind.window``), outside a transaction only:
     each is committed before a row names it. Returns the ids stored. With ``background`` on PostgreSQL,
     hands them to this process's trainer thread and returns at once (nothing stored yet: ``[]``);
     ``wait_trained`` waits for it. SQLite takes one writer at a time: there they are trained here."""
@@ -113,7 +130,7 @@ def train_due(*, background: bool = False) -> list[int]:
     with _lock:  # taken at once: a writer thread that comes next finds nothing due
         due = [(key, state, state.samples) for key, state in _kinds.items() if state.due()]
         for _key, state, _samples in due:
-            state.samples, state.training = [], True
+            state.samples, state.seen, state.training = [], 0, True
     if not due:
         return []
     if background and connection.vendor == "postgresql":
@@ -175,7 +192,7 @@ def _train_one(
         data = compact.train(samples, DICTIONARY_BYTES)
     except zstandard.ZstdError as exc:  # too little data to learn from: compressed without one
         log.info("no zstd dictionary for cluster %s's %s rows from %d samples: %s", cluster_id, kind, n, exc)
-        state.trained_on = max((at for at in TRAIN_AT if at <= n), default=n)
+        state.made += 1  # the next window is longer, with more to learn from
         return []
     try:
         with connection.cursor() as cursor:  # autocommit: committed when it returns
@@ -189,7 +206,7 @@ def _train_one(
         log.warning("zstd dictionary for cluster %s's %s rows not stored: %s", cluster_id, kind, exc)
         return []
     dictionaries.add(dict_id, data)  # before a packer can read its id below
-    state.dictionary, state.trained_on = dict_id, n
+    state.dictionary, state.made = dict_id, state.made + 1
     return [dict_id]
 
 
