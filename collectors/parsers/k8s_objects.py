@@ -345,8 +345,8 @@ def container_entry(
     allocated_resources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One item of a pod payload's ``containers``; ``now`` and ``last`` are (state, reason, message,
-    exit_code, signal, started_at, finished_at) as ``_container_state`` gives them (also
-    ``pod_wire``, which reads the same fields off typed structs).
+    exit_code, signal, started_at, finished_at) as ``_container_state`` gives them. ``pod_wire`` makes
+    the same item as a struct (``_ContainerOut``, the same keys in the same order) from typed structs.
 
     From the spec: ``restart_policy`` (an init container's ``Always`` makes it a sidecar, 1.29+) and
     ``prestop_sleep_seconds`` (``lifecycle.preStop.sleep.seconds``, 1.29+). From the status (in-place

@@ -257,6 +257,40 @@ def stored_observation(
     return obs
 
 
+_ENCODED_SETTERS = tuple(getattr(EncodedObservation, f.name).__set__ for f in fields(EncodedObservation))
+
+
+def encoded_observation(
+    kind: str,
+    source: str,
+    observed_at: datetime,
+    dedupe_key: str,
+    pod_uid: str | None,
+    node: str | None,
+    namespace: str | None,
+    name: str | None,
+    payload_json: bytes,
+) -> EncodedObservation:
+    """``EncodedObservation(...)`` of the same fields, checked the same way (``InvalidObservation`` naming
+    the same problems), made without the frozen dataclass's ``__init__``, which sets each field through
+    ``object.__setattr__``: the typed pod path makes one a pod (0.8 us instead of 2.2)."""
+    obs = _new(EncodedObservation)
+    kind_, source_, at_, key_, uid_, node_, ns_, name_, payload_ = _ENCODED_SETTERS
+    kind_(obs, kind)
+    source_(obs, source)
+    at_(obs, observed_at)
+    key_(obs, dedupe_key)
+    uid_(obs, pod_uid)
+    node_(obs, node)
+    ns_(obs, namespace)
+    name_(obs, name)
+    payload_(obs, payload_json)
+    problems = validation_problems(obs)
+    if problems:
+        raise InvalidObservation(dedupe_key or "<no dedupe key>", problems)
+    return obs
+
+
 # The contract's fields, in order: what the store keeps in columns and what an incident bundle's digest covers.
 FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Observation))
 
