@@ -351,9 +351,11 @@ class Dictionaries:
         return local.compress, local.decompress
 
     def compress(self, dict_id: int, data: bytes) -> bytes:
-        compressors, _ = self._mine()
-        compressor = compressors.get(dict_id)
+        # Every stored row comes here: the thread's compressor is found with two look-ups.
+        compressors = getattr(self._local, "compress", None)
+        compressor = compressors.get(dict_id) if compressors is not None else None
         if compressor is None:
+            compressors, _ = self._mine()
             params = zstandard.ZstdCompressionParameters.from_level(
                 LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, **_FRAME
             )
