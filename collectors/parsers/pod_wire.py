@@ -451,6 +451,23 @@ def wire_pod_observation(
     config_source = notes.config_source if notes is not None else None
     mirror_of = notes.config_mirror if notes is not None else None
     uid = mirror_of if mirror_of and len(mirror_of) <= 64 else api_uid
+    if status is None:
+        phase = reason = message = start_time = observed_generation = None
+        conditions: list[_ConditionOut] = []
+    else:
+        phase, reason, message = status.phase, status.reason, status.message
+        start_time = None if status.start_time is None else _ntime(status.start_time)
+        observed_generation = status.observed_generation
+        conditions = [
+            _ConditionOut(
+                c.type,
+                c.status,
+                c.reason,
+                c.message,
+                None if c.last_transition_time is None else _ntime(c.last_transition_time),
+            )
+            for c in status.conditions or ()
+        ]
     payload = _PodPayload(
         watch_type,
         rv,
@@ -464,26 +481,17 @@ def wire_pod_observation(
         None if meta.deletion_timestamp is None else _ntime(meta.deletion_timestamp),
         meta.deletion_grace_period_seconds,
         spec.termination_grace_period_seconds if spec is not None else None,
-        list(meta.finalizers or ()),
+        meta.finalizers or [],  # encoded, never kept: not copied
         bool(mirror_of) or config_source not in (None, "", "api"),
-        _controller(meta.owner_references),
-        None if status is None else status.phase,
-        None if status is None else status.reason,
-        None if status is None else status.message,
-        None if status is None or status.start_time is None else _ntime(status.start_time),
-        [
-            _ConditionOut(
-                c.type,
-                c.status,
-                c.reason,
-                c.message,
-                None if c.last_transition_time is None else _ntime(c.last_transition_time),
-            )
-            for c in (None if status is None else status.conditions) or ()
-        ],
+        None if meta.owner_references is None else _controller(meta.owner_references),
+        phase,
+        reason,
+        message,
+        start_time,
+        conditions,
         _containers(spec, status),
         meta.generation,
-        None if status is None else status.observed_generation,
+        observed_generation,
     )
     deleted = watch_type.upper() == "DELETED"
     try:
