@@ -386,7 +386,12 @@ def _uncached_names_problems(uid: object, namespace: object, node: object, name:
         name_problem("node", node),
         name_problem("name", name),
     )
+    if found == _NO_PROBLEMS:  # every new pod comes here once: no generator for the usual answer
+        return ()
     return tuple(p for p in found if p is not None)
+
+
+_NO_PROBLEMS = (None, None, None, None)
 
 
 # A pod's observations repeat its UID, namespace, node and name, and a cluster its namespaces and nodes:
