@@ -102,8 +102,16 @@ def normalize_time_text(value: str) -> str | None:
     except ValueError:
         parsed = parse_time(value)
         return parsed.isoformat() if parsed is not None else None
+    if _API_TIME.fullmatch(value) is not None:
+        # The API server's form (UTC, whole seconds), which fromisoformat found valid: ``isoformat`` of it
+        # is its own text with the offset spelled out, made here without converting and formatting a time
+        # for every new one (each new pod brings several).
+        return None if at.year <= 1 else f"{value[:19]}+00:00"
     at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     return None if at.year <= 1 else at.isoformat()
+
+
+_API_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 # -- small accessors ----------------------------------------------------------------------------------
