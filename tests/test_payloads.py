@@ -9,7 +9,7 @@ import io
 import string
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -95,6 +95,58 @@ def test_a_body_reads_back_the_same_json_text(
         body = compact.pack_body(text, texts, TRAINED, dict_id)
         assert body[0] < 0x20  # never taken for the JSON text of a row stored before bodies
         assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == text
+
+
+def _documented_body(text: bytes, texts: Texts, dictionaries: Dictionaries, dict_id: int) -> bytes:
+    """A body as docs/storage.md ("Step 1: the body") spells it, written out the plain way: the row's pod
+    UID, node, name and namespace (each when not empty and free of control characters), then its time
+    (UTC ISO 8601), replaced in that order by the bytes 0x01-0x05; compressed when that is shorter, after
+    a flags byte (2: texts replaced, +1: compressed) and the dictionary id."""
+    data = text
+    for value, mark in zip(
+        (texts.pod_uid or "", texts.node, texts.name, texts.namespace), b"\x01\x02\x03\x04", strict=True
+    ):
+        if value and not any(ord(c) < 0x20 for c in value):
+            data = data.replace(value.encode(), bytes([mark]))
+    data = data.replace(texts.observed_at.astimezone(UTC).isoformat().encode(), b"\x05")
+    packed = dictionaries.compress(dict_id, data)
+    head = bytes([3]) + bytes([dict_id])  # ids below 128: one varint byte
+    return head + packed if len(packed) + len(head) - 1 < len(data) else bytes([2]) + data
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payload=st.dictionaries(st.text(), json_values, max_size=4),
+    rows=st.lists(
+        st.tuples(
+            st.none() | st.just(str(uuid.UUID(int=7))) | names,
+            names,
+            names,
+            names,
+            st.sampled_from([0, 1, 2]),  # which time: shared with the row before, the same instant, another
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_a_body_is_the_documented_bytes_for_any_texts_and_times(
+    payload: dict[str, Any], rows: list[tuple[str | None, str, str, str, int]]
+) -> None:
+    """The body's bytes are the documented ones (``_documented_body``) for rows that repeat their texts,
+    share one time object (a list page's rows), give the same instant in another zone, or a new one: what
+    ``pack_body`` remembers between rows changes no byte."""
+    at = T0
+    for uid, node, namespace, name, which in rows:
+        if which == 1:
+            at = at.astimezone(timezone(timedelta(hours=2)))  # the same instant, another object and zone
+        elif which == 2:
+            at = at + timedelta(microseconds=1 + len(name))
+        texts = Texts(uid, node, namespace, name, at)
+        row_payload = {**payload, "n": [uid, node, namespace, name, at.astimezone(UTC).isoformat()]}
+        text = orjson.dumps(row_payload)
+        for dict_id in (0, 5):
+            expected = _documented_body(text, texts, TRAINED, dict_id)
+            assert compact.pack_body(text, texts, TRAINED, dict_id) == expected
 
 
 def test_a_row_s_texts_are_one_byte_each_in_its_body() -> None:

@@ -28,6 +28,7 @@ floats, strings, booleans, null, lists and objects with string keys.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -350,9 +351,11 @@ class Dictionaries:
         return local.compress, local.decompress
 
     def compress(self, dict_id: int, data: bytes) -> bytes:
-        compressors, _ = self._mine()
-        compressor = compressors.get(dict_id)
+        # Every stored row comes here: the thread's compressor is found with two look-ups.
+        compressors = getattr(self._local, "compress", None)
+        compressor = compressors.get(dict_id) if compressors is not None else None
         if compressor is None:
+            compressors, _ = self._mine()
             params = zstandard.ZstdCompressionParameters.from_level(
                 LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, **_FRAME
             )
@@ -409,25 +412,44 @@ def _substitutes(
     as the payload spells them (UTC ISO 8601), where they are not empty and hold no control character,
     each written as one control byte (0x01-0x05), which JSON text never holds raw. A decoder knows the
     same texts from the row's columns."""
-    # Every row's writer and reader comes here (a few µs of the store's time a row, docs/storage.md): the
-    # common case is checked once on the four texts together, and a time already in UTC (the collector's
-    # and every API server's) is not converted again. UTF-8 of a character at or above U+0020 holds no
-    # byte below 0x20, so checking the text is checking its bytes; an ISO 8601 time holds no control byte.
+    return [*_text_pairs(uid, node, name, namespace), _stamp_pair(at)]
+
+
+def _stamp_pair(at: datetime) -> tuple[bytes, bytes]:
+    """The pair of a row's time: a time already in UTC (the collector's and every API server's) is not
+    converted again; an ISO 8601 time holds no control byte. The rows of a list page share one time
+    object: its text is made once (``isoformat`` is a tenth of a row's packing)."""
+    global _last_stamp
+    last = _last_stamp  # read once: another thread may replace it meanwhile, never change it
+    if last[0] is at:
+        return last[1]
+    given = at
     if at.tzinfo is not UTC and at.tzinfo is not None:
         at = at.astimezone(UTC)
-    stamp = (at.isoformat().encode(), b"\x05")
+    pair = (at.isoformat().encode(), b"\x05")
+    _last_stamp = (given, pair)
+    return pair
+
+
+_last_stamp: tuple[object, tuple[bytes, bytes]] = (object(), (b"", b""))  # (time object, its pair)
+
+
+# Every row's writer and reader comes here (a few µs of the store's time a row, docs/storage.md). A pod's
+# rows repeat its UID, node, name and namespace: their pairs are remembered (a bounded cache), and the
+# common case is checked once on the four texts together. UTF-8 of a character at or above U+0020 holds
+# no byte below 0x20, so checking the text is checking its bytes.
+@functools.lru_cache(maxsize=16384)
+def _text_pairs(uid: str | None, node: str, name: str, namespace: str) -> tuple[tuple[bytes, bytes], ...]:
+    """The pairs of a row's four texts (``_substitutes`` without the time)."""
     texts = (uid or "", node, name, namespace)
     if _CONTROL_TEXT.search("".join(texts)) is None:
-        out = [(text.encode(), mark) for text, mark in zip(texts, _MARKS, strict=True) if text]
-        out.append(stamp)
-        return out
+        return tuple((text.encode(), mark) for text, mark in zip(texts, _MARKS, strict=True) if text)
     out = []
     for text, mark in zip(texts, _MARKS, strict=True):
         raw = text.encode()
         if raw and not _CONTROL.search(raw):
             out.append((raw, mark))
-    out.append(stamp)
-    return out
+    return tuple(out)
 
 
 _CONTROL = re.compile(rb"[\x00-\x1f]")
@@ -614,8 +636,11 @@ class Texts(NamedTuple):
 def plain_body(payload_json: bytes, texts: Texts) -> tuple[bytes, bool]:
     """The body's data before compression (what a dictionary is trained on), and whether texts were
     replaced."""
-    pairs = texts.pairs()
-    return (_substitute(payload_json, pairs), True) if pairs else (payload_json, False)
+    data = payload_json
+    for text, mark in _text_pairs(texts.pod_uid, texts.node, texts.name, texts.namespace):
+        data = data.replace(text, mark)
+    # The time is replaced last, as ``_substitutes`` lists it; a row always has one.
+    return data.replace(*_stamp_pair(texts.observed_at)), True
 
 
 def pack_body(payload_json: bytes, texts: Texts, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:

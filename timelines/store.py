@@ -267,12 +267,18 @@ def _json_text(value: Any) -> str:
 # jsonb's binary input: a format version byte, then the JSON text (the derived rows' JSON columns).
 _JSONB_V1 = b"\x01"
 
+# ``Texts(a, b, ...)`` is ``tuple.__new__(Texts, (a, b, ...))`` behind a Python-level ``__new__``; ``_row``
+# calls the builtin itself, once a row.
+_texts = tuple.__new__
+
 
 def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[Any, ...]:
     """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload as its
     ``body`` (``payloads.pack``: compressed, with the row's own texts written as one byte each)."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
-        payload = _jsonb_safe(obs.payload_json)
+        payload = obs.payload_json
+        if b"\\u0000" in payload:  # ``_jsonb_safe``'s test, without its call for the rows it leaves alone
+            payload = _jsonb_safe(payload)
     else:
         try:
             payload = _json_bytes(obs.payload)
@@ -295,7 +301,9 @@ def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[A
         namespace, name = _clean_text(namespace, "namespace"), _clean_text(name, "name")
         key = key.replace("\x00", "\ufffd")
     uid = uid or None
-    body = payloads.pack(cluster_id, obs.kind, payload, Texts(uid, node, namespace, name, obs.observed_at))
+    body = payloads.pack(
+        cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at))
+    )
     return (
         cluster_id,
         uid,

@@ -451,34 +451,37 @@ class _Stepper:
                 if lines is not None:
                     # Appended to directly, not through a call per event: this is the collector's hot path.
                     pending = writer.held
-                    events = 0
+                    typed = 0  # events the typed path took (added to the step's count once per chunk)
                     arrived: list[tuple[dict[str, Any], str, datetime]] = []
+                    stamp, decode = self._stamp, decode_pod_event if wire_pods else None
                     with gc_paused():
-                        for line in lines:
-                            wire = decode_pod_event(line) if wire_pods else None
-                            if wire is not None:
-                                obs = wire_pod_observation(
-                                    wire[1], watch_type=wire[0], observed_at=self._stamp(), source=Source.API
-                                )
-                                if obs is not None:
-                                    self.result.events += 1
-                                    events += 1
-                                    pending.append(obs)
-                                    pending_rv = wire[1].resource_version
+                        try:
+                            for line in lines:
+                                wire = decode(line) if decode is not None else None
+                                if wire is not None:
+                                    obs = wire_pod_observation(
+                                        wire[1], watch_type=wire[0], observed_at=stamp(), source=Source.API
+                                    )
+                                    if obs is not None:
+                                        typed += 1
+                                        pending.append(obs)
+                                        pending_rv = wire[1].resource_version
+                                        continue
+                                event = self._decode(line)  # anything else, which the generic path reads
+                                if event is None:
                                     continue
-                            event = self._decode(line)  # anything else, which the generic path reads
-                            if event is None:
-                                continue
-                            etype, obj = event
-                            obj_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-                            if etype == "BOOKMARK":
-                                self.result.bookmarks += 1
-                            else:
-                                self.result.events += 1
-                                arrived.append((obj, etype, self._stamp()))
-                            if obj_rv:
-                                pending_rv = obj_rv
-                        events += len(arrived)
+                                etype, obj = event
+                                obj_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                                if etype == "BOOKMARK":
+                                    self.result.bookmarks += 1
+                                else:
+                                    self.result.events += 1
+                                    arrived.append((obj, etype, stamp()))
+                                if obj_rv:
+                                    pending_rv = obj_rv
+                        finally:  # also when a line ends the watch (an ERROR): as counted one by one
+                            self.result.events += typed
+                        events = typed + len(arrived)
                         pending += self._observations(arrived, None)
                         del arrived
                     writer.count(events)
@@ -537,9 +540,10 @@ class _Stepper:
         ``_last_stamps``), so the store's time order of one object's snapshots is the order the watch
         delivered them, even within one microsecond."""
         now = datetime.now(UTC)  # what timezone.now() gives with USE_TZ, without its settings lookup
-        if self._last_stamp is not None and now <= self._last_stamp:
-            now = self._last_stamp + timedelta(microseconds=1)
-        self._last_stamp = _last_stamps[self.cluster.name, self.spec.name] = now
+        last = self._last_stamp
+        if last is not None and now <= last:
+            now = last + timedelta(microseconds=1)
+        self._last_stamp = now  # kept for the next step by ``close``, once, not at every event
         return now
 
     def _stored(self, batch: StoredBatch) -> None:
@@ -560,7 +564,10 @@ class _Stepper:
 
     def close(self) -> None:
         """End the writer's threads after they stored what they were given, and write the progress of
-        what was stored (the step's ``finally``); a step that lost its lease writes nothing more."""
+        what was stored (the step's ``finally``); a step that lost its lease writes nothing more. The
+        next step of this (cluster, resource) in this process stamps on from this one's last stamp."""
+        if self._last_stamp is not None:
+            _last_stamps[self.cluster.name, self.spec.name] = self._last_stamp
         try:
             self.writer.close()
         except Exception as exc:  # the step is already failing with its own error; this one is logged here

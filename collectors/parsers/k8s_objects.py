@@ -102,8 +102,16 @@ def normalize_time_text(value: str) -> str | None:
     except ValueError:
         parsed = parse_time(value)
         return parsed.isoformat() if parsed is not None else None
+    if _API_TIME.fullmatch(value) is not None:
+        # The API server's form (UTC, whole seconds), which fromisoformat found valid: ``isoformat`` of it
+        # is its own text with the offset spelled out, made here without converting and formatting a time
+        # for every new one (each new pod brings several).
+        return None if at.year <= 1 else f"{value[:19]}+00:00"
     at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     return None if at.year <= 1 else at.isoformat()
+
+
+_API_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 # -- small accessors ----------------------------------------------------------------------------------
@@ -345,8 +353,8 @@ def container_entry(
     allocated_resources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One item of a pod payload's ``containers``; ``now`` and ``last`` are (state, reason, message,
-    exit_code, signal, started_at, finished_at) as ``_container_state`` gives them (also
-    ``pod_wire``, which reads the same fields off typed structs).
+    exit_code, signal, started_at, finished_at) as ``_container_state`` gives them. ``pod_wire`` makes
+    the same item as a struct (``_ContainerOut``, the same keys in the same order) from typed structs.
 
     From the spec: ``restart_policy`` (an init container's ``Always`` makes it a sidecar, 1.29+) and
     ``prestop_sleep_seconds`` (``lifecycle.preStop.sleep.seconds``, 1.29+). From the status (in-place

@@ -9,11 +9,13 @@ never copied from the normalizer's output. Hand-written inputs say so ("syntheti
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.parsers.k8s_objects import (
     event_observation,
@@ -470,3 +472,44 @@ def test_a_kubelets_node_event_names_the_node_and_no_pod() -> None:
     assert (obs.node, obs.namespace, obs.name, obs.pod_uid) == ("minikube", "default", "minikube", None)
     assert (obs.payload["count"], obs.payload["involved"]["kind"]) == (8, "Node")
     assert obs.observed_at == datetime(2024, 11, 17, 10, 19, 21, tzinfo=UTC)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    at=st.one_of(
+        st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+        st.sampled_from([datetime(1, 1, 1), datetime(1, 12, 31, 23, 59, 59), datetime(2, 1, 1, 0, 0, 1)]),
+    ),
+    offset_minutes=st.sampled_from([0, 0, 0, 330, -300]),
+    form=st.sampled_from(["api", "api-space", "fraction", "offset", "space"]),
+)
+def test_a_time_text_normalizes_to_its_instant_in_utc(at: datetime, offset_minutes: int, form: str) -> None:
+    """Whatever RFC 3339 form a time is written in (the API's own ``...Z`` in whole seconds, a fraction,
+    an offset, a space for the T), it normalizes to the ISO 8601 text of its instant in UTC (``+00:00``,
+    microseconds only when not zero), and Go's zero time (year 1) to None."""
+    zone = (
+        UTC
+        if form in ("api", "api-space", "fraction") or offset_minutes == 0
+        else timezone(timedelta(minutes=offset_minutes))
+    )
+    instant = at.replace(tzinfo=zone, microsecond=0 if form.startswith("api") else at.microsecond)
+    if form.startswith("api"):  # the API server's own form (and with a space for the T)
+        text = f"{instant.year:04d}-" + instant.strftime("%m-%dT%H:%M:%S") + "Z"
+        text = text.replace("T", " ") if form == "api-space" else text
+    elif form == "fraction":  # Go's RFC3339Nano in UTC
+        text = instant.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    else:
+        text = instant.isoformat(sep=" " if form == "space" else "T")
+    try:
+        utc = instant.astimezone(UTC)
+    except OverflowError:  # an offset that moves it past year 9999 or before year 1: no such instant
+        return
+    expected = None if utc.year <= 1 else utc.isoformat()
+    assert normalize_time(text) == expected, text
+
+
+def test_an_iso_week_date_normalizes_to_its_calendar_day() -> None:
+    """ISO 8601 also writes a day as year, week and weekday (``2026-W49-1``: the Monday of week 49, in
+    the text as long as the API's own form): it normalizes to that calendar day's time."""
+    monday = date.fromisocalendar(2026, 49, 1)
+    assert normalize_time("2026-W49-1T07:00:00Z") == f"{monday.isoformat()}T07:00:00+00:00"

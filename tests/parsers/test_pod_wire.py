@@ -16,7 +16,16 @@ from hypothesis import strategies as st
 
 from collectors.parsers.k8s_objects import object_observation
 from collectors.parsers.pod_wire import decode_pod_event, decode_pod_list, wire_pod_observation
-from timelines.lifecycle.observation import EncodedObservation, Observation, Source, name_problem
+from timelines.lifecycle.observation import (
+    EARLIEST,
+    LATEST,
+    EncodedObservation,
+    InvalidObservation,
+    Observation,
+    Source,
+    encoded_observation,
+    name_problem,
+)
 
 AT = datetime(2026, 11, 30, 1, 2, 3, 456789, tzinfo=UTC)
 
@@ -179,6 +188,7 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
     # with odd text mixed in among the odd forms.
     dns = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?\Z")
     k8s_name = either(st.one_of(st.none(), dns), "", ":", "A\u202e")
+    quantities = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "memory"]), word, max_size=2))
     status = st.fixed_dictionaries(
         {"name": names},
         optional={
@@ -187,9 +197,28 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
             "ready": st.one_of(st.booleans(), st.none()),
             "started": st.one_of(st.booleans(), st.none()),
             "restartCount": st.one_of(st.integers(0, 9), st.none()),
+            # in-place resize (1.33+): what the runtime applied and what the kubelet admitted
+            "resources": st.one_of(
+                st.none(), st.fixed_dictionaries({}, optional={"requests": quantities, "limits": quantities})
+            ),
+            "allocatedResources": quantities,
         },
     )
-    containers = st.one_of(st.none(), st.lists(st.fixed_dictionaries({"name": names}), max_size=3))
+    # lifecycle.preStop.sleep.seconds (1.29+), and the ways it can be partly there
+    lifecycle = st.one_of(
+        st.integers(0, 30).map(lambda n: {"preStop": {"sleep": {"seconds": n}}}),
+        st.sampled_from(
+            [None, {}, {"preStop": None}, {"preStop": {"sleep": None}}, {"preStop": {"sleep": {}}}]
+        ),
+    )
+    container = st.fixed_dictionaries(
+        {"name": names},
+        optional={
+            "restartPolicy": st.one_of(st.none(), st.just("Always")),  # a sidecar init container (1.29+)
+            "lifecycle": lifecycle,
+        },
+    )
+    containers = st.one_of(st.none(), st.lists(container, max_size=3))
     return st.fixed_dictionaries(
         {
             "metadata": st.fixed_dictionaries(
@@ -269,6 +298,7 @@ def _pod_strategy(odd_forms: bool) -> st.SearchStrategy[dict[str, Any]]:
                     ),
                     "containerStatuses": st.one_of(st.none(), st.lists(status, max_size=3)),
                     "initContainerStatuses": st.one_of(st.none(), st.lists(status, max_size=2)),
+                    "ephemeralContainerStatuses": st.one_of(st.none(), st.lists(status, max_size=2)),
                 },
             ),
         },
@@ -445,3 +475,37 @@ def test_real_recorded_pods_take_the_typed_path_to_the_generic_observation(
     generic, wire = _generic(pod, watch_type), _wire(pod, watch_type)
     assert generic is not None and wire is not None
     _same(wire, generic)
+
+
+# -- the observation made without the dataclass's __init__ ------------------------------------------------
+
+_FIELD_VALUES = {
+    "kind": st.sampled_from(["pod", "pod_deleted", "node", "podd", ""]),
+    "source": st.sampled_from(["api", "synthetic", "kubectl", ""]),
+    "observed_at": st.sampled_from(
+        [AT, datetime(2026, 1, 1), EARLIEST, EARLIEST - timedelta(microseconds=1), LATEST, "2026-01-01"]
+    ),
+    "dedupe_key": st.sampled_from(["pod:u-1:5", "", "k" * 200, "k" * 201, None]),
+    "pod_uid": st.sampled_from(["u-1", None, "", "u" * 65, "a b", 7]),
+    "node": st.sampled_from(["node-1", None, "", "Node_1", "n" * 254]),
+    "namespace": st.sampled_from(["default", None, "", "a.b", ["x"]]),
+    "name": st.sampled_from(["web-1", None, "", "..", "a/b", "A\u202e"]),
+    "payload_json": st.sampled_from([b'{"a":1}', b"{}", b"[1]", b"", '{"a":1}']),
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(values=st.fixed_dictionaries(_FIELD_VALUES))
+def test_encoded_observation_is_the_dataclass_made_and_checked_the_same_way(values: dict[str, Any]):
+    """``encoded_observation`` (the typed pod path's way to make one) gives the ``EncodedObservation`` the
+    dataclass gives for the same fields, or refuses the same ones naming the same problems."""
+    try:
+        made = EncodedObservation(**values)
+    except InvalidObservation as exc:
+        with pytest.raises(InvalidObservation) as refused:
+            encoded_observation(**values)
+        assert (refused.value.key, refused.value.problems) == (exc.key, exc.problems)
+        return
+    fast = encoded_observation(**values)
+    assert type(fast) is EncodedObservation and fast == made
+    assert [getattr(fast, f) for f in _FIELD_VALUES] == [getattr(made, f) for f in _FIELD_VALUES]

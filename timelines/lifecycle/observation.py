@@ -257,6 +257,60 @@ def stored_observation(
     return obs
 
 
+_ENCODED_SETTERS = tuple(getattr(EncodedObservation, f.name).__set__ for f in fields(EncodedObservation))
+
+
+def encoded_observation(
+    kind: str,
+    source: str,
+    observed_at: datetime,
+    dedupe_key: str,
+    pod_uid: str | None,
+    node: str | None,
+    namespace: str | None,
+    name: str | None,
+    payload_json: bytes,
+) -> EncodedObservation:
+    """``EncodedObservation(...)`` of the same fields, checked the same way (``InvalidObservation`` naming
+    the same problems), made without the frozen dataclass's ``__init__``, which sets each field through
+    ``object.__setattr__``, and a valid one checked in one expression: the typed pod path makes one a pod
+    (0.9 us instead of 2.2 with its names known)."""
+    obs = _new(EncodedObservation)
+    kind_, source_, at_, key_, uid_, node_, ns_, name_, payload_ = _ENCODED_SETTERS
+    kind_(obs, kind)
+    source_(obs, source)
+    at_(obs, observed_at)
+    key_(obs, dedupe_key)
+    uid_(obs, pod_uid)
+    node_(obs, node)
+    ns_(obs, namespace)
+    name_(obs, name)
+    payload_(obs, payload_json)
+    # What a pod off the wire is, checked at once (each test one of ``validation_problems``, in the form
+    # the typed path gives: a known kind and source, an aware time in range, a key, names Kubernetes
+    # accepts, a JSON object's bytes); anything else is checked one problem at a time, as on creation.
+    try:
+        valid = (
+            kind in Kind.ALL
+            and source in Source.ALL
+            and type(observed_at) is datetime
+            and observed_at.utcoffset() is not None
+            and EARLIEST <= observed_at < LATEST
+            and type(dedupe_key) is str
+            and 0 < len(dedupe_key) <= MAX_DEDUPE_KEY
+            and type(payload_json) is bytes
+            and payload_json.startswith(b"{")
+            and not _names_problems(pod_uid, namespace, node, name)
+        )
+    except TypeError:  # a value that cannot be a cache key (a list): checked one problem at a time
+        valid = False
+    if not valid:
+        problems = validation_problems(obs)
+        if problems:
+            raise InvalidObservation(dedupe_key or "<no dedupe key>", problems)
+    return obs
+
+
 # The contract's fields, in order: what the store keeps in columns and what an incident bundle's digest covers.
 FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Observation))
 
@@ -332,7 +386,12 @@ def _uncached_names_problems(uid: object, namespace: object, node: object, name:
         name_problem("node", node),
         name_problem("name", name),
     )
+    if found == _NO_PROBLEMS:  # every new pod comes here once: no generator for the usual answer
+        return ()
     return tuple(p for p in found if p is not None)
+
+
+_NO_PROBLEMS = (None, None, None, None)
 
 
 # A pod's observations repeat its UID, namespace, node and name, and a cluster its namespaces and nodes:
