@@ -80,7 +80,7 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         if connection.vendor == "postgresql":
             # Like the partition that rows of now go to (timelines/partitions.py): the parent's indexes
-            # and the partition's own unique (cluster_id, dedupe_key) and id ones.
+            # and the partition's own unique key (a hash of cluster and dedupe key) and id ones.
             from django.utils import timezone
 
             from timelines import partitions
