@@ -7,10 +7,11 @@ both read back through ``unpack``.
 
 Dictionaries (``PayloadDictionary``) are trained here from the data of the rows this process stores: a
 first one once a cluster's kind has ``FIRST_WINDOW`` rows, then a new one after each longer window of rows
-(``_Kind.window``), from the last rows of the window; until the first, its rows are compressed without one. A dictionary is stored, committed, before any row names it, and is never
-changed nor deleted (not even with its cluster: 16 KiB each, and a row that names it stays readable), so
-training happens only outside a transaction (the collector's and the ingest's batches); a batch inside
-one (an import, which is all or nothing) uses the dictionaries already stored and trains none.
+(``_Kind.window``), from the last rows of the window; until the first, its rows are compressed without
+one. A dictionary is stored, committed, before any row names it, and is never changed nor deleted (not
+even with its cluster: 16 KiB each, and a row that names it stays readable), so training happens only
+outside a transaction (the collector's and the ingest's batches); a batch inside one (an import, which is
+all or nothing) uses the dictionaries already stored and trains none.
 
 On PostgreSQL the store's batches hand the training to one thread of this process (``train_due(background=
 True)``), with its own connection: training took a writer thread 0.1-0.2 s a kind (longer on a busy
@@ -66,7 +67,8 @@ dictionaries = compact.Dictionaries(load=_load)
 @dataclass
 class _Kind:
     """What this process knows of one cluster's kind: the dictionary its new rows are compressed with
-    (0: none), how many rows that one was trained on, and the data of the rows since, for the next one."""
+    (0: none), how many it has had, the rows packed since the last, and the data of the last of them,
+    for the next one."""
 
     dictionary: int = 0
     made: int = 0  # dictionaries this kind has had (the next one's window follows from it)
