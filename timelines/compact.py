@@ -641,11 +641,8 @@ class Texts(NamedTuple):
 def plain_body(payload_json: bytes, texts: Texts) -> tuple[bytes, bool]:
     """The body's data before compression (what a dictionary is trained on), and whether texts were
     replaced."""
-    data = payload_json
-    for text, mark in _text_pairs(texts.pod_uid, texts.node, texts.name, texts.namespace):
-        data = data.replace(text, mark)
-    # The time is replaced last, as ``_substitutes`` lists it; a row always has one.
-    return data.replace(*_stamp_pair(texts.observed_at)), True
+    # The pairs ``unpack_body`` restores (a row always has one: its time).
+    return _substitute(payload_json, texts.pairs()), True
 
 
 def pack_body(payload_json: bytes, texts: Texts, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
