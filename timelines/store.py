@@ -276,9 +276,7 @@ def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[A
     """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload as its
     ``body`` (``payloads.pack``: compressed, with the row's own texts written as one byte each)."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
-        payload = obs.payload_json
-        if b"\\u0000" in payload:  # ``_jsonb_safe``'s test, without its call for the rows it leaves alone
-            payload = _jsonb_safe(payload)
+        payload = _jsonb_safe(obs.payload_json)
     else:
         try:
             payload = _json_bytes(obs.payload)
