@@ -50,10 +50,6 @@ from django.utils import timezone
 PARENT = "timelines_observation"
 LEGACY = f"{PARENT}_legacy"
 DEFAULT = f"{PARENT}_default"
-# What each partition's unique key index holds (migration 0026): 16 bytes (an MD5, as a uuid) of the cluster
-# and the dedupe key, where the key's text took 40 to 60. The store's look-ups name it as ``key_hash_sql``
-# writes it, so that the planner matches them to the index, and compare the key itself on the row.
-KEY_HASH = "((md5(cluster_id::text || ':' || dedupe_key)::uuid))"
 
 
 def key_hash(cluster_id: int, key: str) -> uuid.UUID:
@@ -65,6 +61,12 @@ def key_hash(cluster_id: int, key: str) -> uuid.UUID:
 def key_hash_sql(cluster: str, key: str) -> str:
     """``KEY_HASH`` of the SQL expressions ``cluster`` and ``key`` (a row's columns, or what it is probed with)."""
     return f"md5({cluster}::text || ':' || {key})::uuid"
+
+
+# What each partition's unique key index holds (migration 0026): 16 bytes (an MD5, as a uuid) of the cluster
+# and the dedupe key, where the key's text took 40 to 60. The store's look-ups name it as ``key_hash_sql``
+# writes it, so that the planner matches them to the index, and compare the key itself on the row.
+KEY_HASH = f"(({key_hash_sql('cluster_id', 'dedupe_key')}))"
 
 
 # Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
