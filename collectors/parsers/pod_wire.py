@@ -221,25 +221,26 @@ class _LastStateOut(msgspec.Struct, gc=False):
 class _ContainerOut(msgspec.Struct, gc=False):
     """One item of a pod payload's ``containers``, field for field as ``k8s_objects.container_entry``
     makes it (the same keys in the same order; tests/parsers/test_pod_wire.py holds the two equal): a
-    struct is built and encoded at a fraction of a 17-key dict's cost."""
+    struct is built and encoded at a fraction of a 17-key dict's cost. What a container has not (a
+    status, a state) is None, the default, and is encoded all the same."""
 
     name: str
     kind: str
-    state: str | None
-    reason: str | None
-    message: str | None
-    exit_code: int | None
-    signal: int | None
-    started_at: str | None
-    finished_at: str | None
-    ready: bool | None
-    started: bool | None
-    restart_count: int | None
-    last_state: _LastStateOut | None
-    restart_policy: str | None
-    prestop_sleep_seconds: int | None
-    resources: dict[str, dict[str, str]] | None
-    allocated_resources: dict[str, str] | None
+    state: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    ready: bool | None = None
+    started: bool | None = None
+    restart_count: int | None = None
+    last_state: _LastStateOut | None = None
+    restart_policy: str | None = None
+    prestop_sleep_seconds: int | None = None
+    resources: dict[str, dict[str, str]] | None = None
+    allocated_resources: dict[str, str] | None = None
 
 
 def _detail(state: _State | None) -> tuple[str, _StateDetail] | None:
@@ -263,25 +264,7 @@ def _container(name: str, kind: str, c_spec: _Named | None, cs: _ContainerStatus
         if c_spec.lifecycle is not None:
             sleep = c_spec.prestop_sleep
     if cs is None:
-        return _ContainerOut(
-            name,
-            kind,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            policy,
-            sleep,
-            None,
-            None,
-        )
+        return _ContainerOut(name, kind, restart_policy=policy, prestop_sleep_seconds=sleep)
     now = _detail(cs.state)
     last = _detail(cs.last_state)
     last_out = None
@@ -300,21 +283,14 @@ def _container(name: str, kind: str, c_spec: _Named | None, cs: _ContainerStatus
         return _ContainerOut(
             name,
             kind,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            cs.ready,
-            cs.started,
-            cs.restart_count,
-            last_out,
-            policy,
-            sleep,
-            resources,
-            cs.allocated_resources,
+            ready=cs.ready,
+            started=cs.started,
+            restart_count=cs.restart_count,
+            last_state=last_out,
+            restart_policy=policy,
+            prestop_sleep_seconds=sleep,
+            resources=resources,
+            allocated_resources=cs.allocated_resources,
         )
     d = now[1]
     return _ContainerOut(
