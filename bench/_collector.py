@@ -143,7 +143,8 @@ def copy_baselines(cluster: str, batch: int, *, as_json: bool = False) -> list[t
         if as_json:
             json_rows.append((*rows[-1][:-1], store._json_bytes(obs.payload)))
     out = []
-    for form, as_json_rows in ((rows, False), (json_rows, True))[: 2 if as_json else 1]:
+    forms = [(rows, False), (json_rows, True)] if as_json else [(rows, False)]
+    for form, as_json_rows in forms:
         # The median of three runs: a single COPY run varies by a fifth on a busy two-core machine.
         cpu = Cpu.now()
         seconds = [raw_copy_seconds(form, batch, as_json=as_json_rows) for _ in range(3)]
