@@ -385,12 +385,13 @@ def _indexes_on(table: str) -> dict[str, str]:
         return dict(cursor.fetchall())
 
 
-def test_migrations_0025_and_0026_move_every_partition_to_the_lean_indexes_and_back():
+def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_back():
     """GIVEN a cluster's observations over three days, in three partitions, with the indexes of 0024 (by pod
-    and time; the key's text)
-    WHEN migrations 0025 and 0026 run
-    THEN every partition's index by pod is (cluster_id, pod_uid), attached to a valid parent index, its key
-    index holds the hash of the cluster and key, the old ones are gone, a read by pod still gives the pod's
+    and time, by kind and time; the key's text)
+    WHEN migrations 0025 to 0027 run
+    THEN every partition's index by pod is (cluster_id, pod_uid) and by kind (cluster_id, kind), each
+    attached to a valid parent index, its key index holds the hash of the cluster and key, the old ones
+    are gone, a read by pod still gives the pod's
     rows in time order and a fact of the first day is still a duplicate on the third; backwards, the old
     indexes are back on every partition (and the look-up finds keys by them), and forwards again leaves
     the same indexes."""
@@ -410,10 +411,11 @@ def test_migrations_0025_and_0026_move_every_partition_to_the_lean_indexes_and_b
     def lean(name: str) -> None:
         defs = _indexes_on(name)
         assert defs[f"{name}_by_pod"].endswith("USING btree (cluster_id, pod_uid)"), defs
+        assert defs[f"{name}_by_kind"].endswith("USING btree (cluster_id, kind)"), defs
         assert defs[f"{name}_key_hash"].startswith(f"CREATE UNIQUE INDEX {name}_key_hash"), defs
         assert "md5(" in defs[f"{name}_key_hash"], defs
-        assert not any("(cluster_id, pod_uid, observed_at)" in d for d in defs.values()), defs
-        assert not any("(dedupe_key, cluster_id)" in d for d in defs.values()), defs
+        old = ("(cluster_id, pod_uid, observed_at)", "(cluster_id, kind, observed_at)", "(dedupe_key, cluster_id)")
+        assert not any(o in d for o in old for d in defs.values()), defs
 
     def again_later(rv: str) -> store.SaveResult:
         late = pod_snapshot(base + 2 * DAY + timedelta(hours=3), rv=rv)
@@ -424,10 +426,11 @@ def test_migrations_0025_and_0026_move_every_partition_to_the_lean_indexes_and_b
     for name in held:
         lean(name)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'obs_by_pod'::regclass")
-        assert cursor.fetchone() == (True,)
-        cursor.execute("SELECT to_regclass('obs_by_pod_time')")
-        assert cursor.fetchone() == (None,)
+        for valid, gone in (("obs_by_pod", "obs_by_pod_time"), ("obs_by_kind", "obs_by_kind_time")):
+            cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = %s::regclass", [valid])
+            assert cursor.fetchone() == (True,)
+            cursor.execute("SELECT to_regclass(%s)", [gone])
+            assert cursor.fetchone() == (None,)
     from timelines import observation_rows
 
     cluster = Cluster.objects.get(name="c1")
@@ -441,8 +444,9 @@ def test_migrations_0025_and_0026_move_every_partition_to_the_lean_indexes_and_b
     for name in held:
         defs = _indexes_on(name)
         assert defs[f"{name}_by_pod_time"].endswith("(cluster_id, pod_uid, observed_at)"), defs
+        assert defs[f"{name}_by_kind_time"].endswith("(cluster_id, kind, observed_at)"), defs
         assert defs[f"{name}_dedupe"].endswith("(dedupe_key, cluster_id)"), defs
-        assert f"{name}_by_pod" not in defs and f"{name}_key_hash" not in defs, defs
+        assert not {f"{name}_by_pod", f"{name}_by_kind", f"{name}_key_hash"} & set(defs), defs
     assert again_later("1-10").duplicates == 1
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
@@ -484,3 +488,43 @@ def test_a_look_up_by_key_names_the_key_hash_index():
     selected = observation_rows.selection(cluster, keys=["pod:uid-a:2", "pod:uid-a:9"])
     assert "_key_hash" in selected.explain(), selected.explain()
     assert [r.dedupe_key for r in observation_rows.rows(selected)] == ["pod:uid-a:2"]
+
+
+def _index_scans(table: str) -> dict[str, int]:
+    """How many scans each index of ``table`` has had, this backend's counts flushed first."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connection.cursor() as cursor:  # a new statement, a new snapshot of the counts
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = %s", [table])
+        return dict(cursor.fetchall())
+
+
+def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_by_reading_the_day():
+    """GIVEN a day holding 3,000 analysed pod snapshots of a cluster (as the planner meets a deployment's)
+    WHEN a batch of the next day is checked after its COPY, once of a kind the first day does not hold
+    and once of pods
+    THEN the look-up asks the first day's (cluster, kind) index whether it holds the batch's kinds, and
+    never scans its rows through the BRIN on time (a read of the whole day each batch); the kind it does
+    not hold costs no probe of its keys, and a pod stored on the first day is still found."""
+    for day in range(2):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    first = partitions.partition_name(D1)
+    store.save_observations("c1", [pod_snapshot(D1 + timedelta(seconds=i), rv=f"x{i}") for i in range(3000)])
+    with connection.cursor() as cursor:
+        cursor.execute(f'ANALYZE "{first}"')
+    defs = _indexes_on(first)
+    by_kind = next(n for n, d in defs.items() if d.endswith("USING btree (cluster_id, kind)"))
+    brin = next(n for n, d in defs.items() if "USING brin" in d)
+    key_hash = f"{first}_key_hash"
+    before = _index_scans(first)
+    node = Observation(kind=Kind.NODE, source=Source.API, observed_at=D1 + DAY, dedupe_key="node:n:1", node="n")
+    assert store.save_observations("c1", [node]).stored == 1
+    after_node = _index_scans(first)
+    assert after_node[by_kind] > before[by_kind]
+    assert after_node[key_hash] == before[key_hash]  # no key of it probed there
+    again = store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=1), rv="x7")])
+    assert (again.stored, again.duplicates) == (0, 1)
+    after_pod = _index_scans(first)
+    assert after_pod[key_hash] > after_node[key_hash]
+    assert after_pod[brin] == before[brin], after_pod

@@ -344,10 +344,11 @@ def _reason(exc: Exception) -> str:
 # (``podlife_batch_is_new``, ``_copy_new_batch``), that partition is left out: its own unique index fails
 # the COPY on a key it holds. The function first locks the parent (no detach or
 # drop can follow until the transaction ends) and returns one NULL row when ``target`` is no longer
-# attached with the bounds the process knew. Then it takes the time span the batch's kinds have outside
-# ``target`` for this cluster (per kind, the oldest and the newest row: one descent of each partition's
-# (cluster, kind, time) index) and probes the keys only in the partitions that span reaches: the days
-# ahead and the default partition are pruned unless they hold something of those kinds, and a cluster
+# attached with the bounds the process knew. Then it takes the span of the other range partitions that
+# hold a row of the batch's kinds for this cluster (their bounds from the catalogue, and one descent of
+# each one's (cluster, kind) index, stopping at the first row; migration 0027), widened by the times of
+# such rows in the default partition, and probes the keys only in the partitions that span reaches: the
+# days ahead and the default partition are pruned unless they hold something of those kinds, and a cluster
 # whose rows all sit in the day being written (a new cluster, a fresh install's first day) costs no probe
 # at all. A dedupe key names one fact and a fact has one kind, so a stored copy of a key is a row of the
 # same kind (the keys of API snapshots, the only facts stored again on another day, start with their

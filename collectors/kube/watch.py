@@ -728,30 +728,39 @@ def _alive_in_store(cluster: Cluster, spec: ResourceSpec) -> list[tuple[str, dic
     Read from the observations, the source of truth, and not from the derive stage's current-state rows,
     which may not have caught up with what this collector stored a moment ago.
     """
-    newest: dict[str, tuple[str, dict[str, str]]] = {}
+    newest: dict[str, tuple[tuple[datetime, int], str, dict[str, str]]] = {}
     if spec.name == "pods":
         # A pod's identity and uid are its row's pod UID (the parsers key a pod snapshot on its payload's
-        # uid): the columns alone, no payload read, for every pod the cluster ever had.
-        snapshots: Iterable[tuple[str, str | None, str, str, Any]] = observation_rows.columns_of(
-            observation_rows.selection(cluster, kinds=(spec.live_kind, spec.deleted_kind)).order_by(
-                "observed_at", "id"
-            ),
-            *("kind", "pod_uid", "namespace", "name", "pod_uid"),
-            chunk_size=5000,
+        # uid): the columns alone, no payload read, for every pod the cluster ever had, in no order (the
+        # kind's index holds no time, migration 0027: the newest is chosen below, not sorted for).
+        chosen = observation_rows.selection(cluster, kinds=(spec.live_kind, spec.deleted_kind))
+        columns = ("observed_at", "id", "kind", "pod_uid", "namespace", "name", "pod_uid")
+        snapshots: Iterable[tuple[datetime, int, str, str | None, str, str, Any]] = (
+            observation_rows.columns_of(chosen, *columns, chunk_size=5000)
         )
     else:
         snapshots = (
-            (row.kind, row.pod_uid, row.namespace, row.name, observation_rows.field_of(row.payload, "uid"))
+            (
+                row.observed_at,
+                row.id,
+                row.kind,
+                row.pod_uid,
+                row.namespace,
+                row.name,
+                observation_rows.field_of(row.payload, "uid"),
+            )
             for row in _snapshots(cluster, spec)
         )
-    for kind, pod_uid, namespace, name, uid in snapshots:
+    for observed_at, oid, kind, pod_uid, namespace, name, uid in snapshots:
         identity = pod_uid if spec.name == "pods" else name if spec.name == "nodes" else uid
-        if identity:
-            newest[str(identity)] = (
+        key = str(identity or "")
+        if key and (key not in newest or newest[key][0] < (observed_at, oid)):
+            newest[key] = (
+                (observed_at, oid),
                 kind,
                 {"uid": str(uid or pod_uid or ""), "namespace": namespace, "name": name},
             )
-    return [(identity, row) for identity, (kind, row) in newest.items() if kind == spec.live_kind]
+    return [(identity, row) for identity, (_at, kind, row) in newest.items() if kind == spec.live_kind]
 
 
 def _synthetic_deletion(
