@@ -414,7 +414,11 @@ def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_ba
         assert defs[f"{name}_by_kind"].endswith("USING btree (cluster_id, kind)"), defs
         assert defs[f"{name}_key_hash"].startswith(f"CREATE UNIQUE INDEX {name}_key_hash"), defs
         assert "md5(" in defs[f"{name}_key_hash"], defs
-        old = ("(cluster_id, pod_uid, observed_at)", "(cluster_id, kind, observed_at)", "(dedupe_key, cluster_id)")
+        old = (
+            "(cluster_id, pod_uid, observed_at)",
+            "(cluster_id, kind, observed_at)",
+            "(dedupe_key, cluster_id)",
+        )
         assert not any(o in d for o in old for d in defs.values()), defs
 
     def again_later(rv: str) -> store.SaveResult:
@@ -518,7 +522,9 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
     brin = next(n for n, d in defs.items() if "USING brin" in d)
     key_hash = f"{first}_key_hash"
     before = _index_scans(first)
-    node = Observation(kind=Kind.NODE, source=Source.API, observed_at=D1 + DAY, dedupe_key="node:n:1", node="n")
+    node = Observation(
+        kind=Kind.NODE, source=Source.API, observed_at=D1 + DAY, dedupe_key="node:n:1", node="n"
+    )
     assert store.save_observations("c1", [node]).stored == 1
     after_node = _index_scans(first)
     assert after_node[by_kind] > before[by_kind]
