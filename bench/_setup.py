@@ -95,10 +95,10 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
             cursor.execute(f"CREATE TABLE {table} (LIKE {like} INCLUDING ALL)")
         else:
             cursor.execute(f"CREATE TABLE {table} AS SELECT * FROM timelines_observation WHERE 0")
-            cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, dedupe_key)")
-    if connection.vendor != "postgresql":  # SQLite binds text: times adapted (unclocked)
+            cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, key_hash)")
+    if connection.vendor != "postgresql":  # SQLite binds text: times and key hashes adapted (unclocked)
         adapt = connection.ops.adapt_datetimefield_value
-        rows = [(*r[:4], adapt(r[4]), adapt(r[5]), *r[6:]) for r in rows]
+        rows = [(*r[:4], adapt(r[4]), adapt(r[5]), r[6].hex, *r[7:]) for r in rows]
     marks = ", ".join(["%s"] * len(store._COLUMNS))
     try:
         started = time.perf_counter()

@@ -69,20 +69,22 @@ def run(limit: int, seconds: float | None, chunk: int, drain_every: int) -> int:
 
     from collectors.models import IngestToken
     from tests.poison import hostile
-    from timelines import derivation, store
+    from timelines import derivation, observation_rows, store
     from timelines.models import Cluster, DirtyKey, Pod, QuarantinedKey
-    from timelines.models import Observation as ObservationRow
 
     def client_for(cluster: str) -> tuple[Client, dict[str, str]]:
         _row, secret = IngestToken.issue(store.cluster_for(cluster))
         return Client(raise_request_exception=False), {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
     def keys(cluster: str) -> set[str]:
-        return set(ObservationRow.objects.filter(cluster__name=cluster).values_list("dedupe_key", flat=True))
+        return {
+            row.dedupe_key
+            for row in observation_rows.rows(observation_rows.selection(store.cluster_for(cluster)))
+        }
 
     def holds(cluster: str, expected: set[str]) -> bool:
         """Whether every expected observation is stored (a bounded query: the store grows all run)."""
-        found = ObservationRow.objects.filter(cluster__name=cluster, dedupe_key__in=expected)
+        found = observation_rows.selection(store.cluster_for(cluster), keys=expected)
         return found.count() == len(expected)
 
     # What the valid records alone store (a reference cluster each): a mixed batch must store it all.

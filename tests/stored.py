@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
+from django.db import connection
 from django.utils import timezone
 
-from timelines import observation_rows
+from timelines import observation_rows, partitions
+from timelines.lifecycle.observation import Observation
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
 from timelines.observation_rows import StoredRow
@@ -70,6 +73,8 @@ def put(cluster: Cluster, facts: Iterable[Mapping[str, Any]]) -> None:
     made = []
     for fact in facts:
         fields = {"received_at": fact.get("observed_at", timezone.now()), "payload": {}, **fact}
+        if fields.get("dedupe_key") is not None:  # the key's text in its column, and its hash (0028)
+            fields.setdefault("key_hash", partitions.key_hash(cluster.pk, fields["dedupe_key"]))
         made.append(ObservationRow(cluster=cluster, **fields))
     ObservationRow.objects.bulk_create(made, batch_size=2000)
 
@@ -77,3 +82,31 @@ def put(cluster: Cluster, facts: Iterable[Mapping[str, Any]]) -> None:
 def forget_all() -> None:
     """Delete every stored observation (a test that starts over within itself)."""
     ObservationRow.objects.all().delete()
+
+
+def put_as_before_0028(cluster_id: int, facts: Iterable[Observation]) -> None:
+    """Rows as podlife stored them before migration 0028 (the database migrated back to before it): the
+    key's text in ``dedupe_key``, the payload as JSON (as before 0024)."""
+    jsonb = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO timelines_observation (cluster_id, pod_uid, kind, source, observed_at, received_at, "
+            f"dedupe_key, node, namespace, name, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {jsonb})",
+            [
+                (
+                    cluster_id,
+                    o.pod_uid,
+                    o.kind,
+                    o.source,
+                    adapt(o.observed_at),
+                    adapt(o.observed_at),
+                    o.dedupe_key,
+                    o.node,
+                    o.namespace,
+                    o.name,
+                    orjson.dumps(o.payload).decode(),
+                )
+                for o in facts
+            ],
+        )

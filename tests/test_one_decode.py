@@ -41,6 +41,7 @@ TESTS_ALLOWED = {
     "tests/test_store.py",
     "tests/test_store_writer.py",
     "tests/test_partitions.py",
+    "tests/test_key_in_body.py",
     "tests/test_one_decode.py",
     "tests/stored.py",
 }

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.stored import count_of, keys_of, put_as_before_0028, rows_of
 from timelines import partitions, store
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Cluster
@@ -58,7 +59,9 @@ def _own_partitions():
 def partition_of(key: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT tableoid::regclass::text FROM timelines_observation WHERE dedupe_key = %s", [key]
+            "SELECT tableoid::regclass::text FROM timelines_observation "
+            f"WHERE {partitions.stored_key_hash_sql()} = {partitions.key_hash_sql('cluster_id', '%s')}",
+            [key],
         )
         return ",".join(r[0] for r in cursor.fetchall())
 
@@ -75,22 +78,21 @@ def test_the_same_fact_two_days_apart_is_stored_once():
 
     again = store.save_observations("c1", [pod_snapshot(D1 + 2 * DAY + timedelta(hours=1))])
     assert (again.stored, again.duplicates, again.pods_touched) == (0, 1, set())
-    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert count_of(None, keys=["pod:uid-a:41"]) == 1
     assert partition_of("pod:uid-a:41") == partitions.partition_name(D1)
 
     # The same holds on the staging path (taken when a COPY meets a unique violation): a row for the third
     # day whose key the first day holds is skipped, a new one is stored.
     cluster = Cluster.objects.get(name="c1")
-    rows = [
-        store._row(cluster.pk, pod_snapshot(D1 + 3 * DAY), D1 + 3 * DAY),
-        store._row(cluster.pk, pod_snapshot(D1 + 3 * DAY, rv="42"), D1 + 3 * DAY),
-    ]
+    rows = dict(
+        store._keyed_row(cluster.pk, pod_snapshot(D1 + 3 * DAY, rv=rv), D1 + 3 * DAY) for rv in ("41", "42")
+    )
     from django.db import transaction
 
     with transaction.atomic():
         inserted = store._insert_postgres_staged(cluster.pk, rows, nested=False)
     assert inserted == [("uid-a", "pod:uid-a:42")]
-    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert count_of(None, keys=["pod:uid-a:41"]) == 1
 
 
 def test_a_fact_waiting_in_the_default_partition_is_still_a_duplicate_and_moves_into_its_day():
@@ -146,7 +148,7 @@ def test_retention_drops_whole_partitions_and_keeps_imported_clusters():
     assert partitions.partition_name(D1) not in left
     assert partitions.partition_name(D1 + DAY) not in left
     assert partitions.partition_name(D1 + 2 * DAY) in left  # holds the cutoff: kept whole
-    assert sorted(ObservationRow.objects.filter(cluster__name="c1").values_list("dedupe_key", flat=True)) == [
+    assert sorted(keys_of("c1")) == [
         "pod:uid-a:102",
         "pod:uid-a:103",
         "pod:uid-a:104",
@@ -208,7 +210,7 @@ def test_migration_converts_a_populated_table_in_place():
     fresh = pod_snapshot(now + DAY, rv="9999")
     result = store.save_observations("c1", [again, fresh])
     assert (result.stored, result.duplicates) == (1, 1)
-    assert ObservationRow.objects.get(dedupe_key="pod:uid-a:9999").id > max_id
+    assert rows_of(None, keys=["pod:uid-a:9999"])[0].id > max_id
     assert partition_of("pod:uid-a:9999") == partitions.partition_name(partitions.span_start(now + DAY, DAY))
 
 
@@ -224,7 +226,7 @@ def test_a_fact_its_own_partition_holds_fails_one_copy_then_the_batches_probe_ev
 
     again = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=10))])
     assert (again.stored, again.duplicates) == (0, 1)
-    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert count_of(None, keys=["pod:uid-a:41"]) == 1
     assert cluster_id in store._probe_all  # the relist's next batches find their stored keys first
 
     mixed = [pod_snapshot(D1 + timedelta(hours=11)), pod_snapshot(D1 + timedelta(hours=11), rv="42")]
@@ -259,7 +261,7 @@ def test_a_partition_remade_with_other_bounds_since_it_was_read_is_not_trusted()
     _stale_layout(week)
     again = store.save_observations("c1", [pod_snapshot(D1 + timedelta(hours=3))])
     assert (again.stored, again.duplicates) == (0, 1)
-    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert count_of(None, keys=["pod:uid-a:41"]) == 1
     # The process read the catalogue again: the day partition it now knows is probed around.
     assert partitions.range_holding(D1, D1) == next(p for p in partitions.partitions() if p.lower == D1)
 
@@ -370,7 +372,7 @@ def test_a_batch_expected_new_is_copied_checked_and_marked_in_one_query_and_a_st
     again = store.save_observations("c1", [pod_snapshot(D1 + DAY + timedelta(hours=1)), b])
     assert (again.stored, again.duplicates) == (1, 1)
     assert look_ups == [2]
-    assert ObservationRow.objects.filter(dedupe_key="pod:uid-a:41").count() == 1
+    assert count_of(None, keys=["pod:uid-a:41"]) == 1
     assert [row.keys for row in DirtyBatch.objects.all()] == [[["pod", "uid-b", None, None]]]
     DirtyBatch.objects.all().delete()
     store._probe_all.clear()  # a batch expected new, not a relist: its COPY goes first
@@ -385,16 +387,16 @@ def _indexes_on(table: str) -> dict[str, str]:
         return dict(cursor.fetchall())
 
 
-def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_back():
+def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_back():
     """GIVEN a cluster's observations over three days, in three partitions, with the indexes of 0024 (by pod
     and time, by kind and time; the key's text)
-    WHEN migrations 0025 to 0027 run
+    WHEN migrations 0025 to 0028 run
     THEN every partition's index by pod is (cluster_id, pod_uid) and by kind (cluster_id, kind), each
-    attached to a valid parent index, its key index holds the hash of the cluster and key, the old ones
-    are gone, a read by pod still gives the pod's
-    rows in time order and a fact of the first day is still a duplicate on the third; backwards, the old
-    indexes are back on every partition (and the look-up finds keys by them), and forwards again leaves
-    the same indexes."""
+    attached to a valid parent index, its key index holds the hash of the cluster and key (the row's
+    ``key_hash`` or, for these older rows, the hash of the key's text), the old ones are gone, a read by
+    pod still gives the pod's rows in time order and a fact of the first day is still a duplicate on the
+    third; backwards, the old indexes are back on every partition (and the look-up finds keys by them),
+    and forwards again leaves the same indexes."""
     executor = MigrationExecutor(connection)
     executor.migrate([("timelines", "0024_observation_body")])
     base = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - 3 * DAY
@@ -404,26 +406,36 @@ def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_ba
         for day in range(3)
         for m in (30, 10)
     ]
-    store.save_observations("c1", facts)
-    held = sorted({partition_of(f.dedupe_key) for f in facts})
+    cluster = Cluster.objects.create(name="c1")
+    put_as_before_0028(cluster.pk, facts)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT tableoid::regclass::text FROM timelines_observation")
+        held = sorted(name for (name,) in cursor.fetchall())
     assert len(held) == 3
 
     def lean(name: str) -> None:
         defs = _indexes_on(name)
         assert defs[f"{name}_by_pod"].endswith("USING btree (cluster_id, pod_uid)"), defs
         assert defs[f"{name}_by_kind"].endswith("USING btree (cluster_id, kind)"), defs
-        assert defs[f"{name}_key_hash"].startswith(f"CREATE UNIQUE INDEX {name}_key_hash"), defs
-        assert "md5(" in defs[f"{name}_key_hash"], defs
+        key_index = defs[f"{name[:55]}{partitions.KEY_INDEX_SUFFIX}"]
+        assert key_index.startswith("CREATE UNIQUE INDEX"), defs
+        assert "COALESCE(key_hash, (md5(" in key_index, defs
         old = (
             "(cluster_id, pod_uid, observed_at)",
             "(cluster_id, kind, observed_at)",
             "(dedupe_key, cluster_id)",
+            "USING btree (((md5(",
         )
         assert not any(o in d for o in old for d in defs.values()), defs
 
-    def again_later(rv: str) -> store.SaveResult:
-        late = pod_snapshot(base + 2 * DAY + timedelta(hours=3), rv=rv)
-        return store.save_observations("c1", [late])
+    def stored_again(rv: str) -> set[str]:
+        """The keys the store's look-up (as the schema of the moment has it) finds of a later copy."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT k FROM podlife_stored_keys(%s, %s, ARRAY['pod']::varchar[], NULL, NULL, NULL, NULL) k",
+                [cluster.pk, "{pod:uid-a:" + rv + "}"],
+            )
+            return {k for (k,) in cursor.fetchall()}
 
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
@@ -437,11 +449,15 @@ def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_ba
             assert cursor.fetchone() == (None,)
     from timelines import observation_rows
 
-    cluster = Cluster.objects.get(name="c1")
     condition, params = observation_rows.pg_pods(["uid-a"])
     read = [o.dedupe_key for _, o in observation_rows.pg_facts(condition, [cluster.pk, *params])]
     assert read == [f.dedupe_key for f in sorted(facts, key=lambda f: f.observed_at)]
-    assert (again_later("0-30").stored, again_later("0-30").duplicates) == (0, 1)
+    late = pod_snapshot(base + 2 * DAY + timedelta(hours=3), rv="0-30")
+    assert (
+        store.save_observations("c1", [late]).stored,
+        store.save_observations("c1", [late]).duplicates,
+    ) == (0, 1)
+    assert stored_again("0-30") == {"pod:uid-a:0-30"}
 
     executor = MigrationExecutor(connection)
     executor.migrate([("timelines", "0024_observation_body")])
@@ -450,8 +466,9 @@ def test_migrations_0025_to_0027_move_every_partition_to_the_lean_indexes_and_ba
         assert defs[f"{name}_by_pod_time"].endswith("(cluster_id, pod_uid, observed_at)"), defs
         assert defs[f"{name}_by_kind_time"].endswith("(cluster_id, kind, observed_at)"), defs
         assert defs[f"{name}_dedupe"].endswith("(dedupe_key, cluster_id)"), defs
-        assert not {f"{name}_by_pod", f"{name}_by_kind", f"{name}_key_hash"} & set(defs), defs
-    assert again_later("1-10").duplicates == 1
+        lean_names = {f"{name}_by_pod", f"{name}_by_kind", f"{name}_key_hash", f"{name[:55]}_row_key"}
+        assert not lean_names & set(defs), defs
+    assert stored_again("1-10") == {"pod:uid-a:1-10"}
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     for name in held:
@@ -463,7 +480,7 @@ def test_a_look_up_by_key_names_the_key_hash_index():
     WHEN the store's look-up and a read by key (``observation_rows.selection(keys=...)``) are planned
     THEN both probe the partitions' key index (the hash of cluster and key), not the rows: the look-up is
     one index probe a key whatever a partition holds, and the hash a reader computes in Python is the one
-    PostgreSQL computes."""
+    PostgreSQL computes of a row stored with the key's text (before migration 0028)."""
     from timelines import observation_rows
 
     store.save_observations("c1", [pod_snapshot(D1, rv="1"), pod_snapshot(D1 + DAY, rv="2")])
@@ -473,24 +490,23 @@ def test_a_look_up_by_key_names_the_key_hash_index():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE timelines_observation")
     cluster = Cluster.objects.get(name="c1")
+    stored = {row.id: row.dedupe_key for row in rows_of(cluster)}
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {partitions.key_hash_sql('cluster_id', 'dedupe_key')}, cluster_id, dedupe_key "
-            "FROM timelines_observation"
-        )
-        for hashed, cluster_id, key in cursor.fetchall():
-            assert hashed == partitions.key_hash(cluster_id, key)
+        cursor.execute(f"SELECT {partitions.key_hash_sql('%s', '%s')}", [cluster.pk, "pod:uid-a:7"])
+        assert cursor.fetchone()[0] == partitions.key_hash(cluster.pk, "pod:uid-a:7")
+        cursor.execute("SELECT id, key_hash FROM timelines_observation")
+        for oid, hashed in cursor.fetchall():
+            assert hashed == partitions.key_hash(cluster.pk, stored[oid])
         cursor.execute(
             "EXPLAIN SELECT k FROM unnest(ARRAY['pod:uid-a:1']::varchar[]) AS k, LATERAL (SELECT 1 FROM "
-            "timelines_observation o WHERE "
-            f"{partitions.key_hash_sql('o.cluster_id', 'o.dedupe_key')} = {partitions.key_hash_sql('%s', 'k')} "
-            "AND o.dedupe_key = k AND o.cluster_id + 0 = %s LIMIT 1) AS hit",
+            f"timelines_observation o WHERE {partitions.stored_key_hash_sql('o.')} = "
+            f"{partitions.key_hash_sql('%s', 'k')} AND o.cluster_id + 0 = %s LIMIT 1) AS hit",
             [cluster.pk, cluster.pk],
         )
         plan = "\n".join(r[0] for r in cursor.fetchall())
-    assert "_key_hash" in plan, plan
+    assert partitions.KEY_INDEX_SUFFIX in plan, plan
     selected = observation_rows.selection(cluster, keys=["pod:uid-a:2", "pod:uid-a:9"])
-    assert "_key_hash" in selected.explain(), selected.explain()
+    assert partitions.KEY_INDEX_SUFFIX in selected.explain(), selected.explain()
     assert [r.dedupe_key for r in observation_rows.rows(selected)] == ["pod:uid-a:2"]
 
 
@@ -520,7 +536,7 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
     defs = _indexes_on(first)
     by_kind = next(n for n, d in defs.items() if d.endswith("USING btree (cluster_id, kind)"))
     brin = next(n for n, d in defs.items() if "USING brin" in d)
-    key_hash = f"{first}_key_hash"
+    key_hash = f"{first[:55]}{partitions.KEY_INDEX_SUFFIX}"
     before = _index_scans(first)
     node = Observation(
         kind=Kind.NODE, source=Source.API, observed_at=D1 + DAY, dedupe_key="node:n:1", node="n"

@@ -94,7 +94,7 @@ def test_a_body_reads_back_the_same_json_text(
     for dict_id in (0, 5):
         body = compact.pack_body(text, texts, TRAINED, dict_id)
         assert body[0] < 0x20  # never taken for the JSON text of a row stored before bodies
-        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == text
+        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == (text, None)
 
 
 def _documented_body(text: bytes, texts: Texts, dictionaries: Dictionaries, dict_id: int) -> bytes:
@@ -190,7 +190,7 @@ def test_threads_share_dictionaries() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert [compact.unpack_body(out[i], Texts(None, "", "", "", T0), shared) for i in range(400)] == texts
+    assert [compact.unpack_body(out[i], Texts(None, "", "", "", T0), shared)[0] for i in range(400)] == texts
 
 
 def _pods(cluster: str, n: int, *, start: int = 0) -> list[dict[str, Any]]:
@@ -227,8 +227,11 @@ def _pods(cluster: str, n: int, *, start: int = 0) -> list[dict[str, Any]]:
 
 def _stored_bodies(cluster: Cluster) -> dict[str, bytes | None]:
     """Each row's body by dedupe key, in id order."""
-    stored = ObservationRow.objects.filter(cluster=cluster).order_by("id").values_list("dedupe_key", "body")
-    return {key: (bytes(body) if body is not None else None) for key, body in stored}
+    bodies = dict(ObservationRow.objects.filter(cluster=cluster).values_list("id", "body"))
+    return {
+        row.dedupe_key: (bytes(bodies[row.id]) if bodies[row.id] is not None else None)
+        for row in rows_of(cluster, order=("id",))
+    }
 
 
 def _as_stored(pods: list[dict[str, Any]]) -> dict[str, Any]:
@@ -297,7 +300,7 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
     made = list(PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").order_by("id"))
     assert [d.samples for d in made] == [40, 40, 40, 40]  # after rows 50, 150, 350 and 550
     bodies = [b for b in _stored_bodies(cluster).values() if b is not None]
-    data = [compact.plain_body(orjson.dumps(p["payload"]), _texts(p))[0] for p in pods[:550]]
+    data = [compact.plain_body(orjson.dumps(p["payload"]), _texts(p), p["dedupe_key"])[0] for p in pods[:550]]
     assert trained[1] == data[110:150] and trained[2] == data[310:350] and trained[3] == data[510:550]
     named = [compact.body_dictionary(b) for b in bodies]
     assert (
@@ -312,7 +315,7 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
         payloads.wait_trained()
     after = list(PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").order_by("id"))
     assert len(after) == 5 and trained[4] == [
-        compact.plain_body(orjson.dumps(p["payload"]), _texts(p))[0] for p in pods[710:750]
+        compact.plain_body(orjson.dumps(p["payload"]), _texts(p), p["dedupe_key"])[0] for p in pods[710:750]
     ]
     named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
     assert set(named[550:750]) == {made[3].id}

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from tests.stored import rows_of
-from timelines import store
+from tests.stored import keys_of, put, rows_of
+from timelines import observation_rows, store
 from timelines.lifecycle.observation import EncodedObservation, InvalidObservation, Kind, Observation, Source
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -94,7 +94,7 @@ def test_bad_record_is_named_and_the_rest_is_stored(caplog):
     assert "timezone-aware" in reasons["naive-one"]
     assert "JSON" in reasons["k3"]
     assert "name must be 1-253 characters, got 300" in reasons["long-name"]
-    assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k1", "k2"]
+    assert sorted(keys_of(None)) == ["k1", "k2"]
     logged = [r.getMessage() for r in caplog.records if r.name == "timelines.store"]
     assert logged == [
         f"rejected observation {key}: {reasons[key]}" for key in ("naive-one", "k3", "long-name")
@@ -179,7 +179,7 @@ def test_retention_drops_only_old_data_and_keeps_imported_clusters():
     store.save_observations("c1", [obs(1), obs(2)])
     cluster = Cluster.objects.get(name="c1")
     old, recent = T0 - timedelta(days=30), T0 - timedelta(days=1)
-    ObservationRow.objects.filter(dedupe_key="k1").update(observed_at=old)
+    observation_rows.selection(cluster, keys=["k1"]).update(observed_at=old)
     Interval.objects.create(
         cluster=cluster, pod_uid="a", lane="worker", state="setup", start=old, end=old, source="observed"
     )
@@ -189,17 +189,10 @@ def test_retention_drops_only_old_data_and_keeps_imported_clusters():
     Pod.objects.create(cluster=cluster, uid="a", deleted_at=old)
     Pod.objects.create(cluster=cluster, uid="b", deleted_at=recent)
     imported = Cluster.objects.create(name="bundle", origin=Cluster.Origin.IMPORTED, read_only=True)
-    ObservationRow.objects.create(
-        cluster=imported,
-        kind="worker",
-        source="kubelet_log",
-        observed_at=old,
-        received_at=old,
-        dedupe_key="x",
-    )
+    put(imported, [{"kind": "worker", "source": "kubelet_log", "observed_at": old, "dedupe_key": "x"}])
 
     assert store.apply_retention(14, now=T0) == 1
-    assert sorted(ObservationRow.objects.values_list("dedupe_key", flat=True)) == ["k2", "x"]
+    assert sorted(keys_of(None)) == ["k2", "x"]
     # (uid-a's own rows are derived from its observations, on the embedded default as they are stored.)
     assert list(Interval.objects.filter(pod_uid__in=["a", "b"]).values_list("pod_uid", flat=True)) == ["b"]
     assert list(Pod.objects.filter(uid__in=["a", "b"]).values_list("uid", flat=True)) == ["b"]

@@ -46,19 +46,25 @@ class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
 
     list_display = ["observed_at", "cluster", "kind", "source", "namespace", "name", "pod_uid", "node"]
     list_filter = ["cluster", "kind", "source"]
-    search_fields = ["pod_uid", "name", "namespace", "node", "dedupe_key"]
+    search_fields = ["pod_uid", "name", "namespace", "node"]  # the dedupe key is in the body (0028)
     date_hierarchy = "observed_at"
     show_full_result_count = False  # counting millions of rows on every page is not worth it
-    exclude = ["payload", "body"]  # stored compressed: shown decoded
-    readonly_fields = ["stored_payload"]
+    exclude = ["payload", "body", "dedupe_key"]  # stored compressed: shown decoded
+    readonly_fields = ["stored_key", "stored_payload"]
+
+    def _decoded(self, obj: models.Observation) -> tuple[str, object]:
+        stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()
+        return observation_rows.decode(
+            stored, obj.dedupe_key, obj.pod_uid, obj.node, obj.namespace, obj.name, obj.observed_at
+        )
+
+    @admin.display(description="dedupe key")
+    def stored_key(self, obj: models.Observation) -> str:
+        return self._decoded(obj)[0]
 
     @admin.display(description="payload")
     def stored_payload(self, obj: models.Observation) -> str:
-        stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()
-        decoded = observation_rows.decode_payload(
-            stored, obj.pod_uid, obj.node, obj.namespace, obj.name, obj.observed_at
-        )
-        return orjson.dumps(decoded, option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(self._decoded(obj)[1], option=orjson.OPT_INDENT_2).decode()
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -618,10 +618,15 @@ def decode(compact: Compact, names: NameTable, dictionaries: Dictionaries, base_
 # a flags byte (``_BODY_*``), the dictionary id (varint) when compressed, then the payload's JSON text with
 # the row's own texts written as one control byte each (``_substitutes``), compressed by zstd with the
 # dictionary of the cluster and kind when that is shorter. The first byte is below 0x20, so a body is
-# never taken for JSON text (the ``payload`` column of rows stored before it).
+# never taken for JSON text (the ``payload`` column of rows stored before it). Since migration 0028 the
+# data also holds the row's dedupe key after the payload and one NUL (``_BODY_KEY``): JSON text holds no
+# raw NUL and a stored key none either (the store writes U+FFFD for it), so the first NUL ends the
+# payload; the key's texts are replaced as the payload's are, and zstd finds the rest of it (a UID, a
+# resourceVersion) in the payload. The row keeps a hash of the key (``key_hash``) instead of its text.
 _BODY_ZSTD = 1
 _BODY_SUBST = 2
-_BODY_FLAGS = _BODY_ZSTD | _BODY_SUBST
+_BODY_KEY = 4
+_BODY_FLAGS = _BODY_ZSTD | _BODY_SUBST | _BODY_KEY
 
 
 class Texts(NamedTuple):
@@ -638,22 +643,29 @@ class Texts(NamedTuple):
         return _substitutes(self.pod_uid, self.node, self.name, self.namespace, self.observed_at)
 
 
-def plain_body(payload_json: bytes, texts: Texts) -> tuple[bytes, bool]:
-    """The body's data before compression (what a dictionary is trained on), and whether texts were
-    replaced."""
-    # The pairs ``unpack_body`` restores (a row always has one: its time).
-    return _substitute(payload_json, texts.pairs()), True
+def plain_body(payload_json: bytes, texts: Texts, key: str | None = None) -> tuple[bytes, int]:
+    """The body's data before compression (what a dictionary is trained on) and its flags: the payload,
+    then with ``key`` a NUL and the key, the row's texts replaced (a key holding a control character
+    leaves the data as it is: its restore would change it)."""
+    if key is None:
+        # The pairs ``unpack_body`` restores (a row always has one: its time).
+        return _substitute(payload_json, texts.pairs()), _BODY_SUBST
+    raw = key.encode()
+    if _CONTROL.search(raw) is not None:
+        return payload_json + b"\x00" + raw, _BODY_KEY
+    return _substitute(payload_json + b"\x00" + raw, texts.pairs()), _BODY_SUBST | _BODY_KEY
 
 
-def pack_body(payload_json: bytes, texts: Texts, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
-    """The ``body`` of a row whose payload is the JSON text ``payload_json``: compressed with
-    ``dictionary`` (0: none) when that is shorter."""
-    return pack_plain(*plain_body(payload_json, texts), dictionaries, dictionary)
+def pack_body(
+    payload_json: bytes, texts: Texts, dictionaries: Dictionaries, dictionary: int = 0, key: str | None = None
+) -> bytes:
+    """The ``body`` of a row whose payload is the JSON text ``payload_json`` (and with ``key``, whose
+    dedupe key it is): compressed with ``dictionary`` (0: none) when that is shorter."""
+    return pack_plain(*plain_body(payload_json, texts, key), dictionaries, dictionary)
 
 
-def pack_plain(data: bytes, substituted: bool, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
-    """``pack_body`` of the data ``plain_body`` made."""
-    flags = _BODY_SUBST if substituted else 0
+def pack_plain(data: bytes, flags: int, dictionaries: Dictionaries, dictionary: int = 0) -> bytes:
+    """``pack_body`` of the data and flags ``plain_body`` made."""
     packed = dictionaries.compress(dictionary, data)
     head = _BODY_HEADS.get((flags, dictionary))
     if head is None:  # made once for each flags and dictionary: a row's bytes are not built twice
@@ -664,7 +676,7 @@ def pack_plain(data: bytes, substituted: bool, dictionaries: Dictionaries, dicti
 
 
 _BODY_HEADS: dict[tuple[int, int], bytes] = {}  # (flags, dictionary id) -> a compressed body's first bytes
-_PLAIN_HEADS = {0: bytes([0]), _BODY_SUBST: bytes([_BODY_SUBST])}
+_PLAIN_HEADS = {flags: bytes([flags]) for flags in range(_BODY_FLAGS + 1) if not flags & _BODY_ZSTD}
 
 
 def _body_flags(body: bytes) -> int:
@@ -679,14 +691,22 @@ def body_dictionary(body: bytes) -> int | None:
     return _read_varint(body, 1)[0] if _body_flags(body) & _BODY_ZSTD else None
 
 
-def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> bytes:
-    """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's)."""
+def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> tuple[bytes, str | None]:
+    """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's), and the
+    dedupe key it holds (None: a body made before migration 0028, whose row holds the key's text)."""
     flags, at = _body_flags(body), 1
     data = body[at:]
     if flags & _BODY_ZSTD:
         dict_id, at = _read_varint(body, at)
         data = dictionaries.decompress(dict_id, body[at:])
-    return _restore(data, texts.pairs()) if flags & _BODY_SUBST else data
+    if flags & _BODY_SUBST:
+        data = _restore(data, texts.pairs())
+    if not flags & _BODY_KEY:
+        return data, None
+    end = data.find(b"\x00")
+    if end < 0:
+        raise CorruptRow("a body that holds a key has no NUL after its payload")
+    return data[:end], data[end + 1 :].decode()
 
 
 # -- a writer's and a reader's view of chains ----------------------------------------------------------------

@@ -146,7 +146,10 @@ class Observation(models.Model):
     source = models.CharField(max_length=32)
     observed_at = models.DateTimeField()
     received_at = models.DateTimeField()
-    dedupe_key = models.CharField(max_length=200)
+    # The dedupe key: since migration 0028 inside ``body``, with its hash here (``partitions.key_hash``); the
+    # text column holds it only for rows stored before (``observation_rows.decode`` reads either).
+    dedupe_key = models.CharField(max_length=200, null=True, blank=True, default=None)
+    key_hash = models.UUIDField(null=True, blank=True, default=None)
     node = models.CharField(max_length=253, blank=True)
     namespace = models.CharField(max_length=253, blank=True)
     name = models.CharField(max_length=253, blank=True)
@@ -157,7 +160,8 @@ class Observation(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "dedupe_key"], name="observation_dedupe_per_cluster")
+            # SQLite; on PostgreSQL each partition's unique index of ``partitions.KEY_HASH`` (migration 0028).
+            models.UniqueConstraint(fields=["cluster", "key_hash"], name="observation_key_per_cluster")
         ]
         indexes = [
             # By pod without the time: a pod's entries fold into one key and a posting list (btree
@@ -182,7 +186,7 @@ class Observation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.dedupe_key}"
+        return f"{self.kind} {self.dedupe_key or self.key_hash}"
 
 
 class PayloadDictionary(models.Model):

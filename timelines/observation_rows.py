@@ -22,7 +22,7 @@ from django.db.models import BinaryField, Func, Max, Min, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Coalesce
 
 from timelines import partitions, payloads, pg_arrays
-from timelines.compact import Texts
+from timelines.compact import CorruptRow, Texts
 from timelines.lifecycle.observation import Observation, stored_observation
 from timelines.models import Cluster
 from timelines.models import Observation as ObservationRow
@@ -43,6 +43,9 @@ COLUMNS = (
     "namespace",
     "name",
 )
+# The columns a read can take without decoding the row: not the dedupe key, which a row stored since
+# migration 0028 holds in its body.
+BARE_COLUMNS = tuple(column for column in COLUMNS if column != "dedupe_key")
 
 
 def payload_sql(table: str) -> str:
@@ -61,6 +64,27 @@ def payload_expression() -> Any:
     return Coalesce("body", "payload", output_field=BinaryField())
 
 
+def decode(
+    stored: str | bytes | memoryview,
+    key: str | None,
+    pod_uid: str | None,
+    node: str,
+    namespace: str,
+    name: str,
+    observed_at: datetime,
+) -> tuple[str, Any]:
+    """The one decode of a stored row: its dedupe key and its payload (as ``payload_sql`` selects it) back
+    into its JSON value. ``key`` is the row's ``dedupe_key`` column: a row stored since migration 0028
+    holds the key in its body instead (and NULL there). The other arguments are the same row's columns (a
+    body holds them as one byte each)."""
+    payload, held = payloads.unpack(stored, Texts(pod_uid, node, namespace, name, observed_at))
+    if key is None:
+        if held is None:
+            raise CorruptRow("a row holds its dedupe key neither in its column nor in its body")
+        key = held
+    return key, payload
+
+
 def decode_payload(
     stored: str | bytes | memoryview,
     pod_uid: str | None,
@@ -69,9 +93,8 @@ def decode_payload(
     name: str,
     observed_at: datetime,
 ) -> Any:
-    """The one decode of a stored payload (as ``payload_sql`` selects it) back into its JSON value; the
-    other arguments are the same row's columns (a body holds them as one byte each)."""
-    return payloads.unpack(stored, Texts(pod_uid, node, namespace, name, observed_at))
+    """The payload alone of a stored row (``decode``)."""
+    return payloads.unpack(stored, Texts(pod_uid, node, namespace, name, observed_at))[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +170,7 @@ def iter_rows(
     if chunk_size is not None:
         selected = selected.iterator(chunk_size=chunk_size)
     for oid, kind, source, at, received, key, uid, node, ns, name, payload in selected:
-        value = decode_payload(payload, uid, node, ns, name, at)
+        key, value = decode(payload, key, uid, node, ns, name, at)
         if where is None or where(value):
             yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
 
@@ -157,7 +180,7 @@ def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[
     accepts."""
     made = stored_observation
     for oid, kind, source, at, _received, key, uid, node, ns, name, payload in _selected(qs):
-        value = decode_payload(payload, uid, node, ns, name, at)
+        key, value = decode(payload, key, uid, node, ns, name, at)
         if where is None or where(value):
             yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
 
@@ -181,10 +204,10 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
         # another server session.
         cursor.execute(sql, params, binary=True, prepare=False)
         fetched = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
-    made, decode = stored_observation, decode_payload
+    made = stored_observation
     out = []
     for oid, kind, source, at, key, uid, node, ns, name, payload in fetched:
-        value = decode(payload, uid, node, ns, name, at)
+        key, value = decode(payload, key, uid, node, ns, name, at)
         if where is None or where(value):
             out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
     return out
@@ -226,16 +249,16 @@ def selection(
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
     if keys is not None:
-        wanted = list(keys)
-        qs = qs.filter(dedupe_key__in=wanted)
-        if connection.vendor == "postgresql" and wanted:
-            # The partitions' key index holds a hash of the cluster and the key (``partitions.KEY_HASH``):
-            # named as the index writes it, the hashes of the wanted keys find them.
-            cluster_id = cluster if isinstance(cluster, int) else cluster.pk
-            qs = qs.extra(
-                where=[f"{partitions.key_hash_sql('cluster_id', 'dedupe_key')} = ANY(%s::uuid[])"],
-                params=[[partitions.key_hash(cluster_id, key) for key in wanted]],
-            )
+        # A row holds a hash of its cluster and key (since migration 0028, its key in the body): the hashes
+        # of the wanted keys find them, named on PostgreSQL as the partitions' key index writes it
+        # (``partitions.KEY_HASH``: an older row's hash is made of its key's text). SQLite's rows all hold
+        # the hash (0028 wrote it).
+        cluster_id = cluster if isinstance(cluster, int) else cluster.pk
+        hashes = [partitions.key_hash(cluster_id, key) for key in keys]
+        if connection.vendor == "postgresql":
+            qs = qs.extra(where=[f"{partitions.stored_key_hash_sql()} = ANY(%s::uuid[])"], params=[hashes])
+        else:
+            qs = qs.filter(key_hash__in=hashes)
     if ids is not None:
         qs = qs.filter(id__in=list(ids))
     for column, values in (("pod_uid", pod_uids), ("node", nodes), ("namespace", namespaces)):
@@ -284,8 +307,8 @@ def newest_per(qs: QuerySet[ObservationRow], column: str) -> QuerySet[Observatio
 def values_of(qs: QuerySet[ObservationRow], column: str, *, distinct: bool = False) -> list[Any]:
     """The ``column`` (a ``StoredRow`` attribute other than the payload) of each row of ``qs``, as text
     (its distinct values with ``distinct``), without reading the payload."""
-    if column not in COLUMNS:
-        raise ValueError(f"values_of: {column!r} is not a stored column")
+    if column not in BARE_COLUMNS:
+        raise ValueError(f"values_of: {column!r} is not a column read without decoding")
     values = qs.values_list(column, flat=True)
     return list(values.distinct() if distinct else values)
 
@@ -303,9 +326,9 @@ def columns_of(
     """The ``columns`` (``StoredRow`` attributes other than the payload) of each row of ``qs``, in its
     order (their distinct combinations with ``distinct``), without reading the payload; with
     ``chunk_size``, read that many at a time."""
-    unknown = [c for c in columns if c not in COLUMNS]
+    unknown = [c for c in columns if c not in BARE_COLUMNS]
     if unknown:
-        raise ValueError(f"columns_of: not stored columns: {unknown}")
+        raise ValueError(f"columns_of: not columns read without decoding: {unknown}")
     values = qs.values_list(*columns)
     values = values.distinct() if distinct else values
     return iter(values.iterator(chunk_size=chunk_size) if chunk_size is not None else values)
@@ -370,19 +393,29 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    table = connection.ops.quote_name(ObservationRow._meta.db_table)
+    t = connection.ops.quote_name(ObservationRow._meta.db_table)
+    # The key's text where the row holds it, else the body that does (and the texts it is decoded with).
+    columns = (
+        f"id, dedupe_key, CASE WHEN dedupe_key IS NULL THEN {payload_sql(t)} END, pod_uid, node, namespace, "
+        "name, observed_at"
+    )
     if connection.vendor == "postgresql":
-        sql = f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
+        sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
         param: str = pg_arrays.int_array(wanted)
     else:
-        sql = (
-            f"SELECT id, dedupe_key FROM {table} WHERE cluster_id = %s "
-            "AND id IN (SELECT value FROM json_each(%s))"
-        )
+        sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id IN (SELECT value FROM json_each(%s))"
         param = orjson.dumps(wanted).decode()
     with connection.cursor() as cursor:
         cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, param])
-        return dict(cursor.fetchall())
+        found = cursor.fetchall()
+    out = {}
+    for oid, key, body, uid, node, ns, name, at in found:
+        if key is None:
+            if connection.vendor != "postgresql":
+                at = connection.ops.convert_datetimefield_value(at, None, connection)  # type: ignore[attr-defined]
+            key = decode(body, key, uid, node, ns, name, at)[0]
+        out[oid] = key
+    return out
 
 
 def field_is(path: Sequence[str], expected: str | bool | int) -> FieldIs:

@@ -63,10 +63,19 @@ def key_hash_sql(cluster: str, key: str) -> str:
     return f"md5({cluster}::text || ':' || {key})::uuid"
 
 
-# What each partition's unique key index holds (migration 0026): 16 bytes (an MD5, as a uuid) of the cluster
-# and the dedupe key, where the key's text took 40 to 60. The store's look-ups name it as ``key_hash_sql``
-# writes it, so that the planner matches them to the index, and compare the key itself on the row.
-KEY_HASH = f"(({key_hash_sql('cluster_id', 'dedupe_key')}))"
+def stored_key_hash_sql(table: str = "") -> str:
+    """The key hash of a stored row (``table``: its alias and a dot, or nothing): its ``key_hash`` column,
+    or for a row stored before migration 0028 (which holds the key's text), ``key_hash_sql`` of its
+    columns. The store's look-ups and the reads by key name it as written here, so that the planner matches
+    them to the partitions' unique index (``KEY_HASH``)."""
+    return f"COALESCE({table}key_hash, {key_hash_sql(f'{table}cluster_id', f'{table}dedupe_key')})"
+
+
+# What each partition's unique key index holds (migrations 0026 and 0028): 16 bytes (an MD5, as a uuid) of
+# the cluster and the dedupe key, where the key's text took 40 to 60. A row stored since 0028 holds that
+# hash in its ``key_hash`` column and the key in its body; an older row the key's text, hashed here.
+KEY_HASH = f"(({stored_key_hash_sql()}))"
+KEY_INDEX_SUFFIX = "_row_key"
 
 
 # Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
@@ -294,9 +303,18 @@ def _local_indexes(cursor: Any, name: str) -> None:
     """The indexes a partition has of its own: what the parent cannot declare (a unique key without the
     partition key) or need not (the id look-up of evidence links)."""
     q = connection.ops.quote_name
-    # A 16-byte hash of (cluster, key) rather than the key's text (migration 0026): the store's look-up
-    # names the same expression to it and compares the key itself on the row (timelines/store.py ``_LOOKUP``).
-    cursor.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {q(name[:54] + '_key_hash')} ON {q(name)} {KEY_HASH}")
+    # A 16-byte hash of (cluster, key) rather than the key's text (migrations 0026, 0028): the store's look-up
+    # names the same expression to it (timelines/store.py ``_LOOKUP``). A partition made by a migration
+    # before 0028 (0010 makes the first ones) gets 0026's index, which 0028 replaces.
+    cursor.execute(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'key_hash' AND NOT attisdropped",
+        [PARENT],
+    )
+    if cursor.fetchone() is not None:
+        index, expression = name[:55] + KEY_INDEX_SUFFIX, KEY_HASH
+    else:
+        index, expression = name[:54] + "_key_hash", f"(({key_hash_sql('cluster_id', 'dedupe_key')}))"
+    cursor.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {q(index)} ON {q(name)} {expression}")
     cursor.execute(f"CREATE INDEX IF NOT EXISTS {q(name + '_id')} ON {q(name)} (id)")
 
 

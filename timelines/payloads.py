@@ -108,15 +108,18 @@ def _kind(cluster_id: int, kind: str) -> _Kind:
         return _kinds.setdefault((cluster_id, kind), made)
 
 
-def pack(cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts) -> bytes:
-    """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json``."""
+def pack(
+    cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts, key: str | None = None
+) -> bytes:
+    """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json`` (with ``key``:
+    and whose dedupe key it is, held in the body, migration 0028)."""
     state = _kinds.get((cluster_id, kind)) or _kind(cluster_id, kind)
-    data, substituted = compact.plain_body(payload_json, texts)
+    data, flags = compact.plain_body(payload_json, texts, key)
     state.seen += 1  # writer threads may race here: a window a row or two longer does not matter
     if state.seen > state.window() - SAMPLES and len(state.samples) < SAMPLES:  # the window's last rows
         with _lock:
             state.samples.append(data[:SAMPLE_BYTES])
-    return compact.pack_plain(data, substituted, dictionaries, state.dictionary)
+    return compact.pack_plain(data, flags, dictionaries, state.dictionary)
 
 
 _Due = list[tuple[tuple[int, str], _Kind, list[bytes | bytearray | memoryview]]]
@@ -212,14 +215,16 @@ def _train_one(
     return [dict_id]
 
 
-def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> Any:
-    """The payload of a stored row: ``stored`` is its body, or the JSON text of a row stored before it."""
+def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> tuple[Any, str | None]:
+    """The payload of a stored row and the dedupe key its body holds (None: the row holds the key's
+    text): ``stored`` is its body, or the JSON text of a row stored before bodies."""
     if isinstance(stored, str):
-        return orjson.loads(stored)
+        return orjson.loads(stored), None
     raw = bytes(stored)
     if raw[:1] == b"{":  # JSON text: a payload is an object, and a body starts with a flags byte
-        return orjson.loads(raw)
-    return orjson.loads(compact.unpack_body(raw, texts, dictionaries))
+        return orjson.loads(raw), None
+    data, key = compact.unpack_body(raw, texts, dictionaries)
+    return orjson.loads(data), key
 
 
 def forget() -> None:

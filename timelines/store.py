@@ -71,20 +71,20 @@ _COLUMNS = (
     "source",
     "observed_at",
     "received_at",
-    "dedupe_key",
+    "key_hash",  # the row's dedupe key is in its body (migration 0028)
     "node",
     "namespace",
     "name",
     "body",
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
-_KEY_AT = _COLUMNS.index("dedupe_key")
+_HASH_AT = _COLUMNS.index("key_hash")
 _KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
     "cluster_id bigint, pod_uid varchar(64), kind varchar(32), source varchar(32), observed_at timestamptz, "
-    "received_at timestamptz, dedupe_key varchar(200), node varchar(253), namespace varchar(253), "
+    "received_at timestamptz, key_hash uuid, node varchar(253), namespace varchar(253), "
     "name varchar(253), body bytea"
 )
 _SQLITE_CHUNK = 500  # stays under SQLite's bound-parameter limit
@@ -167,27 +167,27 @@ def _append(
     """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs; record the keys
     the new ones make dirty in the same transaction (``timelines/dirty.py``)."""
     result = SaveResult()
-    rows: dict[str, tuple[Any, ...]] = {}
+    rows: dict[str, tuple[Any, ...]] = {}  # stored dedupe key -> row
     facts: dict[str, AnyObservation] = {}  # stored dedupe key -> observation (for its dirty keys)
     for record, received_at in pairs:
         result.received += 1
         try:
             obs = _coerce(record)
-            row = _row(cluster_id, obs, received_at)
+            key, row = _keyed_row(cluster_id, obs, received_at)
         except (InvalidObservation, TypeError, ValueError) as exc:
             key = _record_key(record)
             result.rejected.append(Rejected(key, _reason(exc)))
             log.warning("rejected observation %s: %s", key, _reason(exc))
             continue
-        if obs.dedupe_key in rows:
+        if key in rows:
             result.duplicates += 1
             continue
-        rows[obs.dedupe_key] = row
-        facts[row[_KEY_AT]] = obs
+        rows[key] = row
+        facts[key] = obs
     payloads.train_due(background=True)  # for the next batches (this one's bodies are made), off this thread
     if rows:
         if connection.vendor == "postgresql":
-            inserted = _insert_postgres(cluster_id, list(rows.values()), facts)
+            inserted = _insert_postgres(cluster_id, rows, facts)
         else:
             inserted = _insert_portable(cluster_id, rows, facts)
         result.stored = len(inserted)
@@ -273,8 +273,14 @@ _texts = tuple.__new__
 
 
 def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[Any, ...]:
-    """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them: the payload as its
-    ``body`` (``payloads.pack``: compressed, with the row's own texts written as one byte each)."""
+    """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them (``_keyed_row``)."""
+    return _keyed_row(cluster_id, obs, received_at)[1]
+
+
+def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[str, tuple[Any, ...]]:
+    """The dedupe key of one observation as stored, and its ``_COLUMNS`` as ``copy_observation_rows``
+    sends them: the payload and the key as its ``body`` (``payloads.pack``: compressed, with the row's own
+    texts written as one byte each), and the key's hash (``partitions.key_hash``) in ``key_hash``."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
         payload = _jsonb_safe(obs.payload_json)
     else:
@@ -300,16 +306,16 @@ def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[A
         key = key.replace("\x00", "\ufffd")
     uid = uid or None
     body = payloads.pack(
-        cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at))
+        cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at)), key
     )
-    return (
+    return key, (
         cluster_id,
         uid,
         obs.kind,
         obs.source,
         obs.observed_at,
         received_at,
-        key,
+        partitions.key_hash(cluster_id, key),
         node,
         namespace,
         name,
@@ -388,17 +394,17 @@ _probe_all: set[int] = set()
 _PIPELINE = psycopg.Pipeline.is_supported()
 
 
-def _key_params(cluster_id: int, rows: list[tuple[Any, ...]]) -> list[Any]:
+def _key_params(cluster_id: int, rows: Mapping[str, tuple[Any, ...]]) -> list[Any]:
     """The cluster, the batch's keys and its kinds as ``podlife_stored_keys`` takes them: each list as one
     array literal (psycopg would dump a list value by value, a µs a key)."""
     return [
         cluster_id,
-        text_array([row[_KEY_AT] for row in rows]),
-        text_array(sorted({row[_KIND_AT] for row in rows})),
+        text_array(list(rows)),
+        text_array(sorted({row[_KIND_AT] for row in rows.values()})),
     ]
 
 
-def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: list[tuple[Any, ...]]) -> set[str]:
+def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: Mapping[str, tuple[Any, ...]]) -> set[str]:
     """The dedupe keys of ``rows`` some partition holds, with the cluster's row locked first
     (``_LOCK_CLUSTER``): both in one round trip with the transaction's BEGIN (psycopg's pipeline mode)."""
     params = _key_params(cluster_id, rows)
@@ -453,7 +459,10 @@ def _end_copy(pgconn: psycopg.pq.abc.PGconn) -> PQGen[list[psycopg.pq.abc.PGresu
 
 
 def _copy_new_batch(
-    cluster_id: int, rows: list[tuple[Any, ...]], target: partitions.Partition, marks: list[Any] | None
+    cluster_id: int,
+    rows: Mapping[str, tuple[Any, ...]],
+    target: partitions.Partition,
+    marks: list[Any] | None,
 ) -> None:
     """COPY ``rows`` (every one in ``target``'s range), check them new (``podlife_batch_is_new``) and record
     ``marks`` (``dirty.batch_params``) in one exchange after the data: two with the server in all, the
@@ -471,15 +480,17 @@ def _copy_new_batch(
     with connection.cursor() as cursor:
         raw = cursor.cursor
         try:
-            _write_rows(raw.copy(statement, params + (marks or []), writer=_StatementsAfterCopy(raw)), rows)
+            _write_rows(
+                raw.copy(statement, params + (marks or []), writer=_StatementsAfterCopy(raw)), rows.values()
+            )
         except psycopg_errors.ForeignKeyViolation as exc:
             raise _cluster_gone(cluster_id) from exc
 
 
 def _insert_postgres(
-    cluster_id: int, rows: list[tuple[Any, ...]], facts: Mapping[str, AnyObservation]
+    cluster_id: int, rows: Mapping[str, tuple[Any, ...]], facts: Mapping[str, AnyObservation]
 ) -> list[tuple[str | None, str]]:
-    """Insert ``rows`` and mark what they make dirty, in one transaction; returns (pod uid, dedupe key) of
+    """Insert ``rows`` (by their dedupe keys) and mark what they make dirty, in one transaction; returns (pod uid, dedupe key) of
     each row actually inserted.
 
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
@@ -504,7 +515,7 @@ def _insert_postgres(
     foreign key to check each row).
     """
     nested = connection.in_atomic_block
-    times = [row[_OBSERVED_AT] for row in rows]
+    times = [row[_OBSERVED_AT] for row in rows.values()]
     if not nested:
         partitions.cover(max(times))
     target = None if cluster_id in _probe_all else partitions.range_holding(min(times), max(times))
@@ -515,7 +526,7 @@ def _insert_postgres(
             # savepoint, so that a failed check rolls back only the batch.
             with transaction.atomic() if nested else contextlib.nullcontext():
                 _copy_new_batch(cluster_id, rows, target, marks)
-            return [(row[1], row[_KEY_AT]) for row in rows]
+            return [(row[1], key) for key, row in rows.items()]
         except psycopg_errors.UniqueViolation:
             _probe_all.add(cluster_id)  # a partition held a key: look them all up first from now on
         except psycopg_errors.ObjectNotInPrerequisiteState:
@@ -528,10 +539,10 @@ def _insert_postgres(
                 _probe_all.add(cluster_id)
             else:
                 _probe_all.discard(cluster_id)
-            new = [row for row in rows if row[_KEY_AT] not in stored] if stored else rows
+            new = {key: row for key, row in rows.items() if key not in stored} if stored else rows
             if new:
-                copy_observation_rows(raw, "timelines_observation", new)
-            inserted = [(row[1], row[_KEY_AT]) for row in new]
+                copy_observation_rows(raw, "timelines_observation", new.values())
+            inserted = [(row[1], key) for key, row in new.items()]
             if inserted:
                 _mark_dirty(cluster_id, inserted, facts)
         return inserted
@@ -546,7 +557,7 @@ def _insert_postgres(
 
 # Column types of ``_COLUMNS`` as a binary COPY sends them. The server reads each field with its column's
 # own binary input, so the body goes as the bytes ``_row`` made of it.
-_COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", *["varchar"] * 4, "bytea"]
+_COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", "uuid", *["varchar"] * 3, "bytea"]
 
 
 def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -570,18 +581,17 @@ def _write_rows(
 
 
 # The staged rows whose key no partition holds (probed as ``podlife_stored_keys`` probes: the key's hash
-# names the index, the key and the cluster are compared on the row).
+# names the index, the cluster is compared on the row).
 _INSERT_STAGED = (
     f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_STAGED_COLUMNS} FROM {_STAGE} s "
     "LEFT JOIN LATERAL (SELECT true AS hit FROM timelines_observation o WHERE "
-    f"{partitions.key_hash_sql('o.cluster_id', 'o.dedupe_key')} = {partitions.key_hash_sql('s.cluster_id', 's.dedupe_key')} "
-    "AND o.dedupe_key = s.dedupe_key AND o.cluster_id + 0 = s.cluster_id LIMIT 1) x ON true "
-    "WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING pod_uid, dedupe_key"
+    f"{partitions.stored_key_hash_sql('o.')} = s.key_hash AND o.cluster_id + 0 = s.cluster_id LIMIT 1) x "
+    "ON true WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING pod_uid, key_hash"
 )
 
 
 def _insert_postgres_staged(
-    cluster_id: int, rows: list[tuple[Any, ...]], *, nested: bool
+    cluster_id: int, rows: Mapping[str, tuple[Any, ...]], *, nested: bool
 ) -> list[tuple[str | None, str]]:
     """COPY into a temporary staging table, then one INSERT … SELECT of the keys no partition holds … ON
     CONFLICT DO NOTHING … RETURNING (inside the caller's ``atomic`` block; ``nested``: that block is inside
@@ -593,10 +603,11 @@ def _insert_postgres_staged(
         raw.execute(_LOCK_CLUSTER, [cluster_id])
         _cluster_held(cluster_id, raw.fetchone())
         raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
-        copy_observation_rows(raw, _STAGE, rows)
+        copy_observation_rows(raw, _STAGE, rows.values())
         # No conflict target: each partition's own unique key index (``partitions.KEY_HASH``) is the arbiter.
         raw.execute(_INSERT_STAGED)
-        inserted = [(r[0], r[1]) for r in raw.fetchall()]
+        key_of = {row[_HASH_AT]: key for key, row in rows.items()}
+        inserted = [(r[0], key_of[r[1]]) for r in raw.fetchall()]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
             raw.execute(f"TRUNCATE {_STAGE}")
     return inserted
@@ -611,31 +622,30 @@ def _insert_portable(
     Knowing the stored keys first tells which rows are new without RETURNING; the conflict clause keeps a
     concurrent writer's identical row from failing the batch.
     """
-    keys = list(rows)
+    key_of = {row[_HASH_AT]: key for key, row in rows.items()}
+    hashes = list(key_of)
     existing: set[str] = set()
-    for i in range(0, len(keys), _SQLITE_CHUNK):
-        chunk = keys[i : i + _SQLITE_CHUNK]
-        existing.update(
-            ObservationRow.objects.filter(cluster_id=cluster_id, dedupe_key__in=chunk).values_list(
-                "dedupe_key", flat=True
-            )
-        )
-    new = [rows[k] for k in keys if k not in existing]
+    for i in range(0, len(hashes), _SQLITE_CHUNK):
+        chunk = hashes[i : i + _SQLITE_CHUNK]
+        found = ObservationRow.objects.filter(cluster_id=cluster_id, key_hash__in=chunk)
+        existing.update(key_of[h] for h in found.values_list("key_hash", flat=True))
+    new = {key: row for key, row in rows.items() if key not in existing}
     adapt = connection.ops.adapt_datetimefield_value
     observed, received = _COLUMNS.index("observed_at"), _COLUMNS.index("received_at")
     params = []
-    for row in new:
+    for row in new.values():
         values = list(row)
         values[observed], values[received] = adapt(row[observed]), adapt(row[received])
+        values[_HASH_AT] = row[_HASH_AT].hex  # a UUIDField's text on SQLite
         params.append(values)
     marks = ", ".join(["%s"] * len(_COLUMNS))
     sql = (
         f"INSERT INTO timelines_observation ({', '.join(_COLUMNS)}) VALUES ({marks}) "
-        "ON CONFLICT (cluster_id, dedupe_key) DO NOTHING"
+        "ON CONFLICT (cluster_id, key_hash) DO NOTHING"
     )
     # A row another writer stored since the look-up above is skipped by the conflict clause but still
     # counted (and marked dirty) here: marking a key once too often costs one derivation, never a fact.
-    inserted = [(row[1], row[_KEY_AT]) for row in new]
+    inserted = [(row[1], key) for key, row in new.items()]
     with transaction.atomic():
         if params:
             with connection.cursor() as cursor:

@@ -94,7 +94,10 @@ _OBS_COLUMNS = (
 
 
 def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
-    oid, kind, source, observed, received, key, pod_uid, node, ns, name, payload = row
+    oid, kind, source, observed, received, key, pod_uid, node, ns, name, stored = row
+    key, payload = observation_rows.decode(
+        stored, key, pod_uid, node, ns, name, datetime.fromisoformat(observed)
+    )
     return {
         "id": oid,
         "kind": kind,
@@ -106,10 +109,13 @@ def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
         "node": node or None,
         "namespace": ns or None,
         "name": name or None,
-        "payload": observation_rows.decode_payload(
-            payload, pod_uid, node, ns, name, datetime.fromisoformat(observed)
-        ),
+        "payload": payload,
     }
+
+
+def _sort_key(item: dict[str, Any]) -> tuple[str, str, str]:
+    """``Observation.sort_key`` of a bundle item (its times are text of one width: they sort as times)."""
+    return (item["observed_at"], item["kind"], item["dedupe_key"])
 
 
 def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
@@ -132,19 +138,20 @@ def _observation_columns(t: str) -> str:
 
 def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str, Any]]:
     """Every observation of ``pods``: pod by pod in the given order, each in ``Observation.sort_key``
-    order (time, kind, dedupe key), which does not depend on row ids. Times are text already and the
-    payload is text: no per-row conversions beyond parsing it."""
+    order (time, kind, dedupe key), which does not depend on row ids: read by time and kind, then sorted
+    once decoded (a row stored since migration 0028 holds its key in its body). Times are text already:
+    no per-row conversions beyond decoding."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
         by_uid: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
-        rows = pod_rows(
-            Observation, cluster, uids, _observation_columns, ("observed_at", "kind", "dedupe_key")
-        )
+        rows = pod_rows(Observation, cluster, uids, _observation_columns, ("observed_at", "kind"))
         for row in rows:
             by_uid[row[6]].append(_observation_item(row))
         del rows
         for pod in chunk:
-            yield from by_uid.pop(pod.uid)
+            items = by_uid.pop(pod.uid)
+            items.sort(key=_sort_key)
+            yield from items
 
 
 def _window_and_before(
@@ -224,7 +231,7 @@ def observations_by_ids(cluster: Cluster, ids: Sequence[int]) -> Iterator[dict[s
     items: list[dict[str, Any]] = []
     for chunk in chunks(ids):
         items += _observation_rows(observation_rows.selection(cluster, ids=chunk))
-    items.sort(key=lambda o: (o["observed_at"], o["kind"], o["dedupe_key"]))
+    items.sort(key=_sort_key)
     yield from items
 
 

@@ -43,7 +43,7 @@ def bodies_to_payloads(apps, schema_editor):
             for oid, uid, node, ns, name, at, body in found:
                 if connection.vendor != "postgresql":
                     at = connection.ops.convert_datetimefield_value(at, None, connection)
-                payload = payloads.unpack(body, Texts(uid, node, ns, name, at))
+                payload, _key = payloads.unpack(body, Texts(uid, node, ns, name, at))
                 decoded.append((orjson.dumps(payload).decode(), oid))
             cursor.executemany(f"UPDATE timelines_observation SET payload = {cast} WHERE id = %s", decoded)
 
