@@ -73,6 +73,7 @@ TRAINED = Dictionaries(
     seconds=st.integers(0, 10**6),
     micro=st.integers(0, 999_999),
     copies=st.booleans(),
+    key=st.none() | st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=80),
 )
 def test_a_body_reads_back_the_same_json_text(
     payload: dict[str, Any],
@@ -83,18 +84,21 @@ def test_a_body_reads_back_the_same_json_text(
     seconds: int,
     micro: int,
     copies: bool,
+    key: str | None,
 ) -> None:
-    """Whatever the payload and the row's texts (empty, overlapping, holding control characters, spelled
-    inside the payload or not), the body gives back the very JSON text it was made of."""
+    """Whatever the payload, the dedupe key (none, as before migration 0028, or any text without NUL) and
+    the row's texts (empty, overlapping, holding control characters, spelled inside the payload and the
+    key or not), the body gives back the very JSON text and key it was made of."""
     at = T0 + timedelta(seconds=seconds, microseconds=micro)
     if copies:  # the row's own texts inside its payload, as a pod's snapshot holds its name, node, UID, time
         payload = {**payload, "n": [uid, node, namespace, name, at.isoformat(), f"{name}.{namespace}"]}
+        key = None if key is None else f"{key}:{uid}:{node}/{namespace}/{name}@{at.isoformat()}"
     text = orjson.dumps(payload)
     texts = Texts(uid, node, namespace, name, at)
     for dict_id in (0, 5):
-        body = compact.pack_body(text, texts, TRAINED, dict_id)
+        body = compact.pack_body(text, texts, TRAINED, dict_id, key)
         assert body[0] < 0x20  # never taken for the JSON text of a row stored before bodies
-        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == (text, None)
+        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == (text, key)
 
 
 def _documented_body(text: bytes, texts: Texts, dictionaries: Dictionaries, dict_id: int) -> bytes:

@@ -651,6 +651,8 @@ def plain_body(payload_json: bytes, texts: Texts, key: str | None = None) -> tup
         # The pairs ``unpack_body`` restores (a row always has one: its time).
         return _substitute(payload_json, texts.pairs()), _BODY_SUBST
     raw = key.encode()
+    if b"\x00" in raw:  # the store writes U+FFFD for a NUL, as in its text columns
+        raise ValueError("a dedupe key holds a NUL, which ends the payload in a body")
     if _CONTROL.search(raw) is not None:
         return payload_json + b"\x00" + raw, _BODY_KEY
     return _substitute(payload_json + b"\x00" + raw, texts.pairs()), _BODY_SUBST | _BODY_KEY

@@ -56,15 +56,6 @@ def _partitions(cursor) -> list[str] | None:
     return _0026._partitions(cursor)
 
 
-def _unique_indexes(cursor, partition: str, ending: str) -> list[str]:
-    cursor.execute(
-        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
-        "WHERE i.indrelid = to_regclass(%s) AND i.indisunique",
-        [f'"{partition}"'],
-    )
-    return [name for name, definition in cursor.fetchall() if definition.endswith(ending)]
-
-
 def _swap_indexes(schema_editor, *, to_any: bool) -> None:
     with schema_editor.connection.cursor() as cursor:
         names = _partitions(cursor)
@@ -83,7 +74,7 @@ def _swap_indexes(schema_editor, *, to_any: bool) -> None:
                 )
         schema_editor.execute(FUNCTION if to_any else _0027.FUNCTION, params=None)
         for partition in names:
-            for old in _unique_indexes(cursor, partition, _0026._HASH_COLUMNS if to_any else INDEX):
+            for old in _0026._key_indexes(cursor, partition, _0026._HASH_COLUMNS if to_any else INDEX):
                 cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {old}")
 
 
