@@ -13,15 +13,15 @@ Layout (made by migration 0010 from the single table, in place):
   future, an imported bundle's facts whose day was dropped). Small by construction; creating a partition
   moves its rows for that span out of it first.
 
-Indexes: the parent's (by pod, by kind, BRIN on time; migrations 0025 and 0027) exist on every partition; each
-partition also gets its own unique index of its rows' keys (``KEY_HASH``: a hash of the cluster and the
-dedupe key) and an index on ``id`` (evidence links).
+Indexes: the parent's (by pod, by kind, BRIN on time; migrations 0025 and 0027) exist on every partition;
+each partition also gets its own unique index of its rows' keys (``KEY_HASH``: a hash of the cluster and
+the dedupe key) and an index on ``id`` (evidence links).
 PostgreSQL enforces a unique index only within one partition (unless it holds the partition key), and a
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up in the other
-partitions before it COPYs (only within the span of the partitions that hold the cluster's rows of the batch's kinds;
-the one the rows go to fails the COPY itself on a key it holds), using the partition list this process
-last read (``range_holding``), checked in the same transaction.
+partitions before it COPYs (only within the span of the partitions that hold the cluster's rows of the
+batch's kinds; the one the rows go to fails the COPY itself on a key it holds), using the partition list
+this process last read (``range_holding``), checked in the same transaction.
 
 Retention (``drop_expired``) detaches and drops whole partitions whose upper bound is at or before the
 cutoff: no DELETE, no dead tuples, nothing for vacuum. Rows of imported clusters in such a partition (an

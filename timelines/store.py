@@ -490,8 +490,8 @@ def _copy_new_batch(
 def _insert_postgres(
     cluster_id: int, rows: Mapping[str, tuple[Any, ...]], facts: Mapping[str, AnyObservation]
 ) -> list[tuple[str | None, str]]:
-    """Insert ``rows`` (by their dedupe keys) and mark what they make dirty, in one transaction; returns (pod uid, dedupe key) of
-    each row actually inserted.
+    """Insert ``rows`` (by their dedupe keys) and mark what they make dirty, in one transaction; returns
+    (pod uid, dedupe key) of each row actually inserted.
 
     The observation table is partitioned by observed time (``timelines/partitions.py``), and PostgreSQL
     keeps a unique key only within one partition, while a fact can come again on another day (a relist
@@ -499,7 +499,7 @@ def _insert_postgres(
     partition is expected new: it is COPYed straight into the table, and checked after the COPY in the
     same transaction (``_copy_new_batch``): the partition's own unique index fails the COPY on a key it
     holds, and ``podlife_stored_keys`` looks the keys up in the other partitions that hold rows of the
-    batch's kinds for this cluster (one probe of each one's unique (dedupe key, cluster) index a key; a
+    batch's kinds for this cluster (one probe of each one's unique key-hash index a key; a
     cluster whose rows all sit in the day being written costs no probe at all). Each row is written and
     indexed once, and the whole takes the two exchanges of an autocommit COPY. When either finds a stored
     key, the batch is looked up across every partition first and only the rows not found are COPYed (and
