@@ -11,7 +11,7 @@ against raw COPY in the same run. PostgreSQL only (the disk a fleet pays for).
    and watch steps replay that backlog. The cluster then stands still.
 2. On disk: ``pg_total_relation_size`` (heap + TOAST + every index) of every partition of
    ``timelines_observation`` after a ``VACUUM ANALYZE``, divided by the observations they hold (the scratch
-   database holds this run's only). Per kind: that kind's rows copied into a table made ``LIKE`` the
+   database holds this run's only), and each index's share (summed over the partitions by what it indexes). Per kind: that kind's rows copied into a table made ``LIKE`` the
    partition ``INCLUDING ALL`` (the same indexes), vacuumed and measured alone.
 3. The same observations as JSON lines (every stored column but the two local ids, in id order) compressed
    as one stream by ``zstd -19 --long`` (all cores), per kind and in total: the practical limit of a general
@@ -143,6 +143,22 @@ def disk_total(tables: list[str]) -> Disk:
     for table in tables:
         disk.add(table)
     return disk
+
+
+def index_sizes(tables: list[str]) -> dict[str, int]:
+    """Bytes of each index of ``tables``, summed over the partitions by what it indexes (its definition
+    from ``USING`` on, the partition's name left out): where the indexes' share goes."""
+    sizes: dict[str, int] = defaultdict(int)
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(
+                "SELECT pg_get_indexdef(indexrelid), pg_relation_size(indexrelid) FROM pg_index "
+                "WHERE indrelid = to_regclass(%s)",
+                [table],
+            )
+            for definition, size in cursor.fetchall():
+                sizes[definition[definition.index(" USING ") + 7 :]] += size
+    return dict(sizes)
 
 
 def fullest(tables: list[str]) -> str:
@@ -562,6 +578,8 @@ def main() -> None:
             f"\non disk, all partitions: {total.total / 2**20:,.1f} MiB = heap {total.heap / n:,.0f} + TOAST and "
             f"maps {total.toast / n:,.0f} + indexes {total.indexes / n:,.0f} bytes an observation"
         )
+        for what, size in sorted(index_sizes(tables).items(), key=lambda item: -item[1]):
+            print(f"  index {size / n:6.1f} B/obs  {what[:100]}")
         ours, raw_rate = stored / busy, stored / baseline
         print(
             f"store rate: collector {ours:,.0f} obs/s while busy; raw COPY of the same rows {raw_rate:,.0f} obs/s;"
