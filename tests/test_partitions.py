@@ -120,6 +120,32 @@ def test_beat_creates_the_partitions_ahead_once(settings):
     assert [bounds[name] for name in week[:3]] == [(may[0], may[1]), (may[2], may[3]), (may[3], may[4])]
 
 
+def test_a_partition_ahead_made_by_code_before_the_key_hash_gets_today_s_key_index(settings):
+    """GIVEN a day ahead made by a process still running the code before migration 0028 (an upgrade's old
+    collector meeting a missing day: its unique index is 0026's, of the key's text alone)
+    WHEN beat ensures the partitions ahead
+    THEN that day has today's key index instead, while it is empty, and a fact stored there twice is
+    stored once."""
+    settings.PODLIFE_PARTITION_DAYS = 1
+    settings.PODLIFE_PARTITIONS_AHEAD = 2
+    now = datetime(2031, 6, 2, 13, 0, tzinfo=UTC)
+    partitions.ensure_configured(now=now)
+    ahead = partitions.partition_name(datetime(2031, 6, 4, tzinfo=UTC))
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP INDEX "{ahead[:55]}{partitions.KEY_INDEX_SUFFIX}"')
+        cursor.execute(
+            f'CREATE UNIQUE INDEX "{ahead[:54]}_key_hash" ON "{ahead}" '
+            f"(({partitions.key_hash_sql('cluster_id', 'dedupe_key')}))"
+        )
+    partitions.ensure_configured(now=now)
+    defs = _indexes_on(ahead)
+    assert "COALESCE(key_hash" in defs[f"{ahead[:55]}{partitions.KEY_INDEX_SUFFIX}"], defs
+    assert f"{ahead[:54]}_key_hash" not in defs, defs
+    late = pod_snapshot(datetime(2031, 6, 4, 1, tzinfo=UTC), rv="77")
+    assert store.save_observations("c1", [late]).stored == 1
+    assert store.save_observations("c1", [late]).duplicates == 1
+
+
 def test_retention_drops_whole_partitions_and_keeps_imported_clusters():
     """GIVEN five day partitions with live and imported rows, and a live row in the default partition
     WHEN retention keeps two days

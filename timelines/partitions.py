@@ -262,6 +262,14 @@ def ensure_partitions(span: timedelta, *, now: datetime, ahead: int) -> list[str
     for i in range(ahead + 1):
         start = first + i * span
         created += create_partition(start, start + span)
+    # A partition ahead may have been made by a process still running the code before a migration that
+    # changed the partitions' own indexes (an upgrade's old collector meeting a missing day): it gets
+    # today's while it is still empty.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id("partitions")])
+        for part in partitions():
+            if part.lower is not None and part.lower > first:
+                _local_indexes(cursor, part.name)
     return created
 
 
@@ -312,6 +320,7 @@ def _local_indexes(cursor: Any, name: str) -> None:
     )
     if cursor.fetchone() is not None:
         index, expression = name[:55] + KEY_INDEX_SUFFIX, KEY_HASH
+        cursor.execute(f"DROP INDEX IF EXISTS {q(name[:54] + '_key_hash')}")  # 0026's, which it replaces
     else:
         index, expression = name[:54] + "_key_hash", f"(({key_hash_sql('cluster_id', 'dedupe_key')}))"
     cursor.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {q(index)} ON {q(name)} {expression}")
