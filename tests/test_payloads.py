@@ -99,7 +99,9 @@ def test_a_body_reads_back_the_same_json_text(
     for dict_id in (0, 5):
         body = compact.pack_body(text, texts, TRAINED, dict_id, key)
         assert body[0] < 0x20  # never taken for the JSON text of a row stored before bodies
-        assert compact.unpack_body(body, texts, Dictionaries(load={5: TRAINED.raw(5)}.get)) == (text, key)
+        read = Dictionaries(load={5: TRAINED.raw(5)}.get)
+        assert compact.unpack_body(body, texts, read) == (text, key)
+        assert compact.body_key(body, texts, read) == key  # the key alone, as evidence reads take it
 
 
 def _documented_body(text: bytes, texts: Texts, dictionaries: Dictionaries, dict_id: int) -> bytes:

@@ -693,22 +693,50 @@ def body_dictionary(body: bytes) -> int | None:
     return _read_varint(body, 1)[0] if _body_flags(body) & _BODY_ZSTD else None
 
 
+def _body_data(body: bytes, dictionaries: Dictionaries) -> tuple[int, bytes]:
+    """The flags of ``body`` and its data, decompressed (its texts still marks)."""
+    flags, at = _body_flags(body), 1
+    if not flags & _BODY_ZSTD:
+        return flags, body[at:]
+    dict_id, at = _read_varint(body, at)
+    return flags, dictionaries.decompress(dict_id, body[at:])
+
+
+def _key_at(data: bytes) -> int:
+    """Where the key starts in the data of a body that holds one (after its payload and a NUL)."""
+    end = data.find(b"\x00")
+    if end < 0:
+        raise CorruptRow("a body that holds a key has no NUL after its payload")
+    return end + 1
+
+
 def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> tuple[bytes, str | None]:
     """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's), and the
     dedupe key it holds (None: a body made before migration 0028, whose row holds the key's text)."""
-    flags, at = _body_flags(body), 1
-    data = body[at:]
-    if flags & _BODY_ZSTD:
-        dict_id, at = _read_varint(body, at)
-        data = dictionaries.decompress(dict_id, body[at:])
+    flags, data = _body_data(body, dictionaries)
     if flags & _BODY_SUBST:
         data = _restore(data, texts.pairs())
     if not flags & _BODY_KEY:
         return data, None
-    end = data.find(b"\x00")
-    if end < 0:
-        raise CorruptRow("a body that holds a key has no NUL after its payload")
-    return data[:end], data[end + 1 :].decode()
+    at = _key_at(data)
+    return data[: at - 1], data[at:].decode()
+
+
+def body_key(body: bytes, texts: Texts, dictionaries: Dictionaries) -> str | None:
+    """The dedupe key alone that ``body`` holds (``unpack_body``'s, None the same way), its payload left
+    as it is: what a read of evidence keys by id needs."""
+    flags, data = _body_data(body, dictionaries)
+    if not flags & _BODY_KEY:
+        return None
+    key = data[_key_at(data) :]
+    if flags & _BODY_SUBST and _CONTROL.search(key) is not None:  # it holds marks: the row's texts
+        pairs = list(_text_pairs(texts.pod_uid, texts.node, texts.name, texts.namespace))
+        if (
+            b"\x05" in key
+        ):  # the time's mark (the texts' own restore puts none back: they hold no control byte)
+            pairs.append(_stamp_pair(texts.observed_at))
+        key = _restore(key, pairs)
+    return key.decode()
 
 
 # -- a writer's and a reader's view of chains ----------------------------------------------------------------

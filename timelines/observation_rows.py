@@ -410,10 +410,14 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
         found = cursor.fetchall()
     out = {}
     for oid, key, body, uid, node, ns, name, at in found:
-        if key is None:
+        if key is None:  # in the body: the key alone is decoded, not the payload
             if connection.vendor != "postgresql":
                 at = connection.ops.convert_datetimefield_value(at, None, connection)  # type: ignore[attr-defined]
-            key = decode(body, key, uid, node, ns, name, at)[0]
+            key = payloads.key_of(body, Texts(uid, node, ns, name, at))
+            if key is None:
+                raise CorruptRow(
+                    f"observation {oid} holds its dedupe key neither in its column nor in its body"
+                )
         out[oid] = key
     return out
 

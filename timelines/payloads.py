@@ -227,6 +227,15 @@ def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> tuple[Any,
     return orjson.loads(data), key
 
 
+def key_of(stored: bytes | memoryview | str, texts: compact.Texts) -> str | None:
+    """The dedupe key a stored row's body holds, without decoding its payload (None: the row holds the
+    key's text, or holds a payload stored before bodies)."""
+    if isinstance(stored, str):
+        return None
+    raw = bytes(stored)
+    return None if raw[:1] == b"{" else compact.body_key(raw, texts, dictionaries)
+
+
 def forget() -> None:
     """Forget what this process knows of the stored dictionaries (tests: a flushed database), once the
     trainer thread is done with what it was given."""
