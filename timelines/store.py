@@ -590,6 +590,11 @@ _INSERT_STAGED = (
 )
 
 
+def _keys_by_hash(rows: Mapping[str, tuple[Any, ...]]) -> dict[Any, str]:
+    """The dedupe key of each row by its ``key_hash``: what a statement that returns hashes stored."""
+    return {row[_HASH_AT]: key for key, row in rows.items()}
+
+
 def _insert_postgres_staged(
     cluster_id: int, rows: Mapping[str, tuple[Any, ...]], *, nested: bool
 ) -> list[tuple[str | None, str]]:
@@ -606,7 +611,7 @@ def _insert_postgres_staged(
         copy_observation_rows(raw, _STAGE, rows.values())
         # No conflict target: each partition's own unique key index (``partitions.KEY_HASH``) is the arbiter.
         raw.execute(_INSERT_STAGED)
-        key_of = {row[_HASH_AT]: key for key, row in rows.items()}
+        key_of = _keys_by_hash(rows)
         inserted = [(r[0], key_of[r[1]]) for r in raw.fetchall()]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
             raw.execute(f"TRUNCATE {_STAGE}")
@@ -622,7 +627,7 @@ def _insert_portable(
     Knowing the stored keys first tells which rows are new without RETURNING; the conflict clause keeps a
     concurrent writer's identical row from failing the batch.
     """
-    key_of = {row[_HASH_AT]: key for key, row in rows.items()}
+    key_of = _keys_by_hash(rows)
     hashes = list(key_of)
     existing: set[str] = set()
     for i in range(0, len(hashes), _SQLITE_CHUNK):
