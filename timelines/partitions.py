@@ -264,11 +264,11 @@ def ensure_partitions(span: timedelta, *, now: datetime, ahead: int) -> list[str
         created += create_partition(start, start + span)
     # A partition ahead may have been made by a process still running the code before a migration that
     # changed the partitions' own indexes (an upgrade's old collector meeting a missing day): it gets
-    # today's while it is still empty.
+    # today's while it is still empty. The ones just created have them already.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id("partitions")])
         for part in partitions():
-            if part.lower is not None and part.lower > first:
+            if part.lower is not None and part.lower > first and part.name not in created:
                 _local_indexes(cursor, part.name)
     return created
 
