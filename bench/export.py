@@ -302,6 +302,9 @@ def main() -> None:
         help="use the cluster a previous --reuse run left (same --pods and --nodes), else set it up and keep it",
     )
     args = parser.parse_args()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)  # the configured database, as bench/live.py: a new one works too
 
     reused = None
     if args.reuse:

@@ -128,10 +128,23 @@ def chunks(items: Sequence[Any], size: int | None = None) -> Iterator[Sequence[A
 
 
 # --- evidence: stored ids, cited as dedupe keys --------------------------------------------------------------
-def observation_keys(cluster: Cluster, ids: Iterable[int]) -> dict[int, str]:
-    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query
-    (``observation_rows.keys_by_id``); an id no longer stored (dropped by retention) is absent."""
-    return observation_rows.keys_by_id(cluster, ids)
+def observation_keys(
+    cluster: Cluster, ids: Iterable[int], known: Mapping[int, str] | None = None
+) -> dict[int, str]:
+    """The dedupe key of each of the observations ``ids`` of ``cluster``: from ``known`` (keys a reader
+    has decoded already: the export's observations), the rest in ONE query (``observation_rows.keys_by_id``,
+    which takes each key out of its row's body); an id no longer stored (dropped by retention) is absent."""
+    if not known:
+        return observation_rows.keys_by_id(cluster, ids)
+    out: dict[int, str] = {}
+    missing = []
+    for i in ids:
+        if (key := known.get(i)) is not None:
+            out[i] = key
+        else:
+            missing.append(i)
+    out.update(observation_rows.keys_by_id(cluster, missing))
+    return out
 
 
 def evidence_keys(ids: Iterable[int] | None, key_of: Mapping[int, str]) -> list[str]:
@@ -147,12 +160,15 @@ def ids(value: str | None) -> list[str]:
 
 
 def cited_keys(
-    cluster: Cluster, row_sets: Iterable[Sequence[tuple[Any, ...]]]
+    cluster: Cluster,
+    row_sets: Iterable[Sequence[tuple[Any, ...]]],
+    known: Mapping[int, str] | None = None,
 ) -> Callable[[str | None], list[str]]:
-    """The evidence of rows (their last column: ``ids_text_sql``) as sorted dedupe keys, from ONE query
-    for all of them; an id whose observation is gone (retention) is left out, as ``evidence_keys``."""
+    """The evidence of rows (their last column: ``ids_text_sql``) as sorted dedupe keys, from ``known``
+    and ONE query for the rest (``observation_keys``); an id whose observation is gone (retention) is left
+    out, as ``evidence_keys``."""
     cited = {i for rows in row_sets for row in rows for i in ids(row[-1])}
-    key_of = {str(i): k for i, k in observation_keys(cluster, map(int, cited)).items()}
+    key_of = {str(i): k for i, k in observation_keys(cluster, map(int, cited), known).items()}
 
     def keys(value: str | None) -> list[str]:
         return sorted({key_of[i] for i in ids(value) if i in key_of})
@@ -195,15 +211,17 @@ MARKER_ORDER = ("at", "id")
 FINDING_ORDER = ("start", "kind", "id")
 
 
-def pod_timelines(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[tuple[Pod, TimelineDoc]]:
+def pod_timelines(
+    cluster: Cluster, pods: Sequence[Pod], known: Mapping[int, str] | None = None
+) -> Iterator[tuple[Pod, TimelineDoc]]:
     """``(pod, its podlife.timeline/v2 document)`` for each of ``pods``, in order: ``CHUNK`` pods per query
-    and table, and one more query a chunk for the evidence's dedupe keys."""
+    and table, and one more query a chunk for the evidence's dedupe keys that ``known`` does not hold."""
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
         interval_rows = pod_rows(Interval, cluster, uids, _interval_columns, INTERVAL_ORDER)
         marker_rows = pod_rows(Marker, cluster, uids, _marker_columns, MARKER_ORDER)
         finding_rows = pod_rows(Finding, cluster, uids, _finding_columns, FINDING_ORDER)
-        keys = cited_keys(cluster, (interval_rows, marker_rows, finding_rows))
+        keys = cited_keys(cluster, (interval_rows, marker_rows, finding_rows), known)
         lanes: dict[str, dict[str, list[IntervalDoc]]] = {u: {} for u in uids}
         for uid, lane, state, start, end, source, attrs, evidence in interval_rows:
             lanes[uid].setdefault(lane, []).append(

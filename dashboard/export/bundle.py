@@ -185,7 +185,7 @@ class SpooledObservations:
         self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115 (closed in close())
         self.sha = hashlib.sha256()
         self.count = 0
-        self.side_ids: set[int] = set()
+        self.carried = reads.Carried()
         self._written: list[bytes] = []
         self._canonical: list[bytes] = []
         self.deflate = _BackgroundDeflate(self.spool, gzip_level) if gzip_level is not None else None
@@ -194,8 +194,7 @@ class SpooledObservations:
         self._canonical.append(canonical_observation(item))
         self._written.append(orjson.dumps(item))
         self.count += 1
-        if side:
-            self.side_ids.add(item["id"])
+        self.carried.note(item, side=side)
         if len(self._written) >= self.BATCH:
             self._flush()
 
@@ -263,24 +262,24 @@ def collect_observations(
 
 
 def derived_sections(
-    resolved: Resolved, side_ids: set[int], counter: _Counter
+    resolved: Resolved, carried: reads.Carried, counter: _Counter
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(section, item)`` in document order; what the JSON, CSV and HTML writers all draw from. Each item
     is a Struct of ``dashboard/serialize.py`` (``serialize.BUNDLE_SECTIONS``: the import reads them back
     through the same ones) as the plain dict orjson writes."""
-    for section, doc in _derived_docs(resolved, side_ids, counter):
+    for section, doc in _derived_docs(resolved, carried, counter):
         yield section, serialize.to_builtins(doc)
 
 
 def _derived_docs(
-    resolved: Resolved, side_ids: set[int], counter: _Counter
+    resolved: Resolved, carried: reads.Carried, counter: _Counter
 ) -> Iterator[tuple[str, msgspec.Struct]]:
     cluster, since, until = resolved.cluster, resolved.since, resolved.until
-    for _pod, timeline in timeline_reads.pod_timelines(cluster, resolved.pods):
+    for _pod, timeline in timeline_reads.pod_timelines(cluster, resolved.pods, carried.keys):
         yield "pods", timeline
         counter.add("pods")
     for node in resolved.nodes:
-        yield "nodes", reads.node_doc(cluster, node, since, until, side_ids)
+        yield "nodes", reads.node_doc(cluster, node, since, until, carried)
     uids_by_ns: dict[str, list[Any]] = {}
     for p in resolved.pods:
         uids_by_ns.setdefault(p.namespace, []).append(p)
@@ -292,11 +291,11 @@ def _derived_docs(
             for p in uids_by_ns.get(pdb.namespace, [])
             if selector_matches(pdb.selector or {}, p.labels or {})
         ]
-        yield "pdbs", reads.pdb_doc(cluster, pdb, since, until, side_ids, covered)
+        yield "pdbs", reads.pdb_doc(cluster, pdb, since, until, carried, covered)
     for w in resolved.workloads:
         yield "workloads", reads.workload_doc(w, since, until)
     for f in reads.findings(
-        cluster, resolved.pod_uids, [p.uid for p in resolved.pdbs], since, until, side_ids
+        cluster, resolved.pod_uids, [p.uid for p in resolved.pdbs], since, until, carried
     ):
         yield "findings", f
 
@@ -338,7 +337,7 @@ def _head(
     derived = hashlib.sha256()
     section_counts = dict.fromkeys(SECTIONS, 0)
     current = None
-    for section, item in derived_sections(resolved, spooled.side_ids, counter):
+    for section, item in derived_sections(resolved, spooled.carried, counter):
         while current != section:
             current = SECTIONS[0] if current is None else SECTIONS[SECTIONS.index(current) + 1]
             yield (b"" if current == SECTIONS[0] else b"]") + b',\n"' + current.encode() + b'":['

@@ -135,7 +135,7 @@ def iter_csv_zip(resolved: Resolved, *, progress: Progress | None = None) -> Ite
         pdbs=resolved.pdbs,
         workloads=resolved.workloads,
     )
-    included = set(side_ids)
+    carried = reads.Carried(side_ids=set(side_ids))  # derived first: no keys read yet
     sink = _Sink()
     zf = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
     with (
@@ -149,7 +149,7 @@ def iter_csv_zip(resolved: Resolved, *, progress: Progress | None = None) -> Ite
         with zf.open("intervals.csv", "w", force_zip64=True) as entry:
             text, intervals = _writer(entry)
             intervals.writerow(INTERVAL_COLUMNS)
-            for section, item in derived_sections(resolved, included, counter):
+            for section, item in derived_sections(resolved, carried, counter):
                 if section == "pods":
                     pod = item["pod"]
                     intervals.writerows(_interval_rows("pod", pod, item["lanes"]))

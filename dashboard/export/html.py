@@ -37,6 +37,7 @@ from django.template.loader import get_template
 from django.utils import timezone
 
 from dashboard import plotly_bundles
+from dashboard.export import reads
 from dashboard.export.bundle import Progress, _Counter, _quiet, derived_sections, podlife_version
 from dashboard.export.scope import Resolved
 from dashboard.plotly_bundles import PARTIAL_PATH
@@ -178,7 +179,7 @@ def iter_html(resolved: Resolved, *, progress: Progress | None = None, tz: str =
     yield b',"gantt":' + safe_json(figures.gantt_config())
     sections = {"pods": 0, "nodes": 0, "pdbs": 0, "findings": 0}
     current = None
-    for section, item in derived_sections(resolved, set(), counter):
+    for section, item in derived_sections(resolved, reads.Carried(), counter):
         if section == "workloads":
             continue
         if section != current:

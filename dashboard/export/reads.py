@@ -5,14 +5,16 @@ makes with one pod); this module reads what only a bundle carries: the pods' obs
 ones resolved to them, the side observations of nodes, PDBs and workloads, and the findings section. Every
 per-pod table is read through ``timeline_reads.pod_rows`` (one statement builder for both databases), every
 item is one of the Structs of ``dashboard/serialize.py`` (``NodeBundleDoc``, ``PdbBundleDoc``,
-``WorkloadBundleDoc``, ``FindingBundleDoc``), and every evidence list cites dedupe keys, translated with
-one more query a chunk (``timeline_reads.cited_keys``). Status samples and node / PDB lanes are
+``WorkloadBundleDoc``, ``FindingBundleDoc``), and every evidence list cites dedupe keys: those of the
+observations the bundle has read already (``Carried``), the rest translated with one more query a chunk
+(``timeline_reads.cited_keys``). Status samples and node / PDB lanes are
 ``queries.py``'s reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +80,26 @@ def ids_text(field: str) -> Any:
 
 
 # --- observations ------------------------------------------------------------------------------------------
+@dataclass
+class Carried:
+    """What a bundle's derived sections need to know of the observations it carries: the ids of its side
+    observations (evidence on a node's or PDB's lane or a finding outside them is cut) and the dedupe keys
+    of the observations it has read already, by id (evidence cites keys: these need no second read of
+    their bodies). ``note`` keeps at most ``KEYS_HELD`` keys; evidence beyond them is looked up."""
+
+    KEYS_HELD = 1 << 18  # about 50 MB of keys; a namespace's day of 3,000 pods is 51,000 observations
+
+    side_ids: set[int] = field(default_factory=set)
+    keys: dict[int, str] = field(default_factory=dict)
+
+    def note(self, item: dict[str, Any], *, side: bool = False) -> None:
+        """``item`` (an observation as ``pod_observations`` gives it) is in the bundle."""
+        if side:
+            self.side_ids.add(item["id"])
+        if len(self.keys) < self.KEYS_HELD:
+            self.keys[item["id"]] = item["dedupe_key"]
+
+
 _OBS_COLUMNS = (
     "id",
     "kind",
@@ -247,19 +269,19 @@ def _kept(evidence: Iterable[int], included: set[int], dropped: list[int]) -> li
 
 
 def _side_lanes(
-    cluster: Cluster, since: datetime, until: datetime, included: set[int], **subject: str
+    cluster: Cluster, since: datetime, until: datetime, carried: Carried, **subject: str
 ) -> tuple[dict[str, list[IntervalDoc]], int]:
     """A node's or PDB's own lanes overlapping the window, evidence cut to what the bundle carries; and
     how many ids were cut."""
     lanes: dict[str, list[IntervalDoc]] = {}
     dropped: list[int] = []
     rows = [
-        (lane, state, start, end, source, attrs, _kept(evidence, included, dropped))
+        (lane, state, start, end, source, attrs, _kept(evidence, carried.side_ids, dropped))
         for lane, state, start, end, source, attrs, evidence in queries.side_intervals(
             cluster.id, since=since, until=until, **subject
         ).values_list("lane", "state", iso("start"), iso("end"), "source", "attrs", "evidence")
     ]
-    key_of = timeline_reads.observation_keys(cluster, (i for *_, kept in rows for i in kept))
+    key_of = timeline_reads.observation_keys(cluster, (i for *_, kept in rows for i in kept), carried.keys)
     for lane, state, start, end, source, attrs, kept in rows:
         lanes.setdefault(lane, []).append(
             IntervalDoc(
@@ -275,10 +297,10 @@ def _side_lanes(
 
 
 def node_doc(
-    cluster: Cluster, node: Node, since: datetime, until: datetime, included: set[int]
+    cluster: Cluster, node: Node, since: datetime, until: datetime, carried: Carried
 ) -> serialize.NodeBundleDoc:
     """A node in the bundle: its own lanes (``node:*``) overlapping the window."""
-    lanes, dropped = _side_lanes(cluster, since, until, included, node=node.name)
+    lanes, dropped = _side_lanes(cluster, since, until, carried, node=node.name)
     return serialize.node_bundle_doc(node, lanes=lanes, evidence_outside_bundle=dropped)
 
 
@@ -287,12 +309,12 @@ def pdb_doc(
     pdb: PodDisruptionBudget,
     since: datetime,
     until: datetime,
-    included: set[int],
+    carried: Carried,
     covered: Sequence[str],
 ) -> serialize.PdbBundleDoc:
     """A PDB in the bundle: its lanes overlapping the window; its status samples in the window and the one
     before."""
-    lanes, dropped = _side_lanes(cluster, since, until, included, pdb_uid=pdb.uid)
+    lanes, dropped = _side_lanes(cluster, since, until, carried, pdb_uid=pdb.uid)
     return serialize.pdb_bundle_doc(
         pdb,
         lanes=lanes,
@@ -322,7 +344,7 @@ def findings(
     pdb_uids: Sequence[str],
     since: datetime,
     until: datetime,
-    included_side: set[int],
+    carried: Carried,
 ) -> Iterator[FindingBundleDoc]:
     """Every finding of the pods (all subjects: a PDB finding names the pod it blocks), then the PDBs'
     findings about no pod in particular that overlap the window. A PDB finding about a pod outside the
@@ -361,7 +383,7 @@ def findings(
             evidence,
         ) = row
         if cut:
-            evidence = ",".join(i for i in ids(evidence) if int(i) in included_side)
+            evidence = ",".join(i for i in ids(evidence) if int(i) in carried.side_ids)
         return FindingBundleDoc(
             subject=subject,
             subject_name=subject_name,
@@ -380,7 +402,7 @@ def findings(
     for chunk in chunks(pod_uids):
         # Within a chunk by pod UID (not the chunk's pod order): the order this section always had.
         rows = pod_rows(Finding, cluster, chunk, _finding_columns, ("start", "kind", "id"), by_uid=True)
-        keys = cited_keys(cluster, [rows])
+        keys = cited_keys(cluster, [rows], carried.keys)
         for row in rows:
             seen.add(row[0])
             yield item(row, keys, cut=row[1] != "pod")
@@ -397,6 +419,6 @@ def findings(
             .values_list(*fields)
             if row[0] not in seen
         ]
-        keys = cited_keys(cluster, [rows])
+        keys = cited_keys(cluster, [rows], carried.keys)
         for row in rows:
             yield item(row, keys, cut=True)

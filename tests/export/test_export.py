@@ -15,12 +15,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard import queries, serialize, timeline_reads
-from dashboard.export import Scope, ScopeError, export_incident, iter_export, resolve
+from dashboard.export import Scope, ScopeError, export_incident, iter_export, reads, resolve
 from dashboard.export.bundle import crc32_combine
 from tests.export.conftest import HOSTILE, SINCE, UNTIL, uid_for
 from tests.export.helpers import export_json
 from tests.lifecycle.factories import T0
 from tests.orm_timeline import orm_timeline
+from timelines import observation_rows
 from timelines.lifecycle import schema
 from timelines.models import Pod
 
@@ -158,6 +159,31 @@ def test_json_bundle_carries_timelines_evidence_and_a_digest(source_cluster):
         == len(bundle["observations"])
         == meta["counts"]["observations"]
     )
+
+
+def test_evidence_is_cited_from_the_observations_the_bundle_read(source_cluster, monkeypatch):
+    """GIVEN a node's bundle WHEN it is exported THEN its evidence (pods, node and PDB lanes, findings) is
+    cited from the keys of the observations it has read, none of which is looked up again in the bodies;
+    AND the bundle is the one written when every key is looked up (nothing held)."""
+    asked: list[int] = []
+    real = observation_rows.keys_by_id
+
+    def keys_by_id(cluster, ids):
+        ids = list(ids)
+        asked.extend(ids)
+        return real(cluster, ids)
+
+    monkeypatch.setattr(observation_rows, "keys_by_id", keys_by_id)
+    held = orjson.loads(export_json(source_cluster))
+    carried = {o["id"] for o in held["observations"]}
+    assert carried and not carried & set(asked), sorted(carried & set(asked))
+    monkeypatch.setattr(reads.Carried, "KEYS_HELD", 0)
+    asked.clear()
+    looked_up = orjson.loads(export_json(source_cluster))
+    assert set(asked) & carried  # the same evidence, every key from the bodies
+    for bundle in (held, looked_up):
+        del bundle["metadata"]["generated_at"]
+    assert held == looked_up
 
 
 def test_json_is_streamed_item_by_item(source_cluster):
