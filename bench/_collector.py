@@ -141,7 +141,8 @@ def copy_baselines(cluster: str, batch: int, *, as_json: bool = False) -> list[t
         obs = row.observation()
         rows.append(store._row(found.pk, obs, received))
         if as_json:
-            json_rows.append((*rows[-1][:-1], store._json_bytes(obs.payload)))
+            at = store._COLUMNS.index("body")  # the payload's JSON in its place
+            json_rows.append((*rows[-1][:at], store._json_bytes(obs.payload), *rows[-1][at + 1 :]))
     out = []
     forms = [(rows, False), (json_rows, True)] if as_json else [(rows, False)]
     for form, as_json_rows in forms:

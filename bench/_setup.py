@@ -55,7 +55,7 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
     database takes them: the same binary ``COPY`` the store uses, without its checks; on SQLite, a plain
     ``executemany`` INSERT. The baseline of the ingest and watch benchmarks.
 
-    ``as_json``: each row's last field is its payload's JSON text instead of its body, and goes to the
+    ``as_json``: each row's ``body`` field is its payload's JSON text instead of its body, and goes to the
     ``payload`` column (jsonb on PostgreSQL), as rows were stored before the compressed body (#37): the form
     the observations arrive in, so a baseline that does not shrink with the stored form (bench/watch.py)."""
     from django.db import connection, transaction
@@ -65,15 +65,16 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
     columns = store._COLUMN_LIST
     if as_json:
         columns = ", ".join(c if c != "body" else "payload" for c in store._COLUMNS)
+        at = store._COLUMNS.index("body")
         if connection.vendor == "postgresql":
             from psycopg.types.json import Jsonb
 
             def verbatim(text: bytes) -> bytes:
                 return text
 
-            rows = [(*r[:-1], Jsonb(r[-1], dumps=verbatim)) for r in rows]  # jsonb's binary form, unclocked
+            rows = [(*r[:at], Jsonb(r[at], dumps=verbatim), *r[at + 1 :]) for r in rows]  # binary, unclocked
         else:
-            rows = [(*r[:-1], r[-1].decode()) for r in rows]
+            rows = [(*r[:at], r[at].decode(), *r[at + 1 :]) for r in rows]
 
     table = "bench_observation_raw"
     with connection.cursor() as cursor:
@@ -98,7 +99,14 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
             cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, key_hash)")
     if connection.vendor != "postgresql":  # SQLite binds text: times and key hashes adapted (unclocked)
         adapt = connection.ops.adapt_datetimefield_value
-        rows = [(*r[:4], adapt(r[4]), adapt(r[5]), r[6].hex, *r[7:]) for r in rows]
+        pod_id = store._POD_ID_AT
+        rows = [
+            tuple(
+                adapt(v) if i in (4, 5) else v.hex if (i == 6 or i == pod_id) and v is not None else v
+                for i, v in enumerate(r)
+            )
+            for r in rows
+        ]
     marks = ", ".join(["%s"] * len(store._COLUMNS))
     try:
         started = time.perf_counter()
@@ -107,7 +115,7 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
             with transaction.atomic(), connection.cursor() as cursor:
                 if connection.vendor == "postgresql" and as_json:
                     with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-                        copy.set_types([*store._COPY_TYPES[:-1], "jsonb"])
+                        copy.set_types([t if i != at else "jsonb" for i, t in enumerate(store._COPY_TYPES)])
                         for row in chunk:
                             copy.write_row(row)
                 elif connection.vendor == "postgresql":

@@ -221,8 +221,9 @@ def fill_day(day: datetime, copies: int, tag: str) -> int:
             cursor.execute(
                 # Rows as large as the ones copied: the body (with the key inside since migration 0028,
                 # which this copy leaves as it is) and a key hash made new with the tag.
-                "INSERT INTO timelines_observation (cluster_id, pod_uid, kind, source, observed_at, received_at, "
-                "dedupe_key, key_hash, node, namespace, name, payload, body) SELECT cluster_id, pod_uid, kind, "
+                "INSERT INTO timelines_observation (cluster_id, pod_uid, pod_id, kind, source, observed_at, "
+                "received_at, dedupe_key, key_hash, node, namespace, name, payload, body) "
+                "SELECT cluster_id, pod_uid, pod_id, kind, "
                 "source, %s + (observed_at - date_trunc('day', observed_at)), received_at, "
                 "left(dedupe_key, 180) || %s, "
                 "md5(cluster_id::text || ':' || coalesce(dedupe_key, key_hash::text) || %s)::uuid, "

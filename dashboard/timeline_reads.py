@@ -38,6 +38,7 @@ from timelines import observation_rows, pg_arrays
 from timelines.lifecycle.schema import FindingDoc, IntervalDoc, MarkerDoc, TimelineDoc, timeline_doc
 from timelines.lifecycle.timeline import format_time, parse_time
 from timelines.models import Cluster, Finding, Interval, Marker, Pod
+from timelines.observation_rows import PodMatch
 
 WINDOW_SCHEMA = "podlife.window/v1"
 MAX_WINDOW_PODS = 20_000
@@ -79,6 +80,18 @@ def any_of(column: str, values: Iterable[str], params: list[Any]) -> str:
     return pg_arrays.any_of(column, values, params, postgres=_postgres())
 
 
+def _pod_uid_match(uids: Sequence[str], *, postgres: bool) -> PodMatch:
+    """``pod_rows``' default: the rows whose ``pod_uid`` is one of ``uids``."""
+    if postgres:
+        return PodMatch(
+            "unnest(%s::varchar[]) WITH ORDINALITY AS u(uid, ord)",
+            "x.pod_uid = u.uid",
+            "t.pod_uid",
+            [list(uids)],
+        )
+    return PodMatch("", f"t.pod_uid IN ({', '.join(['%s'] * len(uids))})", "t.pod_uid", list(uids))
+
+
 def pod_rows(
     model: type[Model],
     cluster: Cluster,
@@ -87,6 +100,7 @@ def pod_rows(
     order: Sequence[str],
     *,
     by_uid: bool = False,
+    match: Callable[..., PodMatch] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The rows of ``model`` of the pods ``uids`` (at most ``CHUNK``) in one query, each pod's rows by the
     columns ``order``; ``columns(alias)`` is the select list over the table's alias. The pods come in the
@@ -97,24 +111,28 @@ def pod_rows(
     planner's statistics say: ``pod_uid IN (…)`` on a table not analyzed since a bulk load (autovacuum off,
     or not yet run) was planned as a scan of every row of the cluster, once per chunk of pods. The
     ``ORDER BY`` inside keeps the subquery from being flattened into that same plan, and hands each pod's
-    rows over sorted. SQLite plans ``IN`` on the index."""
+    rows over sorted. SQLite plans ``IN`` on the index.
+
+    ``match``: how the rows are found by UID (``observation_rows.pod_match``, for the observations, which
+    hold a pod's UID as text or as 16 bytes); by default the table's ``pod_uid``."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     outer = ", ".join(f"t.{quote(c)}" for c in order)
+    found = (match or _pod_uid_match)(uids, postgres=_postgres())
     if _postgres():
         inner = ", ".join(f"x.{quote(c)}" for c in order)
         sql = (
-            f"SELECT {columns('t')} FROM unnest(%s::varchar[]) WITH ORDINALITY AS u(uid, ord) "
-            f"CROSS JOIN LATERAL (SELECT * FROM {table} x WHERE x.cluster_id = %s AND x.pod_uid = u.uid "
-            f"ORDER BY {inner}) t ORDER BY {'t.pod_uid' if by_uid else 'u.ord'}, {outer}"
+            f"SELECT {columns('t')} FROM {found.source} CROSS JOIN LATERAL (SELECT * FROM {table} x "
+            f"WHERE x.cluster_id = %s AND {found.match} ORDER BY {inner}) t "
+            f"ORDER BY {found.uid if by_uid else 'u.ord'}, {outer}"
         )
-        params: list[Any] = [list(uids), cluster.pk]
+        params = [*found.params, cluster.pk]
     else:
         sql = (
-            f"SELECT {columns('t')} FROM {table} t WHERE t.cluster_id = %s "
-            f"AND t.pod_uid IN ({', '.join(['%s'] * len(uids))}) ORDER BY t.pod_uid, {outer}"
+            f"SELECT {columns('t')} FROM {table} t WHERE t.cluster_id = %s AND {found.match} "
+            f"ORDER BY {found.uid}, {outer}"
         )
-        params = [cluster.pk, *uids]
+        params = [cluster.pk, *found.params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cast(list[tuple[Any, ...]], cursor.fetchall())

@@ -171,7 +171,7 @@ def test_uidless_reads_use_their_partial_index(nameless: bool, monkeypatch: Any)
             for i in range(50)
         ],
     )  # fmt: skip
-    partial = ["obs_uidless_by_name", "obs_nameless_by_time"]  # either bounds the read to UID-less rows
+    partial = ["obs_no_uid_by_name", "obs_no_uid_by_time"]  # either bounds the read to UID-less rows
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "

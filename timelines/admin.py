@@ -44,19 +44,24 @@ class PodAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note abov
 class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Read-only: observations are the append-only source of truth."""
 
-    list_display = ["observed_at", "cluster", "kind", "source", "namespace", "name", "pod_uid", "node"]
+    list_display = ["observed_at", "cluster", "kind", "source", "namespace", "name", "pod", "node"]
     list_filter = ["cluster", "kind", "source"]
-    search_fields = ["pod_uid", "name", "namespace", "node"]  # the dedupe key is in the body (0028)
+    # The dedupe key is in the body (0028); a UUID pod UID in pod_id (0029).
+    search_fields = ["pod_uid", "pod_id", "name", "namespace", "node"]
     date_hierarchy = "observed_at"
     show_full_result_count = False  # counting millions of rows on every page is not worth it
-    exclude = ["payload", "body", "dedupe_key"]  # stored compressed: shown decoded
-    readonly_fields = ["stored_key", "stored_payload"]
+    exclude = ["payload", "body", "dedupe_key", "pod_id"]  # stored compressed: shown decoded
+    readonly_fields = ["pod", "stored_key", "stored_payload"]
 
     def _decoded(self, obj: models.Observation) -> tuple[str, object]:
         stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()
         return observation_rows.decode(
-            stored, obj.dedupe_key, obj.pod_uid, obj.node, obj.namespace, obj.name, obj.observed_at
+            stored, obj.dedupe_key, obj.stored_pod_uid, obj.node, obj.namespace, obj.name, obj.observed_at
         )
+
+    @admin.display(description="pod UID")
+    def pod(self, obj: models.Observation) -> str | None:
+        return obj.stored_pod_uid
 
     @admin.display(description="dedupe key")
     def stored_key(self, obj: models.Observation) -> str:

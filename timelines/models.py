@@ -141,6 +141,8 @@ class Observation(models.Model):
     # On PostgreSQL without a database constraint (migration 0019): the store locks the cluster's row
     # instead, and a cluster is deleted only under FOR UPDATE of it (``ClusterQuerySet.delete``).
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="observations")
+    # A pod's UID: as 16 bytes in ``pod_id`` when it is a UUID in canonical text, else its text in
+    # ``pod_uid`` (migration 0029; rows stored before hold text). ``observation_rows`` reads either.
     pod_uid = models.CharField(max_length=64, null=True, blank=True)
     kind = models.CharField(max_length=32)
     source = models.CharField(max_length=32)
@@ -157,6 +159,7 @@ class Observation(models.Model):
     # for rows stored before it, ``payload`` (jsonb) until ``manage.py compact_observations`` moves them.
     payload = models.JSONField(null=True, blank=True, default=None)
     body = models.BinaryField(null=True, blank=True, default=None)
+    pod_id = models.UUIDField(null=True, blank=True, default=None)
 
     class Meta:
         constraints = [
@@ -166,27 +169,45 @@ class Observation(models.Model):
         indexes = [
             # By pod without the time: a pod's entries fold into one key and a posting list (btree
             # deduplication), a fifth of the size; a read by pod sorts the pod's rows (migration 0025).
-            models.Index(fields=["cluster", "pod_uid"], name="obs_by_pod"),
+            # Since migration 0029, two partial ones: by the UID's text, and by its 16 bytes.
+            models.Index(
+                fields=["cluster", "pod_uid"],
+                name="obs_by_pod_text",
+                condition=models.Q(pod_uid__isnull=False),
+            ),
+            models.Index(
+                fields=["cluster", "pod_id"], name="obs_by_pod_id", condition=models.Q(pod_id__isnull=False)
+            ),
             # By kind without the time (migration 0027): a read of a kind within a time span adds the BRIN on
             # observed_at (a bitmap AND); one in time order sorts what it reads.
             models.Index(fields=["cluster", "kind"], name="obs_by_kind"),
             # The derive stage's reads of UID-less lines a pod may own (``derivation.pod_observations``): by
             # the name they give, and node-level ones by time. Partial, so only those rows are indexed: an
             # index on all of a cluster's rows made each read scan every kubelet line of the cluster.
+            # (Since migration 0029 a line naming a pod by UID may hold NULL in ``pod_uid``: its ``pod_id``.)
             models.Index(
                 fields=["cluster", "namespace", "name"],
-                name="obs_uidless_by_name",
-                condition=models.Q(pod_uid__isnull=True, kind__in=UIDLESS_INDEXED),
+                name="obs_no_uid_by_name",
+                condition=models.Q(pod_uid__isnull=True, pod_id__isnull=True, kind__in=UIDLESS_INDEXED),
             ),
             models.Index(
                 fields=["cluster", "observed_at"],
-                name="obs_nameless_by_time",
-                condition=models.Q(pod_uid__isnull=True, name="", kind__in=UIDLESS_INDEXED),
+                name="obs_no_uid_by_time",
+                condition=models.Q(
+                    pod_uid__isnull=True, pod_id__isnull=True, name="", kind__in=UIDLESS_INDEXED
+                ),
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.dedupe_key or self.key_hash}"
+
+    @property
+    def stored_pod_uid(self) -> str | None:
+        """The pod UID as given: the text, or the canonical text of ``pod_id`` (migration 0029)."""
+        if self.pod_uid is None and self.pod_id is not None:
+            return str(self.pod_id)
+        return self.pod_uid
 
 
 class PayloadDictionary(models.Model):
@@ -212,6 +233,8 @@ class _Derived(models.Model):
     """Common columns of what the lifecycle core derives for one pod (replaced together, per pod)."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    # A pod's UID: as 16 bytes in ``pod_id`` when it is a UUID in canonical text, else its text in
+    # ``pod_uid`` (migration 0029; rows stored before hold text). ``observation_rows`` reads either.
     pod_uid = models.CharField(max_length=64, null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     namespace = models.CharField(max_length=253, blank=True)

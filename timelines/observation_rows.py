@@ -10,6 +10,8 @@ time) and keeps those whose decoded payload matches (``where``, e.g. ``field_is`
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +20,7 @@ from typing import Any
 import orjson
 import psycopg
 from django.db import connection
-from django.db.models import BinaryField, Func, Max, Min, Q, QuerySet, TextField, Value
+from django.db.models import BinaryField, CharField, Func, Max, Min, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, Coalesce
 
 from timelines import partitions, payloads, pg_arrays
@@ -46,6 +48,61 @@ COLUMNS = (
 # The columns a read can take without decoding the row: not the dedupe key, which a row stored since
 # migration 0028 holds in its body.
 BARE_COLUMNS = tuple(column for column in COLUMNS if column != "dedupe_key")
+# ``pod_uid`` as a read selects it: the text, or the 16 bytes' text (``uid_expression``).
+_UID = "stored_uid"
+
+# A UID stored as 16 bytes (migration 0029): a UUID in the text ``uuid`` gives back (lower case, hyphens).
+_CANONICAL_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").fullmatch
+
+
+def pod_id_of(uid: str | None) -> uuid.UUID | None:
+    """The ``pod_id`` a row with this pod UID holds: the UUID when ``uid`` is one in canonical text (its
+    ``pod_uid`` is NULL then), else None (the text stays in ``pod_uid``)."""
+    return uuid.UUID(uid) if uid is not None and _CANONICAL_UID(uid) else None
+
+
+def _pod_id_text_sql(column: str, postgres: bool) -> str:
+    if postgres:
+        return f"{column}::text"
+    # Django keeps a uuid on SQLite as its 32 hex digits.
+    return (
+        f"substr({column}, 1, 8) || '-' || substr({column}, 9, 4) || '-' || substr({column}, 13, 4) || '-' "
+        f"|| substr({column}, 17, 4) || '-' || substr({column}, 21, 12)"
+    )
+
+
+def uid_sql(table: str) -> str:
+    """The SQL of ``table``'s row's pod UID as text (NULL for none): ``pod_uid``, or since migration 0029
+    the canonical text of ``pod_id``."""
+    postgres = connection.vendor == "postgresql"
+    return f"COALESCE({table}.pod_uid, {_pod_id_text_sql(f'{table}.pod_id', postgres)})"
+
+
+class _PodIdText(Func):
+    template = _pod_id_text_sql("%(expressions)s", True)
+    output_field = CharField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template=_pod_id_text_sql("%(expressions)s", False))
+
+
+def uid_expression() -> Any:
+    """The ORM expression of a row's pod UID as text (``uid_sql``'s)."""
+    return Coalesce("pod_uid", _PodIdText("pod_id"), output_field=CharField())
+
+
+def pod_condition(uids: Iterable[str], *, arrays: bool = False) -> tuple[str, list[Any]] | Q:
+    """The rows of the pods ``uids``: their UID's text in ``pod_uid`` (rows stored before migration 0029,
+    UIDs that are not canonical UUIDs) or its 16 bytes in ``pod_id``. With ``arrays`` on PostgreSQL, SQL
+    over the unaliased table with one array parameter per column (``pg_arrays``), else a ``Q``."""
+    uids = list(uids)
+    ids = [i for i in map(pod_id_of, uids) if i is not None]
+    if arrays and connection.vendor == "postgresql":
+        return (
+            "(pod_uid = ANY(%s::text[]) OR pod_id = ANY(%s::uuid[]))",
+            [pg_arrays.text_array(uids), ids],
+        )
+    return Q(pod_uid__in=uids) | Q(pod_id__in=ids)
 
 
 def payload_sql(table: str) -> str:
@@ -152,8 +209,45 @@ class FieldIs:
         return bool(value == self.expected and type(value) is type(self.expected))
 
 
+@dataclass(frozen=True, slots=True)
+class PodMatch:
+    """How a chunk of pods' rows is found by pod UID (``dashboard.timeline_reads.pod_rows``): on PostgreSQL
+    the ``source`` of a lateral lookup per UID (``u.uid``, ``u.ord``) and the ``match`` of the lookup's rows
+    (alias ``x``) against it; on SQLite the ``match`` over alias ``t``; ``uid`` the UID's SQL over ``t``,
+    which the rows are ordered by; ``params`` the parameters of ``source`` or ``match``."""
+
+    source: str
+    match: str
+    uid: str
+    params: list[Any]
+
+
+def pod_match(uids: Sequence[str], *, postgres: bool) -> PodMatch:
+    """``PodMatch`` of the observations of the pods ``uids``: by the UID's text or its 16 bytes (``pod_id``,
+    migration 0029)."""
+    ids = [pod_id_of(u) for u in uids]
+    if postgres:
+        return PodMatch(
+            "unnest(%s::varchar[], %s::uuid[]) WITH ORDINALITY AS u(uid, pid, ord)",
+            "(x.pod_uid = u.uid OR x.pod_id = u.pid)",
+            uid_sql("t"),
+            [list(uids), ids],
+        )
+    hexes = [i.hex for i in ids if i is not None]  # Django's SQLite uuid: 32 hex digits
+    marks, id_marks = ", ".join(["%s"] * len(uids)), ", ".join(["%s"] * len(hexes))
+    return PodMatch(
+        "", f"(t.pod_uid IN ({marks}) OR t.pod_id IN ({id_marks}))", uid_sql("t"), [*uids, *hexes]
+    )
+
+
+def _read(column: str) -> str:
+    return _UID if column == "pod_uid" else column
+
+
 def _selected(qs: QuerySet[ObservationRow]) -> Any:
-    return qs.annotate(payload_text=payload_expression()).values_list(*COLUMNS, "payload_text")
+    return qs.annotate(payload_text=payload_expression(), **{_UID: uid_expression()}).values_list(
+        *map(_read, COLUMNS), "payload_text"
+    )
 
 
 def rows(qs: QuerySet[ObservationRow], where: Where | None = None) -> list[StoredRow]:
@@ -188,7 +282,7 @@ def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[
 def facts_sql(condition: str) -> str:
     """The statement ``pg_facts`` runs for ``condition``."""
     return (
-        "SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, o.pod_uid, o.node, o.namespace, "
+        f"SELECT o.id, o.kind, o.source, o.observed_at, o.dedupe_key, {uid_sql('o')}, o.node, o.namespace, "
         f"o.name, {payload_sql('o')} FROM timelines_observation o WHERE o.cluster_id = %s {condition}"
     )
 
@@ -261,7 +355,13 @@ def selection(
             qs = qs.filter(key_hash__in=hashes)
     if ids is not None:
         qs = qs.filter(id__in=list(ids))
-    for column, values in (("pod_uid", pod_uids), ("node", nodes), ("namespace", namespaces)):
+    if pod_uids is not None:
+        condition = pod_condition(pod_uids, arrays=arrays)
+        if isinstance(condition, Q):
+            qs = qs.filter(condition)
+        else:
+            qs = qs.extra(where=[condition[0]], params=condition[1])
+    for column, values in (("node", nodes), ("namespace", namespaces)):
         if values is None:
             continue
         if arrays:
@@ -280,7 +380,8 @@ def selection(
         spans = [Q(node=n, observed_at__gte=lo, observed_at__lte=hi) for n, lo, hi in node_spans]
         qs = qs.filter(Q(*spans, _connector=Q.OR) or Q(pk__in=[]))
     if has_pod_uid is not None:
-        qs = qs.filter(pod_uid__isnull=not has_pod_uid)
+        uidless = Q(pod_uid__isnull=True, pod_id__isnull=True)
+        qs = qs.exclude(uidless) if has_pod_uid else qs.filter(uidless)
     if on_a_node is not None:
         qs = qs.exclude(node="") if on_a_node else qs.filter(node="")
     if since is not None:
@@ -292,7 +393,7 @@ def selection(
 
 def by_pod(qs: QuerySet[ObservationRow]) -> QuerySet[ObservationRow]:
     """``qs`` pod by pod (by UID), each pod's rows by time and id."""
-    return qs.order_by("pod_uid", "observed_at", "id")
+    return qs.order_by(uid_expression(), "observed_at", "id")
 
 
 def newest_per(qs: QuerySet[ObservationRow], column: str) -> QuerySet[ObservationRow]:
@@ -309,7 +410,9 @@ def values_of(qs: QuerySet[ObservationRow], column: str, *, distinct: bool = Fal
     (its distinct values with ``distinct``), without reading the payload."""
     if column not in BARE_COLUMNS:
         raise ValueError(f"values_of: {column!r} is not a column read without decoding")
-    values = qs.values_list(column, flat=True)
+    if column == "pod_uid":
+        qs = qs.annotate(**{_UID: uid_expression()})
+    values = qs.values_list(_read(column), flat=True)
     return list(values.distinct() if distinct else values)
 
 
@@ -329,7 +432,9 @@ def columns_of(
     unknown = [c for c in columns if c not in BARE_COLUMNS]
     if unknown:
         raise ValueError(f"columns_of: not columns read without decoding: {unknown}")
-    values = qs.values_list(*columns)
+    if "pod_uid" in columns:
+        qs = qs.annotate(**{_UID: uid_expression()})
+    values = qs.values_list(*map(_read, columns))
     values = values.distinct() if distinct else values
     return iter(values.iterator(chunk_size=chunk_size) if chunk_size is not None else values)
 
@@ -339,9 +444,10 @@ def evidence_spans(qs: QuerySet[ObservationRow]) -> list[tuple[str | None, str, 
     where and when each pod left evidence."""
     return list(
         qs.exclude(node="")
-        .values_list("pod_uid", "node", "kind")
+        .annotate(**{_UID: uid_expression()})
+        .values_list(_UID, "node", "kind")
         .annotate(first=Min("observed_at"), last=Max("observed_at"))
-        .values_list("pod_uid", "node", "kind", "first", "last")
+        .values_list(_UID, "node", "kind", "first", "last")
     )
 
 
@@ -349,8 +455,9 @@ def evidence_spans(qs: QuerySet[ObservationRow]) -> list[tuple[str | None, str, 
 def pg_pods(uids: Sequence[str]) -> tuple[str, list[Any]]:
     """The rows of the pods ``uids``, pod by pod (by UID), each by time and id."""
     return (
-        "AND o.pod_uid = ANY(%s::text[]) ORDER BY o.pod_uid, o.observed_at, o.id",
-        [pg_arrays.text_array(uids)],
+        "AND (o.pod_uid = ANY(%s::text[]) OR o.pod_id = ANY(%s::uuid[])) "
+        f"ORDER BY {uid_sql('o')}, o.observed_at, o.id",
+        [pg_arrays.text_array(uids), [i for i in map(pod_id_of, uids) if i is not None]],
     )
 
 
@@ -358,7 +465,7 @@ def pg_named(kinds: Sequence[str], names: Iterable[tuple[str, str]]) -> tuple[st
     """The UID-less rows of ``kinds`` naming one of ``names`` (namespace, name; not empty)."""
     namespaces, pod_names = zip(*sorted(names), strict=True)
     return (
-        "AND o.pod_uid IS NULL AND o.kind = ANY(%s) "
+        "AND o.pod_uid IS NULL AND o.pod_id IS NULL AND o.kind = ANY(%s) "
         "AND (o.namespace, o.name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
         [list(kinds), pg_arrays.text_array(namespaces), pg_arrays.text_array(pod_names)],
     )
@@ -370,7 +477,7 @@ def pg_nameless_on_nodes(
     """The UID-less rows of ``kinds`` naming no pod, on ``nodes[i]`` between ``los[i]`` and ``his[i]``
     (inclusive; not empty)."""
     return (
-        "AND o.pod_uid IS NULL AND o.kind = ANY(%s) AND o.name = '' "
+        "AND o.pod_uid IS NULL AND o.pod_id IS NULL AND o.kind = ANY(%s) AND o.name = '' "
         "AND o.observed_at BETWEEN %s AND %s "  # the whole range first: the index bounds the scan
         "AND EXISTS (SELECT 1 FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[]) "
         "AS s(node, lo, hi) WHERE o.node = s.node AND o.observed_at BETWEEN s.lo AND s.hi)",
@@ -396,8 +503,8 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
     t = connection.ops.quote_name(ObservationRow._meta.db_table)
     # The key's text where the row holds it, else the body that does (and the texts it is decoded with).
     columns = (
-        f"id, dedupe_key, CASE WHEN dedupe_key IS NULL THEN {payload_sql(t)} END, pod_uid, node, namespace, "
-        "name, observed_at"
+        f"id, dedupe_key, CASE WHEN dedupe_key IS NULL THEN {payload_sql(t)} END, {uid_sql(t)}, node, "
+        "namespace, name, observed_at"
     )
     if connection.vendor == "postgresql":
         sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import psycopg
@@ -56,6 +56,7 @@ from timelines.models import (
     WorkloadStatusSample,
 )
 from timelines.models import Observation as ObservationRow
+from timelines.observation_rows import pod_id_of
 from timelines.pg_arrays import int_array, text_array
 from timelines.projections import NodeRow, PdbRow, WorkloadRow
 from timelines.signals import observations_stored
@@ -76,16 +77,19 @@ _COLUMNS = (
     "namespace",
     "name",
     "body",
+    "pod_id",  # the pod's UID as 16 bytes when it is a canonical UUID, pod_uid NULL then (migration 0029)
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _HASH_AT = _COLUMNS.index("key_hash")
+_UID_AT = _COLUMNS.index("pod_uid")
+_POD_ID_AT = _COLUMNS.index("pod_id")
 _KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
     "cluster_id bigint, pod_uid varchar(64), kind varchar(32), source varchar(32), observed_at timestamptz, "
     "received_at timestamptz, key_hash uuid, node varchar(253), namespace varchar(253), "
-    "name varchar(253), body bytea"
+    "name varchar(253), body bytea, pod_id uuid"
 )
 _SQLITE_CHUNK = 500  # stays under SQLite's bound-parameter limit
 
@@ -308,9 +312,10 @@ def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> t
     body = payloads.pack(
         cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at)), key
     )
+    pod_id = pod_id_of(uid)  # a UUID as 16 bytes, its text not kept (migration 0029)
     return key, (
         cluster_id,
-        uid,
+        None if pod_id is not None else uid,
         obs.kind,
         obs.source,
         obs.observed_at,
@@ -320,7 +325,16 @@ def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> t
         namespace,
         name,
         body,
+        pod_id,
     )
+
+
+def _uid_of(row: tuple[Any, ...]) -> str | None:
+    """The pod UID of a row ``_keyed_row`` made: its text, or its 16 bytes' canonical text."""
+    uid = row[_UID_AT]
+    if uid is None and row[_POD_ID_AT] is not None:
+        return str(row[_POD_ID_AT])
+    return cast(str | None, uid)
 
 
 def _record_key(record: object) -> str:
@@ -526,7 +540,7 @@ def _insert_postgres(
             # savepoint, so that a failed check rolls back only the batch.
             with transaction.atomic() if nested else contextlib.nullcontext():
                 _copy_new_batch(cluster_id, rows, target, marks)
-            return [(row[1], key) for key, row in rows.items()]
+            return [(_uid_of(row), key) for key, row in rows.items()]
         except psycopg_errors.UniqueViolation:
             _probe_all.add(cluster_id)  # a partition held a key: look them all up first from now on
         except psycopg_errors.ObjectNotInPrerequisiteState:
@@ -542,7 +556,7 @@ def _insert_postgres(
             new = {key: row for key, row in rows.items() if key not in stored} if stored else rows
             if new:
                 copy_observation_rows(raw, "timelines_observation", new.values())
-            inserted = [(row[1], key) for key, row in new.items()]
+            inserted = [(_uid_of(row), key) for key, row in new.items()]
             if inserted:
                 _mark_dirty(cluster_id, inserted, facts)
         return inserted
@@ -557,7 +571,9 @@ def _insert_postgres(
 
 # Column types of ``_COLUMNS`` as a binary COPY sends them. The server reads each field with its column's
 # own binary input, so the body goes as the bytes ``_row`` made of it.
-_COPY_TYPES = ["bigint", *["varchar"] * 3, "timestamptz", "timestamptz", "uuid", *["varchar"] * 3, "bytea"]
+_COPY_TYPES = [
+    "bigint", *["varchar"] * 3, "timestamptz", "timestamptz", "uuid", *["varchar"] * 3, "bytea", "uuid"
+]  # fmt: skip
 
 
 def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -586,7 +602,7 @@ _INSERT_STAGED = (
     f"INSERT INTO timelines_observation ({_COLUMN_LIST}) SELECT {_STAGED_COLUMNS} FROM {_STAGE} s "
     "LEFT JOIN LATERAL (SELECT true AS hit FROM timelines_observation o WHERE "
     f"{partitions.stored_key_hash_sql('o.')} = s.key_hash AND o.cluster_id + 0 = s.cluster_id LIMIT 1) x "
-    "ON true WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING pod_uid, key_hash"
+    "ON true WHERE x.hit IS NULL ON CONFLICT DO NOTHING RETURNING key_hash"
 )
 
 
@@ -612,7 +628,7 @@ def _insert_postgres_staged(
         # No conflict target: each partition's own unique key index (``partitions.KEY_HASH``) is the arbiter.
         raw.execute(_INSERT_STAGED)
         key_of = _keys_by_hash(rows)
-        inserted = [(r[0], key_of[r[1]]) for r in raw.fetchall()]
+        inserted = [(_uid_of(rows[key]), key) for key in (key_of[h] for (h,) in raw.fetchall())]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
             raw.execute(f"TRUNCATE {_STAGE}")
     return inserted
@@ -642,6 +658,8 @@ def _insert_portable(
         values = list(row)
         values[observed], values[received] = adapt(row[observed]), adapt(row[received])
         values[_HASH_AT] = row[_HASH_AT].hex  # a UUIDField's text on SQLite
+        if row[_POD_ID_AT] is not None:
+            values[_POD_ID_AT] = row[_POD_ID_AT].hex
         params.append(values)
     marks = ", ".join(["%s"] * len(_COLUMNS))
     sql = (
@@ -650,7 +668,7 @@ def _insert_portable(
     )
     # A row another writer stored since the look-up above is skipped by the conflict clause but still
     # counted (and marked dirty) here: marking a key once too often costs one derivation, never a fact.
-    inserted = [(row[1], key) for key, row in new.items()]
+    inserted = [(_uid_of(row), key) for key, row in new.items()]
     with transaction.atomic():
         if params:
             with connection.cursor() as cursor:

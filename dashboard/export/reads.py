@@ -107,7 +107,7 @@ _OBS_COLUMNS = (
     "observed_iso",
     "received_iso",
     "dedupe_key",
-    "pod_uid",
+    "stored_uid",
     "node",
     "namespace",
     "name",
@@ -144,6 +144,7 @@ def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
     """Rows as bundle items; the payload is read as stored and decoded by ``observation_rows``."""
     for row in qs.annotate(
         payload_text=observation_rows.payload_expression(),
+        stored_uid=observation_rows.uid_expression(),
         observed_iso=iso("observed_at"),
         received_iso=iso("received_at"),
     ).values_list(*_OBS_COLUMNS):
@@ -153,7 +154,7 @@ def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
 def _observation_columns(t: str) -> str:
     return (
         f"{t}.id, {t}.kind, {t}.source, {time_text_sql(f'{t}.observed_at')}, "
-        f"{time_text_sql(f'{t}.received_at')}, {t}.dedupe_key, {t}.pod_uid, {t}.node, {t}.namespace, "
+        f"{time_text_sql(f'{t}.received_at')}, {t}.dedupe_key, {observation_rows.uid_sql(t)}, {t}.node, {t}.namespace, "
         f"{t}.name, {observation_rows.payload_sql(t)}"
     )
 
@@ -166,7 +167,14 @@ def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str
     for chunk in chunks(pods):
         uids = [p.uid for p in chunk]
         by_uid: dict[str, list[dict[str, Any]]] = {u: [] for u in uids}
-        rows = pod_rows(Observation, cluster, uids, _observation_columns, ("observed_at", "kind"))
+        rows = pod_rows(
+            Observation,
+            cluster,
+            uids,
+            _observation_columns,
+            ("observed_at", "kind"),
+            match=observation_rows.pod_match,
+        )
         for row in rows:
             by_uid[row[6]].append(_observation_item(row))
         del rows
