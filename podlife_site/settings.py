@@ -296,6 +296,8 @@ CELERY_BEAT_SCHEDULE = {
     "podlife-retention": {"task": "timelines.apply_retention", "schedule": 3600.0},
     # PostgreSQL: the observation partitions of the next PODLIFE_PARTITIONS_AHEAD spans exist before rows come.
     "podlife-partitions": {"task": "timelines.ensure_partitions", "schedule": 3600.0},
+    # PostgreSQL: the partitions of days that have ended get their indexes packed (docs/storage.md "Step 2d").
+    "podlife-close-partitions": {"task": "timelines.close_partitions", "schedule": 3600.0},
     # The derive stage is queued by every store; this run picks up what a dead worker left once its claim expires.
     "podlife-derive": {"task": "timelines.derive_dirty", "schedule": 5.0},
     "podlife-mark-open-pods": {"task": "timelines.mark_open_pods", "schedule": 60.0},

@@ -6,7 +6,10 @@ demand), and the migration of a populated single table in place.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -464,7 +467,7 @@ def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_ba
             return {k for (k,) in cursor.fetchall()}
 
     executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    executor.migrate([("timelines", "0028_observation_key_in_body")])
     for name in held:
         lean(name)
     with connection.cursor() as cursor:
@@ -473,6 +476,8 @@ def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_ba
             assert cursor.fetchone() == (True,)
             cursor.execute("SELECT to_regclass(%s)", [gone])
             assert cursor.fetchone() == (None,)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())  # today's code reads and writes today's rows
     from timelines import observation_rows
 
     condition, params = observation_rows.pg_pods(["uid-a"])
@@ -496,9 +501,186 @@ def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_ba
         assert not lean_names & set(defs), defs
     assert stored_again("1-10") == {"pod:uid-a:1-10"}
     executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    executor.migrate([("timelines", "0028_observation_key_in_body")])
     for name in held:
         lean(name)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_migration_0029_keeps_a_uuid_pod_uid_as_16_bytes_and_reads_both_forms_as_one_pod():
+    """GIVEN a pod (a UUID UID) and a pod whose UID is not a UUID, with rows stored before migration 0029
+    on two days (the UID's text in ``pod_uid``)
+    WHEN 0029 runs and both pods get more rows, on the second day and the third
+    THEN the new rows of the UUID pod hold it in ``pod_id`` and NULL in ``pod_uid`` (the other pod's keep
+    their text); every partition's index by pod is the two partial ones, attached to valid parent
+    indexes, and the old one is gone, and the partial indexes of UID-less lines leave out both forms; a read by pod (``pg_pods``, ``selection``, the export's ``pod_rows``)
+    gives each pod's rows of both forms in time order with its UID, through both indexes; a fact stored
+    before is still a duplicate; backwards, every row holds its UID's text again and the old index is back;
+    forwards again, the same."""
+    from dashboard import timeline_reads
+    from timelines import observation_rows
+
+    uid = "0b9f1c52-7d8e-4f4a-9c1e-3a5b6d7e8f90"
+
+    def snapshot(at: datetime, rv: str, pod: str) -> Observation:
+        return dataclasses.replace(
+            pod_snapshot(at, rv), pod_uid=pod, dedupe_key=f"pod:{pod}:{rv}", payload={"uid": pod, "rv": rv}
+        )
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("timelines", "0028_observation_key_in_body")])
+    base = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - 3 * DAY
+    partitions.ensure_partitions(DAY, now=base, ahead=3)
+    cluster = Cluster.objects.create(name="c1")
+    before = [snapshot(base + day * DAY + timedelta(minutes=m), f"{day}-{m}", pod)
+              for pod in (uid, "uid-a") for day in range(2) for m in (30, 10)]  # fmt: skip
+    put_as_before_0028(cluster.pk, before)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT tableoid::regclass::text FROM timelines_observation")
+        held = sorted(name for (name,) in cursor.fetchall())
+    assert len(held) == 2
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    partitions.forget_layout()
+    after = [snapshot(base + day * DAY + timedelta(minutes=m), f"{day}-{m}", pod)
+             for pod in (uid, "uid-a") for day in (1, 2) for m in (50, 40)]  # fmt: skip
+    assert store.save_observations("c1", after).stored == len(after)
+    assert store.save_observations("c1", before[:1]).duplicates == 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pod_uid, pod_id, count(*) FROM timelines_observation GROUP BY 1, 2 ORDER BY 1 NULLS FIRST"
+        )
+        assert cursor.fetchall() == [(None, uuid.UUID(uid), 4), (uid, None, 4), ("uid-a", None, 8)]
+        cursor.execute("SELECT DISTINCT tableoid::regclass::text FROM timelines_observation")
+        held = sorted(name for (name,) in cursor.fetchall())
+    assert len(held) == 3
+
+    def two_partial(name: str) -> None:
+        defs = _indexes_on(name)
+        assert defs[f"{name}_by_pod_text"].endswith("(cluster_id, pod_uid) WHERE (pod_uid IS NOT NULL)"), defs
+        assert defs[f"{name}_by_pod_id"].endswith("(cluster_id, pod_id) WHERE (pod_id IS NOT NULL)"), defs
+        assert f"{name}_by_pod" not in defs, defs
+        for partial in ("no_uid_by_name", "no_uid_by_time"):  # UID-less lines: neither UID column
+            assert "(pod_uid IS NULL) AND (pod_id IS NULL)" in defs[f"{name}_{partial}"], defs
+        assert not {f"{name}_uidless_by_name", f"{name}_nameless_by_time"} & set(defs), defs
+
+    for name in held:
+        two_partial(name)
+    with connection.cursor() as cursor:
+        for valid in ("obs_by_pod_text", "obs_by_pod_id"):
+            cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = %s::regclass", [valid])
+            assert cursor.fetchone() == (True,)
+        cursor.execute("SELECT to_regclass('obs_by_pod')")
+        assert cursor.fetchone() == (None,)
+
+    def in_order(pod: str) -> list[str]:
+        return [o.dedupe_key for o in sorted((o for o in before + after if o.pod_uid == pod),
+                                             key=lambda o: o.observed_at)]  # fmt: skip
+
+    condition, params = observation_rows.pg_pods([uid, "uid-a"])
+    read = observation_rows.pg_facts(condition, [cluster.pk, *params])
+    assert [o.dedupe_key for _, o in read] == in_order(uid) + in_order("uid-a")
+    assert {o.pod_uid for _, o in read} == {uid, "uid-a"}
+    assert all(o.payload["uid"] == o.pod_uid for _, o in read)
+    selected = observation_rows.rows(
+        observation_rows.by_pod(observation_rows.selection(cluster, pod_uids=[uid]))
+    )
+    assert [r.dedupe_key for r in selected] == in_order(uid) and {r.pod_uid for r in selected} == {uid}
+    exported = timeline_reads.pod_rows(
+        ObservationRow,
+        cluster,
+        [uid],
+        lambda t: f"{observation_rows.uid_sql(t)}, t.observed_at",
+        ("observed_at",),
+        match=observation_rows.pod_match,
+    )
+    assert [r[0] for r in exported] == [uid] * 8 and [r[1] for r in exported] == sorted(
+        r[1] for r in exported
+    )
+    # The plan of a populated cluster, analysed: other pods' rows on every day.
+    others = [snapshot(base + day * DAY + timedelta(seconds=i), "1", str(uuid.UUID(int=i + 1)))
+              for day in range(3) for i in range(1500)]  # fmt: skip
+    store.save_observations("c1", others)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE timelines_observation")
+        cursor.execute("EXPLAIN " + observation_rows.facts_sql(condition), [cluster.pk, *params])
+        plan = "\n".join(r[0] for r in cursor.fetchall())
+    assert "_by_pod_text" in plan and "_by_pod_id" in plan, plan
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("timelines", "0028_observation_key_in_body")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM timelines_observation WHERE pod_uid IS NULL")
+        assert cursor.fetchone() == (0,)
+    for name in held:
+        defs = _indexes_on(name)
+        assert defs[f"{name}_by_pod"].endswith("USING btree (cluster_id, pod_uid)"), defs
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    for name in held:
+        two_partial(name)
+
+
+def test_a_day_that_has_ended_is_closed_with_its_indexes_packed_and_stays_readable():
+    """GIVEN partitions of three days with rows stored on each (keys in no order, as a cluster's facts
+    arrive), and on the first a copy of an index a failed rebuild left (invalid, ``…_ccnew``)
+    WHEN beat's ``close_past`` runs two hours after the second day ends
+    THEN the first two days are closed: every btree index rebuilt with full pages (fillfactor 100), valid,
+    still attached to its parent index, the key index smaller than it grew row by row, the leftover gone;
+    the third day is left as it is; a fact of the first day is still a duplicate, and every row reads back;
+    run again, it closes nothing."""
+    days = [D1 + i * DAY for i in range(3)]
+    for day in days:
+        partitions.create_partition(day, day + DAY)
+    stored = [
+        pod_snapshot(day + timedelta(seconds=i), rv=f"{day.day}-{i}") for day in days for i in range(3000)
+    ]
+    for i in range(0, len(stored), 500):
+        store.save_observations("c1", stored[i : i + 500])
+    names = [partitions.partition_name(day) for day in days]
+    key_index = names[0][:55] + partitions.KEY_INDEX_SUFFIX
+    leftover = f"{names[0][:50]}_ccnew"
+
+    def btree_indexes(name: str) -> dict[str, tuple[Any, bool, bool]]:
+        """Each btree index of the partition: (its options, valid, attached to a parent index)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.relname, i.reloptions, x.indisvalid, EXISTS (SELECT 1 FROM pg_inherits h "
+                "WHERE h.inhrelid = i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                "JOIN pg_am a ON a.oid = i.relam WHERE x.indrelid = %s::regclass AND a.amname = 'btree'",
+                [f'"{name}"'],
+            )
+            return {
+                index: (options, valid, attached) for index, options, valid, attached in cursor.fetchall()
+            }
+
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE INDEX CONCURRENTLY "{leftover}" ON "{names[0]}" (id)')
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", [f'"{leftover}"']
+        )
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [f'"{key_index}"'])
+        grown = cursor.fetchone()[0]
+    before = {name: btree_indexes(name) for name in names}
+    assert leftover in before[names[0]] and sum(a for _, _, a in before[names[0]].values()) >= 3
+
+    closed = partitions.close_past(now=days[2] + partitions.CLOSE_AFTER + timedelta(minutes=1))
+    assert set(names[:2]) <= set(closed) and names[2] not in closed
+    for name in names:
+        after = btree_indexes(name)
+        expected = {index: attached for index, (_, _, attached) in before[name].items() if index != leftover}
+        assert {index: attached for index, (_, _, attached) in after.items()} == expected, after
+        assert all(valid for _, valid, _ in after.values()), after
+        packed = {index for index, (options, _, _) in after.items() if options == ["fillfactor=100"]}
+        assert packed == (set(after) if name in names[:2] else set()), after
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [f'"{key_index}"'])
+        assert cursor.fetchone()[0] < grown
+    assert store.save_observations("c1", stored[:1]).duplicates == 1
+    assert count_of(Cluster.objects.get(name="c1")) == len(stored)
+    assert partitions.close_past(now=days[2] + partitions.CLOSE_AFTER + timedelta(minutes=1)) == []
 
 
 def test_a_look_up_by_key_names_the_key_hash_index():

@@ -10,6 +10,8 @@ a few lines around a module a test drives without Celery.
   becomes "stuck" with time, with no new observation).
 * ``ensure_partitions`` (beat, hourly): PostgreSQL's observation partitions of the spans ahead
   (``timelines/partitions.py``).
+* ``close_partitions`` (beat, hourly): PostgreSQL's partitions of days that have ended get their indexes
+  rebuilt packed full (``partitions.close_past``).
 * ``apply_retention`` (beat, hourly): drops observations older than ``PODLIFE_RETENTION_DAYS`` (on
   PostgreSQL whole partitions; ``timelines/store.py``).
 
@@ -54,6 +56,11 @@ def mark_open_pods_task() -> int:
 @task(name="timelines.ensure_partitions", ignore_result=True)
 def ensure_partitions() -> list[str]:
     return partitions.ensure_configured()
+
+
+@task(name="timelines.close_partitions", ignore_result=True)
+def close_partitions() -> list[str]:
+    return partitions.close_past()
 
 
 @task(name="timelines.apply_retention", ignore_result=True)
