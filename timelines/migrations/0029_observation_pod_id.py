@@ -2,8 +2,8 @@
 text (lower case, hyphens: what the API server writes), and ``pod_uid`` then holds NULL; any other UID stays
 text in ``pod_uid`` (#37, docs/storage.md "Step 2c"). A row stored before keeps its text: nothing is
 rewritten, and every read takes ``COALESCE(pod_uid, pod_id as text)`` (``observation_rows.uid_expression``)
-and selects a pod by either column (``observation_rows.pod_condition``); retention drops the older rows'
-text with their partitions.
+and selects a pod by either column (``observation_rows.pod_condition``); ``compact_observations`` moves
+the older rows.
 
 The index by pod, ``(cluster_id, pod_uid)``, becomes two partial ones: ``(cluster_id, pod_uid) WHERE
 pod_uid IS NOT NULL`` (the rows stored before, and UIDs that are not UUIDs) and ``(cluster_id, pod_id) WHERE

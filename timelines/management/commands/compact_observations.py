@@ -1,13 +1,15 @@
-"""``manage.py compact_observations``: move the observations stored before migration 0028 (their dedupe key
-as text in the row; before 0024 their payload as jsonb too) to the compact form the store writes today (a
-body that holds the payload and the key, the key's hash in ``key_hash``: ``timelines/payloads.py``,
-docs/storage.md), in place, batch by batch.
+"""``manage.py compact_observations``: move the observations stored before migrations 0028 and 0029 (their
+dedupe key as text in the row, before 0024 their payload as jsonb too; their pod's UUID as text) to the
+compact form the store writes today (a body that holds the payload and the key, the key's hash in
+``key_hash``, a UUID pod UID as 16 bytes in ``pod_id``: ``timelines/payloads.py``, docs/storage.md), in
+place, batch by batch.
 
-Each batch is its own transaction: the rows that still hold their key's text, in id order, get their new
-body and hash and lose the key's text and any jsonb payload. Nothing else is locked, so the collector and
-the web keep running (reads take either form; a row's key hash, and so its place in the partition's
-unique index, is the same in both), and a run that stops resumes where it stopped: the rows left are the
-ones that hold their key's text.
+Each batch is its own transaction: the rows that still hold their key's text or a UUID's text, in id
+order, get their new body and hash and lose the key's text and any jsonb payload, and their UUID moves
+to ``pod_id``. Nothing else is locked, so the collector and the web keep running (reads take either form;
+a row's key hash, and so its place in the partition's unique index, is the same in both, and its UID
+reads back the same text), and a run that stops resumes where it stopped: the rows left are the ones
+that hold either text.
 Dictionaries are trained on the rows moved, as on the rows the store takes (the first batches of a
 cluster's kind go without one). A progress bar is drawn on a terminal (``--progress`` anywhere).
 PostgreSQL keeps the dead row versions until vacuum, which makes their pages free for new rows: the disk
@@ -32,65 +34,89 @@ from timelines.progress import ProgressBar
 _TABLE = "timelines_observation"
 
 
+def _older(table: str = "") -> str:
+    """The condition of a row in an older form: its key's text, or a UUID pod UID as text."""
+    regexp = "~" if connection.vendor == "postgresql" else "REGEXP"  # Django gives SQLite a REGEXP
+    return (
+        f"({table}dedupe_key IS NOT NULL OR {table}pod_uid {regexp} "
+        "'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')"
+    )
+
+
 def pending() -> int:
-    """How many observations are still in an older form (their key's text in the row)."""
+    """How many observations are still in an older form (their key's or their UUID's text in the row)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {_TABLE} WHERE dedupe_key IS NOT NULL")
+        cursor.execute(f"SELECT count(*) FROM {_TABLE} WHERE {_older()}")
         return int(cursor.fetchone()[0])
 
 
 def move_batch(after: int, size: int) -> tuple[int, int]:
-    """Move the first ``size`` rows after id ``after`` that hold their key's text; returns (how many, the
-    last id seen; 0 when none was left)."""
+    """Move the first ``size`` rows after id ``after`` in an older form; returns (how many, the last id
+    seen; 0 when none was left)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, cluster_id, kind, pod_uid, node, namespace, name, observed_at, dedupe_key, "
-            f"{observation_rows.payload_sql(_TABLE)} FROM {_TABLE} WHERE dedupe_key IS NOT NULL AND id > %s "
+            f"{observation_rows.payload_sql(_TABLE)} FROM {_TABLE} WHERE {_older()} AND id > %s "
             "ORDER BY id LIMIT %s",
             [after, size],
         )
         found = cursor.fetchall()
     if not found:
         return 0, 0
-    moved: list[tuple[int, bytes, uuid.UUID]] = []
+    # (id, new body and key hash or None where the key is in the body already, pod_id or None)
+    moved: list[tuple[int, bytes | None, uuid.UUID | None, uuid.UUID | None]] = []
     times = []
     for oid, cluster_id, kind, uid, node, ns, name, at, key, stored in found:
         if stored is None:  # neither form: nothing to move (never written so by any podlife)
             continue
         if connection.vendor != "postgresql":  # SQLite through a raw cursor: Django's naive UTC time
             at = connection.ops.convert_datetimefield_value(at, None, connection)  # type: ignore[attr-defined]
-        key, payload = observation_rows.decode(stored, key, uid, node, ns, name, at)
-        texts = Texts(uid, node, ns, name, at)
-        body = payloads.pack(cluster_id, kind, orjson.dumps(payload), texts, key)
-        moved.append((oid, body, partitions.key_hash(cluster_id, key)))
+        body, hashed = None, None
+        if key is not None:
+            key, payload = observation_rows.decode(stored, key, uid, node, ns, name, at)
+            texts = Texts(uid, node, ns, name, at)  # the UID's text, which a read gives back either way
+            body = payloads.pack(cluster_id, kind, orjson.dumps(payload), texts, key)
+            hashed = partitions.key_hash(cluster_id, key)
+        moved.append((oid, body, hashed, observation_rows.pod_id_of(uid)))
         times.append(at)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # The batch's time span too, so that only the partitions holding it are probed (by id).
             cursor.execute(
-                f"UPDATE {_TABLE} o SET body = v.body, key_hash = v.key_hash, dedupe_key = NULL, payload = NULL "
-                "FROM unnest(%s::bigint[], %s::bytea[], %s::uuid[]) AS v(id, body, key_hash) WHERE o.id = v.id "
-                "AND o.dedupe_key IS NOT NULL AND o.observed_at BETWEEN %s AND %s",
+                f"UPDATE {_TABLE} o SET body = COALESCE(v.body, o.body), key_hash = COALESCE(v.key_hash, "
+                "o.key_hash), dedupe_key = NULL, payload = CASE WHEN v.body IS NULL THEN o.payload END, "
+                "pod_id = COALESCE(v.pod_id, o.pod_id), pod_uid = CASE WHEN v.pod_id IS NULL THEN o.pod_uid END "
+                "FROM unnest(%s::bigint[], %s::bytea[], %s::uuid[], %s::uuid[]) AS v(id, body, key_hash, pod_id) "
+                f"WHERE o.id = v.id AND {_older('o.')} AND o.observed_at BETWEEN %s AND %s",
                 [
                     [m[0] for m in moved],
                     [m[1] for m in moved],
                     [m[2] for m in moved],
+                    [m[3] for m in moved],
                     min(times, default=None),
                     max(times, default=None),
                 ],
             )
         else:
             cursor.executemany(
-                f"UPDATE {_TABLE} SET body = %s, key_hash = %s, dedupe_key = NULL, payload = NULL "
-                "WHERE id = %s AND dedupe_key IS NOT NULL",
-                [(body, key_hash.hex, oid) for oid, body, key_hash in moved],
+                f"UPDATE {_TABLE} SET body = COALESCE(%s, body), key_hash = COALESCE(%s, key_hash), "
+                "dedupe_key = NULL, payload = CASE WHEN %s IS NULL THEN payload END, "
+                "pod_id = COALESCE(%s, pod_id), pod_uid = CASE WHEN %s IS NULL THEN pod_uid END "
+                f"WHERE id = %s AND {_older()}",
+                [
+                    (body, hashed and hashed.hex, body, pod_id and pod_id.hex, pod_id and pod_id.hex, oid)
+                    for oid, body, hashed, pod_id in moved
+                ],
             )
     payloads.train_due()  # between batches, outside their transactions
     return len(moved), int(found[-1][0])
 
 
 class Command(BaseCommand):
-    help = "Move observations stored before migration 0028 to the compact form, batch by batch (resumable)."
+    help = (
+        "Move observations stored before migrations 0028 and 0029 to the compact form, batch by batch "
+        "(resumable)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch", type=int, default=2000, help="rows per transaction (default 2000)")
