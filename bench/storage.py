@@ -12,13 +12,13 @@ against raw COPY in the same run. PostgreSQL only (the disk a fleet pays for).
 2. On disk: ``pg_total_relation_size`` (heap + TOAST + every index) of every partition of
    ``timelines_observation`` after a ``VACUUM ANALYZE``, divided by the observations they hold (the scratch
    database holds this run's only), and each index's share (summed over the partitions by what it indexes). Per kind: that kind's rows copied into a table made ``LIKE`` the
-   partition ``INCLUDING ALL`` (the same indexes), vacuumed and measured alone.
+   partition ``INCLUDING ALL`` (the same indexes), vacuumed and measured alone. Then every partition is
+   closed as beat closes a day that has ended (``partitions.close_partition``: its indexes rebuilt with
+   full pages) and measured again; the goal is checked on a 30-day month, 29 days closed and the one
+   being written.
 3. The same observations as JSON lines (every stored column but the two local ids, in id order) compressed
    as one stream by ``zstd -19 --long`` (all cores), per kind and in total: the practical limit of a general
    compressor. The ratio on disk / zstd says how far the table is from it.
-   Then every partition is closed as beat closes a day that has ended (``partitions.close_partition``: its
-   indexes rebuilt with full pages) and measured again; the goal is checked on a 30-day month, 29 days
-   closed and the one being written.
 4. The store rate: the collector's observations a second while it was busy (the lists and the replays,
    each watch step's idle tail excluded), against a raw binary COPY of the same rows into a scratch table like the partition, in
    batches of the collector's size (median of three), as bench/watch.py measures it. Ratio goal >= 0.5.

@@ -233,8 +233,6 @@ class _Derived(models.Model):
     """Common columns of what the lifecycle core derives for one pod (replaced together, per pod)."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
-    # A pod's UID: as 16 bytes in ``pod_id`` when it is a UUID in canonical text, else its text in
-    # ``pod_uid`` (migration 0029; rows stored before hold text). ``observation_rows`` reads either.
     pod_uid = models.CharField(max_length=64, null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     namespace = models.CharField(max_length=253, blank=True)
