@@ -13,7 +13,7 @@ stay out of them now that their ``pod_uid`` is NULL.
 
 On PostgreSQL the column is added without a default (no rewrite), and the indexes are built as 0025 built
 the index by pod, without blocking the collector: the parent's declared ``ON ONLY`` the partitioned table,
-each partition's built ``CONCURRENTLY`` and attached; the old index is dropped once both are whole. Hence
+each partition's built ``CONCURRENTLY`` and attached; the old ones are dropped once the new ones are whole. Hence
 ``atomic = False``; run again after an interruption, it carries on. Backwards, the old index is built the
 same way, the new ones dropped, and the rows stored since get their UID back as text before the column
 goes.
