@@ -406,14 +406,18 @@ CLOSE_AFTER = timedelta(hours=2)
 CLOSED = "podlife: closed"  # the comment a closed partition carries
 
 
-def close_past(*, now: datetime | None = None, after: timedelta = CLOSE_AFTER) -> list[str]:
-    """Close every range partition whose range ended more than ``after`` before ``now`` and that is not
-    closed yet (``close_partition``); returns the names closed. Beat runs it hourly."""
+def close_past(*, now: datetime | None = None, after: timedelta = CLOSE_AFTER, limit: int = 2) -> list[str]:
+    """Close the range partitions whose range ended more than ``after`` before ``now`` and that are not
+    closed yet (``close_partition``), the newest first and at most ``limit`` of them (a rebuild reads a
+    whole day: after an upgrade the month closes over a day of hourly runs, not in one); returns the names
+    closed. Beat runs it hourly."""
     if not is_partitioned():
         return []
     cut = (now or timezone.now()) - after
-    closed = []
-    for part in partitions():
+    closed: list[str] = []
+    for part in sorted(partitions(), key=lambda p: p.upper or LATEST, reverse=True):
+        if len(closed) >= limit:
+            break
         if part.default or part.upper is None or part.upper > cut or _is_closed(part.name):
             continue
         if close_partition(part.name):
