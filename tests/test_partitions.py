@@ -514,10 +514,10 @@ def test_migration_0029_keeps_a_uuid_pod_uid_as_16_bytes_and_reads_both_forms_as
     WHEN 0029 runs and both pods get more rows, on the second day and the third
     THEN the new rows of the UUID pod hold it in ``pod_id`` and NULL in ``pod_uid`` (the other pod's keep
     their text); every partition's index by pod is the two partial ones, attached to valid parent
-    indexes, and the old one is gone, and the partial indexes of UID-less lines leave out both forms; a read by pod (``pg_pods``, ``selection``, the export's ``pod_rows``)
-    gives each pod's rows of both forms in time order with its UID, through both indexes; a fact stored
-    before is still a duplicate; backwards, every row holds its UID's text again and the old index is back;
-    forwards again, the same."""
+    indexes, and the old one is gone, and the partial indexes of UID-less lines leave out both forms; a
+    read by pod (``pg_pods``, ``selection``, the export's ``pod_rows``) gives each pod's rows of both
+    forms in time order with its UID, through both indexes; a fact stored before is still a duplicate;
+    backwards, every row holds its UID's text again and the old index is back; forwards again, the same."""
     from dashboard import timeline_reads
     from timelines import observation_rows
 
@@ -627,10 +627,10 @@ def test_a_day_that_has_ended_is_closed_with_its_indexes_packed_and_stays_readab
     """GIVEN partitions of three days with rows stored on each (keys in no order, as a cluster's facts
     arrive), and on the first a copy of an index a failed rebuild left (invalid, ``…_ccnew``)
     WHEN beat's ``close_past`` runs two hours after the second day ends, once with a limit of one
-    THEN the second day is closed, then the first: every btree index rebuilt with full pages (fillfactor 100), valid,
-    still attached to its parent index, the key index smaller than it grew row by row, the leftover gone;
-    the third day is left as it is; a fact of the first day is still a duplicate, and every row reads back;
-    run again, it closes nothing."""
+    THEN the second day is closed, then the first: every btree index rebuilt with full pages (fillfactor
+    100), valid, still attached to its parent index, the key index smaller than it grew row by row, the
+    leftover gone; the third day is left as it is; a fact of the first day is still a duplicate, and every
+    row reads back; run again, it closes nothing."""
     days = [D1 + i * DAY for i in range(3)]
     for day in days:
         partitions.create_partition(day, day + DAY)
