@@ -42,6 +42,7 @@ TESTS_ALLOWED = {
     "tests/test_store_writer.py",
     "tests/test_partitions.py",
     "tests/test_key_in_body.py",
+    "tests/test_pod_id.py",
     "tests/test_one_decode.py",
     "tests/stored.py",
 }

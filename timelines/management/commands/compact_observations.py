@@ -63,7 +63,8 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
         found = cursor.fetchall()
     if not found:
         return 0, 0
-    # (id, new body and key hash or None where the key is in the body already, pod_id or None)
+    # (id, new body and key hash or None where the key is in the body already, pod_id or None). A row
+    # whose key is in its body already has no jsonb payload either: the store wrote it since 0028.
     moved: list[tuple[int, bytes | None, uuid.UUID | None, uuid.UUID | None]] = []
     times = []
     for oid, cluster_id, kind, uid, node, ns, name, at, key, stored in found:
@@ -84,7 +85,7 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
             # The batch's time span too, so that only the partitions holding it are probed (by id).
             cursor.execute(
                 f"UPDATE {_TABLE} o SET body = COALESCE(v.body, o.body), key_hash = COALESCE(v.key_hash, "
-                "o.key_hash), dedupe_key = NULL, payload = CASE WHEN v.body IS NULL THEN o.payload END, "
+                "o.key_hash), dedupe_key = NULL, payload = NULL, "
                 "pod_id = COALESCE(v.pod_id, o.pod_id), pod_uid = CASE WHEN v.pod_id IS NULL THEN o.pod_uid END "
                 "FROM unnest(%s::bigint[], %s::bytea[], %s::uuid[], %s::uuid[]) AS v(id, body, key_hash, pod_id) "
                 f"WHERE o.id = v.id AND {_older('o.')} AND o.observed_at BETWEEN %s AND %s",
@@ -100,11 +101,11 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
         else:
             cursor.executemany(
                 f"UPDATE {_TABLE} SET body = COALESCE(%s, body), key_hash = COALESCE(%s, key_hash), "
-                "dedupe_key = NULL, payload = CASE WHEN %s IS NULL THEN payload END, "
+                "dedupe_key = NULL, payload = NULL, "
                 "pod_id = COALESCE(%s, pod_id), pod_uid = CASE WHEN %s IS NULL THEN pod_uid END "
                 f"WHERE id = %s AND {_older()}",
                 [
-                    (body, hashed and hashed.hex, body, pod_id and pod_id.hex, pod_id and pod_id.hex, oid)
+                    (body, hashed and hashed.hex, pod_id and pod_id.hex, pod_id and pod_id.hex, oid)
                     for oid, body, hashed, pod_id in moved
                 ],
             )
