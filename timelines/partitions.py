@@ -439,16 +439,17 @@ def close_partition(name: str) -> bool:
 
     An index grown row by row keeps its pages part empty where keys arrive in no order: the key hash's
     index takes 42–45 B an observation grown so, 29 B built in one go with its pages full, the index by pod
-    19 B against 12.5 (docs/storage.md "Step 2d"). A day that has ended gets few rows
-    more, so its btree indexes are set to fill their pages (fillfactor 100) and rebuilt ``REINDEX TABLE
-    CONCURRENTLY``: writers and readers go on, and a row that still arrives is indexed as ever (a full
-    page splits). Outside a transaction (a concurrent rebuild cannot run in one). A rebuild that failed
-    (a killed worker) leaves invalid copies of the indexes (``…_ccnew``): they are dropped first."""
+    19 B against 12.5 (docs/storage.md "Step 2d"). A day that has ended gets few rows more, so its btree
+    indexes are set to fill their pages (fillfactor 100) and rebuilt ``REINDEX TABLE CONCURRENTLY``:
+    writers and readers go on, and a row that still arrives is indexed as ever (a full page splits).
+    Outside a transaction (a concurrent rebuild cannot run in one). A rebuild that failed (a killed
+    worker) leaves invalid copies of the indexes (``…_ccnew``): they are dropped first."""
     if connection.in_atomic_block:
         raise RuntimeError("close_partition runs outside a transaction (REINDEX CONCURRENTLY)")
     q = connection.ops.quote_name
+    lock = _lock_id(f"close:{name}")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_lock_id(f"close:{name}")])
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock])
         if not cursor.fetchone()[0]:
             return False
         try:
@@ -457,17 +458,15 @@ def close_partition(name: str) -> bool:
                 "JOIN pg_am a ON a.oid = i.relam WHERE x.indrelid = to_regclass(%s) ORDER BY 1",
                 [q(name)],
             )
-            indexes = cursor.fetchall()
-            for index, _method, valid in indexes:
+            for index, method, valid in cursor.fetchall():
                 if not valid and "_ccnew" in index:  # a failed rebuild's copy
                     cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {q(index)}")
-            for index, method, valid in indexes:
-                if method == "btree" and not (not valid and "_ccnew" in index):
+                elif method == "btree":
                     cursor.execute(f"ALTER INDEX {q(index)} SET (fillfactor = 100)")
             cursor.execute(f"REINDEX TABLE CONCURRENTLY {q(name)}")
             cursor.execute(f"COMMENT ON TABLE {q(name)} IS '{CLOSED}'")
         finally:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [_lock_id(f"close:{name}")])
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock])
     return True
 
 
