@@ -52,7 +52,8 @@ BARE_COLUMNS = tuple(column for column in COLUMNS if column != "dedupe_key")
 _UID = "stored_uid"
 
 # A UID stored as 16 bytes (migration 0029): a UUID in the text ``uuid`` gives back (lower case, hyphens).
-_CANONICAL_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").fullmatch
+CANONICAL_UID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_CANONICAL_UID = re.compile(CANONICAL_UID).fullmatch
 
 
 def pod_id_of(uid: str | None) -> uuid.UUID | None:

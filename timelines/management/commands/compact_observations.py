@@ -37,10 +37,8 @@ _TABLE = "timelines_observation"
 def _older(table: str = "") -> str:
     """The condition of a row in an older form: its key's text, or a UUID pod UID as text."""
     regexp = "~" if connection.vendor == "postgresql" else "REGEXP"  # Django gives SQLite a REGEXP
-    return (
-        f"({table}dedupe_key IS NOT NULL OR {table}pod_uid {regexp} "
-        "'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')"
-    )
+    uuid_text = f"'^{observation_rows.CANONICAL_UID}$'"  # what the store keeps as 16 bytes
+    return f"({table}dedupe_key IS NOT NULL OR {table}pod_uid {regexp} {uuid_text})"
 
 
 def pending() -> int:
