@@ -200,8 +200,11 @@ def bytes_per_kind() -> dict[str, tuple[int, float]]:
     for kind in sorted(kinds):
         like_partition("bench_kind_size")
         with connection.cursor() as cursor:
+            columns = partitions.column_list(cursor)  # the partition's may lie in another order
             cursor.execute(
-                "INSERT INTO bench_kind_size SELECT * FROM timelines_observation WHERE kind = %s", [kind]
+                f"INSERT INTO bench_kind_size ({columns}) SELECT {columns} FROM timelines_observation "
+                "WHERE kind = %s",
+                [kind],
             )
             n = cursor.rowcount
             cursor.execute("ANALYZE bench_kind_size")

@@ -180,9 +180,10 @@ def disk_of_kind(cluster_id: int, kind: str, like: str) -> Disk:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.execute(f"CREATE TABLE {table} (LIKE {like} INCLUDING ALL)")
+        columns = partitions.column_list(cursor)  # the partition's may lie in another order
         cursor.execute(
-            f"INSERT INTO {table} SELECT * FROM timelines_observation WHERE cluster_id = %s AND kind = %s "
-            "ORDER BY id",
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM timelines_observation "
+            "WHERE cluster_id = %s AND kind = %s ORDER BY id",
             [cluster_id, kind],
         )
     vacuum([table])

@@ -255,11 +255,9 @@ def _read_back(cluster: Cluster) -> dict[str, Any]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_process() -> None:
-    """Outside a transaction (the collector's batches) the store trains a dictionary once a cluster's
-    kind has ``FIRST_WINDOW`` rows, stores it, and compresses the next rows with it; a process that never
-    saw it (``forget``) reads it from its table when a row names it. (On PostgreSQL it is trained on
-    another thread, ``wait_trained``: here each batch waits for it, so the next batch is the first to use
-    it.)"""
+    """Outside a transaction (the collector's batches) the store trains a dictionary where a cluster's
+    kind packs its ``FIRST_WINDOW``-th row, stores it, and compresses that row and the next ones with it; a process that never saw it (``forget``) reads it from its table when a
+    row names it."""
     pods = _pods("c1", payloads.FIRST_WINDOW + 100)
     for at in range(0, len(pods), 50):
         save_observations("c1", pods[at : at + 50])
@@ -268,9 +266,9 @@ def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_pr
     stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
     assert stored.samples >= payloads.FIRST_WINDOW
     named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
-    # The rows of the batch after the one that brought the samples it was trained on, and every later one.
+    # The row that brought the last sample it was trained on, and every later one.
     first = named.index(stored.id)
-    assert first >= payloads.FIRST_WINDOW and first % 50 == 0
+    assert first == payloads.FIRST_WINDOW - 1 and stored.samples == payloads.FIRST_WINDOW
     assert set(named[first:]) == {stored.id} and stored.id not in named[:first]
     payloads.forget()
     assert _read_back(cluster) == _as_stored(pods)
@@ -283,7 +281,7 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
     """GIVEN windows of 50 rows, then 100, then 200 (``FIRST_WINDOW`` 50, growing 2×, up to 200), and 40
     samples a window
     WHEN a cluster's pods are stored batch by batch
-    THEN a dictionary comes after the first 50 rows (trained on 40 of them), the next after 100 more, the
+    THEN a dictionary comes with the 50th row (trained on 40 of the first 50), the next after 100 more, the
     next after 200 more, and one more after each 200 since; each is trained on the last rows of its window,
     the rows after it name it; a process that never saw them (``forget``) goes on from the newest with the
     window that follows it; every row reads back."""
@@ -311,8 +309,8 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
     assert trained[1] == data[110:150] and trained[2] == data[310:350] and trained[3] == data[510:550]
     named = [compact.body_dictionary(b) for b in bodies]
     assert (
-        set(named[:50]) <= {0, None}
-        and set(named[50:150]) == {made[0].id}
+        set(named[:49]) <= {0, None}
+        and set(named[49:150]) == {made[0].id}
         and set(named[350:550]) == {made[2].id}
     )
 
@@ -330,15 +328,142 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
     assert _read_back(cluster) == _as_stored(pods)
 
 
+@pytest.mark.postgres  # two writer threads at once
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_waits_for_its_kind_s_first_dictionary_that_another_writer_trains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN a writer thread training a kind's first dictionary (its ``FIRST_WINDOW``-th row)
+    WHEN another thread stores rows of that kind meanwhile
+    THEN it waits for the dictionary and compresses its rows with it, rather than without one; all read
+    back."""
+    started, release = threading.Event(), threading.Event()
+    train = compact.train
+
+    def slow_train(samples: list[Any], size: int = 16384) -> bytes:
+        started.set()
+        assert release.wait(30), "the test never released the training"
+        return train(samples, size)
+
+    monkeypatch.setattr(compact, "train", slow_train)
+    pods = _pods("c7", payloads.FIRST_WINDOW + 20)
+    save_observations("c7", pods[:1])  # the cluster and its kind, before the threads
+
+    def store(batch: list[dict[str, Any]]) -> None:
+        try:
+            save_observations("c7", batch)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=store, args=(pods[1 : payloads.FIRST_WINDOW],))
+    first.start()
+    assert started.wait(30)
+    other = threading.Thread(target=store, args=(pods[payloads.FIRST_WINDOW :],))
+    other.start()
+    other.join(0.5)
+    assert other.is_alive()  # waiting for the dictionary, not storing without it
+    release.set()
+    first.join(30)
+    other.join(30)
+    cluster = Cluster.objects.get(name="c7")
+    stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
+    bodies = _stored_bodies(cluster)
+    assert {compact.body_dictionary(bodies[p["dedupe_key"]]) for p in pods[payloads.FIRST_WINDOW - 1 :]} == {
+        stored.id
+    }
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
+def _churning(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``pods`` as a churn shows them (SYNTHETIC): restarted, with container statuses whose image digests
+    and messages no settled pod of ``_pods`` holds, the same in every pod."""
+    digest = "0f3c" * 16
+    for pod in pods:
+        pod["payload"]["status"] |= {
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "imageID": f"registry.example/team/web@sha256:{digest}",
+                    "containerID": f"containerd://{digest[::-1]}",
+                    "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s " * 4}},
+                }
+            ]
+        }
+    return pods
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_dictionary_is_replaced_by_one_of_the_rows_that_made_it_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN a dictionary trained on a first list of settled pods, checked every 20 rows, a new one
+    sampled early (40 rows) once bodies grow 1.5 times and 60 rows have passed, and a regular window
+    far away
+    WHEN more settled pods are stored, then pods as a churn shows them
+    THEN the settled pods keep the first dictionary (their bodies do not grow); the churn's bodies grow,
+    and the next 40 churn rows are the samples of a second dictionary, which the rows after them name and
+    compress smaller; every row reads back."""
+    monkeypatch.setattr(payloads, "FIRST_WINDOW", 50)
+    monkeypatch.setattr(payloads, "WINDOW_GROWTH", 1000)
+    monkeypatch.setattr(payloads, "SAMPLES", 40)
+    monkeypatch.setattr(payloads, "DRIFT_ROWS", 20)
+    monkeypatch.setattr(payloads, "EARLY_AFTER", 60)
+    trained: list[list[bytes]] = []
+    train = compact.train
+
+    def recorded(samples: list[Any], size: int = 16384) -> bytes:
+        trained.append([bytes(x) for x in samples])
+        return train(samples, size)
+
+    monkeypatch.setattr(compact, "train", recorded)
+    pods = _pods("c6", 250) + _churning(_pods("c6", 250, start=250))
+
+    def store(lo: int, hi: int) -> None:
+        for at in range(lo, hi, 10):
+            save_observations("c6", pods[at : at + 10])
+            payloads.wait_trained()
+
+    store(0, 250)
+    cluster = Cluster.objects.get(name="c6")
+    assert PayloadDictionary.objects.filter(cluster_id=cluster.pk).count() == 1
+    store(250, 500)
+    made = list(PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").order_by("id"))
+    assert len(made) == 2 and made[1].samples == 40
+    data = [compact.plain_body(orjson.dumps(p["payload"]), _texts(p), p["dedupe_key"])[0] for p in pods]
+    first = data.index(trained[1][0])
+    assert 250 < first < 330 and trained[1] == data[first : first + 40]  # churn rows, after the check
+    bodies = [b for b in _stored_bodies(cluster).values() if b is not None]
+    named = [compact.body_dictionary(b) for b in bodies]
+    since = named.index(made[1].id)
+    assert first + 40 <= since <= first + 50 and set(named[since:]) == {made[1].id}
+    assert set(named[50:since]) == {made[0].id}
+
+    def mean(sizes: list[bytes]) -> float:
+        return sum(map(len, sizes)) / len(sizes)
+
+    assert mean(bodies[250:first]) > 1.5 * mean(bodies[60:250])  # the churn with the list's dictionary
+    assert mean(bodies[since:]) < mean(bodies[250:first]) / 2  # and with its own
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
 @pytest.mark.postgres  # SQLite trains on the storing thread (one writer at a time)
 @pytest.mark.django_db(transaction=True)
 def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_it_before_it_is_stored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """GIVEN PostgreSQL, where the store hands a kind's training to a thread of its own
+    """GIVEN PostgreSQL, where the store hands a kind's training after its first to a thread of its own
     WHEN batches are stored while that training has not finished
-    THEN they are stored at once, without the dictionary; the batches after it is stored use it; all
-    read back."""
+    THEN they are stored at once, with the kind's previous dictionary; the batches after it is stored
+    use it; all read back."""
+    monkeypatch.setattr(payloads, "WINDOW_GROWTH", 2)  # the second dictionary after 400 more rows
+    pods = _pods("c4", payloads.FIRST_WINDOW + 600)
+    first, window, during, after = pods[:200], pods[200:600], pods[600:700], pods[700:]
+    save_observations("c4", first)  # the first dictionary, trained where its last sample is packed
+    cluster = Cluster.objects.get(name="c4")
+    previous = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
     release = threading.Event()
     train = compact.train
 
@@ -347,18 +472,15 @@ def test_the_collector_s_batches_go_on_while_a_dictionary_trains_and_none_names_
         return train(samples, size)
 
     monkeypatch.setattr(compact, "train", slow_train)
-    pods = _pods("c4", payloads.FIRST_WINDOW + 200)
-    first, during, after = pods[:200], pods[200:300], pods[300:]
-    save_observations("c4", first)  # brings the samples: its training is handed over
+    save_observations("c4", window)  # brings the samples: its training is handed over
     save_observations("c4", during)  # the training waits on ``release``: this batch was not held up
-    cluster = Cluster.objects.get(name="c4")
-    assert not PayloadDictionary.objects.filter(cluster_id=cluster.pk).exists()
+    assert PayloadDictionary.objects.filter(cluster_id=cluster.pk).count() == 1
     release.set()
     payloads.wait_trained()
-    stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
+    stored = PayloadDictionary.objects.filter(cluster_id=cluster.pk, kind="pod").latest("id")
     save_observations("c4", after)
     named = [compact.body_dictionary(b) for b in _stored_bodies(cluster).values() if b is not None]
-    assert stored.id not in named[:300] and set(named[300:]) == {stored.id}
+    assert set(named[200:700]) == {previous.id} and set(named[700:]) == {stored.id}
     payloads.forget()
     assert _read_back(cluster) == _as_stored(pods)
 

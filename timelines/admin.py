@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from django.contrib import admin
+from django.db import connection
+from django.db.models import OrderBy
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
 
-from timelines import models, observation_rows
+from timelines import models, observation_rows, partitions
 
 # The admin classes are generic in their model only in django-stubs: Django's own cannot be subscripted at run
 # time (django-stubs-ext's monkeypatch would allow it; it is a build-only dependency), hence the
@@ -40,6 +45,9 @@ class PodAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note abov
     search_fields = ["name", "namespace", "uid", "node", "owner_name"]
 
 
+_ID_BUCKET = partitions.id_bucket_sql(f'"{partitions.PARENT}"."id"')  # as the partitions' id index holds it
+
+
 @admin.register(models.Observation)
 class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the note above
     """Read-only: observations are the append-only source of truth."""
@@ -52,6 +60,22 @@ class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
     show_full_result_count = False  # counting millions of rows on every page is not worth it
     exclude = ["payload", "body", "dedupe_key", "pod_id"]  # stored compressed: shown decoded
     readonly_fields = ["pod", "stored_key", "stored_payload"]
+    # Newest first, through each partition's index of the ids' buckets (migration 0030): the bucket, then
+    # the id within it, the same order as the id alone, which no index holds any more.
+    ordering = (OrderBy(RawSQL(_ID_BUCKET, ()), descending=True), "-id")
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        """One observation by its id, found through its bucket as every read by id is on PostgreSQL."""
+        if from_field is not None or connection.vendor != "postgresql":
+            return super().get_object(request, object_id, from_field)
+        try:
+            oid = int(object_id)
+        except ValueError:
+            return None
+        queryset = self.get_queryset(request).extra(
+            where=[f"{_ID_BUCKET} = %s"], params=[oid // partitions.ID_BUCKET]
+        )
+        return queryset.filter(pk=oid).first()
 
     def _decoded(self, obj: models.Observation) -> tuple[str, object]:
         stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()

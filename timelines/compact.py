@@ -387,11 +387,15 @@ class Dictionaries:
 def train(samples: list[bytes | bytearray | memoryview], size: int = 16384) -> bytes:
     """A zstd dictionary of ``size`` bytes at most from ``samples`` (the plain data of rows: ``plain``).
 
-    COVER with fixed parameters (segments of 2,048 bytes, d-mers of 8) rather than its search for them:
-    on the ``scale`` churn's rows that search settled on k 1,998 and d 8 and took 2.5 to 3.5 times as
-    long (53 ms against 15 for 2,000 pod snapshots) for dictionaries that compressed the next rows no
-    better (68.2 B a pod against 65.4; from 40 samples, 127 B against 60: docs/performance-history.md)."""
-    return zstandard.train_dictionary(size, samples, k=2048, d=8).as_bytes()
+    COVER with fixed parameters (segments of 8,192 bytes, d-mers of 8; a segment no longer than the
+    dictionary) rather than its search for them: on the ``scale`` churn's rows that search settled on k
+    1,998 and d 8 and took 2.5 to 3.5 times as long (53 ms against 15 for 2,000 pod snapshots) for
+    dictionaries that compressed the next rows no better (68.2 B a pod against 65.4; from 40 samples, 127
+    B against 60). Segments of 8,192 bytes rather than 2,048: trained on each of six windows of 2,000
+    pod snapshots of the churn, the next 2,000 took 58.5-59.8 B a pod against 63.4-71.5 in four windows
+    and the same in two; events and deletions the same; trained as fast (docs/performance-history.md,
+    "Storage")."""
+    return zstandard.train_dictionary(size, samples, k=min(8192, size), d=8).as_bytes()
 
 
 # -- rows --------------------------------------------------------------------------------------------------

@@ -355,7 +355,14 @@ def selection(
         else:
             qs = qs.filter(key_hash__in=hashes)
     if ids is not None:
-        qs = qs.filter(id__in=list(ids))
+        wanted = list(ids)
+        qs = qs.filter(id__in=wanted)
+        if connection.vendor == "postgresql":  # each partition's id index is of the ids' buckets (0030)
+            t = connection.ops.quote_name(ObservationRow._meta.db_table)
+            qs = qs.extra(
+                where=[f"{partitions.id_bucket_sql(f'{t}.id')} = ANY(%s::bigint[])"],
+                params=[pg_arrays.int_array(partitions.id_buckets(wanted))],
+            )
     if pod_uids is not None:
         condition = pod_condition(pod_uids, arrays=arrays)
         if isinstance(condition, Q):
@@ -494,8 +501,8 @@ def pg_nameless_on_nodes(
 
 
 def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
-    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the id index of
-    each partition, the primary key on SQLite), however many ids: the ids travel as one array parameter
+    """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the index of each
+    partition by the ids' buckets, ``partitions.id_bucket_sql``; the primary key on SQLite), however many ids: the ids travel as one array parameter
     (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
     stored (dropped by retention) is absent from the answer."""
     wanted = sorted(set(ids))
@@ -508,13 +515,16 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
         "namespace, name, observed_at"
     )
     if connection.vendor == "postgresql":
-        sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id = ANY(%s::bigint[])"
-        param: str = pg_arrays.int_array(wanted)
+        sql = (
+            f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id = ANY(%s::bigint[]) "
+            f"AND {partitions.id_bucket_sql()} = ANY(%s::bigint[])"
+        )
+        params = [pg_arrays.int_array(wanted), pg_arrays.int_array(partitions.id_buckets(wanted))]
     else:
         sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id IN (SELECT value FROM json_each(%s))"
-        param = orjson.dumps(wanted).decode()
+        params = [orjson.dumps(wanted).decode()]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, param])
+        cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, *params])
         found = cursor.fetchall()
     out = {}
     for oid, key, body, uid, node, ns, name, at in found:

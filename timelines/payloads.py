@@ -13,10 +13,21 @@ even with its cluster: 16 KiB each, and a row that names it stays readable), so 
 outside a transaction (the collector's and the ingest's batches); a batch inside one (an import, which is
 all or nothing) uses the dictionaries already stored and trains none.
 
-On PostgreSQL the store's batches hand the training to one thread of this process (``train_due(background=
-True)``), with its own connection: training took a writer thread 0.1-0.2 s a kind (longer on a busy
-machine), during which its batches waited. That thread commits the dictionary, then the kind's next rows
-use it; the rows packed meanwhile go with the kind's previous dictionary or none, as before the first.
+A kind's first dictionary is trained where its ``FIRST_WINDOW``-th row is packed, on the writer's thread
+(``FIRST_WINDOW`` samples: about 10 ms, once a cluster's kind), so the rows that follow are compressed
+with it at once: left to another thread, the 1,000-2,000 rows of a fresh cluster's first list that were
+packed meanwhile took about 480 B a pod body against 55 with it. On PostgreSQL the store's batches hand
+each later training to one thread of this process (``train_due(background=True)``), with its own
+connection: training on 2,000 samples took a writer thread 0.1-0.2 s a kind (longer on a busy machine),
+during which its batches waited. That thread commits the dictionary, then the kind's next rows use it;
+the rows packed meanwhile go with the kind's previous dictionary.
+
+A dictionary goes stale when what a kind's rows hold changes (a first list of settled pods, then churn:
+pending, running and terminating pods, which that dictionary compressed to 110 B a pod body against 56
+for the list). Each ``DRIFT_ROWS`` rows the mean size of the bodies packed with the current dictionary is
+compared with the smallest such mean it has had; ``DRIFT`` times that or more, and at least
+``EARLY_AFTER`` rows since the dictionary came, the kind samples its next ``SAMPLES`` rows for a new one
+without waiting for its window's end (``_Kind.drifted``).
 """
 
 from __future__ import annotations
@@ -48,6 +59,15 @@ FIRST_WINDOW = 200
 WINDOW_GROWTH = 10
 LONGEST_WINDOW = 10_000_000
 SAMPLES = 2000
+# A dictionary is stale (``_Kind.check``) when the mean body it packed over the last DRIFT_ROWS rows is
+# DRIFT times the smallest such mean it has had; a new one is then sampled early, at least EARLY_AFTER rows
+# after the current one came (at most 16 KiB and one training each 10,000 rows: 1.6 B a row).
+DRIFT = 1.5
+DRIFT_ROWS = 1000
+EARLY_AFTER = 10_000
+# How long a writer thread waits for its kind's first dictionary that another thread trains: the rows it
+# packs meanwhile would go without one (about 480 B a pod body against 55).
+FIRST_WAIT_S = 2.0
 DICTIONARY_BYTES = 16384
 SAMPLE_BYTES = 1 << 16  # a longer payload is sampled by its first bytes only
 _TABLE = "timelines_payloaddictionary"
@@ -75,13 +95,45 @@ class _Kind:
     seen: int = 0  # rows packed since the last one was handed to training (or since this process began)
     samples: list[bytes | bytearray | memoryview] = field(default_factory=list)
     training: bool = False  # a dictionary of these samples is being trained (not stored yet)
+    drifted: bool = False  # the current dictionary is stale: the next rows are sampled for a new one
+    packed: int = 0  # bytes of the bodies packed with the current dictionary since the last check
+    counted: int = 0  # and how many
+    best: float = 0.0  # the smallest mean body of a check since the current dictionary came (0: none yet)
+    trained_once: threading.Event = field(default_factory=threading.Event)  # a training has ended
 
     def window(self) -> int:
         """How many rows the next dictionary waits for (the last ``SAMPLES`` of them are its samples)."""
         return int(min(FIRST_WINDOW * WINDOW_GROWTH**self.made, LONGEST_WINDOW))
 
+    def sampling(self) -> bool:
+        """Whether the row being packed is one the next dictionary learns from: its window's last rows,
+        or the rows after its dictionary was found stale."""
+        return (self.drifted or self.seen > self.window() - SAMPLES) and len(self.samples) < SAMPLES
+
     def due(self) -> bool:
-        return not self.training and self.seen >= self.window() and bool(self.samples)
+        if self.training or not self.samples:
+            return False
+        return self.seen >= self.window() or (self.drifted and len(self.samples) >= SAMPLES)
+
+    def check(self, size: int) -> None:
+        """Count a body of ``size`` bytes packed with the current dictionary; each ``DRIFT_ROWS`` of them,
+        find the dictionary stale when their mean is ``DRIFT`` times its best (``best``)."""
+        self.packed += size
+        self.counted += 1
+        if self.counted < DRIFT_ROWS:
+            return
+        mean = self.packed / self.counted
+        self.packed = self.counted = 0
+        if not self.best or mean < self.best:
+            self.best = mean
+        elif mean >= DRIFT * self.best and self.seen >= EARLY_AFTER and not self.training:
+            self.drifted = True
+
+    def trained(self, dict_id: int) -> None:
+        """The next rows are packed with ``dict_id``, whose own best is yet to be seen."""
+        self.dictionary, self.made = dict_id, self.made + 1
+        self.packed = self.counted = 0
+        self.best = 0.0
 
 
 _kinds: dict[tuple[int, str], _Kind] = {}
@@ -116,26 +168,39 @@ def pack(
     state = _kinds.get((cluster_id, kind)) or _kind(cluster_id, kind)
     data, flags = compact.plain_body(payload_json, texts, key)
     state.seen += 1  # writer threads may race here: a window a row or two longer does not matter
-    if state.seen > state.window() - SAMPLES and len(state.samples) < SAMPLES:  # the window's last rows
+    if state.sampling():
         with _lock:
             state.samples.append(data[:SAMPLE_BYTES])
-    return compact.pack_plain(data, flags, dictionaries, state.dictionary)
+    if not state.made:  # the kind's first dictionary: trained here, and the other threads wait for it
+        if state.due():
+            train_due(only=(cluster_id, kind))
+        elif state.training:
+            state.trained_once.wait(FIRST_WAIT_S)
+    body = compact.pack_plain(data, flags, dictionaries, state.dictionary)
+    if state.dictionary:
+        state.check(len(body))
+    return body
 
 
 _Due = list[tuple[tuple[int, str], _Kind, list[bytes | bytearray | memoryview]]]
 
 
-def train_due(*, background: bool = False) -> list[int]:
-    """Train and store the dictionaries whose rows are due (``_Kind.window``), outside a transaction only:
+def train_due(*, background: bool = False, only: tuple[int, str] | None = None) -> list[int]:
+    """Train and store the dictionaries whose rows are due (``_Kind.due``), outside a transaction only:
     each is committed before a row names it. Returns the ids stored. With ``background`` on PostgreSQL,
     hands them to this process's trainer thread and returns at once (nothing stored yet: ``[]``);
-    ``wait_trained`` waits for it. SQLite takes one writer at a time: there they are trained here."""
+    ``wait_trained`` waits for it. SQLite takes one writer at a time: there they are trained here. With
+    ``only`` (a cluster id and kind), that kind's dictionary alone."""
     if connection.in_atomic_block:
         return []
     with _lock:  # taken at once: a writer thread that comes next finds nothing due
-        due = [(key, state, state.samples) for key, state in _kinds.items() if state.due()]
+        due = [
+            (key, state, state.samples)
+            for key, state in _kinds.items()
+            if state.due() and (only is None or key == only)
+        ]
         for _key, state, _samples in due:
-            state.samples, state.seen, state.training = [], 0, True
+            state.samples, state.seen, state.training, state.drifted = [], 0, True, False
     if not due:
         return []
     if background and connection.vendor == "postgresql":
@@ -185,6 +250,7 @@ def _train(due: _Due) -> list[int]:
             made += _train_one(cluster_id, kind, state, samples)
         finally:
             state.training = False
+            state.trained_once.set()
     return made
 
 
@@ -211,7 +277,7 @@ def _train_one(
         log.warning("zstd dictionary for cluster %s's %s rows not stored: %s", cluster_id, kind, exc)
         return []
     dictionaries.add(dict_id, data)  # before a packer can read its id below
-    state.dictionary, state.made = dict_id, state.made + 1
+    state.trained(dict_id)
     return [dict_id]
 
 

@@ -55,8 +55,8 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
         cursor.execute(
             f"SELECT id, cluster_id, kind, pod_uid, node, namespace, name, observed_at, dedupe_key, "
             f"{observation_rows.payload_sql(_TABLE)} FROM {_TABLE} WHERE {_older()} AND id > %s "
-            "ORDER BY id LIMIT %s",
-            [after, size],
+            f"AND {partitions.id_bucket_sql()} >= %s ORDER BY {partitions.id_bucket_sql()}, id LIMIT %s",
+            [after, after // partitions.ID_BUCKET, size],
         )
         found = cursor.fetchall()
     if not found:
@@ -80,13 +80,15 @@ def move_batch(after: int, size: int) -> tuple[int, int]:
         times.append(at)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # The batch's time span too, so that only the partitions holding it are probed (by id).
+            # The batch's time span too, so that only the partitions holding it are probed (by the ids'
+            # buckets, as their index holds them).
             cursor.execute(
                 f"UPDATE {_TABLE} o SET body = COALESCE(v.body, o.body), key_hash = COALESCE(v.key_hash, "
                 "o.key_hash), dedupe_key = NULL, payload = NULL, "
                 "pod_id = COALESCE(v.pod_id, o.pod_id), pod_uid = CASE WHEN v.pod_id IS NULL THEN o.pod_uid END "
                 "FROM unnest(%s::bigint[], %s::bytea[], %s::uuid[], %s::uuid[]) AS v(id, body, key_hash, pod_id) "
-                f"WHERE o.id = v.id AND {_older('o.')} AND o.observed_at BETWEEN %s AND %s",
+                f"WHERE o.id = v.id AND {partitions.id_bucket_sql('o.id')} = {partitions.id_bucket_sql('v.id')} "
+                f"AND {_older('o.')} AND o.observed_at BETWEEN %s AND %s",
                 [
                     [m[0] for m in moved],
                     [m[1] for m in moved],
