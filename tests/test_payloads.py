@@ -274,6 +274,19 @@ def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_pr
     assert _read_back(cluster) == _as_stored(pods)
 
 
+def _record_training(monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
+    """The samples of each dictionary trained from now on, in order (``compact.train`` still trains)."""
+    trained: list[list[bytes]] = []
+    train = compact.train
+
+    def recorded(samples: list[Any], size: int = 16384) -> bytes:
+        trained.append([bytes(x) for x in samples])
+        return train(samples, size)
+
+    monkeypatch.setattr(compact, "train", recorded)
+    return trained
+
+
 @pytest.mark.django_db(transaction=True)
 def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows(
     monkeypatch: pytest.MonkeyPatch,
@@ -289,14 +302,7 @@ def test_each_new_dictionary_waits_a_longer_window_and_learns_from_its_last_rows
     monkeypatch.setattr(payloads, "WINDOW_GROWTH", 2)
     monkeypatch.setattr(payloads, "LONGEST_WINDOW", 200)
     monkeypatch.setattr(payloads, "SAMPLES", 40)
-    trained: list[list[bytes]] = []
-    train = compact.train
-
-    def recorded(samples: list[Any], size: int = 16384) -> bytes:
-        trained.append([bytes(x) for x in samples])
-        return train(samples, size)
-
-    monkeypatch.setattr(compact, "train", recorded)
+    trained = _record_training(monkeypatch)
     pods = _pods("c5", 750)
     for at in range(0, 550, 10):
         save_observations("c5", pods[at : at + 10])
@@ -410,14 +416,7 @@ def test_a_stale_dictionary_is_replaced_by_one_of_the_rows_that_made_it_stale(
     monkeypatch.setattr(payloads, "SAMPLES", 40)
     monkeypatch.setattr(payloads, "DRIFT_ROWS", 20)
     monkeypatch.setattr(payloads, "EARLY_AFTER", 60)
-    trained: list[list[bytes]] = []
-    train = compact.train
-
-    def recorded(samples: list[Any], size: int = 16384) -> bytes:
-        trained.append([bytes(x) for x in samples])
-        return train(samples, size)
-
-    monkeypatch.setattr(compact, "train", recorded)
+    trained = _record_training(monkeypatch)
     pods = _pods("c6", 250) + _churning(_pods("c6", 250, start=250))
 
     def store(lo: int, hi: int) -> None:
