@@ -72,6 +72,8 @@ class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
             oid = int(object_id)
         except ValueError:
             return None
+        if not 0 < oid < 2**63:  # no such id (a bigint)
+            return None
         queryset = self.get_queryset(request).extra(
             where=[f"{_ID_BUCKET} = %s"], params=[oid // partitions.ID_BUCKET]
         )
