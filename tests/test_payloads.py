@@ -256,8 +256,8 @@ def _read_back(cluster: Cluster) -> dict[str, Any]:
 @pytest.mark.django_db(transaction=True)
 def test_a_cluster_s_kind_gets_a_dictionary_and_its_rows_read_back_in_another_process() -> None:
     """Outside a transaction (the collector's batches) the store trains a dictionary where a cluster's
-    kind packs its ``FIRST_WINDOW``-th row, stores it, and compresses that row and the next ones with it; a process that never saw it (``forget``) reads it from its table when a
-    row names it."""
+    kind packs its ``FIRST_WINDOW``-th row, stores it, and compresses that row and the next ones with it;
+    a process that never saw it (``forget``) reads it from its table when a row names it."""
     pods = _pods("c1", payloads.FIRST_WINDOW + 100)
     for at in range(0, len(pods), 50):
         save_observations("c1", pods[at : at + 50])

@@ -502,9 +502,9 @@ def pg_nameless_on_nodes(
 
 def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
     """The dedupe key of each of the observations ``ids`` of ``cluster``, in ONE query (the index of each
-    partition by the ids' buckets, ``partitions.id_bucket_sql``; the primary key on SQLite), however many ids: the ids travel as one array parameter
-    (PostgreSQL) or one JSON text (SQLite ``json_each``), never one bound value each. An id no longer
-    stored (dropped by retention) is absent from the answer."""
+    partition by the ids' buckets, ``partitions.id_bucket_sql``; the primary key on SQLite), however many
+    ids: the ids travel as one array parameter (PostgreSQL) or one JSON text (SQLite ``json_each``), never
+    one bound value each. An id no longer stored (dropped by retention) is absent from the answer."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}
