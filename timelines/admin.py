@@ -74,10 +74,8 @@ class ObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # see the n
             return None
         if not 0 < oid < 2**63:  # no such id (a bigint)
             return None
-        queryset = self.get_queryset(request).extra(
-            where=[f"{_ID_BUCKET} = %s"], params=[oid // partitions.ID_BUCKET]
-        )
-        return queryset.filter(pk=oid).first()
+        sql, params = partitions.ids_sql([oid], f'"{partitions.PARENT}"."id"')
+        return self.get_queryset(request).extra(where=[sql], params=params).first()
 
     def _decoded(self, obj: models.Observation) -> tuple[str, object]:
         stored = obj.body if obj.body is not None else orjson.dumps(obj.payload).decode()

@@ -355,14 +355,12 @@ def selection(
         else:
             qs = qs.filter(key_hash__in=hashes)
     if ids is not None:
-        wanted = list(ids)
-        qs = qs.filter(id__in=wanted)
         if connection.vendor == "postgresql":  # each partition's id index is of the ids' buckets (0030)
             t = connection.ops.quote_name(ObservationRow._meta.db_table)
-            qs = qs.extra(
-                where=[f"{partitions.id_bucket_sql(f'{t}.id')} = ANY(%s::bigint[])"],
-                params=[pg_arrays.int_array(partitions.id_buckets(wanted))],
-            )
+            chosen, arrays_of_ids = partitions.ids_sql(ids, f"{t}.id")
+            qs = qs.extra(where=[chosen], params=arrays_of_ids)
+        else:
+            qs = qs.filter(id__in=list(ids))
     if pod_uids is not None:
         condition = pod_condition(pod_uids, arrays=arrays)
         if isinstance(condition, Q):
@@ -515,11 +513,8 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
         "namespace, name, observed_at"
     )
     if connection.vendor == "postgresql":
-        sql = (
-            f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id = ANY(%s::bigint[]) "
-            f"AND {partitions.id_bucket_sql()} = ANY(%s::bigint[])"
-        )
-        params = [pg_arrays.int_array(wanted), pg_arrays.int_array(partitions.id_buckets(wanted))]
+        chosen, params = partitions.ids_sql(wanted)
+        sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND {chosen}"
     else:
         sql = f"SELECT {columns} FROM {t} WHERE cluster_id = %s AND id IN (SELECT value FROM json_each(%s))"
         params = [orjson.dumps(wanted).decode()]

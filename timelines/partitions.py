@@ -50,6 +50,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from timelines import pg_arrays
+
 PARENT = "timelines_observation"
 LEGACY = f"{PARENT}_legacy"
 DEFAULT = f"{PARENT}_default"
@@ -98,6 +100,17 @@ def id_bucket_sql(column: str = "id") -> str:
 def id_buckets(ids: Iterable[int]) -> list[int]:
     """The buckets of ``ids`` (``id_bucket_sql``), each once, in order."""
     return sorted({int(i) // ID_BUCKET for i in ids})
+
+
+def ids_sql(ids: Iterable[int], column: str = "id") -> tuple[str, list[str]]:
+    """The condition of a row whose id ``column`` is one of ``ids``, naming their buckets beside them as
+    every read by id does on PostgreSQL (the partitions' id index holds the buckets), and its two array
+    parameters."""
+    wanted = list(ids)
+    return (
+        f"{column} = ANY(%s::bigint[]) AND {id_bucket_sql(column)} = ANY(%s::bigint[])",
+        [pg_arrays.int_array(wanted), pg_arrays.int_array(id_buckets(wanted))],
+    )
 
 
 # Spans are counted from a Monday midnight UTC, so a week partition runs Monday to Monday and a day
