@@ -141,9 +141,8 @@ def test_the_same_fact_two_days_apart_is_stored_once():
     # The same holds on the staging path (taken when a COPY meets a unique violation): a row for the third
     # day whose key the first day holds is skipped, a new one is stored.
     cluster = Cluster.objects.get(name="c1")
-    rows = dict(
-        store._keyed_row(cluster.pk, pod_snapshot(D1 + 3 * DAY, rv=rv), D1 + 3 * DAY) for rv in ("41", "42")
-    )
+    snapshots = [pod_snapshot(D1 + 3 * DAY, rv=rv) for rv in ("41", "42")]
+    rows = {obs.dedupe_key: store._row(cluster.pk, obs, D1 + 3 * DAY) for obs in snapshots}
     from django.db import transaction
 
     with transaction.atomic():

@@ -200,6 +200,52 @@ def test_threads_share_dictionaries() -> None:
     assert [compact.unpack_body(out[i], Texts(None, "", "", "", T0), shared)[0] for i in range(400)] == texts
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=300), st.sampled_from([2, 4, 6]), st.sampled_from([0, 5])),
+        max_size=8,
+    )
+)
+def test_a_batch_s_bodies_are_the_bytes_of_its_rows_packed_one_by_one(
+    items: list[tuple[bytes, int, int]],
+) -> None:
+    """``pack_plains`` compresses each dictionary's rows of a batch in one call (``compress_each``): the
+    bodies are those ``pack_plain`` makes of each row alone, in order, for any mix of dictionaries, of
+    rows that compress and rows that do not, empty ones and batches of one or none."""
+    assert compact.pack_plains(items, TRAINED) == [
+        compact.pack_plain(data, flags, TRAINED, dict_id) for data, flags, dict_id in items
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_batch_is_compressed_in_one_call_a_dictionary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """python-zstandard lets go of the GIL around each compression, and a store thread that let go waits
+    to get it back while the watch's thread parses: row by row, that was 109 µs a row against 1.8 in one
+    call. So a batch's rows are compressed together, in one call for each dictionary they use: here the
+    rows before the first dictionary and the rows from the one that trains it on; and no row alone."""
+    calls: list[tuple[int, int]] = []
+    each = Dictionaries.compress_each
+
+    def recorded(self: Dictionaries, dict_id: int, data: list[Any]) -> list[bytes]:
+        calls.append((dict_id, len(data)))
+        return each(self, dict_id, data)
+
+    def refused(self: Dictionaries, dict_id: int, data: Any) -> bytes:
+        raise AssertionError("a row of a batch compressed alone")
+
+    monkeypatch.setattr(Dictionaries, "compress_each", recorded)
+    monkeypatch.setattr(Dictionaries, "compress", refused)
+    pods = _pods("c1", payloads.FIRST_WINDOW + 100)
+    assert save_observations("c1", pods).stored == len(pods)
+    cluster = Cluster.objects.get(name="c1")
+    stored = PayloadDictionary.objects.get(cluster_id=cluster.pk, kind="pod")
+    assert calls == [(0, payloads.FIRST_WINDOW - 1), (stored.id, 101)]
+    monkeypatch.undo()
+    payloads.forget()
+    assert _read_back(cluster) == _as_stored(pods)
+
+
 def _pods(cluster: str, n: int, *, start: int = 0) -> list[dict[str, Any]]:
     out = []
     for i in range(start, start + n):

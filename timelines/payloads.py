@@ -36,8 +36,9 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import zstandard
@@ -160,11 +161,22 @@ def _kind(cluster_id: int, kind: str) -> _Kind:
         return _kinds.setdefault((cluster_id, kind), made)
 
 
-def pack(
+class Plain(NamedTuple):
+    """A row's body before compression (``plain``), and what ``seal`` compresses it with."""
+
+    data: bytes
+    flags: int
+    dictionary: int  # the id of the dictionary (0: none)
+    state: _Kind  # the row's cluster's kind, which counts the sealed body (``_Kind.check``)
+
+
+def plain(
     cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts, key: str | None = None
-) -> bytes:
-    """The ``body`` of a row of ``cluster_id`` and ``kind`` whose payload is ``payload_json`` (with ``key``:
-    and whose dedupe key it is, held in the body, migration 0028)."""
+) -> Plain:
+    """The body, before compression, of a row of ``cluster_id`` and ``kind`` whose payload is
+    ``payload_json`` (with ``key``: and whose dedupe key it is, held in the body, migration 0028).
+    ``seal`` makes the body of it; a batch's rows are sealed together, in one compression call a
+    dictionary."""
     state = _kinds.get((cluster_id, kind)) or _kind(cluster_id, kind)
     data, flags = compact.plain_body(payload_json, texts, key)
     state.seen += 1  # writer threads may race here: a window a row or two longer does not matter
@@ -176,10 +188,24 @@ def pack(
             train_due(only=(cluster_id, kind))
         elif state.training:
             state.trained_once.wait(FIRST_WAIT_S)
-    body = compact.pack_plain(data, flags, dictionaries, state.dictionary)
-    if state.dictionary:
-        state.check(len(body))
-    return body
+    return Plain(data, flags, state.dictionary, state)
+
+
+def seal(plains: Sequence[Plain]) -> list[bytes]:
+    """The bodies of ``plains``, in order (``compact.pack_plains``)."""
+    bodies = compact.pack_plains([(p.data, p.flags, p.dictionary) for p in plains], dictionaries)
+    for one, body in zip(plains, bodies, strict=True):
+        # Counted against the dictionary it was packed with while that is still its kind's.
+        if one.dictionary and one.dictionary == one.state.dictionary:
+            one.state.check(len(body))
+    return bodies
+
+
+def pack(
+    cluster_id: int, kind: str, payload_json: bytes, texts: compact.Texts, key: str | None = None
+) -> bytes:
+    """The ``body`` of one row (``plain``, then ``seal``)."""
+    return seal([plain(cluster_id, kind, payload_json, texts, key)])[0]
 
 
 _Due = list[tuple[tuple[int, str], _Kind, list[bytes | bytearray | memoryview]]]

@@ -83,6 +83,7 @@ _COLUMN_LIST = ", ".join(_COLUMNS)
 _HASH_AT = _COLUMNS.index("key_hash")
 _UID_AT = _COLUMNS.index("pod_uid")
 _POD_ID_AT = _COLUMNS.index("pod_id")
+_BODY_AT = _COLUMNS.index("body")
 _KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
 _STAGE = "podlife_observation_stage"
@@ -171,13 +172,14 @@ def _append(
     """Validate, deduplicate within the batch and insert ``(record, received_at)`` pairs; record the keys
     the new ones make dirty in the same transaction (``timelines/dirty.py``)."""
     result = SaveResult()
-    rows: dict[str, tuple[Any, ...]] = {}  # stored dedupe key -> row
+    rows: dict[str, tuple[Any, ...]] = {}  # stored dedupe key -> row (its body still None)
+    plains: list[payloads.Plain] = []  # the rows' bodies before compression, in the same order
     facts: dict[str, AnyObservation] = {}  # stored dedupe key -> observation (for its dirty keys)
     for record, received_at in pairs:
         result.received += 1
         try:
             obs = _coerce(record)
-            key, row = _keyed_row(cluster_id, obs, received_at)
+            key, row, plain = _keyed_row(cluster_id, obs, received_at)
         except (InvalidObservation, TypeError, ValueError) as exc:
             key = _record_key(record)
             result.rejected.append(Rejected(key, _reason(exc)))
@@ -187,9 +189,11 @@ def _append(
             result.duplicates += 1
             continue
         rows[key] = row
+        plains.append(plain)
         facts[key] = obs
     payloads.train_due(background=True)  # for the next batches (this one's bodies are made), off this thread
     if rows:
+        rows = dict(zip(rows, _sealed(rows.values(), plains), strict=True))
         if connection.vendor == "postgresql":
             inserted = _insert_postgres(cluster_id, rows, facts)
         else:
@@ -278,13 +282,26 @@ _texts = tuple.__new__
 
 def _row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[Any, ...]:
     """The ``_COLUMNS`` of one observation, as ``copy_observation_rows`` sends them (``_keyed_row``)."""
-    return _keyed_row(cluster_id, obs, received_at)[1]
+    _key, row, plain = _keyed_row(cluster_id, obs, received_at)
+    return _sealed([row], [plain])[0]
 
 
-def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> tuple[str, tuple[Any, ...]]:
-    """The dedupe key of one observation as stored, and its ``_COLUMNS`` as ``copy_observation_rows``
-    sends them: the payload and the key as its ``body`` (``payloads.pack``: compressed, with the row's own
-    texts written as one byte each), and the key's hash (``partitions.key_hash``) in ``key_hash``."""
+def _sealed(rows: Iterable[tuple[Any, ...]], plains: Sequence[payloads.Plain]) -> list[tuple[Any, ...]]:
+    """``rows`` with their bodies made of ``plains`` (``payloads.seal``), in one compression call a
+    dictionary."""
+    return [
+        (*row[:_BODY_AT], body, *row[_BODY_AT + 1 :])
+        for row, body in zip(rows, payloads.seal(plains), strict=True)
+    ]
+
+
+def _keyed_row(
+    cluster_id: int, obs: AnyObservation, received_at: datetime
+) -> tuple[str, tuple[Any, ...], payloads.Plain]:
+    """The dedupe key of one observation as stored, its ``_COLUMNS`` as ``copy_observation_rows`` sends
+    them with the body left None, and the body before compression (``payloads.plain``: the payload and the
+    key, the row's own texts written as one byte each; ``_sealed`` compresses it into the row). The key's
+    hash (``partitions.key_hash``) is in ``key_hash``."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
         payload = _jsonb_safe(obs.payload_json)
     else:
@@ -309,11 +326,11 @@ def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> t
         namespace, name = _clean_text(namespace, "namespace"), _clean_text(name, "name")
         key = key.replace("\x00", "\ufffd")
     uid = uid or None
-    body = payloads.pack(
+    plain = payloads.plain(
         cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at)), key
     )
     pod_id = pod_id_of(uid)  # a UUID as 16 bytes, its text not kept (migration 0029)
-    return key, (
+    row = (
         cluster_id,
         None if pod_id is not None else uid,
         obs.kind,
@@ -324,9 +341,10 @@ def _keyed_row(cluster_id: int, obs: AnyObservation, received_at: datetime) -> t
         node,
         namespace,
         name,
-        body,
+        None,  # the body: ``_sealed``
         pod_id,
     )
+    return key, row, plain
 
 
 def _uid_of(row: tuple[Any, ...]) -> str | None:
