@@ -82,7 +82,14 @@ _SOURCE_TEXT = 8  # source code 0: its text follows
 _UID_TEXT = 16  # the pod UID is not a canonical UUID: its text follows
 _SUBST = 32  # the row's own texts are written as one byte each in the data (``_substitutes``)
 
-_FRAME = {"write_checksum": False, "write_content_size": False, "write_dict_id": False}
+# A frame gives its content size (1-2 bytes a row, the window's byte left out): a reader decompresses a
+# batch's frames in one call only when each says its size (``Dictionaries.decompress_each``).
+_FRAME = {"write_checksum": False, "write_content_size": True, "write_dict_id": False}
+_MAGIC = b"\x28\xb5\x2f\xfd"  # zstd's frame magic number, which the stored (magicless) frames leave out
+# The largest content a frame may say it holds for it to be decompressed with others in one call (its
+# output is allocated at once): a larger one, or a frame that does not say, is decompressed alone, as a
+# stream with no bound assumed.
+BATCH_FRAME_LIMIT = 1 << 24
 LEVEL = 3  # per row: 3 µs a pod snapshot; 19 saves 8 % of the bytes for 600 times the time
 
 
@@ -344,7 +351,9 @@ class Dictionaries:
     def raw(self, dict_id: int) -> bytes:
         return self._raw[dict_id]
 
-    def _mine(self) -> tuple[dict[int, zstandard.ZstdCompressor], dict[int, zstandard.ZstdDecompressor]]:
+    def _mine(
+        self,
+    ) -> tuple[dict[int, zstandard.ZstdCompressor], dict[tuple[int, bool], zstandard.ZstdDecompressor]]:
         local = self._local
         if not hasattr(local, "compress"):
             local.compress, local.decompress = {}, {}
@@ -378,24 +387,58 @@ class Dictionaries:
         packed = self._compressor(dict_id).multi_compress_to_buffer(data, threads=1)
         return [packed[i].tobytes() for i in range(len(packed))]
 
-    def decompress(self, dict_id: int, data: bytes) -> bytes:
-        # A stream decompressor: frames carry no content size (it would cost a row 2-3 bytes), and no
-        # upper bound on a payload's size is assumed.
+    def _decompressor(self, dict_id: int, *, framed: bool = False) -> zstandard.ZstdDecompressor:
+        """This thread's decompressor of ``dict_id``: for magicless frames, or with ``framed`` for frames
+        given their magic number (``multi_decompress_to_buffer`` reads no other)."""
         _, decompressors = self._mine()
-        decompressor = decompressors.get(dict_id)
+        decompressor = decompressors.get((dict_id, framed))
         if decompressor is None:
             if dict_id not in self._zdicts:
                 found = self._load(dict_id) if self._load is not None else None
                 if found is None:
                     raise CorruptRow(f"zstd dictionary {dict_id} is not stored")
                 self.add(dict_id, found)
-            decompressor = decompressors[dict_id] = zstandard.ZstdDecompressor(
-                dict_data=self._zdicts[dict_id], format=zstandard.FORMAT_ZSTD1_MAGICLESS
+            decompressor = decompressors[dict_id, framed] = zstandard.ZstdDecompressor(
+                dict_data=self._zdicts[dict_id],
+                format=zstandard.FORMAT_ZSTD1 if framed else zstandard.FORMAT_ZSTD1_MAGICLESS,
             )
+        return decompressor
+
+    def decompress(self, dict_id: int, data: bytes) -> bytes:
+        # A stream decompressor: a frame stored before its content size was written has none, and no
+        # upper bound on a payload's size is assumed.
         try:
-            return decompressor.decompressobj().decompress(data)
+            return self._decompressor(dict_id).decompressobj().decompress(data)
         except zstandard.ZstdError as exc:
             raise CorruptRow(f"zstd: {exc}") from None
+
+    def decompress_each(self, dict_id: int, frames: Sequence[bytes]) -> list[bytes]:
+        """``decompress`` of each of ``frames``, those that say their content size (up to
+        ``BATCH_FRAME_LIMIT``) in one call, as ``compress_each`` (a reader thread beside another thread
+        running Python waited for the GIL after each row: 674 µs a row against 2.4 alone, at the default
+        switch interval). A frame that does not say its size, or a batch a frame of which fails, is
+        decompressed row by row, each failure its own ``CorruptRow``."""
+        framed: list[bytes | bytearray | memoryview] = []
+        at: list[int] = []
+        for i, frame in enumerate(frames):
+            whole = _MAGIC + frame
+            try:
+                size = zstandard.frame_content_size(whole)
+            except zstandard.ZstdError:
+                continue  # a broken header: refused by name row by row below
+            if 0 <= size <= BATCH_FRAME_LIMIT:
+                framed.append(whole)
+                at.append(i)
+        out: list[bytes | None] = [None] * len(frames)
+        if len(framed) > 1:
+            try:
+                got = self._decompressor(dict_id, framed=True).multi_decompress_to_buffer(framed, threads=1)
+            except zstandard.ZstdError:
+                got = None
+            if got is not None:
+                for i, j in zip(at, range(len(got)), strict=True):
+                    out[i] = got[j].tobytes()
+        return [one if one is not None else self.decompress(dict_id, frames[i]) for i, one in enumerate(out)]
 
 
 def train(samples: list[bytes | bytearray | memoryview], size: int = 16384) -> bytes:
@@ -738,6 +781,27 @@ def _body_data(body: bytes, dictionaries: Dictionaries) -> tuple[int, bytes]:
     return flags, dictionaries.decompress(dict_id, body[at:])
 
 
+def _bodies_data(bodies: Sequence[bytes], dictionaries: Dictionaries) -> list[tuple[int, bytes]]:
+    """``_body_data`` of each of ``bodies``, in order: each dictionary's frames decompressed together
+    (``Dictionaries.decompress_each``)."""
+    out: list[tuple[int, bytes]] = []
+    frames: dict[int, list[tuple[int, bytes]]] = {}  # dictionary id -> (index in out, frame)
+    for i, body in enumerate(bodies):
+        flags = _body_flags(body)
+        if not flags & _BODY_ZSTD:
+            out.append((flags, body[1:]))
+            continue
+        dict_id, at = _read_varint(body, 1)
+        frames.setdefault(dict_id, []).append((i, body[at:]))
+        out.append((flags, b""))
+    for dict_id, held in frames.items():
+        for (i, _frame), data in zip(
+            held, dictionaries.decompress_each(dict_id, [frame for _i, frame in held]), strict=True
+        ):
+            out[i] = (out[i][0], data)
+    return out
+
+
 def _key_at(data: bytes) -> int:
     """Where the key starts in the data of a body that holds one (after its payload and a NUL)."""
     end = data.find(b"\x00")
@@ -749,7 +813,22 @@ def _key_at(data: bytes) -> int:
 def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> tuple[bytes, str | None]:
     """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's), and the
     dedupe key it holds (None: a body made before migration 0028, whose row holds the key's text)."""
-    flags, data = _body_data(body, dictionaries)
+    return _unpacked(*_body_data(body, dictionaries), texts)
+
+
+def unpack_bodies(
+    bodies: Sequence[bytes], texts: Sequence[Texts], dictionaries: Dictionaries
+) -> list[tuple[bytes, str | None]]:
+    """``unpack_body`` of each of ``bodies`` (with the same row's ``texts``), in order; a batch's frames
+    decompressed together (``_bodies_data``)."""
+    return [
+        _unpacked(flags, data, one)
+        for (flags, data), one in zip(_bodies_data(bodies, dictionaries), texts, strict=True)
+    ]
+
+
+def _unpacked(flags: int, data: bytes, texts: Texts) -> tuple[bytes, str | None]:
+    """``unpack_body`` of a body's flags and decompressed data."""
     if flags & _BODY_SUBST:
         data = _restore(data, texts.pairs())
     if not flags & _BODY_KEY:

@@ -10,12 +10,13 @@ time) and keeps those whose decoded payload matches (``where``, e.g. ``field_is`
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -143,6 +144,39 @@ def decode(
     return key, payload
 
 
+T = TypeVar("T")
+
+
+def decode_many(
+    rows: Sequence[tuple[str | bytes | memoryview, str | None, str | None, str, str, str, datetime]],
+) -> list[tuple[str, Any]]:
+    """``decode`` of each of ``rows`` ((stored, key, pod_uid, node, namespace, name, observed_at), as
+    ``decode`` takes them), in order: one call decompresses a dictionary's bodies (``payloads.unpack_many``).
+    A reader that decodes its rows one by one while another of its process's threads runs Python waits
+    for the GIL after each row's decompression: readers decode in batches (``DECODE_BATCH``)."""
+    unpacked = payloads.unpack_many(
+        [row[0] for row in rows], [Texts(uid, node, ns, name, at) for _s, _k, uid, node, ns, name, at in rows]
+    )
+    out = []
+    for (_stored, key, *_texts), (payload, held) in zip(rows, unpacked, strict=True):
+        if key is None:
+            if held is None:
+                raise CorruptRow("a row holds its dedupe key neither in its column nor in its body")
+            key = held
+        out.append((key, payload))
+    return out
+
+
+DECODE_BATCH = 256  # rows a reader decodes at once (``decode_many``)
+
+
+def batches(items: Iterable[T], size: int = DECODE_BATCH) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last shorter), as a reader decodes them (``decode_many``)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
 def decode_payload(
     stored: str | bytes | memoryview,
     pod_uid: str | None,
@@ -264,20 +298,26 @@ def iter_rows(
     selected = _selected(qs)
     if chunk_size is not None:
         selected = selected.iterator(chunk_size=chunk_size)
-    for oid, kind, source, at, received, key, uid, node, ns, name, payload in selected:
-        key, value = decode(payload, key, uid, node, ns, name, at)
-        if where is None or where(value):
-            yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
+    for batch in batches(selected):
+        decoded = decode_many([(r[10], r[5], r[6], r[7], r[8], r[9], r[3]) for r in batch])
+        for (oid, kind, source, at, received, _key, uid, node, ns, name, _p), (key, value) in zip(
+            batch, decoded, strict=True
+        ):
+            if where is None or where(value):
+                yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
 
 
 def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[Fact]:
     """(id, Observation) of the rows of ``qs`` (in its order); with ``where``, those whose payload it
     accepts."""
     made = stored_observation
-    for oid, kind, source, at, _received, key, uid, node, ns, name, payload in _selected(qs):
-        key, value = decode(payload, key, uid, node, ns, name, at)
-        if where is None or where(value):
-            yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
+    for batch in batches(_selected(qs)):
+        decoded = decode_many([(r[10], r[5], r[6], r[7], r[8], r[9], r[3]) for r in batch])
+        for (oid, kind, source, at, _received, _key, uid, node, ns, name, _p), (key, value) in zip(
+            batch, decoded, strict=True
+        ):
+            if where is None or where(value):
+                yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
 
 
 def facts_sql(condition: str) -> str:
@@ -301,10 +341,15 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
         fetched = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
     made = stored_observation
     out = []
-    for oid, kind, source, at, key, uid, node, ns, name, payload in fetched:
-        key, value = decode(payload, key, uid, node, ns, name, at)
-        if where is None or where(value):
-            out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
+    for batch in batches(fetched):
+        decoded = decode_many([(r[9], r[4], r[5], r[6], r[7], r[8], r[3]) for r in batch])
+        for (oid, kind, source, at, _key, uid, node, ns, name, _p), (key, value) in zip(
+            batch, decoded, strict=True
+        ):
+            if where is None or where(value):
+                out.append(
+                    (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
+                )
     return out
 
 

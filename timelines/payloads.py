@@ -319,6 +319,29 @@ def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> tuple[Any,
     return orjson.loads(data), key
 
 
+def unpack_many(
+    stored: Sequence[bytes | memoryview | str], texts: Sequence[compact.Texts]
+) -> list[tuple[Any, str | None]]:
+    """``unpack`` of each stored payload (with the same row's ``texts``), in order: the bodies' frames
+    decompressed together (``compact.unpack_bodies``)."""
+    out: list[tuple[Any, str | None]] = []
+    bodies: list[bytes] = []
+    at: list[int] = []
+    for i, one in enumerate(stored):
+        raw = one if isinstance(one, str) else bytes(one)
+        if isinstance(raw, str) or raw[:1] == b"{":  # JSON text (``unpack``)
+            out.append((orjson.loads(raw), None))
+            continue
+        out.append((None, None))
+        bodies.append(raw)
+        at.append(i)
+    if bodies:
+        unpacked = compact.unpack_bodies(bodies, [texts[i] for i in at], dictionaries)
+        for i, (data, key) in zip(at, unpacked, strict=True):
+            out[i] = (orjson.loads(data), key)
+    return out
+
+
 def key_of(stored: bytes | memoryview | str, texts: compact.Texts) -> str | None:
     """The dedupe key a stored row's body holds, without decoding its payload (None: the row holds the
     key's text, or holds a payload stored before bodies)."""

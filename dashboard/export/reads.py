@@ -115,24 +115,29 @@ _OBS_COLUMNS = (
 )
 
 
-def _observation_item(row: Sequence[Any]) -> dict[str, Any]:
-    oid, kind, source, observed, received, key, pod_uid, node, ns, name, stored = row
-    key, payload = observation_rows.decode(
-        stored, key, pod_uid, node, ns, name, datetime.fromisoformat(observed)
+def _observation_items(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Bundle items of ``rows`` (``_OBS_COLUMNS``), decoded together (``observation_rows.decode_many``)."""
+    decoded = observation_rows.decode_many(
+        [(r[10], r[5], r[6], r[7], r[8], r[9], datetime.fromisoformat(r[3])) for r in rows]
     )
-    return {
-        "id": oid,
-        "kind": kind,
-        "source": source,
-        "observed_at": observed,
-        "received_at": received,
-        "dedupe_key": key,
-        "pod_uid": pod_uid or None,
-        "node": node or None,
-        "namespace": ns or None,
-        "name": name or None,
-        "payload": payload,
-    }
+    return [
+        {
+            "id": oid,
+            "kind": kind,
+            "source": source,
+            "observed_at": observed,
+            "received_at": received,
+            "dedupe_key": key,
+            "pod_uid": pod_uid or None,
+            "node": node or None,
+            "namespace": ns or None,
+            "name": name or None,
+            "payload": payload,
+        }
+        for (oid, kind, source, observed, received, _key, pod_uid, node, ns, name, _s), (key, payload) in zip(
+            rows, decoded, strict=True
+        )
+    ]
 
 
 def _sort_key(item: dict[str, Any]) -> tuple[str, str, str]:
@@ -142,13 +147,14 @@ def _sort_key(item: dict[str, Any]) -> tuple[str, str, str]:
 
 def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
     """Rows as bundle items; the payload is read as stored and decoded by ``observation_rows``."""
-    for row in qs.annotate(
+    rows = qs.annotate(
         payload_text=observation_rows.payload_expression(),
         stored_uid=observation_rows.uid_expression(),
         observed_iso=iso("observed_at"),
         received_iso=iso("received_at"),
-    ).values_list(*_OBS_COLUMNS):
-        yield _observation_item(row)
+    ).values_list(*_OBS_COLUMNS)
+    for batch in observation_rows.batches(rows):
+        yield from _observation_items(batch)
 
 
 def _observation_columns(t: str) -> str:
@@ -175,8 +181,9 @@ def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str
             ("observed_at", "kind"),
             match=observation_rows.pod_match,
         )
-        for row in rows:
-            by_uid[row[6]].append(_observation_item(row))
+        for batch in observation_rows.batches(rows):
+            for row, item in zip(batch, _observation_items(batch), strict=True):
+                by_uid[row[6]].append(item)
         del rows
         for pod in chunk:
             items = by_uid.pop(pod.uid)
