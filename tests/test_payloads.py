@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.stored import put, rows_of
-from timelines import compact, payloads
+from timelines import compact, observation_rows, payloads
 from timelines.compact import CorruptRow, Dictionaries, Texts
 from timelines.management.commands import compact_observations
 from timelines.models import Cluster, PayloadDictionary
@@ -312,8 +312,8 @@ def test_readers_decompress_a_batch_of_rows_in_one_call(monkeypatch: pytest.Monk
     """python-zstandard lets go of the GIL around each decompression, and a reader that let go waits to
     get it back while another thread of its process runs Python (the web server's event loop, the
     collector's watch in the demo's one process): row by row, 674 µs a row against 2.4 alone. The readers
-    (``iter_rows``, ``facts``, the export) decode their rows in batches, each dictionary's frames in one
-    call: no stored row is decompressed alone, and every one reads back."""
+    (``iter_rows``, ``facts``, the export, the evidence's ``keys_by_id``) decode their rows in batches,
+    each dictionary's frames in one call: no stored row is decompressed alone, and every one reads back."""
     pods = _pods("c1", payloads.FIRST_WINDOW + 100)
     save_observations("c1", pods)
     payloads.wait_trained()
@@ -328,6 +328,10 @@ def test_readers_decompress_a_batch_of_rows_in_one_call(monkeypatch: pytest.Monk
     monkeypatch.setattr(Dictionaries, "decompress", counted)
     payloads.forget()  # read as another process would, the dictionaries loaded from their table
     assert _read_back(cluster) == _as_stored(pods)
+    ids = dict(ObservationRow.objects.filter(cluster=cluster).values_list("id", "key_hash"))
+    payloads.forget()
+    keys = observation_rows.keys_by_id(cluster, ids)  # the evidence's keys alone, from the bodies
+    assert sorted(keys.values()) == sorted(p["dedupe_key"] for p in pods) and set(keys) == set(ids)
     assert alone == []
 
 

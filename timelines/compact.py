@@ -840,7 +840,22 @@ def _unpacked(flags: int, data: bytes, texts: Texts) -> tuple[bytes, str | None]
 def body_key(body: bytes, texts: Texts, dictionaries: Dictionaries) -> str | None:
     """The dedupe key alone that ``body`` holds (``unpack_body``'s, None the same way), its payload left
     as it is: what a read of evidence keys by id needs."""
-    flags, data = _body_data(body, dictionaries)
+    return _held_key(*_body_data(body, dictionaries), texts)
+
+
+def body_keys(
+    bodies: Sequence[bytes], texts: Sequence[Texts], dictionaries: Dictionaries
+) -> list[str | None]:
+    """``body_key`` of each of ``bodies`` (with the same row's ``texts``), in order; a batch's frames
+    decompressed together (``_bodies_data``)."""
+    return [
+        _held_key(flags, data, one)
+        for (flags, data), one in zip(_bodies_data(bodies, dictionaries), texts, strict=True)
+    ]
+
+
+def _held_key(flags: int, data: bytes, texts: Texts) -> str | None:
+    """``body_key`` of a body's flags and decompressed data."""
     if not flags & _BODY_KEY:
         return None
     key = data[_key_at(data) :]

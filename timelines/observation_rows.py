@@ -566,17 +566,23 @@ def keys_by_id(cluster: Cluster | int, ids: Iterable[int]) -> dict[int, str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [cluster if isinstance(cluster, int) else cluster.pk, *params])
         found = cursor.fetchall()
-    out = {}
-    for oid, key, body, uid, node, ns, name, at in found:
-        if key is None:  # in the body: the key alone is decoded, not the payload
-            if connection.vendor != "postgresql":
-                at = connection.ops.convert_datetimefield_value(at, None, connection)  # type: ignore[attr-defined]
-            key = payloads.key_of(body, Texts(uid, node, ns, name, at))
+    out = {oid: key for oid, key, *_rest in found if key is not None}
+    # The others hold it in their bodies: the keys alone are decoded, not the payloads, a batch at a time.
+    held = [row for row in found if row[1] is None]
+    if connection.vendor != "postgresql":
+        convert = connection.ops.convert_datetimefield_value  # type: ignore[attr-defined]
+        held = [(*row[:7], convert(row[7], None, connection)) for row in held]
+    for batch in batches(held):
+        keys = payloads.keys_of(
+            [row[2] for row in batch],
+            [Texts(uid, node, ns, name, at) for *_h, uid, node, ns, name, at in batch],
+        )
+        for (oid, *_row), key in zip(batch, keys, strict=True):
             if key is None:
                 raise CorruptRow(
                     f"observation {oid} holds its dedupe key neither in its column nor in its body"
                 )
-        out[oid] = key
+            out[oid] = key
     return out
 
 

@@ -342,13 +342,23 @@ def unpack_many(
     return out
 
 
-def key_of(stored: bytes | memoryview | str, texts: compact.Texts) -> str | None:
-    """The dedupe key a stored row's body holds, without decoding its payload (None: the row holds the
-    key's text, or holds a payload stored before bodies)."""
-    if isinstance(stored, str):
-        return None
-    raw = bytes(stored)
-    return None if raw[:1] == b"{" else compact.body_key(raw, texts, dictionaries)
+def keys_of(stored: Sequence[bytes | memoryview | str], texts: Sequence[compact.Texts]) -> list[str | None]:
+    """The dedupe key each stored payload's body holds (with the same row's ``texts``), in order, without
+    decoding the payloads (None: the row holds the key's text, or holds a payload stored before bodies);
+    the bodies' frames decompressed together (``compact.body_keys``)."""
+    out: list[str | None] = [None] * len(stored)
+    bodies: list[bytes] = []
+    at: list[int] = []
+    for i, one in enumerate(stored):
+        if isinstance(one, str):
+            continue
+        raw = bytes(one)
+        if raw[:1] != b"{":
+            bodies.append(raw)
+            at.append(i)
+    for i, key in zip(at, compact.body_keys(bodies, [texts[i] for i in at], dictionaries), strict=True):
+        out[i] = key
+    return out
 
 
 def forget() -> None:
