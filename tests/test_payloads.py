@@ -307,6 +307,25 @@ def test_a_broken_frame_in_a_batch_is_refused_by_name_as_alone() -> None:
         TRAINED.decompress_each(5, [frames[0], broken, frames[2]])
 
 
+def test_one_call_decompresses_at_most_batch_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's output is allocated at once: frames are decompressed together up to ``BATCH_BYTES`` of
+    content a call, and a frame that says it holds more is decompressed alone; all read back in order."""
+    data = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (40 if i != 3 else 400)) for i in range(7)]
+    frames = [compact.pack_plains([(one, 2, 5)], TRAINED)[0][2:] for one in data]
+    monkeypatch.setattr(compact, "BATCH_BYTES", 2 * len(data[0]))
+    alone: list[bytes] = []
+    decompress = Dictionaries.decompress
+
+    def counted(self: Dictionaries, dict_id: int, frame: bytes) -> bytes:
+        alone.append(frame)
+        return decompress(self, dict_id, frame)
+
+    monkeypatch.setattr(Dictionaries, "decompress", counted)
+    assert TRAINED.decompress_each(5, frames) == data
+    # Rows 0-1, 2 and 4, 5-6 in a call each; 3 says it holds more than a call takes: alone.
+    assert alone == [frames[3]]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_readers_decompress_a_batch_of_rows_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """python-zstandard lets go of the GIL around each decompression, and a reader that let go waits to

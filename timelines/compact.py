@@ -86,10 +86,10 @@ _SUBST = 32  # the row's own texts are written as one byte each in the data (``_
 # batch's frames in one call only when each says its size (``Dictionaries.decompress_each``).
 _FRAME = {"write_checksum": False, "write_content_size": True, "write_dict_id": False}
 _MAGIC = b"\x28\xb5\x2f\xfd"  # zstd's frame magic number, which the stored (magicless) frames leave out
-# The largest content a frame may say it holds for it to be decompressed with others in one call (its
-# output is allocated at once): a larger one, or a frame that does not say, is decompressed alone, as a
-# stream with no bound assumed.
-BATCH_FRAME_LIMIT = 1 << 24
+# The most content one call decompresses (its output is allocated at once, ``decompress_each``): frames
+# that say they hold more together go in several calls; a frame that says it holds more alone, or does
+# not say, is decompressed alone, as a stream with no bound assumed.
+BATCH_BYTES = 1 << 23
 LEVEL = 3  # per row: 3 µs a pod snapshot; 19 saves 8 % of the bytes for 600 times the time
 
 
@@ -413,32 +413,49 @@ class Dictionaries:
             raise CorruptRow(f"zstd: {exc}") from None
 
     def decompress_each(self, dict_id: int, frames: Sequence[bytes]) -> list[bytes]:
-        """``decompress`` of each of ``frames``, those that say their content size (up to
-        ``BATCH_FRAME_LIMIT``) in one call, as ``compress_each`` (a reader thread beside another thread
-        running Python waited for the GIL after each row: 674 µs a row against 2.4 alone, at the default
-        switch interval). A frame that does not say its size, or a batch a frame of which fails, is
-        decompressed row by row, each failure its own ``CorruptRow``."""
+        """``decompress`` of each of ``frames``: those that say their content size in one call for each
+        ``BATCH_BYTES`` of it, as ``compress_each`` (a reader thread beside another thread running Python
+        waited for the GIL after each row: 674 µs a row against 2.4 alone, at the default switch
+        interval). A frame that does not say its size, or a batch a frame of which fails, is decompressed
+        row by row, each failure its own ``CorruptRow``."""
+        out: list[bytes | None] = [None] * len(frames)
         framed: list[bytes | bytearray | memoryview] = []
         at: list[int] = []
+        held = 0
         for i, frame in enumerate(frames):
             whole = _MAGIC + frame
             try:
                 size = zstandard.frame_content_size(whole)
             except zstandard.ZstdError:
                 continue  # a broken header: refused by name row by row below
-            if 0 <= size <= BATCH_FRAME_LIMIT:
-                framed.append(whole)
-                at.append(i)
-        out: list[bytes | None] = [None] * len(frames)
-        if len(framed) > 1:
-            try:
-                got = self._decompressor(dict_id, framed=True).multi_decompress_to_buffer(framed, threads=1)
-            except zstandard.ZstdError:
-                got = None
-            if got is not None:
-                for i, j in zip(at, range(len(got)), strict=True):
-                    out[i] = got[j].tobytes()
+            if not 0 <= size <= BATCH_BYTES:
+                continue
+            if held + size > BATCH_BYTES:
+                self._decompress_batch(dict_id, framed, at, out)
+                framed, at, held = [], [], 0
+            framed.append(whole)
+            at.append(i)
+            held += size
+        self._decompress_batch(dict_id, framed, at, out)
         return [one if one is not None else self.decompress(dict_id, frames[i]) for i, one in enumerate(out)]
+
+    def _decompress_batch(
+        self,
+        dict_id: int,
+        framed: list[bytes | bytearray | memoryview],
+        at: list[int],
+        out: list[bytes | None],
+    ) -> None:
+        """Decompress ``framed`` (frames given their magic number) in one call into ``out`` at ``at``; a
+        batch of one, or one that fails, is left to ``decompress`` row by row."""
+        if len(framed) < 2:
+            return
+        try:
+            got = self._decompressor(dict_id, framed=True).multi_decompress_to_buffer(framed, threads=1)
+        except zstandard.ZstdError:
+            return
+        for i, j in zip(at, range(len(got)), strict=True):
+            out[i] = got[j].tobytes()
 
 
 def train(samples: list[bytes | bytearray | memoryview], size: int = 16384) -> bytes:
