@@ -135,13 +135,8 @@ def decode(
     """The one decode of a stored row: its dedupe key and its payload (as ``payload_sql`` selects it) back
     into its JSON value. ``key`` is the row's ``dedupe_key`` column: a row stored since migration 0028
     holds the key in its body instead (and NULL there). The other arguments are the same row's columns (a
-    body holds them as one byte each)."""
-    payload, held = payloads.unpack(stored, Texts(pod_uid, node, namespace, name, observed_at))
-    if key is None:
-        if held is None:
-            raise CorruptRow("a row holds its dedupe key neither in its column nor in its body")
-        key = held
-    return key, payload
+    body holds them as one byte each). Readers of many rows decode them in batches (``decode_many``)."""
+    return decode_many([(stored, key, pod_uid, node, namespace, name, observed_at)])[0]
 
 
 T = TypeVar("T")

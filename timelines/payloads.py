@@ -309,14 +309,9 @@ def _train_one(
 
 def unpack(stored: bytes | memoryview | str, texts: compact.Texts) -> tuple[Any, str | None]:
     """The payload of a stored row and the dedupe key its body holds (None: the row holds the key's
-    text): ``stored`` is its body, or the JSON text of a row stored before bodies."""
-    if isinstance(stored, str):
-        return orjson.loads(stored), None
-    raw = bytes(stored)
-    if raw[:1] == b"{":  # JSON text: a payload is an object, and a body starts with a flags byte
-        return orjson.loads(raw), None
-    data, key = compact.unpack_body(raw, texts, dictionaries)
-    return orjson.loads(data), key
+    text): ``stored`` is its body, or the JSON text of a row stored before bodies. Readers of many rows
+    unpack them in batches (``unpack_many``)."""
+    return unpack_many([stored], [texts])[0]
 
 
 def unpack_many(
@@ -329,7 +324,8 @@ def unpack_many(
     at: list[int] = []
     for i, one in enumerate(stored):
         raw = one if isinstance(one, str) else bytes(one)
-        if isinstance(raw, str) or raw[:1] == b"{":  # JSON text (``unpack``)
+        # JSON text, of a row stored before bodies: a payload is an object, a body starts with a flags byte.
+        if isinstance(raw, str) or raw[:1] == b"{":
             out.append((orjson.loads(raw), None))
             continue
         out.append((None, None))
