@@ -307,12 +307,8 @@ def test_a_broken_frame_in_a_batch_is_refused_by_name_as_alone() -> None:
         TRAINED.decompress_each(5, [frames[0], broken, frames[2]])
 
 
-def test_one_call_decompresses_at_most_batch_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A call's output is allocated at once: frames are decompressed together up to ``BATCH_BYTES`` of
-    content a call, and a frame that says it holds more is decompressed alone; all read back in order."""
-    data = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (40 if i != 3 else 400)) for i in range(7)]
-    frames = [compact.pack_plains([(one, 2, 5)], TRAINED)[0][2:] for one in data]
-    monkeypatch.setattr(compact, "BATCH_BYTES", 2 * len(data[0]))
+def _decompressed_alone(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The frames decompressed one by one from now on (``Dictionaries.decompress``), in order."""
     alone: list[bytes] = []
     decompress = Dictionaries.decompress
 
@@ -321,6 +317,16 @@ def test_one_call_decompresses_at_most_batch_bytes(monkeypatch: pytest.MonkeyPat
         return decompress(self, dict_id, frame)
 
     monkeypatch.setattr(Dictionaries, "decompress", counted)
+    return alone
+
+
+def test_one_call_decompresses_at_most_batch_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's output is allocated at once: frames are decompressed together up to ``BATCH_BYTES`` of
+    content a call, and a frame that says it holds more is decompressed alone; all read back in order."""
+    data = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (40 if i != 3 else 400)) for i in range(7)]
+    frames = [compact.pack_plains([(one, 2, 5)], TRAINED)[0][2:] for one in data]
+    monkeypatch.setattr(compact, "BATCH_BYTES", 2 * len(data[0]))
+    alone = _decompressed_alone(monkeypatch)
     assert TRAINED.decompress_each(5, frames) == data
     # Rows 0-1, 2 and 4, 5-6 in a call each; 3 says it holds more than a call takes: alone.
     assert alone == [frames[3]]
@@ -337,14 +343,7 @@ def test_readers_decompress_a_batch_of_rows_in_one_call(monkeypatch: pytest.Monk
     save_observations("c1", pods)
     payloads.wait_trained()
     cluster = Cluster.objects.get(name="c1")
-    alone: list[int] = []
-    decompress = Dictionaries.decompress
-
-    def counted(self: Dictionaries, dict_id: int, data: bytes) -> bytes:
-        alone.append(dict_id)
-        return decompress(self, dict_id, data)
-
-    monkeypatch.setattr(Dictionaries, "decompress", counted)
+    alone = _decompressed_alone(monkeypatch)
     payloads.forget()  # read as another process would, the dictionaries loaded from their table
     assert _read_back(cluster) == _as_stored(pods)
     ids = dict(ObservationRow.objects.filter(cluster=cluster).values_list("id", "key_hash"))
