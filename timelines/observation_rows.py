@@ -11,6 +11,7 @@ time) and keeps those whose decoded payload matches (``where``, e.g. ``field_is`
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -172,6 +173,21 @@ def batches(items: Iterable[T], size: int = DECODE_BATCH) -> Iterator[list[T]]:
         yield chunk
 
 
+def _decoded(
+    rows: Iterable[Sequence[Any]], decoded_from: Callable[[Sequence[Any]], Any]
+) -> Iterator[tuple[Any, str, Any]]:
+    """Each of ``rows`` with its dedupe key and payload, decoded a batch at a time (``decode_many``):
+    ``decoded_from`` picks a row's (stored, key, pod_uid, node, namespace, name, observed_at)."""
+    for batch in batches(rows):
+        for row, (key, value) in zip(batch, decode_many([decoded_from(r) for r in batch]), strict=True):
+            yield row, key, value
+
+
+# What ``decode`` takes, in a row as ``_selected`` reads it and as ``pg_facts`` reads it.
+_SELECTED_DECODED = operator.itemgetter(10, 5, 6, 7, 8, 9, 3)
+_FACT_DECODED = operator.itemgetter(9, 4, 5, 6, 7, 8, 3)
+
+
 def decode_payload(
     stored: str | bytes | memoryview,
     pod_uid: str | None,
@@ -293,26 +309,22 @@ def iter_rows(
     selected = _selected(qs)
     if chunk_size is not None:
         selected = selected.iterator(chunk_size=chunk_size)
-    for batch in batches(selected):
-        decoded = decode_many([(r[10], r[5], r[6], r[7], r[8], r[9], r[3]) for r in batch])
-        for (oid, kind, source, at, received, _key, uid, node, ns, name, _p), (key, value) in zip(
-            batch, decoded, strict=True
-        ):
-            if where is None or where(value):
-                yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
+    for (oid, kind, source, at, received, _k, uid, node, ns, name, _p), key, value in _decoded(
+        selected, _SELECTED_DECODED
+    ):
+        if where is None or where(value):
+            yield StoredRow(oid, kind, source, at, received, key, uid, node, ns, name, value)
 
 
 def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[Fact]:
     """(id, Observation) of the rows of ``qs`` (in its order); with ``where``, those whose payload it
     accepts."""
     made = stored_observation
-    for batch in batches(_selected(qs)):
-        decoded = decode_many([(r[10], r[5], r[6], r[7], r[8], r[9], r[3]) for r in batch])
-        for (oid, kind, source, at, _received, _key, uid, node, ns, name, _p), (key, value) in zip(
-            batch, decoded, strict=True
-        ):
-            if where is None or where(value):
-                yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
+    for (oid, kind, source, at, _received, _k, uid, node, ns, name, _p), key, value in _decoded(
+        _selected(qs), _SELECTED_DECODED
+    ):
+        if where is None or where(value):
+            yield (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
 
 
 def facts_sql(condition: str) -> str:
@@ -336,15 +348,9 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
         fetched = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
     made = stored_observation
     out = []
-    for batch in batches(fetched):
-        decoded = decode_many([(r[9], r[4], r[5], r[6], r[7], r[8], r[3]) for r in batch])
-        for (oid, kind, source, at, _key, uid, node, ns, name, _p), (key, value) in zip(
-            batch, decoded, strict=True
-        ):
-            if where is None or where(value):
-                out.append(
-                    (oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value))
-                )
+    for (oid, kind, source, at, _k, uid, node, ns, name, _p), key, value in _decoded(fetched, _FACT_DECODED):
+        if where is None or where(value):
+            out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
     return out
 
 

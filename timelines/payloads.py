@@ -323,19 +323,27 @@ def unpack_many(
     bodies: list[bytes] = []
     at: list[int] = []
     for i, one in enumerate(stored):
-        raw = one if isinstance(one, str) else bytes(one)
-        # JSON text, of a row stored before bodies: a payload is an object, a body starts with a flags byte.
-        if isinstance(raw, str) or raw[:1] == b"{":
-            out.append((orjson.loads(raw), None))
+        body = _body_of(one)
+        if body is None:
+            out.append((orjson.loads(one), None))
             continue
         out.append((None, None))
-        bodies.append(raw)
+        bodies.append(body)
         at.append(i)
     if bodies:
         unpacked = compact.unpack_bodies(bodies, [texts[i] for i in at], dictionaries)
         for i, (data, key) in zip(at, unpacked, strict=True):
             out[i] = (orjson.loads(data), key)
     return out
+
+
+def _body_of(stored: bytes | memoryview | str) -> bytes | None:
+    """A stored payload's body, or None when it is the JSON text of a row stored before bodies (a payload
+    is an object, a body starts with a flags byte)."""
+    if isinstance(stored, str):
+        return None
+    raw = bytes(stored)
+    return None if raw[:1] == b"{" else raw
 
 
 def keys_of(stored: Sequence[bytes | memoryview | str], texts: Sequence[compact.Texts]) -> list[str | None]:
@@ -346,11 +354,8 @@ def keys_of(stored: Sequence[bytes | memoryview | str], texts: Sequence[compact.
     bodies: list[bytes] = []
     at: list[int] = []
     for i, one in enumerate(stored):
-        if isinstance(one, str):
-            continue
-        raw = bytes(one)
-        if raw[:1] != b"{":
-            bodies.append(raw)
+        if (body := _body_of(one)) is not None:
+            bodies.append(body)
             at.append(i)
     for i, key in zip(at, compact.body_keys(bodies, [texts[i] for i in at], dictionaries), strict=True):
         out[i] = key
