@@ -173,7 +173,7 @@ def batches(items: Iterable[T], size: int = DECODE_BATCH) -> Iterator[list[T]]:
         yield chunk
 
 
-def _decoded(
+def decoded(
     rows: Iterable[Sequence[Any]], decoded_from: Callable[[Sequence[Any]], Any]
 ) -> Iterator[tuple[Any, str, Any]]:
     """Each of ``rows`` with its dedupe key and payload, decoded a batch at a time (``decode_many``):
@@ -183,7 +183,7 @@ def _decoded(
             yield row, key, value
 
 
-# What ``decode`` takes, in a row as ``_selected`` reads it and as ``pg_facts`` reads it.
+# What ``decode`` takes, in a row as ``_selected`` reads it and as ``pg_facts`` reads it (``decoded``).
 _SELECTED_DECODED = operator.itemgetter(10, 5, 6, 7, 8, 9, 3)
 _FACT_DECODED = operator.itemgetter(9, 4, 5, 6, 7, 8, 3)
 
@@ -309,7 +309,7 @@ def iter_rows(
     selected = _selected(qs)
     if chunk_size is not None:
         selected = selected.iterator(chunk_size=chunk_size)
-    for (oid, kind, source, at, received, _k, uid, node, ns, name, _p), key, value in _decoded(
+    for (oid, kind, source, at, received, _k, uid, node, ns, name, _p), key, value in decoded(
         selected, _SELECTED_DECODED
     ):
         if where is None or where(value):
@@ -320,7 +320,7 @@ def facts(qs: QuerySet[ObservationRow], where: Where | None = None) -> Iterator[
     """(id, Observation) of the rows of ``qs`` (in its order); with ``where``, those whose payload it
     accepts."""
     made = stored_observation
-    for (oid, kind, source, at, _received, _k, uid, node, ns, name, _p), key, value in _decoded(
+    for (oid, kind, source, at, _received, _k, uid, node, ns, name, _p), key, value in decoded(
         _selected(qs), _SELECTED_DECODED
     ):
         if where is None or where(value):
@@ -348,7 +348,7 @@ def pg_facts(condition: str, params: Sequence[Any], where: Where | None = None) 
         fetched = cursor.fetchall()  # loaded in one call (iterating the cursor loads each row in Python)
     made = stored_observation
     out = []
-    for (oid, kind, source, at, _k, uid, node, ns, name, _p), key, value in _decoded(fetched, _FACT_DECODED):
+    for (oid, kind, source, at, _k, uid, node, ns, name, _p), key, value in decoded(fetched, _FACT_DECODED):
         if where is None or where(value):
             out.append((oid, made(kind, source, at, key, uid, node or None, ns or None, name or None, value)))
     return out

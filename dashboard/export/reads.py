@@ -115,29 +115,32 @@ _OBS_COLUMNS = (
 )
 
 
-def _observation_items(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    """Bundle items of ``rows`` (``_OBS_COLUMNS``), decoded together (``observation_rows.decode_many``)."""
-    decoded = observation_rows.decode_many(
-        [(r[10], r[5], r[6], r[7], r[8], r[9], datetime.fromisoformat(r[3])) for r in rows]
-    )
-    return [
-        {
-            "id": oid,
-            "kind": kind,
-            "source": source,
-            "observed_at": observed,
-            "received_at": received,
-            "dedupe_key": key,
-            "pod_uid": pod_uid or None,
-            "node": node or None,
-            "namespace": ns or None,
-            "name": name or None,
-            "payload": payload,
-        }
-        for (oid, kind, source, observed, received, _key, pod_uid, node, ns, name, _s), (key, payload) in zip(
-            rows, decoded, strict=True
+def _observation_items(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Sequence[Any], dict[str, Any]]]:
+    """Each of ``rows`` (``_OBS_COLUMNS``) with its bundle item, decoded a batch at a time
+    (``observation_rows.decoded``)."""
+    for row, key, payload in observation_rows.decoded(rows, _decoded_from):
+        oid, kind, source, observed, received, _key, pod_uid, node, ns, name, _stored = row
+        yield (
+            row,
+            {
+                "id": oid,
+                "kind": kind,
+                "source": source,
+                "observed_at": observed,
+                "received_at": received,
+                "dedupe_key": key,
+                "pod_uid": pod_uid or None,
+                "node": node or None,
+                "namespace": ns or None,
+                "name": name or None,
+                "payload": payload,
+            },
         )
-    ]
+
+
+def _decoded_from(r: Sequence[Any]) -> tuple[Any, ...]:
+    """What ``observation_rows.decode`` takes of a row of ``_OBS_COLUMNS`` (its time is text here)."""
+    return (r[10], r[5], r[6], r[7], r[8], r[9], datetime.fromisoformat(r[3]))
 
 
 def _sort_key(item: dict[str, Any]) -> tuple[str, str, str]:
@@ -153,8 +156,8 @@ def _observation_rows(qs: Any) -> Iterator[dict[str, Any]]:
         observed_iso=iso("observed_at"),
         received_iso=iso("received_at"),
     ).values_list(*_OBS_COLUMNS)
-    for batch in observation_rows.batches(rows):
-        yield from _observation_items(batch)
+    for _row, item in _observation_items(rows):
+        yield item
 
 
 def _observation_columns(t: str) -> str:
@@ -181,9 +184,8 @@ def pod_observations(cluster: Cluster, pods: Sequence[Pod]) -> Iterator[dict[str
             ("observed_at", "kind"),
             match=observation_rows.pod_match,
         )
-        for batch in observation_rows.batches(rows):
-            for row, item in zip(batch, _observation_items(batch), strict=True):
-                by_uid[row[6]].append(item)
+        for row, item in _observation_items(rows):
+            by_uid[row[6]].append(item)
         del rows
         for pod in chunk:
             items = by_uid.pop(pod.uid)
