@@ -14,7 +14,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from _setup import ROOT, postgres_cpu_seconds, raw_copy_seconds
+from _setup import ROOT, postgres_cpu_seconds, process_cpu_seconds, raw_copy_seconds
 
 
 def start_sim(nodes: int, per_node: int, churn: float, kubeconfig: Path) -> subprocess.Popen[str]:
@@ -90,14 +90,19 @@ def list_memory(cluster: str, control: Any) -> tuple[int, int, int]:
 
 @dataclasses.dataclass
 class Cpu:
-    """CPU seconds spent by this process (every thread) and by the machine's PostgreSQL processes."""
+    """CPU seconds spent by this process (every thread) with its store process (``timelines/store_process.py``,
+    when it runs one), and by the machine's PostgreSQL processes."""
 
     own: float = 0.0
     database: float = 0.0
 
     @classmethod
     def now(cls) -> Cpu:
-        return cls(time.process_time(), postgres_cpu_seconds())
+        from timelines import store_process
+
+        child = store_process.current()
+        stored = process_cpu_seconds(Path(f"/proc/{child.pid}")) if child is not None else 0.0
+        return cls(time.process_time() + stored, postgres_cpu_seconds())
 
     def since(self, start: Cpu) -> Cpu:
         return Cpu(self.own - start.own, self.database - start.database)

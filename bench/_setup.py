@@ -18,11 +18,11 @@ def derive_stage_elsewhere() -> str:
     nothing consumes the queue here. Returns what was done, for the report."""
     from django.conf import settings
 
-    from timelines.signals import observations_stored
+    from timelines.signals import DERIVE_RECEIVER, observations_stored
 
     if settings.REDIS_URL:
         return "derive stage queued"
-    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
+    observations_stored.disconnect(dispatch_uid=DERIVE_RECEIVER)
     return "derive stage not run"
 
 
@@ -133,13 +133,22 @@ def postgres_cpu_seconds() -> float:
     that ended too (a closed connection's backend: the server's main process counts its reaped children);
     0.0 where /proc cannot tell (another OS, a database on another host). Another client's queries count
     too: on a shared machine the figure is an upper bound of the benchmark's own."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    total = 0.0
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             if (entry / "comm").read_text().strip() != "postgres":
                 continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        total += sum(int(f) for f in fields[11:15])  # utime, stime and those of reaped children
-    return total / tick
+        total += process_cpu_seconds(entry)
+    return total
+
+
+def process_cpu_seconds(entry: Path) -> float:
+    """CPU seconds (user + system, and those of its reaped children) of the process ``/proc/<pid>``; 0.0
+    when it is gone or not ours to read."""
+    try:
+        fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")

@@ -57,7 +57,7 @@ from timelines import derivation, dirty, store, tasks  # noqa: E402
 from timelines.lifecycle import derive as derive_module  # noqa: E402
 from timelines.lifecycle.observation import Kind, Observation, Source, Transition  # noqa: E402
 from timelines.models import Cluster, DirtyKey, Finding, Interval, Marker  # noqa: E402
-from timelines.signals import observations_stored  # noqa: E402
+from timelines.signals import DERIVE_RECEIVER, observations_stored  # noqa: E402
 
 CLUSTER = "bench-derive"
 DERIVED = (Interval, Marker, Finding)  # the tables a pod's derivation writes rows to
@@ -276,7 +276,7 @@ def _adapted(value: object, adapt: Callable[[datetime], object]) -> object:
 
 
 def throughput(pods: int, repeat: int) -> None:
-    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")  # derive when the bench says so
+    observations_stored.disconnect(dispatch_uid=DERIVE_RECEIVER)  # derive when the bench says so
     cluster = store.cluster_for(CLUSTER)
     lives = [life(i) for i in range(pods)]
     uids = [obs[0].pod_uid or "" for obs in lives]
@@ -342,7 +342,7 @@ def lag(seconds: float, churn: float) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from live import free_port, start_server
 
-    observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    observations_stored.connect(tasks.on_observations_stored, dispatch_uid=DERIVE_RECEIVER)
     tmp = Path(tempfile.mkdtemp(prefix="podlife-bench-"))
     kubeconfig = tmp / "kubeconfig"
     procs: list[subprocess.Popen[str]] = []

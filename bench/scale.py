@@ -65,7 +65,7 @@ from podlife_site import tuning  # noqa: E402
 from timelines import observation_rows, partitions, store  # noqa: E402
 from timelines.models import Cluster  # noqa: E402
 from timelines.models import Observation as ObservationRow  # noqa: E402
-from timelines.signals import observations_stored  # noqa: E402
+from timelines.signals import DERIVE_RECEIVER, observations_stored  # noqa: E402
 
 tuning.start(tuning.Role.COLLECTOR)  # as the collector processes it stands for start (podlife_site/tuning.py)
 
@@ -389,7 +389,7 @@ def main() -> None:
             "bench/scale.py measures PostgreSQL partitions: set DATABASE_URL to a postgres:// URL"
         )
     if not settings.REDIS_URL:
-        observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
+        observations_stored.disconnect(dispatch_uid=DERIVE_RECEIVER)
     tunables = dataclasses.replace(Tunables.from_settings(), watch_timeout_s=3)
     control = StepControl(tunables=tunables)
     if args.span_only:

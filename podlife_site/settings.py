@@ -226,6 +226,7 @@ PODLIFE_LIST_PAGE_SIZE = env_int("PODLIFE_LIST_PAGE_SIZE", 200, minimum=1)
 PODLIFE_WATCH_BATCH = env_int("PODLIFE_WATCH_BATCH", 500, minimum=1)
 PODLIFE_WATCH_BATCH_S = env_float("PODLIFE_WATCH_BATCH_S", 0.2, minimum=0)
 PODLIFE_WATCH_WRITERS = env_int("PODLIFE_WATCH_WRITERS", 2, minimum=1)
+PODLIFE_WATCH_STORE_PROCESS = env_bool("PODLIFE_WATCH_STORE_PROCESS", True)
 PODLIFE_WATCH_BACKOFF_S = env_float("PODLIFE_WATCH_BACKOFF_S", 0.5, minimum=0)
 PODLIFE_WATCH_BACKOFF_MAX_S = env_float("PODLIFE_WATCH_BACKOFF_MAX_S", 30.0, minimum=0)
 # One cluster per listed context (the kubeconfig's current one when none is listed), plus the in-cluster one.

@@ -72,6 +72,17 @@ def _no_dictionaries_across_tests() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_store_process_across_tests() -> Iterator[None]:
+    """The watch stores its batches through a process of its own (timelines/store_process.py), which keeps
+    its connections and the dictionaries it knows; a test that started one ends it, so its connections do
+    not outlive the test's database and no test starts with another test's (as ``payloads.forget``)."""
+    from timelines import store_process
+
+    yield
+    store_process.close_shared()
+
+
+@pytest.fixture(autouse=True)
 def _no_live_sharing_across_tests() -> None:
     """A web process's live sockets share one hub per group and one health poll per cluster
     (dashboard/web/fanout.py), kept per event loop; no test starts with another test's."""
@@ -85,11 +96,11 @@ def derive_stage_off() -> Iterator[None]:
     """No derive stage on the store's signal: where tasks run eagerly it would fold (and delete) the dirty
     batches at once, before a test reads them."""
     from timelines import tasks
-    from timelines.signals import observations_stored
+    from timelines.signals import DERIVE_RECEIVER, observations_stored
 
-    observations_stored.disconnect(dispatch_uid="podlife-derive-stage")
+    observations_stored.disconnect(dispatch_uid=DERIVE_RECEIVER)
     yield
-    observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")
+    observations_stored.connect(tasks.on_observations_stored, dispatch_uid=DERIVE_RECEIVER)
 
 
 @pytest.fixture

@@ -11,6 +11,6 @@ class TimelinesConfig(AppConfig):
         # The store tells the derive stage there is work (the kick, beside the task it queues); wired here,
         # explicitly, not by import side effects.
         from timelines import tasks
-        from timelines.signals import observations_stored
+        from timelines.signals import DERIVE_RECEIVER, observations_stored
 
-        observations_stored.connect(tasks.on_observations_stored, dispatch_uid="podlife-derive-stage")
+        observations_stored.connect(tasks.on_observations_stored, dispatch_uid=DERIVE_RECEIVER)

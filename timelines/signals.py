@@ -10,3 +10,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 observations_stored = Signal()
+DERIVE_RECEIVER = "podlife-derive-stage"  # the dispatch uid of the derive stage's receiver

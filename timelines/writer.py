@@ -31,6 +31,7 @@ happen in ``save_observations`` whichever input called.
 from __future__ import annotations
 
 import collections
+import itertools
 import queue
 import threading
 import time
@@ -41,7 +42,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from django.db import connection, connections
 
-from timelines import store
+from timelines import store, store_process
 from timelines.lifecycle.observation import AnyObservation
 from timelines.models import Cluster
 
@@ -76,10 +77,19 @@ class WriterThreads:
 
     def __init__(self, name: str, count: int) -> None:
         self._jobs: queue.Queue[_Job | None] = queue.Queue(1)
-        self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(max(1, count))
-        ]
-        for thread in self._threads:
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self.grow(max(1, count))
+
+    @property
+    def count(self) -> int:
+        return len(self._threads)
+
+    def grow(self, more: int) -> None:
+        """Start ``more`` threads besides those running (the store process, as more inputs use it)."""
+        for _ in range(more):
+            thread = threading.Thread(target=self._run, name=f"{self._name}-{self.count}", daemon=True)
+            self._threads.append(thread)
             thread.start()
 
     def submit(self, job: Callable[[], Any]) -> Future[Any]:
@@ -127,6 +137,7 @@ class StoreWriter(Generic[T]):
         threads: int = 0,
         name: str = "store",
         on_stored: Callable[[StoredBatch], None] | None = None,
+        remote: Callable[[list[T]], Future[tuple[store.SaveResult | None, float]]] | None = None,
     ) -> None:
         self.held: list[T] = []
         self.result = store.SaveResult()
@@ -136,6 +147,7 @@ class StoreWriter(Generic[T]):
         self._threads_wanted = threads
         self._name = name
         self._on_stored = on_stored
+        self._remote = remote
         self._threads: WriterThreads | None = None
         self._inline: bool | None = None  # decided at the first hand-over
         self._held_units = 0
@@ -219,13 +231,18 @@ class StoreWriter(Generic[T]):
             # Inside a caller's transaction another connection could not see its uncommitted rows (and
             # would not roll back with it): store on the caller's thread.
             self._inline = self._threads_wanted <= 0 or connection.in_atomic_block
-            if not self._inline:
+            if not self._inline and self._remote is None:
                 self._threads = WriterThreads(self._name, self._threads_wanted)
-        if self._threads is None:
+        if self._inline:
             saved, at = self._store(batch)
             self._account(saved, at, units, mark)
             return
-        self._in_flight.append((self._threads.submit(lambda: self._store(batch)), units, mark))
+        if self._threads is not None:
+            future = self._threads.submit(lambda: self._store(batch))
+        else:  # in a process of its own (``remote``; the threads are that process's)
+            assert self._remote is not None
+            future = self._remote(batch)
+        self._in_flight.append((future, units, mark))
         self.settle(block=len(self._in_flight) > self._threads_wanted + 1)
 
     @property
@@ -277,6 +294,9 @@ class StoreWriter(Generic[T]):
                 threads.close()
 
 
+_writer_numbers = itertools.count()  # tells the store process one input's batches from another's
+
+
 def observation_writer(
     cluster: Cluster,
     *,
@@ -285,11 +305,17 @@ def observation_writer(
     threads: int = 0,
     name: str | None = None,
     on_stored: Callable[[StoredBatch], None] | None = None,
+    process: bool = False,
 ) -> StoreWriter[AnyObservation]:
     """A writer of observations into ``cluster`` (``store.save_observations``, which refuses a read-only one)."""
 
     def save(batch: list[AnyObservation]) -> store.SaveResult:
         return store.save_observations(cluster, batch)  # looked up per batch: a test may wrap it
+
+    number = next(_writer_numbers)
+
+    def remote(batch: list[AnyObservation]) -> Future[tuple[store.SaveResult | None, float]]:
+        return store_process.shared().submit(cluster, batch, writer=number, threads=threads)
 
     return StoreWriter(
         save,
@@ -298,4 +324,5 @@ def observation_writer(
         threads=threads,
         name=name or f"store-{cluster.name}",
         on_stored=on_stored,
+        remote=remote if process and threads > 0 else None,
     )

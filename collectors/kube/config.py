@@ -30,6 +30,7 @@ class Tunables:
     batch_size: int = 500  # observations per ingest call while watching
     batch_seconds: float = 0.2  # ... or after this long (a live page waits this long at most)
     writers: int = 2  # threads (and database connections) a step stores its batches with, on PostgreSQL
+    store_process: bool = True  # ... in a process of their own (timelines/store_process.py)
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     kubelet_interval_s: float = 60.0
@@ -43,6 +44,7 @@ class Tunables:
             batch_size=settings.PODLIFE_WATCH_BATCH,
             batch_seconds=settings.PODLIFE_WATCH_BATCH_S,
             writers=settings.PODLIFE_WATCH_WRITERS,
+            store_process=settings.PODLIFE_WATCH_STORE_PROCESS,
             backoff_base_s=settings.PODLIFE_WATCH_BACKOFF_S,
             backoff_cap_s=settings.PODLIFE_WATCH_BACKOFF_MAX_S,
             kubelet_interval_s=settings.PODLIFE_KUBELET_INTERVAL_S,

@@ -223,6 +223,7 @@ class _Stepper:
             threads=tunables.writers if connection.vendor == "postgresql" else 0,
             name=f"store-{cluster.name}-{spec.name}",
             on_stored=self._stored,
+            process=tunables.store_process,
         )
         self._notes: list[str] = []  # status notes from API calls, written by the step's thread
         # Progress stored but not written yet (``_progress``), in batch order.

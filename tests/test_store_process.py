@@ -1,0 +1,196 @@
+"""The watch's store in a process of its own (``timelines/store_process.py``): batches stored by the child
+and counted here, its errors raised here with their type, a child that died failing what it held and
+replaced, the ``observations_stored`` signal sent here. The watch itself goes through it in
+tests/collector (PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
+from django.db import transaction
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timelines import store, store_process
+from timelines.lifecycle.observation import EncodedObservation, Kind, Observation, Source
+from timelines.models import Observation as ObservationRow
+from timelines.signals import observations_stored
+from timelines.writer import observation_writer
+
+T0 = datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
+
+
+def obs(i: int, *, uid: str = "0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f") -> Observation:
+    """A synthetic pod-worker observation (hand-written, one per key)."""
+    return Observation(
+        kind=Kind.WORKER,
+        source=Source.KUBELET_LOG,
+        observed_at=T0 + timedelta(seconds=i),
+        dedupe_key=f"k{i}",
+        pod_uid=uid,
+        node="node-a",
+        namespace="default",
+        name="web-0",
+        payload={"transition": "sync_enter", "i": i},
+    )
+
+
+def writer_of(cluster_name: str, batch_size: int = 3):
+    return observation_writer(store.cluster_for(cluster_name), batch_size=batch_size, threads=2, process=True)
+
+
+@pytest.fixture
+def no_store_here(monkeypatch):
+    """This process's store refuses every batch: what is stored was stored by the child."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("stored in the test's own process")
+
+    monkeypatch.setattr(store, "save_observations", refuse)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_batches_are_stored_by_the_child_and_counted_here(no_store_here, derive_stage_off):
+    """GIVEN a writer in process mode, this process's store refusing every batch WHEN 7 observations go
+    through it in batches of 3, one of them already stored THEN the child stored them: 6 rows, the total
+    counts 7 received, 6 stored, 1 duplicate, and the pods touched; the child is another process."""
+    w = writer_of("c1")
+    for i in [0, 1, 2, 0, 3, 4, 5]:
+        w.add(obs(i, uid="0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f" if i < 4 else "uid-b"))
+    total = w.close()
+    assert (total.received, total.stored, total.duplicates) == (7, 6, 1)
+    assert total.pods_touched == {"0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f", "uid-b"}
+    assert ObservationRow.objects.filter(cluster__name="c1").count() == 6
+    child = store_process.current()
+    assert child is not None and child.pid != os.getpid()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_child_s_error_is_raised_here_with_its_type():
+    """GIVEN an imported (read-only) cluster WHEN the watch's writer hands it a batch THEN the child's
+    refusal reaches the input as the PermissionError it is, naming the cluster, and nothing is stored."""
+    with transaction.atomic():
+        cluster = store.begin_import("imported").cluster
+    w = observation_writer(cluster, batch_size=2, threads=2, process=True)
+    w.add(obs(1))
+    w.add(obs(2))
+    with pytest.raises(PermissionError, match="'imported' is read-only"):
+        w.close()
+    assert not ObservationRow.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_child_that_died_fails_what_it_held_and_the_next_one_stores(derive_stage_off):
+    """GIVEN a store process that stored a batch WHEN it is stopped, handed another batch and killed THEN
+    that batch fails with StoreProcessGone, naming how the process ended (the watch step fails; its
+    successor resumes from the progress written) AND the next writer gets a new process, which stores."""
+    w = writer_of("c1", batch_size=2)
+    w.add(obs(0))
+    w.add(obs(1))
+    w.drain()
+    child = store_process.current()
+    assert child is not None
+    os.kill(child.pid, signal.SIGSTOP)  # the next batch waits in the pipe, unanswered
+    w.add(obs(2))
+    w.add(obs(3))
+    os.kill(child.pid, signal.SIGKILL)
+    with pytest.raises(store_process.StoreProcessGone, match=r"ended \(exit code -9\)"):
+        w.close()
+    assert not child.alive
+    with pytest.raises(store_process.StoreProcessGone):
+        child.submit(store.cluster_for("c1"), [obs(4)])
+    again = writer_of("c1", batch_size=2)
+    again.add(obs(2))
+    again.add(obs(3))
+    assert again.close().stored == 2
+    replacement = store_process.current()
+    assert replacement is not None and replacement.pid != child.pid
+    assert ObservationRow.objects.filter(cluster__name="c1").count() == 4
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_stored_signal_is_sent_here_for_batches_that_stored_rows(derive_stage_off):
+    """GIVEN a receiver of ``observations_stored`` in this process WHEN two batches store new rows and a
+    third only rows already stored THEN the receiver hears of the first two, with their cluster's id."""
+    heard: list[int] = []
+
+    def receiver(sender, cluster_id, **kwargs):
+        heard.append(cluster_id)
+
+    observations_stored.connect(receiver, dispatch_uid="test-store-process")
+    try:
+        w = writer_of("c1", batch_size=2)
+        for i in [0, 1, 2, 3, 0, 1]:
+            w.add(obs(i))
+        w.close()
+    finally:
+        observations_stored.disconnect(dispatch_uid="test-store-process")
+    assert heard == [store.cluster_for("c1").pk] * 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_receiver_s_error_fails_its_batch_as_in_the_store_s_own_commit(derive_stage_off):
+    """GIVEN a receiver of ``observations_stored`` that fails WHEN a batch is stored THEN its error is the
+    batch's, raised where the input counts it (the rows are stored: the signal follows the commit)."""
+
+    def receiver(sender, cluster_id, **kwargs):
+        raise RuntimeError("the receiver broke")
+
+    observations_stored.connect(receiver, dispatch_uid="test-store-process")
+    try:
+        w = writer_of("c1", batch_size=2)
+        w.add(obs(0))
+        w.add(obs(1))
+        with pytest.raises(RuntimeError, match="the receiver broke"):
+            w.close()
+    finally:
+        observations_stored.disconnect(dispatch_uid="test-store-process")
+    assert ObservationRow.objects.filter(cluster__name="c1").count() == 2
+
+
+names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?", fullmatch=True)
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), names, st.one_of(st.none(), names), st.dictionaries(texts, texts)),
+        max_size=5,
+    )
+)
+def test_observations_cross_to_the_child_as_they_are(specs):
+    """Any observation, decoded or encoded, made again in the child from its fields is the same: every
+    field, the payload or the payload's JSON bytes."""
+    batch = []
+    for i, (encoded, name, uid, payload) in enumerate(specs):
+        fields = {
+            "kind": Kind.POD,
+            "source": Source.API,
+            "observed_at": T0 + timedelta(microseconds=i),
+            "dedupe_key": f"pod:{i}",
+            "pod_uid": uid or None,
+            "node": "n",
+            "namespace": "ns",
+            "name": name or "p",
+        }
+        if encoded:
+            batch.append(EncodedObservation(**fields, payload_json=orjson.dumps(payload)))
+        else:
+            batch.append(Observation(**fields, payload=payload))
+    again = store_process._from_fields(store_process._as_fields(batch))
+    assert [type(o) for o in again] == [type(o) for o in batch]
+    assert again == batch  # every field but the payload
+    for before, after in zip(batch, again, strict=True):
+        if isinstance(before, EncodedObservation):
+            assert isinstance(after, EncodedObservation) and after.payload_json == before.payload_json
+        else:
+            assert isinstance(after, Observation) and after.payload == before.payload
