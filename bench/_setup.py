@@ -98,15 +98,7 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
             cursor.execute(f"CREATE TABLE {table} AS SELECT * FROM timelines_observation WHERE 0")
             cursor.execute(f"CREATE UNIQUE INDEX {table}_dedupe ON {table} (cluster_id, key_hash)")
     if connection.vendor != "postgresql":  # SQLite binds text: times and key hashes adapted (unclocked)
-        adapt = connection.ops.adapt_datetimefield_value
-        pod_id = store._POD_ID_AT
-        rows = [
-            tuple(
-                adapt(v) if i in (4, 5) else v.hex if (i == 6 or i == pod_id) and v is not None else v
-                for i, v in enumerate(r)
-            )
-            for r in rows
-        ]
+        rows = [store.portable_row(r) for r in rows]
     marks = ", ".join(["%s"] * len(store._COLUMNS))
     try:
         started = time.perf_counter()
@@ -115,7 +107,9 @@ def raw_copy_seconds(rows: list[tuple], batch: int, *, as_json: bool = False) ->
             with transaction.atomic(), connection.cursor() as cursor:
                 if connection.vendor == "postgresql" and as_json:
                     with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-                        copy.set_types([t if i != at else "jsonb" for i, t in enumerate(store._COPY_TYPES)])
+                        store.set_row_types(
+                            copy, [t if i != at else "jsonb" for i, t in enumerate(store._COPY_TYPES)]
+                        )
                         for row in chunk:
                             copy.write_row(row)
                 elif connection.vendor == "postgresql":

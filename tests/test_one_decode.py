@@ -40,6 +40,7 @@ TESTS_ALLOWED = {
     "tests/test_observation_rows.py",
     "tests/test_store.py",
     "tests/test_store_writer.py",
+    "tests/test_store_process.py",
     "tests/test_partitions.py",
     "tests/test_key_in_body.py",
     "tests/test_pod_id.py",

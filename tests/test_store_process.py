@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -15,57 +16,66 @@ from django.db import transaction
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.test_store_writer import obs as writer_obs
 from timelines import store, store_process
-from timelines.lifecycle.observation import EncodedObservation, Kind, Observation, Source
+from timelines.lifecycle.observation import AnyObservation, EncodedObservation, Kind, Observation, Source
 from timelines.models import Observation as ObservationRow
 from timelines.signals import observations_stored
-from timelines.writer import observation_writer
+from timelines.writer import StoreWriter, observation_writer
 
 T0 = datetime(2024, 6, 7, 6, 54, 47, 123456, tzinfo=UTC)
 
 
-def obs(i: int, *, uid: str = "0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f") -> Observation:
-    """A synthetic pod-worker observation (hand-written, one per key)."""
-    return Observation(
-        kind=Kind.WORKER,
-        source=Source.KUBELET_LOG,
-        observed_at=T0 + timedelta(seconds=i),
-        dedupe_key=f"k{i}",
-        pod_uid=uid,
-        node="node-a",
-        namespace="default",
-        name="web-0",
-        payload={"transition": "sync_enter", "i": i},
-    )
+UID = "0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f"  # canonical: stored as 16 bytes (``pod_id``)
+
+
+def obs(i: int, *, uid: str = UID) -> Observation:
+    return writer_obs(i, uid=uid)
 
 
 def writer_of(cluster_name: str, batch_size: int = 3):
     return observation_writer(store.cluster_for(cluster_name), batch_size=batch_size, threads=2, process=True)
 
 
+def stored_by_a_child(w: StoreWriter[AnyObservation], *numbers: int) -> store_process.StoreProcess:
+    """Hand ``w`` one full batch of these observations, wait until it is stored; the process that did."""
+    for i in numbers:
+        w.add(obs(i))
+    w.drain()
+    child = store_process.current()
+    assert child is not None
+    return child
+
+
 @pytest.fixture
-def no_store_here(monkeypatch):
-    """This process's store refuses every batch: what is stored was stored by the child."""
+def stored_here(monkeypatch):
+    """The batches this process's own store gets (the rest were stored by the child)."""
+    batches: list[list[str]] = []
+    save = store.save_observations
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("stored in the test's own process")
+    def recorded(cluster, batch, **kwargs):
+        batches.append([o.dedupe_key for o in batch])
+        return save(cluster, batch, **kwargs)
 
-    monkeypatch.setattr(store, "save_observations", refuse)
+    monkeypatch.setattr(store, "save_observations", recorded)
+    return batches
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_batches_are_stored_by_the_child_and_counted_here(no_store_here, derive_stage_off):
-    """GIVEN a writer in process mode, this process's store refusing every batch WHEN 7 observations go
-    through it in batches of 3, one of them already stored THEN the child stored them: 6 rows, the total
-    counts 7 received, 6 stored, 1 duplicate, and the pods touched; the child is another process."""
+def test_full_batches_are_stored_by_the_child_the_rest_here_all_counted_here(stored_here, derive_stage_off):
+    """GIVEN a writer in process mode WHEN 7 observations go through it in batches of 3, one of them
+    already stored THEN the two full batches were stored by the child (another process), the last one by
+    this process's threads: 6 rows, and the total counts 7 received, 6 stored, 1 duplicate, and the pods
+    touched."""
     w = writer_of("c1")
     for i in [0, 1, 2, 0, 3, 4, 5]:
-        w.add(obs(i, uid="0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f" if i < 4 else "uid-b"))
+        w.add(obs(i, uid=UID if i < 4 else "uid-b"))
     total = w.close()
     assert (total.received, total.stored, total.duplicates) == (7, 6, 1)
-    assert total.pods_touched == {"0f5a3c1e-7d2b-4c6a-9e8f-1a2b3c4d5e6f", "uid-b"}
+    assert total.pods_touched == {UID, "uid-b"}
     assert ObservationRow.objects.filter(cluster__name="c1").count() == 6
+    assert stored_here == [["k5"]]
     child = store_process.current()
     assert child is not None and child.pid != os.getpid()
 
@@ -92,11 +102,7 @@ def test_a_child_that_died_fails_what_it_held_and_the_next_one_stores(derive_sta
     that batch fails with StoreProcessGone, naming how the process ended (the watch step fails; its
     successor resumes from the progress written) AND the next writer gets a new process, which stores."""
     w = writer_of("c1", batch_size=2)
-    w.add(obs(0))
-    w.add(obs(1))
-    w.drain()
-    child = store_process.current()
-    assert child is not None
+    child = stored_by_a_child(w, 0, 1)
     os.kill(child.pid, signal.SIGSTOP)  # the next batch waits in the pipe, unanswered
     w.add(obs(2))
     w.add(obs(3))
@@ -113,6 +119,32 @@ def test_a_child_that_died_fails_what_it_held_and_the_next_one_stores(derive_sta
     replacement = store_process.current()
     assert replacement is not None and replacement.pid != child.pid
     assert ObservationRow.objects.filter(cluster__name="c1").count() == 4
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_store_process_nobody_asks_for_ends(monkeypatch, derive_stage_off):
+    """GIVEN a store process that stored a batch WHEN nobody asks for it for ``IDLE_S`` THEN it ends (a
+    worker child that ran one watch step does not keep it) AND the next batch starts another."""
+    monkeypatch.setattr(store_process, "IDLE_S", 0.4)
+    child = stored_by_a_child(writer_of("c1", batch_size=2), 0, 1)
+    deadline = time.monotonic() + 20
+    while _exists(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _exists(child.pid)  # ended and reaped
+    assert store_process.current() is None
+    again = writer_of("c1", batch_size=2)
+    again.add(obs(2))
+    again.add(obs(3))
+    assert again.close().stored == 2
 
 
 @pytest.mark.postgres

@@ -15,7 +15,8 @@ from django.db import transaction
 from timelines import store, writer
 from timelines.lifecycle.observation import Kind, Observation, Source
 from timelines.models import Observation as ObservationRow
-from timelines.writer import StoredBatch, StoreWriter, WriterThreads, observation_writer
+from timelines.store_process import WriterThreads
+from timelines.writer import StoredBatch, StoreWriter, observation_writer
 
 T0 = datetime(2024, 6, 7, 6, 54, 47, tzinfo=UTC)
 

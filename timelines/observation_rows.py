@@ -64,6 +64,17 @@ def pod_id_of(uid: str | None) -> uuid.UUID | None:
     return uuid.UUID(uid) if uid is not None and _CANONICAL_UID(uid) else None
 
 
+def pod_id_bytes(uid: str | None) -> bytes | None:
+    """``pod_id_of``'s 16 bytes, without the UUID object (the store's rows)."""
+    return bytes.fromhex(uid.replace("-", "")) if uid is not None and _CANONICAL_UID(uid) else None
+
+
+def uid_text(pod_id: bytes) -> str:
+    """The canonical text of a pod UID from ``pod_id_bytes``: ``str(uuid.UUID(bytes=pod_id))``."""
+    h = pod_id.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _pod_id_text_sql(column: str, postgres: bool) -> str:
     if postgres:
         return f"{column}::text"

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import logging
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
 from psycopg.abc import PQGen
+from psycopg.adapt import Dumper
 from psycopg.copy import LibpqWriter
 from psycopg.generators import fetch_many
 from psycopg.waiting import Wait
@@ -56,7 +58,7 @@ from timelines.models import (
     WorkloadStatusSample,
 )
 from timelines.models import Observation as ObservationRow
-from timelines.observation_rows import pod_id_of
+from timelines.observation_rows import pod_id_bytes, uid_text
 from timelines.pg_arrays import int_array, text_array
 from timelines.projections import NodeRow, PdbRow, WorkloadRow
 from timelines.signals import observations_stored
@@ -86,6 +88,7 @@ _POD_ID_AT = _COLUMNS.index("pod_id")
 _BODY_AT = _COLUMNS.index("body")
 _KIND_AT = _COLUMNS.index("kind")
 _OBSERVED_AT = _COLUMNS.index("observed_at")
+_RECEIVED_AT = _COLUMNS.index("received_at")
 _STAGE = "podlife_observation_stage"
 _STAGE_COLUMNS = (
     "cluster_id bigint, pod_uid varchar(64), kind varchar(32), source varchar(32), observed_at timestamptz, "
@@ -301,7 +304,8 @@ def _keyed_row(
     """The dedupe key of one observation as stored, its ``_COLUMNS`` as ``copy_observation_rows`` sends
     them with the body left None, and the body before compression (``payloads.plain``: the payload and the
     key, the row's own texts written as one byte each; ``_sealed`` compresses it into the row). The key's
-    hash (``partitions.key_hash``) is in ``key_hash``."""
+    hash (``partitions.key_digest``) is in ``key_hash``, the pod's UID as 16 bytes in ``pod_id``: both
+    uuid columns get their 16 bytes as they are (``_Uuid16Dumper``)."""
     if type(obs) is EncodedObservation:  # the typed pod path encoded it already
         payload = _jsonb_safe(obs.payload_json)
     else:
@@ -329,7 +333,7 @@ def _keyed_row(
     plain = payloads.plain(
         cluster_id, obs.kind, payload, _texts(Texts, (uid, node, namespace, name, obs.observed_at)), key
     )
-    pod_id = pod_id_of(uid)  # a UUID as 16 bytes, its text not kept (migration 0029)
+    pod_id = pod_id_bytes(uid)  # a UUID as 16 bytes, its text not kept (migration 0029)
     row = (
         cluster_id,
         None if pod_id is not None else uid,
@@ -337,7 +341,7 @@ def _keyed_row(
         obs.source,
         obs.observed_at,
         received_at,
-        partitions.key_hash(cluster_id, key),
+        partitions.key_digest(cluster_id, key),
         node,
         namespace,
         name,
@@ -351,7 +355,7 @@ def _uid_of(row: tuple[Any, ...]) -> str | None:
     """The pod UID of a row ``_keyed_row`` made: its text, or its 16 bytes' canonical text."""
     uid = row[_UID_AT]
     if uid is None and row[_POD_ID_AT] is not None:
-        return str(row[_POD_ID_AT])
+        return uid_text(row[_POD_ID_AT])
     return cast(str | None, uid)
 
 
@@ -594,6 +598,24 @@ _COPY_TYPES = [
 ]  # fmt: skip
 
 
+class _Uuid16Dumper(Dumper):
+    """A uuid column's binary value from the 16 bytes the store's rows hold (``_keyed_row``), or from a
+    ``uuid.UUID`` as psycopg's own dumper does."""
+
+    format = psycopg.pq.Format.BINARY
+    oid = psycopg.postgres.types["uuid"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return obj if type(obj) is bytes else cast(bytes, obj.bytes)
+
+
+def set_row_types(copy: psycopg.Copy, types: Sequence[str] = _COPY_TYPES) -> None:
+    """Declare the column types of a binary COPY of rows ``_keyed_row`` made (``types``: ``_COPY_TYPES``,
+    or another column list of the same rows): their uuid columns take the rows' 16 bytes."""
+    copy.cursor.adapters.register_dumper(None, _Uuid16Dumper)  # this cursor's, by the uuid oid only
+    copy.set_types(list(types))
+
+
 def copy_observation_rows(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[tuple[Any, ...]]) -> None:
     """COPY rows made by ``_row`` into ``table`` (with ``_COLUMNS``), in the binary format.
 
@@ -609,7 +631,7 @@ def _write_rows(
 ) -> None:
     """Send ``rows`` through a COPY of ``_COLUMNS`` in the binary format (``copying``: ``Cursor.copy``)."""
     with copying as copy:
-        copy.set_types(_COPY_TYPES)
+        set_row_types(copy)
         for row in rows:
             copy.write_row(row)
 
@@ -624,8 +646,9 @@ _INSERT_STAGED = (
 )
 
 
-def _keys_by_hash(rows: Mapping[str, tuple[Any, ...]]) -> dict[Any, str]:
-    """The dedupe key of each row by its ``key_hash``: what a statement that returns hashes stored."""
+def _keys_by_hash(rows: Mapping[str, tuple[Any, ...]]) -> dict[bytes, str]:
+    """The dedupe key of each row by its ``key_hash`` (16 bytes; a UUID's ``bytes``): what a statement
+    that returns hashes stored."""
     return {row[_HASH_AT]: key for key, row in rows.items()}
 
 
@@ -646,10 +669,22 @@ def _insert_postgres_staged(
         # No conflict target: each partition's own unique key index (``partitions.KEY_HASH``) is the arbiter.
         raw.execute(_INSERT_STAGED)
         key_of = _keys_by_hash(rows)
-        inserted = [(_uid_of(rows[key]), key) for key in (key_of[h] for (h,) in raw.fetchall())]
+        inserted = [(_uid_of(rows[key]), key) for key in (key_of[h.bytes] for (h,) in raw.fetchall())]
         if nested:  # inside a caller's transaction, where ON COMMIT has not happened yet
             raw.execute(f"TRUNCATE {_STAGE}")
     return inserted
+
+
+def portable_row(row: tuple[Any, ...]) -> list[Any]:
+    """A row ``_keyed_row`` made, as another database than PostgreSQL binds it: times adapted, the uuid
+    columns as Django keeps a UUIDField there (32 hex digits)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    values = list(row)
+    values[_OBSERVED_AT], values[_RECEIVED_AT] = adapt(row[_OBSERVED_AT]), adapt(row[_RECEIVED_AT])
+    values[_HASH_AT] = row[_HASH_AT].hex()
+    if row[_POD_ID_AT] is not None:
+        values[_POD_ID_AT] = row[_POD_ID_AT].hex()
+    return values
 
 
 def _insert_portable(
@@ -666,19 +701,12 @@ def _insert_portable(
     existing: set[str] = set()
     for i in range(0, len(hashes), _SQLITE_CHUNK):
         chunk = hashes[i : i + _SQLITE_CHUNK]
-        found = ObservationRow.objects.filter(cluster_id=cluster_id, key_hash__in=chunk)
-        existing.update(key_of[h] for h in found.values_list("key_hash", flat=True))
+        found = ObservationRow.objects.filter(
+            cluster_id=cluster_id, key_hash__in=[uuid.UUID(bytes=h) for h in chunk]
+        )
+        existing.update(key_of[h.bytes] for h in found.values_list("key_hash", flat=True) if h is not None)
     new = {key: row for key, row in rows.items() if key not in existing}
-    adapt = connection.ops.adapt_datetimefield_value
-    observed, received = _COLUMNS.index("observed_at"), _COLUMNS.index("received_at")
-    params = []
-    for row in new.values():
-        values = list(row)
-        values[observed], values[received] = adapt(row[observed]), adapt(row[received])
-        values[_HASH_AT] = row[_HASH_AT].hex  # a UUIDField's text on SQLite
-        if row[_POD_ID_AT] is not None:
-            values[_POD_ID_AT] = row[_POD_ID_AT].hex
-        params.append(values)
+    params = [portable_row(row) for row in new.values()]
     marks = ", ".join(["%s"] * len(_COLUMNS))
     sql = (
         f"INSERT INTO timelines_observation ({', '.join(_COLUMNS)}) VALUES ({marks}) "

@@ -1,21 +1,27 @@
-"""The watch's batches stored by a process of its own, beside the process that parses them.
+"""Storing batches off the input's thread: ``WriterThreads``, threads that store while an input parses
+(``timelines/writer.py`` uses them for the watch on PostgreSQL and the audit command), and the watch's
+bursts stored by a process of its own, beside the process that parses them.
 
 Why a process: a collector's Python is bound by one GIL. The watch step's thread decodes the wire and makes
 observations (about 20 µs an observation); the store makes each row's body, its key hash and its COPY
 (about 25–35 µs beside the parsing thread). In one process the two take turns on one core, however many
 writer threads there are; the second core went to PostgreSQL and idled. In two processes they run at once
-(docs/storage.md, Plan item 0).
+(docs/storage.md, Plan item 0). That pays in a burst (a list, a backlog replayed: full batches, one after
+the other); a steady trickle (a live cluster's few events a second, batches of a few events every 0.2 s)
+leaves the step's process idle most of the time, and is not worth a process of 80–90 MiB. So the store
+writer (``timelines/writer.py``) hands the full batches of a step here and stores the others on the step's
+own threads, and a store process nobody asked for in ``IDLE_S`` ends.
 
 How:
 
 * ``shared()`` gives the process's ``StoreProcess``, started the first time it is asked for (and again
-  after one ended): ``python -m timelines.store_process`` with the parent's settings module and its
+  after one ended, or after ``IDLE_S`` unasked): ``python -m timelines.store_process`` with the parent's settings module and its
   database settings (so a test database is the child's too). It stores with ``WriterThreads``
   (``timelines/writer.py``), each on its own database connection: as many as each input that has batches
   with it would have had in its own process (the watch: ``PODLIFE_WATCH_WRITERS`` a step), started as
   inputs come and kept.
-* ``submit(cluster, batch, writer=, threads=)`` hands a batch over and returns a Future of what ``store.save_observations``
-  did with it there, and when (``time.monotonic()``, one clock for every process of the machine). The
+* ``submit(cluster, batch, writer=, threads=)`` hands a batch over and returns a Future of what
+  ``store.save_observations`` did with it there, and when (``time.monotonic()``, one clock for every process of the machine). The
   observations travel as tuples of their fields (``_as_fields``) and are made again without a second check
   (they were checked when made). The answer is the ``SaveResult`` without ``stored_keys`` (the watch does
   not read them), or the batch's error, raised where the step counts it.
@@ -45,14 +51,18 @@ import logging
 import operator
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from django.db import connections
 
 from timelines.lifecycle.observation import (
     EncodedObservation,
@@ -73,6 +83,7 @@ _FIELDS = operator.attrgetter(
     "kind", "source", "observed_at", "dedupe_key", "pod_uid", "node", "namespace", "name"
 )
 _ENCODED, _DECODED = 0, 1
+_READY = -1  # the number of the child's first answer: it takes batches
 
 
 class StoreProcessGone(RuntimeError):
@@ -98,6 +109,58 @@ def _from_fields(rows: list[tuple[Any, ...]]) -> list[AnyObservation]:
         stored_encoded_observation(*row[1:]) if row[0] == _ENCODED else stored_observation(*row[1:])
         for row in rows
     ]
+
+
+_Job = tuple[Callable[[], Any], "Future[Any]"]
+
+
+class WriterThreads:
+    """Threads that store batches while the input parses the next, each on its own database connection.
+
+    Appending observations (and marking their keys dirty) is idempotent and order-free, so ``count``
+    batches are stored at once. ``submit`` hands a job over (blocking while one already waits for a
+    thread: at most one queued) and returns its Future. Shutdown: ``close`` lets the queued jobs finish,
+    then ends the threads, which close their connections.
+    """
+
+    def __init__(self, name: str, count: int) -> None:
+        self._jobs: queue.Queue[_Job | None] = queue.Queue(1)
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self.grow(max(1, count))
+
+    @property
+    def count(self) -> int:
+        return len(self._threads)
+
+    def grow(self, more: int) -> None:
+        """Start ``more`` threads besides those running (the store process, as more inputs use it)."""
+        for _ in range(more):
+            thread = threading.Thread(target=self._run, name=f"{self._name}-{self.count}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((job, future))
+        return future
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def _run(self) -> None:
+        try:
+            while (item := self._jobs.get()) is not None:
+                job, future = item
+                try:
+                    future.set_result(job())
+                except BaseException as exc:  # handed to the input's thread, which raises it where it counts
+                    future.set_exception(exc)
+        finally:
+            connections.close_all()  # this thread's connections only
 
 
 class StoreProcess:
@@ -132,6 +195,8 @@ class StoreProcess:
         self._pending: dict[int, tuple[Future[tuple[SaveResult | None, float]], int]] = {}
         self._numbers = itertools.count()
         self._gone: str | None = None
+        self.asked = time.monotonic()  # when ``shared`` last gave it out
+        self._ready = threading.Event()
         self._out.send_bytes(pickle.dumps(dict(connection.settings_dict), protocol=pickle.HIGHEST_PROTOCOL))
         self._reader = threading.Thread(target=self._read, name="store-process-answers", daemon=True)
         self._reader.start()
@@ -143,6 +208,16 @@ class StoreProcess:
     @property
     def pid(self) -> int:
         return self._child.pid
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Wait until the child has set Django up and takes batches (a benchmark's warm-up: a batch handed
+        over before waits in the pipe meanwhile); False if it did not within ``timeout``."""
+        return self._ready.wait(timeout)
+
+    @property
+    def holding(self) -> bool:
+        """Batches were handed over and not answered for yet."""
+        return bool(self._pending)
 
     def submit(
         self, cluster: Cluster, batch: list[AnyObservation], *, writer: int = 0, threads: int = 1
@@ -188,6 +263,9 @@ class StoreProcess:
         try:
             while True:
                 number, ok, value, at = pickle.loads(self._in.recv_bytes())
+                if number == _READY:
+                    self._ready.set()
+                    continue
                 with self._lock:
                     future, cluster_id = self._pending.pop(number)
                 if ok and value.stored:
@@ -216,13 +294,36 @@ _shared: StoreProcess | None = None
 _shared_lock = threading.Lock()
 
 
+IDLE_S = 60.0  # a store process nobody asked for this long ends (``_end_when_idle``)
+
+
 def shared() -> StoreProcess:
     """This process's store process, started now if it has none alive."""
     global _shared
     with _shared_lock:
         if _shared is None or not _shared.alive:
             _shared = StoreProcess()
+            threading.Thread(
+                target=_end_when_idle, args=(_shared,), name="store-process-idle", daemon=True
+            ).start()
+        _shared.asked = time.monotonic()
         return _shared
+
+
+def _end_when_idle(process: StoreProcess) -> None:
+    """End ``process`` once nobody asked for it for ``IDLE_S`` and it holds no batch: a Celery worker's
+    child whose burst is over (a relist, a backlog replayed) does not keep a process of 80–90 MiB for a
+    trickle its own threads store. A batch handed over right after ``shared`` (which counts as asking) never meets a closed one."""
+    global _shared
+    while True:
+        time.sleep(IDLE_S / 4)
+        with _shared_lock:
+            if _shared is not process or not process.alive:
+                return
+            if time.monotonic() - process.asked >= IDLE_S and not process.holding:
+                process.close()
+                _shared = None
+                return
 
 
 def current() -> StoreProcess | None:
@@ -282,12 +383,12 @@ def _serve(source: Connection, out: Connection) -> None:
 
     from podlife_site import tuning
     from timelines import payloads, store
-    from timelines.writer import WriterThreads
 
     observations_stored.disconnect(dispatch_uid=DERIVE_RECEIVER)  # the parent sends it (``_read``)
     connections.settings["default"].update(pickle.loads(source.recv_bytes()))  # the parent's: a test's too
     tuning.start(tuning.Role.COLLECTOR)
     writers = WriterThreads("store-process", 1)
+    out.send_bytes(pickle.dumps((_READY, True, None, time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL))
     lock = threading.Lock()  # the answers' pipe, and ``held``
     held: collections.Counter[int] = collections.Counter()  # batches held, by input (``submit``'s writer)
 

@@ -12,7 +12,8 @@ metrics (``collectors/kube/kubelet.py``), OTLP spans (``collectors/ingest_http.p
   that long has passed since the last hand-over (``aged``, which the watch asks while it waits on its
   stream);
 * **pushes back**: with ``threads`` (the watch on PostgreSQL, the audit command), batches are stored on
-  that many threads of their own while the input goes on parsing, at most one more batch waits for a
+  that many threads of their own while the input goes on parsing (the watch's full batches by as many
+  threads in a store process, ``timelines/store_process.py``), at most one more batch waits for a
   thread, and a hand-over blocks while more than ``threads + 1`` batches are unstored: an input never
   runs further ahead of the database than that, and holds at most that many batches in memory. Without
   threads (and inside a caller's transaction, whose rows another connection could not see) each batch
@@ -32,15 +33,13 @@ from __future__ import annotations
 
 import collections
 import itertools
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-from django.db import connection, connections
+from django.db import connection
 
 from timelines import store, store_process
 from timelines.lifecycle.observation import AnyObservation
@@ -63,58 +62,6 @@ class StoredBatch:
     at: float  # ``time.monotonic()`` when it was stored, on the thread that stored it
 
 
-_Job = tuple[Callable[[], Any], "Future[Any]"]
-
-
-class WriterThreads:
-    """Threads that store batches while the input parses the next, each on its own database connection.
-
-    Appending observations (and marking their keys dirty) is idempotent and order-free, so ``count``
-    batches are stored at once. ``submit`` hands a job over (blocking while one already waits for a
-    thread: at most one queued) and returns its Future. Shutdown: ``close`` lets the queued jobs finish,
-    then ends the threads, which close their connections.
-    """
-
-    def __init__(self, name: str, count: int) -> None:
-        self._jobs: queue.Queue[_Job | None] = queue.Queue(1)
-        self._name = name
-        self._threads: list[threading.Thread] = []
-        self.grow(max(1, count))
-
-    @property
-    def count(self) -> int:
-        return len(self._threads)
-
-    def grow(self, more: int) -> None:
-        """Start ``more`` threads besides those running (the store process, as more inputs use it)."""
-        for _ in range(more):
-            thread = threading.Thread(target=self._run, name=f"{self._name}-{self.count}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def submit(self, job: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._jobs.put((job, future))
-        return future
-
-    def close(self) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in self._threads:
-            thread.join()
-
-    def _run(self) -> None:
-        try:
-            while (item := self._jobs.get()) is not None:
-                job, future = item
-                try:
-                    future.set_result(job())
-                except BaseException as exc:  # handed to the input's thread, which raises it where it counts
-                    future.set_exception(exc)
-        finally:
-            connections.close_all()  # this thread's connections only
-
-
 class StoreWriter(Generic[T]):
     """One input's batches into the store (the module docstring says how): hold, hand over, count.
 
@@ -126,6 +73,10 @@ class StoreWriter(Generic[T]):
     ``held`` is the batch being filled: ``add`` and ``hold`` append to it, and an input whose hot path
     cannot afford a call per observation (the watch) appends to it directly and asks ``full`` once per
     chunk. A hand-over replaces ``held`` with a new list: re-read it after ``flush``.
+
+    ``remote`` (the watch on PostgreSQL: ``observation_writer(process=True)``) takes the full batches, a
+    burst's, to another process (``timelines/store_process.py``) and gives back their Futures; they are
+    counted in the same order as the batches the threads store.
     """
 
     def __init__(
@@ -148,7 +99,7 @@ class StoreWriter(Generic[T]):
         self._name = name
         self._on_stored = on_stored
         self._remote = remote
-        self._threads: WriterThreads | None = None
+        self._threads: store_process.WriterThreads | None = None
         self._inline: bool | None = None  # decided at the first hand-over
         self._held_units = 0
         self._handed_at = time.monotonic()
@@ -231,17 +182,16 @@ class StoreWriter(Generic[T]):
             # Inside a caller's transaction another connection could not see its uncommitted rows (and
             # would not roll back with it): store on the caller's thread.
             self._inline = self._threads_wanted <= 0 or connection.in_atomic_block
-            if not self._inline and self._remote is None:
-                self._threads = WriterThreads(self._name, self._threads_wanted)
         if self._inline:
             saved, at = self._store(batch)
             self._account(saved, at, units, mark)
             return
-        if self._threads is not None:
+        if self._remote is not None and self.batch_size is not None and len(batch) >= self.batch_size:
+            future = self._remote(batch)  # a full batch: a burst, stored by another process (``remote``)
+        else:
+            if self._threads is None:
+                self._threads = store_process.WriterThreads(self._name, self._threads_wanted)
             future = self._threads.submit(lambda: self._store(batch))
-        else:  # in a process of its own (``remote``; the threads are that process's)
-            assert self._remote is not None
-            future = self._remote(batch)
         self._in_flight.append((future, units, mark))
         self.settle(block=len(self._in_flight) > self._threads_wanted + 1)
 

@@ -282,32 +282,11 @@ def _unchecked(
 _ENCODED_SETTERS = tuple(getattr(EncodedObservation, f.name).__set__ for f in fields(EncodedObservation))
 
 
-def stored_encoded_observation(
-    kind: str,
-    source: str,
-    observed_at: datetime,
-    dedupe_key: str,
-    pod_uid: str | None,
-    node: str | None,
-    namespace: str | None,
-    name: str | None,
-    payload_json: bytes,
-) -> EncodedObservation:
-    """An ``EncodedObservation`` made again without checking it (``stored_observation``'s twin): one that
-    was checked when it was made, sent to another process (``timelines/store_process.py``)."""
-    return _unchecked(
-        EncodedObservation,
-        _ENCODED_SETTERS,
-        kind,
-        source,
-        observed_at,
-        dedupe_key,
-        pod_uid,
-        node,
-        namespace,
-        name,
-        payload_json,
-    )
+def stored_encoded_observation(*fields: Any) -> EncodedObservation:
+    """An ``EncodedObservation`` of ``fields`` (``encoded_observation``'s, in its order) made again without
+    checking it (``stored_observation``'s twin): one that was checked when it was made and sent to another
+    process (``timelines/store_process.py``)."""
+    return _unchecked(EncodedObservation, _ENCODED_SETTERS, *fields)
 
 
 def encoded_observation(
