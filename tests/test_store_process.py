@@ -149,6 +149,28 @@ def test_a_store_process_nobody_asks_for_ends(monkeypatch, derive_stage_off):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
+def test_a_store_process_that_cannot_start_leaves_the_watch_storing_here(monkeypatch, stored_here, caplog):
+    """GIVEN a store process that cannot start (its settings module is missing) WHEN a full batch is
+    handed over THEN that batch fails with StoreProcessGone and the error log says why the watch stores
+    here now AND the next writer's full batches are stored by this process, for ``RETRY_S``."""
+    monkeypatch.setattr(store_process, "_failed_start", None)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "podlife_site.no_such_settings")
+    w = writer_of("c1", batch_size=2)
+    w.add(obs(0))
+    w.add(obs(1))
+    with pytest.raises(store_process.StoreProcessGone, match="exit code 1"):
+        w.close()
+    assert not store_process.available()
+    assert "before it took a batch: the watch stores its batches in its own process" in caplog.text
+    again = writer_of("c1", batch_size=2)
+    again.add(obs(0))
+    again.add(obs(1))
+    assert again.close().stored == 2
+    assert stored_here == [["k0", "k1"]]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
 def test_the_stored_signal_is_sent_here_for_batches_that_stored_rows(derive_stage_off):
     """GIVEN a receiver of ``observations_stored`` in this process WHEN two batches store new rows and a
     third only rows already stored THEN the receiver hears of the first two, with their cluster's id."""

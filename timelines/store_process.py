@@ -31,7 +31,9 @@ How:
 * The child stores what it was given and exits when its input ends: the parent closed it (``close``, at
   the parent's exit) or the parent died. A child that died fails every batch it held with
   ``StoreProcessGone`` (the step fails and its successor resumes from the last progress written, as after
-  any failed batch), and the next ``shared`` starts another.
+  any failed batch), and the next ``shared`` starts another. One that ended before it was ready (it
+  could not start: its stderr says why) makes ``available`` False for ``RETRY_S``: the writer then
+  stores the watch's batches in the step's own process instead of failing every step.
 
 Dirty marks are written in the child, in the transaction that stored the rows, as they were in the writer
 threads. The ``observations_stored`` signal is sent in the parent, when a batch that stored new rows is
@@ -280,6 +282,15 @@ class StoreProcess:
         except (EOFError, OSError):
             pass
         code = self._child.wait()
+        if not self._ready.is_set():  # it could not start (its stderr says why): not again for a while
+            global _failed_start
+            _failed_start = time.monotonic()
+            log.error(
+                "the store process ended (exit code %s) before it took a batch: the watch stores its batches in"
+                " its own process for %.0f s",
+                code,
+                RETRY_S,
+            )
         with self._lock:
             reason = f"the store process ended (exit code {code}) before it answered for this batch"
             if self._gone is None:
@@ -295,6 +306,16 @@ _shared_lock = threading.Lock()
 
 
 IDLE_S = 60.0  # a store process nobody asked for this long ends (``_end_when_idle``)
+RETRY_S = 60.0  # after one that could not start, none is started for this long (``available``)
+_failed_start: float | None = None
+
+
+def available() -> bool:
+    """False for ``RETRY_S`` after a store process ended before it was ready (a broken environment: the
+    watch then stores in its own process, as with ``PODLIFE_WATCH_STORE_PROCESS`` off, instead of failing
+    every step)."""
+    failed = _failed_start
+    return failed is None or time.monotonic() - failed >= RETRY_S
 
 
 def shared() -> StoreProcess:

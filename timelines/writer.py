@@ -186,7 +186,12 @@ class StoreWriter(Generic[T]):
             saved, at = self._store(batch)
             self._account(saved, at, units, mark)
             return
-        if self._remote is not None and self.batch_size is not None and len(batch) >= self.batch_size:
+        if (
+            self._remote is not None
+            and self.batch_size is not None
+            and len(batch) >= self.batch_size
+            and store_process.available()
+        ):
             future = self._remote(batch)  # a full batch: a burst, stored by another process (``remote``)
         else:
             if self._threads is None:
