@@ -409,6 +409,7 @@ def _serve(source: Connection, out: Connection) -> None:
     connections.settings["default"].update(pickle.loads(source.recv_bytes()))  # the parent's: a test's too
     tuning.start(tuning.Role.COLLECTOR)
     writers = WriterThreads("store-process", 1)
+    tuning.freeze_after_warm_up()  # what it keeps for good (Django, psycopg, the store) out of the GC's walks
     out.send_bytes(pickle.dumps((_READY, True, None, time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL))
     lock = threading.Lock()  # the answers' pipe, and ``held``
     held: collections.Counter[int] = collections.Counter()  # batches held, by input (``submit``'s writer)
@@ -426,7 +427,8 @@ def _serve(source: Connection, out: Connection) -> None:
                 message = source.recv_bytes()
             except EOFError:
                 break
-            number, writer, threads, cluster, rows = pickle.loads(message)
+            with tuning.gc_paused():  # a batch's tuples, kept until stored
+                number, writer, threads, cluster, rows = pickle.loads(message)
             with lock:
                 held[writer] += 1
                 wanted = threads * len(held)  # as each input's own threads: never more, never fewer
@@ -434,7 +436,8 @@ def _serve(source: Connection, out: Connection) -> None:
                 writers.grow(wanted - writers.count)
 
             def job(cluster: Any = cluster, rows: list[tuple[Any, ...]] = rows) -> Any:
-                return store.save_observations(cluster, _from_fields(rows))
+                with tuning.gc_paused():  # as the watch step's burst (podlife_site/tuning.py)
+                    return store.save_observations(cluster, _from_fields(rows))
 
             future = writers.submit(job)
             future.add_done_callback(functools.partial(done, number, writer))
