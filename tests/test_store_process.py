@@ -161,7 +161,30 @@ def test_a_store_process_that_cannot_start_leaves_the_watch_storing_here(monkeyp
     with pytest.raises(store_process.StoreProcessGone, match="exit code 1"):
         w.close()
     assert not store_process.available()
-    assert "before it took a batch: the watch stores its batches in its own process" in caplog.text
+    assert (
+        "ended (exit code 1) before it took a batch: the watch stores its batches in its own" in caplog.text
+    )
+    again = writer_of("c1", batch_size=2)
+    again.add(obs(0))
+    again.add(obs(1))
+    assert again.close().stored == 2
+    assert stored_here == [["k0", "k1"]]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_store_process_that_cannot_be_started_fails_the_hand_over_then_stores_here(
+    monkeypatch, stored_here
+):
+    """GIVEN no interpreter to start the store process with WHEN a full batch is handed over THEN the
+    hand-over fails with StoreProcessGone naming why AND the next writer's full batches are stored here."""
+    monkeypatch.setattr(store_process, "_failed_start", None)
+    monkeypatch.setattr(store_process.sys, "executable", "/nonexistent/python")
+    w = writer_of("c1", batch_size=2)
+    w.add(obs(0))
+    with pytest.raises(store_process.StoreProcessGone, match="could not be started.*nonexistent"):
+        w.add(obs(1))
+    assert not store_process.available()
     again = writer_of("c1", batch_size=2)
     again.add(obs(0))
     again.add(obs(1))

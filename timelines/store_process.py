@@ -283,14 +283,7 @@ class StoreProcess:
             pass
         code = self._child.wait()
         if not self._ready.is_set():  # it could not start (its stderr says why): not again for a while
-            global _failed_start
-            _failed_start = time.monotonic()
-            log.error(
-                "the store process ended (exit code %s) before it took a batch: the watch stores its batches in"
-                " its own process for %.0f s",
-                code,
-                RETRY_S,
-            )
+            _failed_to_start(f"ended (exit code {code}) before it took a batch")
         with self._lock:
             reason = f"the store process ended (exit code {code}) before it answered for this batch"
             if self._gone is None:
@@ -310,6 +303,14 @@ RETRY_S = 60.0  # after one that could not start, none is started for this long 
 _failed_start: float | None = None
 
 
+def _failed_to_start(what: str) -> None:
+    global _failed_start
+    _failed_start = time.monotonic()
+    log.error(
+        "the store process %s: the watch stores its batches in its own process for %.0f s", what, RETRY_S
+    )
+
+
 def available() -> bool:
     """False for ``RETRY_S`` after a store process ended before it was ready (a broken environment: the
     watch then stores in its own process, as with ``PODLIFE_WATCH_STORE_PROCESS`` off, instead of failing
@@ -323,7 +324,11 @@ def shared() -> StoreProcess:
     global _shared
     with _shared_lock:
         if _shared is None or not _shared.alive:
-            _shared = StoreProcess()
+            try:
+                _shared = StoreProcess()
+            except OSError as exc:  # no such interpreter, no more processes or pipes
+                _failed_to_start(f"could not be started ({exc})")
+                raise StoreProcessGone(f"the store process could not be started: {exc}") from exc
             threading.Thread(
                 target=_end_when_idle, args=(_shared,), name="store-process-idle", daemon=True
             ).start()
