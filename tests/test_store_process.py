@@ -147,6 +147,16 @@ def test_a_store_process_nobody_asks_for_ends(monkeypatch, derive_stage_off):
     assert again.close().stored == 2
 
 
+def assert_stored_here_meanwhile(stored_here: list[list[str]]) -> None:
+    """No store process is started for now: a new writer's full batch is stored by this process."""
+    assert not store_process.available()
+    again = writer_of("c1", batch_size=2)
+    again.add(obs(0))
+    again.add(obs(1))
+    assert again.close().stored == 2
+    assert stored_here == [["k0", "k1"]]
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_store_process_that_cannot_start_leaves_the_watch_storing_here(monkeypatch, stored_here, caplog):
@@ -160,15 +170,10 @@ def test_a_store_process_that_cannot_start_leaves_the_watch_storing_here(monkeyp
     w.add(obs(1))
     with pytest.raises(store_process.StoreProcessGone, match="exit code 1"):
         w.close()
-    assert not store_process.available()
     assert (
         "ended (exit code 1) before it took a batch: the watch stores its batches in its own" in caplog.text
     )
-    again = writer_of("c1", batch_size=2)
-    again.add(obs(0))
-    again.add(obs(1))
-    assert again.close().stored == 2
-    assert stored_here == [["k0", "k1"]]
+    assert_stored_here_meanwhile(stored_here)
 
 
 @pytest.mark.postgres
@@ -184,12 +189,7 @@ def test_a_store_process_that_cannot_be_started_fails_the_hand_over_then_stores_
     w.add(obs(0))
     with pytest.raises(store_process.StoreProcessGone, match="could not be started.*nonexistent"):
         w.add(obs(1))
-    assert not store_process.available()
-    again = writer_of("c1", batch_size=2)
-    again.add(obs(0))
-    again.add(obs(1))
-    assert again.close().stored == 2
-    assert stored_here == [["k0", "k1"]]
+    assert_stored_here_meanwhile(stored_here)
 
 
 @pytest.mark.postgres
