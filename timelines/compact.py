@@ -789,18 +789,10 @@ def body_dictionary(body: bytes) -> int | None:
     return _read_varint(body, 1)[0] if _body_flags(body) & _BODY_ZSTD else None
 
 
-def _body_data(body: bytes, dictionaries: Dictionaries) -> tuple[int, bytes]:
-    """The flags of ``body`` and its data, decompressed (its texts still marks)."""
-    flags, at = _body_flags(body), 1
-    if not flags & _BODY_ZSTD:
-        return flags, body[at:]
-    dict_id, at = _read_varint(body, at)
-    return flags, dictionaries.decompress(dict_id, body[at:])
-
-
 def _bodies_data(bodies: Sequence[bytes], dictionaries: Dictionaries) -> list[tuple[int, bytes]]:
-    """``_body_data`` of each of ``bodies``, in order: each dictionary's frames decompressed together
-    (``Dictionaries.decompress_each``)."""
+    """The flags of each of ``bodies`` and its data, decompressed (its texts still marks), in order: each
+    dictionary's frames decompressed together (``Dictionaries.decompress_each``; one frame alone is
+    decompressed as a stream)."""
     out: list[tuple[int, bytes]] = []
     frames: dict[int, list[tuple[int, bytes]]] = {}  # dictionary id -> (index in out, frame)
     for i, body in enumerate(bodies):
@@ -830,7 +822,7 @@ def _key_at(data: bytes) -> int:
 def unpack_body(body: bytes, texts: Texts, dictionaries: Dictionaries) -> tuple[bytes, str | None]:
     """The payload's JSON text that ``pack_body`` made ``body`` of (``texts``: the same row's), and the
     dedupe key it holds (None: a body made before migration 0028, whose row holds the key's text)."""
-    return _unpacked(*_body_data(body, dictionaries), texts)
+    return unpack_bodies([body], [texts], dictionaries)[0]
 
 
 def unpack_bodies(
@@ -857,7 +849,7 @@ def _unpacked(flags: int, data: bytes, texts: Texts) -> tuple[bytes, str | None]
 def body_key(body: bytes, texts: Texts, dictionaries: Dictionaries) -> str | None:
     """The dedupe key alone that ``body`` holds (``unpack_body``'s, None the same way), its payload left
     as it is: what a read of evidence keys by id needs."""
-    return _held_key(*_body_data(body, dictionaries), texts)
+    return body_keys([body], [texts], dictionaries)[0]
 
 
 def body_keys(

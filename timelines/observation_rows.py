@@ -61,7 +61,8 @@ _CANONICAL_UID = re.compile(CANONICAL_UID).fullmatch
 def pod_id_of(uid: str | None) -> uuid.UUID | None:
     """The ``pod_id`` a row with this pod UID holds: the UUID when ``uid`` is one in canonical text (its
     ``pod_uid`` is NULL then), else None (the text stays in ``pod_uid``)."""
-    return uuid.UUID(uid) if uid is not None and _CANONICAL_UID(uid) else None
+    pod_id = pod_id_bytes(uid)
+    return None if pod_id is None else uuid.UUID(bytes=pod_id)
 
 
 def pod_id_bytes(uid: str | None) -> bytes | None:
