@@ -57,6 +57,9 @@ def _own_partitions():
             cursor.execute(f'DROP TABLE "{name}"')
     partitions.forget_layout()  # what this process read of them is gone with them
     store._probe_all.clear()
+    with connection.cursor() as cursor:  # a table of no model: the TRUNCATE between tests leaves it
+        cursor.execute("DELETE FROM podlife_unbounded_clusters")
+    store._unbounded.clear()
 
 
 def partition_of(key: str) -> str:
@@ -432,9 +435,9 @@ def test_a_batch_expected_new_is_copied_checked_and_marked_in_one_query_and_a_st
     look_ups: list[int] = []
     stored_keys = store._stored_keys
 
-    def counted(raw, cluster_id, rows):
+    def counted(raw, cluster_id, rows, since):
         look_ups.append(len(rows))
-        return stored_keys(raw, cluster_id, rows)
+        return stored_keys(raw, cluster_id, rows, since)
 
     monkeypatch.setattr(store, "_stored_keys", counted)
 
@@ -884,3 +887,66 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
     after_pod = _index_scans(first)
     assert after_pod[key_hash] > after_node[key_hash]
     assert after_pod[brin] == before[brin], after_pod
+
+
+def created_pod(uid: str, at: datetime, created: datetime, rv: str = "1") -> Observation:
+    """A pod snapshot whose payload names when its pod was created (``store.probe_since``)."""
+    return Observation(
+        kind=Kind.POD,
+        source=Source.API,
+        observed_at=at,
+        dedupe_key=f"pod:{uid}:{rv}",
+        pod_uid=uid,
+        node="node-a",
+        namespace="default",
+        name=f"web-{uid}",
+        payload={"watch": "MODIFIED", "resource_version": rv, "uid": uid, "created": created.isoformat()},
+    )
+
+
+def _key_index_scans(day: int) -> int:
+    name = partitions.partition_name(D1 + day * DAY)
+    return _index_scans(name)[f"{name[:55]}{partitions.KEY_INDEX_SUFFIX}"]
+
+
+def test_a_pod_snapshot_is_looked_up_only_in_the_days_since_its_pod_was_created():
+    """GIVEN pods stored on three days, each created the day it was first seen
+    WHEN the third day's pod comes again on the fourth day beside a pod created that day
+    THEN the look-up probes only the third day's key index (no copy of a pod can be older than the pod,
+    less an hour for the clocks: migration 0031), finds the copy there, and does not probe the new pod's
+    key at all; WHEN the first day's pod comes again THEN it is probed back to the first day and found."""
+    for day in range(4):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    for day, uid in enumerate("abc"):
+        made = D1 + day * DAY + timedelta(hours=1)
+        assert (
+            store.save_observations("c1", [created_pod(uid, made + timedelta(minutes=5), made)]).stored == 1
+        )
+    before = [_key_index_scans(day) for day in range(3)]
+    fourth = D1 + 3 * DAY + timedelta(hours=2)
+    again = store.save_observations(
+        "c1", [created_pod("c", fourth, D1 + 2 * DAY + timedelta(hours=1)), created_pod("d", fourth, fourth)]
+    )
+    assert (again.stored, again.duplicates, again.stored_keys) == (1, 1, {"pod:d:1"})
+    after = [_key_index_scans(day) for day in range(3)]
+    assert after[:2] == before[:2] and after[2] > before[2], (before, after)  # the check, then the look-up
+    first = store.save_observations("c1", [created_pod("a", fourth, D1 + timedelta(hours=1))])
+    assert (first.stored, first.duplicates) == (0, 1)
+    assert _key_index_scans(0) > after[0]
+
+
+def test_a_row_observed_before_its_pod_was_created_turns_the_bounds_off_for_its_cluster():
+    """GIVEN a pod snapshot observed on the first day whose payload says its pod was created on the fourth
+    (a clock days off, the demo cluster run faster than time) WHEN it comes again on the fourth day THEN
+    it is still found on the first day: its cluster was entered among those whose look-up ignores the
+    bounds before the row was stored."""
+    for day in range(4):
+        partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
+    made = D1 + 3 * DAY + timedelta(hours=1)
+    assert store.save_observations("c1", [created_pod("e", D1 + timedelta(hours=2), made)]).stored == 1
+    again = store.save_observations("c1", [created_pod("e", made + timedelta(hours=1), made)])
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert count_of("c1") == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cluster_id FROM podlife_unbounded_clusters")
+        assert (Cluster.objects.get(name="c1").pk,) in cursor.fetchall()

@@ -20,8 +20,9 @@ PostgreSQL enforces a unique index only within one partition (unless it holds th
 re-delivered fact can arrive on another day than its first delivery (a relist re-sends a pod unchanged
 for a week with its old resourceVersion), so ``timelines/store.py`` looks the batch's keys up in the other
 partitions before it COPYs (only within the span of the partitions that hold the cluster's rows of the
-batch's kinds; the one the rows go to fails the COPY itself on a key it holds), using the partition list
-this process last read (``range_holding``), checked in the same transaction.
+batch's kinds, and a pod snapshot's key only from its pod's creation on: ``store.probe_since``, migration
+0031; the one the rows go to fails the COPY itself on a key it holds), using the partition list this
+process last read (``range_holding``), checked in the same transaction.
 
 A day that has ended is closed (``close_past``, beat hourly): its indexes rebuilt with full pages
 (``REINDEX TABLE CONCURRENTLY``), a quarter smaller than they grew row by row.

@@ -26,10 +26,12 @@ def int_array(values: Iterable[int]) -> str:
     return "{" + ",".join(map(str, map(int, values))) + "}"
 
 
-def time_array(values: Iterable[datetime]) -> str:
-    """A PostgreSQL array literal of aware times, for a ``%s::timestamptz[]`` parameter (ISO 8601 with
-    the offset and microseconds: the same instants psycopg would bind, in one string)."""
-    return "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' for v in values]) + "}"
+def time_array(values: Iterable[datetime | None]) -> str:
+    """A PostgreSQL array literal of aware times (None: NULL), for a ``%s::timestamptz[]`` parameter (ISO
+    8601 with the offset and microseconds: the same instants psycopg would bind, in one string)."""
+    return (
+        "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' if v else "NULL" for v in values]) + "}"
+    )
 
 
 def any_of(column: str, values: Iterable[str], params: list[Any], *, postgres: bool) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import msgspec
 import orjson
 import psycopg
 from django.core.exceptions import ValidationError
@@ -42,6 +43,7 @@ from timelines.lifecycle.observation import (
     AnyObservation,
     EncodedObservation,
     InvalidObservation,
+    Kind,
     Observation,
 )
 from timelines.lifecycle.timeline import PodTimeline
@@ -59,7 +61,7 @@ from timelines.models import (
 )
 from timelines.models import Observation as ObservationRow
 from timelines.observation_rows import pod_id_bytes, uid_text
-from timelines.pg_arrays import int_array, text_array
+from timelines.pg_arrays import int_array, text_array, time_array
 from timelines.projections import NodeRow, PdbRow, WorkloadRow
 from timelines.signals import observations_stored
 
@@ -178,6 +180,8 @@ def _append(
     rows: dict[str, tuple[Any, ...]] = {}  # stored dedupe key -> row (its body still None)
     plains: list[payloads.Plain] = []  # the rows' bodies before compression, in the same order
     facts: dict[str, AnyObservation] = {}  # stored dedupe key -> observation (for its dirty keys)
+    since: list[datetime | None] = []  # the rows' look-up bounds, in the same order (``probe_since``)
+    unbounded = False  # a row was observed before its own bound
     for record, received_at in pairs:
         result.received += 1
         try:
@@ -194,11 +198,17 @@ def _append(
         rows[key] = row
         plains.append(plain)
         facts[key] = obs
+        bound = probe_since(obs)
+        if bound is not None and obs.observed_at < bound:
+            bound, unbounded = None, True
+        since.append(bound)
     payloads.train_due(background=True)  # for the next batches (this one's bodies are made), off this thread
     if rows:
         rows = dict(zip(rows, _sealed(rows.values(), plains), strict=True))
         if connection.vendor == "postgresql":
-            inserted = _insert_postgres(cluster_id, rows, facts)
+            if unbounded:
+                _unbound(cluster_id)
+            inserted = _insert_postgres(cluster_id, rows, facts, since)
         else:
             inserted = _insert_portable(cluster_id, rows, facts)
         result.stored = len(inserted)
@@ -212,6 +222,64 @@ def _append(
                 functools.partial(observations_stored.send, sender=SaveResult, cluster_id=cluster_id)
             )
     return result
+
+
+# How much earlier than its pod's creation (``creationTimestamp``, the API server's clock) a pod snapshot
+# may be observed (by the collector's clock): ``probe_since``.
+CREATED_SKEW = timedelta(hours=1)
+_POD_KINDS = frozenset((Kind.POD, Kind.POD_DELETED))
+
+
+class _Created(msgspec.Struct):
+    """The one field of a pod's payload ``probe_since`` reads (msgspec skips the rest of the JSON)."""
+
+    created: datetime | None = None
+
+
+_created_of = msgspec.json.Decoder(_Created).decode
+
+
+def probe_since(obs: AnyObservation) -> datetime | None:
+    """The earliest time a stored copy of ``obs``'s key can have been observed at, or None when nothing
+    bounds it (migration 0031): a pod snapshot's key names one state of one pod (its UID and a
+    resourceVersion), which everyone observed after the pod was created, less ``CREATED_SKEW``. The look-up
+    in the other partitions probes its key only from there on. Its own ``observed_at`` earlier than that
+    breaks the rule (a clock far off): the store then lets no bound hold for its cluster (``_unbound``)."""
+    if obs.kind not in _POD_KINDS:
+        return None
+    if type(obs) is EncodedObservation:
+        try:
+            created = _created_of(obs.payload_json).created
+        except msgspec.MsgspecError:  # not JSON the typed path makes: no bound
+            return None
+    else:
+        text = obs.payload.get("created")
+        try:
+            created = datetime.fromisoformat(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+    if created is None or created.utcoffset() is None:
+        return None
+    try:
+        return created - CREATED_SKEW
+    except OverflowError:  # the first hour of year 1
+        return None
+
+
+_UNBOUND = "INSERT INTO podlife_unbounded_clusters (cluster_id) VALUES (%s) ON CONFLICT DO NOTHING"
+_unbounded: set[int] = set()  # clusters this process entered there
+
+
+def _unbound(cluster_id: int) -> None:
+    """Enter the cluster in ``podlife_unbounded_clusters`` (PostgreSQL), before a row of it observed earlier
+    than its own bound is stored: the look-up then ignores the bounds of its batches (``probe_since``).
+    Outside a caller's transaction, committed at once: a stored copy of that row's key is never missed."""
+    if cluster_id in _unbounded or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_UNBOUND, [cluster_id])
+    if not connection.in_atomic_block:
+        _unbounded.add(cluster_id)
 
 
 def _mark_dirty(
@@ -396,9 +464,7 @@ def _reason(exc: Exception) -> str:
 # same kind (the keys of API snapshots, the only facts stored again on another day, start with their
 # kind: ``pod:``, ``event:``, ``nodes:…:gone``). Without ``target`` (the look-up before a COPY,
 # ``_stored_keys``) every partition is probed.
-_LOOKUP = (
-    "SELECT k FROM podlife_stored_keys(%s::bigint, %s::text, %s::varchar[], NULL, NULL, NULL, NULL) AS k"
-)
+_LOOKUP = "SELECT k FROM podlife_stored_keys(%s::bigint, %s::text, %s::varchar[], NULL, NULL, NULL, NULL, %s::text) AS k"
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # On PostgreSQL the observation table has no foreign key to its cluster (migration 0019): a deferred key
 # checked each row at COMMIT (one look-up and row lock of the cluster a row, about an eighth of the store's
@@ -430,20 +496,31 @@ _probe_all: set[int] = set()
 _PIPELINE = psycopg.Pipeline.is_supported()
 
 
-def _key_params(cluster_id: int, rows: Mapping[str, tuple[Any, ...]]) -> list[Any]:
-    """The cluster, the batch's keys and its kinds as ``podlife_stored_keys`` takes them: each list as one
-    array literal (psycopg would dump a list value by value, a µs a key)."""
+def _key_params(
+    cluster_id: int, rows: Mapping[str, tuple[Any, ...]], since: Sequence[datetime | None]
+) -> tuple[list[Any], str | None]:
+    """The cluster, the batch's keys and its kinds as ``podlife_stored_keys`` takes them, each list as one
+    array literal (psycopg would dump a list value by value, a µs a key); and the keys' bounds (``since``,
+    in the same order; ``probe_since``) as one, or None when none has one."""
+    bounds = time_array(since) if any(since) else None
     return [
         cluster_id,
         text_array(list(rows)),
         text_array(sorted({row[_KIND_AT] for row in rows.values()})),
-    ]
+    ], bounds
 
 
-def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: Mapping[str, tuple[Any, ...]]) -> set[str]:
-    """The dedupe keys of ``rows`` some partition holds, with the cluster's row locked first
-    (``_LOCK_CLUSTER``): both in one round trip with the transaction's BEGIN (psycopg's pipeline mode)."""
-    params = _key_params(cluster_id, rows)
+def _stored_keys(
+    raw: psycopg.Cursor[Any],
+    cluster_id: int,
+    rows: Mapping[str, tuple[Any, ...]],
+    since: Sequence[datetime | None],
+) -> set[str]:
+    """The dedupe keys of ``rows`` some partition holds (each from its bound in ``since`` on), with the
+    cluster's row locked first (``_LOCK_CLUSTER``): both in one round trip with the transaction's BEGIN
+    (psycopg's pipeline mode)."""
+    params, bounds = _key_params(cluster_id, rows, since)
+    params.append(bounds)
     pg = raw.connection
     with psycopg.Cursor(pg) as lock, psycopg.Cursor(pg) as look:
         # A libpq older than 14 has no pipeline mode: the statements then go one after the other.
@@ -460,7 +537,7 @@ def _stored_keys(raw: psycopg.Cursor[Any], cluster_id: int, rows: Mapping[str, t
 # read or when another partition holds one of its keys; the dirty keys follow.
 _COPY_NEW = (
     f"COPY timelines_observation ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY); "
-    "SELECT podlife_batch_is_new(%s::bigint, %s::text, %s::varchar[], %s, %s, %s, %s)"
+    "SELECT podlife_batch_is_new(%s::bigint, %s::text, %s::varchar[], %s, %s, %s, %s, %s::text)"
 )
 _COPY_NEW_MARKED = f"{_COPY_NEW}; {dirty.INSERT_BATCH}"
 
@@ -499,18 +576,20 @@ def _copy_new_batch(
     rows: Mapping[str, tuple[Any, ...]],
     target: partitions.Partition,
     marks: list[Any] | None,
+    since: Sequence[datetime | None],
 ) -> None:
     """COPY ``rows`` (every one in ``target``'s range), check them new (``podlife_batch_is_new``) and record
     ``marks`` (``dirty.batch_params``) in one exchange after the data: two with the server in all, the
     same as a plain autocommit COPY. Raises UniqueViolation when a partition holds one of their keys (its
     own unique index fails the COPY, the check finds it in another) and ObjectNotInPrerequisiteState when
     ``target`` is not attached as it was read; nothing is stored then."""
-    params: list[Any] = [
-        *_key_params(cluster_id, rows),
+    params, bounds = _key_params(cluster_id, rows, since)
+    params += [
         target.lower or partitions.EARLIEST,
         target.upper or partitions.LATEST,
         target.name,
         target.bound,
+        bounds,
     ]
     statement = _COPY_NEW if marks is None else _COPY_NEW_MARKED
     with connection.cursor() as cursor:
@@ -524,7 +603,10 @@ def _copy_new_batch(
 
 
 def _insert_postgres(
-    cluster_id: int, rows: Mapping[str, tuple[Any, ...]], facts: Mapping[str, AnyObservation]
+    cluster_id: int,
+    rows: Mapping[str, tuple[Any, ...]],
+    facts: Mapping[str, AnyObservation],
+    since: Sequence[datetime | None],
 ) -> list[tuple[str | None, str]]:
     """Insert ``rows`` (by their dedupe keys) and mark what they make dirty, in one transaction; returns
     (pod uid, dedupe key) of each row actually inserted.
@@ -536,7 +618,8 @@ def _insert_postgres(
     same transaction (``_copy_new_batch``): the partition's own unique index fails the COPY on a key it
     holds, and ``podlife_stored_keys`` looks the keys up in the other partitions that hold rows of the
     batch's kinds for this cluster (one probe of each one's unique key-hash index a key; a
-    cluster whose rows all sit in the day being written costs no probe at all). Each row is written and
+    cluster whose rows all sit in the day being written costs no probe at all; a pod snapshot's key is
+    probed only in the days since its pod was created, ``since``: ``probe_since``). Each row is written and
     indexed once, and the whole takes the two exchanges of an autocommit COPY. When either finds a stored
     key, the batch is looked up across every partition first and only the rows not found are COPYed (and
     so are the cluster's next batches, until one finds nothing stored: a relist of stored pods writes
@@ -561,7 +644,7 @@ def _insert_postgres(
             # Outermost, the query is its own transaction (autocommit); inside a caller's transaction a
             # savepoint, so that a failed check rolls back only the batch.
             with transaction.atomic() if nested else contextlib.nullcontext():
-                _copy_new_batch(cluster_id, rows, target, marks)
+                _copy_new_batch(cluster_id, rows, target, marks, since)
             return [(_uid_of(row), key) for key, row in rows.items()]
         except psycopg_errors.UniqueViolation:
             _probe_all.add(cluster_id)  # a partition held a key: look them all up first from now on
@@ -570,7 +653,7 @@ def _insert_postgres(
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             raw = cursor.cursor
-            stored = _stored_keys(raw, cluster_id, rows)
+            stored = _stored_keys(raw, cluster_id, rows, since)
             if stored:
                 _probe_all.add(cluster_id)
             else:
