@@ -1,12 +1,15 @@
 """Ingest benchmark: save_observations against a raw COPY of the same rows, in the same run.
 
-    python bench/ingest.py [--n 100000] [--batch 5000]
+    python bench/ingest.py [--n 100000] [--batch 5000] [--history-days 13 [--history-rows 20000]]
 
 Generates N realistic observations (pod status snapshots, events, kubelet worker lines), stores them through
 ``timelines.store.save_observations`` into the real table, then COPYs the same rows into an identical scratch
 table (same columns, indexes and constraints). Prints both rates and their ratio (goal on PostgreSQL: ≥ 0.5).
 The store's own cost: the derive stage its batches mark dirty is left to another worker (``derive_stage_elsewhere``).
 On SQLite the baseline is a raw ``executemany`` INSERT, the closest it has to COPY.
+
+``--history-days N`` measures the steady state instead (``with_history``): the cluster already holds N days,
+and each stored key is looked up in the other days' partitions.
 """
 
 from __future__ import annotations
@@ -46,17 +49,21 @@ def iso(t: datetime) -> str:
     return t.isoformat(timespec="microseconds")
 
 
-def generate(n: int, seed: int = 7) -> list[Observation]:
-    """About a third each: pod snapshots, events and kubelet worker lines, for pods on 50 nodes."""
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def generate(n: int, seed: int = 7, t0: datetime = T0) -> list[Observation]:
+    """About a third each: pod snapshots, events and kubelet worker lines, for pods on 50 nodes, in the day
+    from ``t0`` on (each pod created a little before its first snapshot)."""
     rng = random.Random(seed)
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
     out: list[Observation] = []
-    rv = 1000
+    rv = 1000 + seed * 10_000_000
     while len(out) < n:
         uid = str(uuid.UUID(int=rng.getrandbits(128)))
         node = f"node-{rng.randrange(50):03d}"
         ns, name = f"team-{rng.randrange(20)}", f"web-{uid[:8]}"
-        t = t0 + timedelta(seconds=rng.random() * 86400)
+        t = t0 + timedelta(seconds=rng.random() * 86000)
+        created = iso(t.replace(microsecond=0) - timedelta(seconds=2))
         for phase in ("Pending", "Running", "Running", "Succeeded"):
             rv += 1
             t += timedelta(microseconds=rng.randrange(1, 5_000_000))
@@ -68,6 +75,7 @@ def generate(n: int, seed: int = 7) -> list[Observation]:
                 "name": name,
                 "node": node,
                 "labels": {"app": "web", "pod-template-hash": "7d9f8c"},
+                "created": created,
                 "phase": phase,
                 "start_time": iso(t0),
                 "conditions": [
@@ -129,13 +137,64 @@ def run_baseline(cluster: Cluster, observations: list[Observation], batch: int) 
     return raw_copy_seconds([store._row(cluster.pk, o, received) for o in observations], batch)
 
 
+def with_history(days: int, rows: int, observations: list[Observation], batch: int) -> None:
+    """The steady state of a cluster that keeps ``days`` days (PostgreSQL): two clusters each hold ``rows``
+    observations of each of the ``days`` days before the measured one, one partition a day (vacuumed,
+    analysed and checkpointed outside the clock). The measured day's observations are then stored into
+    each, kind by kind: into one with the look-up of the other days bounded by the pods' creation (migration
+    0031), into the other with its cluster entered among those whose look-up ignores the bounds (every key
+    probed in every day of its kinds, as before 0031); the raw COPY of each kind's rows is the baseline."""
+    from timelines import partitions
+
+    for day in range(-days, 2):
+        partitions.create_partition(T0 + timedelta(days=day), T0 + timedelta(days=day + 1))
+    clusters = {how: store.cluster_for(f"bench-{uuid.uuid4().hex[:8]}") for how in ("bounded", "every day")}
+    took: dict[str, dict[str, float]] = {}
+    try:
+        for cluster in clusters.values():
+            for day in range(1, days + 1):
+                run_ours(cluster, generate(rows, seed=100 + day, t0=T0 - timedelta(days=day)), batch)
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO podlife_unbounded_clusters VALUES (%s)", [clusters["every day"].pk])
+            cursor.execute("VACUUM ANALYZE timelines_observation")
+            cursor.execute("CHECKPOINT")
+        for kind in (Kind.POD, Kind.EVENT, Kind.WORKER):
+            part = [o for o in observations if o.kind == kind]
+            took[kind] = {how: run_ours(cluster, part, batch) for how, cluster in clusters.items()}
+            took[kind]["raw COPY"] = run_baseline(clusters["bounded"], part, batch)
+    finally:
+        for cluster in clusters.values():
+            cluster.delete()
+    print(
+        f"{days} days of {rows:,} observations held, one partition a day; the next day's, in batches of {batch}:"
+    )
+    for kind, seconds in took.items():
+        n = sum(1 for o in observations if o.kind == kind)
+        raw = seconds.pop("raw COPY")
+        each = "; ".join(f"{how}: {n / s:8,.0f} obs/s, ratio {raw / s:.2f}" for how, s in seconds.items())
+        print(f"  {kind:<6} ({n:,}): look-up {each}; raw COPY {n / raw:8,.0f} obs/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=100_000, help="observations to store (default 100000)")
     parser.add_argument("--batch", type=int, default=5_000, help="observations per save_observations call")
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        default=0,
+        help="PostgreSQL: days the cluster holds already (with_history)",
+    )
+    parser.add_argument("--history-rows", type=int, default=20_000, help="observations of each of those days")
     args = parser.parse_args()
+    if args.history_days:
+        if connection.vendor != "postgresql":
+            raise SystemExit("--history-days measures PostgreSQL's partitions: set DATABASE_URL")
+        print(derive_stage_elsewhere())
+        with_history(args.history_days, args.history_rows, generate(args.n), args.batch)
+        return
 
     observations = generate(args.n)
     derive = derive_stage_elsewhere()

@@ -181,6 +181,8 @@ def _append(
     plains: list[payloads.Plain] = []  # the rows' bodies before compression, in the same order
     facts: dict[str, AnyObservation] = {}  # stored dedupe key -> observation (for its dirty keys)
     since: list[datetime | None] = []  # the rows' look-up bounds, in the same order (``probe_since``)
+    # Only PostgreSQL's partitions are looked up; a cluster entered in ``_unbounded`` has its bounds ignored.
+    bounded = connection.vendor == "postgresql" and cluster_id not in _unbounded
     unbounded = False  # a row was observed before its own bound
     for record, received_at in pairs:
         result.received += 1
@@ -198,7 +200,7 @@ def _append(
         rows[key] = row
         plains.append(plain)
         facts[key] = obs
-        bound = probe_since(obs)
+        bound = probe_since(obs) if bounded else None
         if bound is not None and obs.observed_at < bound:
             bound, unbounded = None, True
         since.append(bound)
@@ -463,7 +465,7 @@ def _reason(exc: Exception) -> str:
 # at all. A dedupe key names one fact and a fact has one kind, so a stored copy of a key is a row of the
 # same kind (the keys of API snapshots, the only facts stored again on another day, start with their
 # kind: ``pod:``, ``event:``, ``nodes:…:gone``). Without ``target`` (the look-up before a COPY,
-# ``_stored_keys``) every partition is probed.
+# ``_stored_keys``) every partition is probed. Either way a key with a bound (``probe_since``) only from it on.
 _LOOKUP = "SELECT k FROM podlife_stored_keys(%s::bigint, %s::text, %s::varchar[], NULL, NULL, NULL, NULL, %s::text) AS k"
 _STAGED_COLUMNS = ", ".join(f"s.{c}" for c in _COLUMNS)
 # On PostgreSQL the observation table has no foreign key to its cluster (migration 0019): a deferred key
