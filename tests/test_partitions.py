@@ -32,18 +32,24 @@ DAY = timedelta(days=1)
 D1 = datetime(2025, 3, 10, tzinfo=UTC)  # a Monday
 
 
-def pod_snapshot(at: datetime, rv: str = "41") -> Observation:
-    """A pod as a watch delivers it: ``observed_at`` is the delivery time, the key its resourceVersion."""
+def pod_snapshot(
+    at: datetime, rv: str = "41", *, uid: str = "uid-a", created: datetime | None = None
+) -> Observation:
+    """A pod as a watch delivers it: ``observed_at`` is the delivery time, the key its resourceVersion;
+    with ``created``, its payload names when the pod was created (``store.probe_since``)."""
+    payload: dict[str, Any] = {"watch": "MODIFIED", "resource_version": rv, "uid": uid}
+    if created is not None:
+        payload["created"] = created.isoformat()
     return Observation(
         kind=Kind.POD,
         source=Source.API,
         observed_at=at,
-        dedupe_key=f"pod:uid-a:{rv}",
-        pod_uid="uid-a",
+        dedupe_key=f"pod:{uid}:{rv}",
+        pod_uid=uid,
         node="node-a",
         namespace="default",
         name="web-0",
-        payload={"watch": "MODIFIED", "resource_version": rv, "uid": "uid-a"},
+        payload=payload,
     )
 
 
@@ -889,21 +895,6 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
     assert after_pod[brin] == before[brin], after_pod
 
 
-def created_pod(uid: str, at: datetime, created: datetime, rv: str = "1") -> Observation:
-    """A pod snapshot whose payload names when its pod was created (``store.probe_since``)."""
-    return Observation(
-        kind=Kind.POD,
-        source=Source.API,
-        observed_at=at,
-        dedupe_key=f"pod:{uid}:{rv}",
-        pod_uid=uid,
-        node="node-a",
-        namespace="default",
-        name=f"web-{uid}",
-        payload={"watch": "MODIFIED", "resource_version": rv, "uid": uid, "created": created.isoformat()},
-    )
-
-
 def _key_index_scans(day: int) -> int:
     name = partitions.partition_name(D1 + day * DAY)
     return _index_scans(name)[f"{name[:55]}{partitions.KEY_INDEX_SUFFIX}"]
@@ -920,17 +911,26 @@ def test_a_pod_snapshot_is_looked_up_only_in_the_days_since_its_pod_was_created(
     for day, uid in enumerate("abc"):
         made = D1 + day * DAY + timedelta(hours=1)
         assert (
-            store.save_observations("c1", [created_pod(uid, made + timedelta(minutes=5), made)]).stored == 1
+            store.save_observations(
+                "c1", [pod_snapshot(made + timedelta(minutes=5), "1", uid=uid, created=made)]
+            ).stored
+            == 1
         )
     before = [_key_index_scans(day) for day in range(3)]
     fourth = D1 + 3 * DAY + timedelta(hours=2)
     again = store.save_observations(
-        "c1", [created_pod("c", fourth, D1 + 2 * DAY + timedelta(hours=1)), created_pod("d", fourth, fourth)]
+        "c1",
+        [
+            pod_snapshot(fourth, "1", uid="c", created=D1 + 2 * DAY + timedelta(hours=1)),
+            pod_snapshot(fourth, "1", uid="d", created=fourth),
+        ],
     )
     assert (again.stored, again.duplicates, again.stored_keys) == (1, 1, {"pod:d:1"})
     after = [_key_index_scans(day) for day in range(3)]
     assert after[:2] == before[:2] and after[2] > before[2], (before, after)  # the check, then the look-up
-    first = store.save_observations("c1", [created_pod("a", fourth, D1 + timedelta(hours=1))])
+    first = store.save_observations(
+        "c1", [pod_snapshot(fourth, "1", uid="a", created=D1 + timedelta(hours=1))]
+    )
     assert (first.stored, first.duplicates) == (0, 1)
     assert _key_index_scans(0) > after[0]
 
@@ -943,8 +943,15 @@ def test_a_row_observed_before_its_pod_was_created_turns_the_bounds_off_for_its_
     for day in range(4):
         partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
     made = D1 + 3 * DAY + timedelta(hours=1)
-    assert store.save_observations("c1", [created_pod("e", D1 + timedelta(hours=2), made)]).stored == 1
-    again = store.save_observations("c1", [created_pod("e", made + timedelta(hours=1), made)])
+    assert (
+        store.save_observations(
+            "c1", [pod_snapshot(D1 + timedelta(hours=2), "1", uid="e", created=made)]
+        ).stored
+        == 1
+    )
+    again = store.save_observations(
+        "c1", [pod_snapshot(made + timedelta(hours=1), "1", uid="e", created=made)]
+    )
     assert (again.stored, again.duplicates) == (0, 1)
     assert count_of("c1") == 1
     with connection.cursor() as cursor:

@@ -28,98 +28,60 @@ The functions with the old arguments stay (a process of the previous release cal
 replaced). Backwards, the new ones and the table are dropped.
 """
 
+from importlib import import_module
+
 from django.db import migrations
 
-STORED_KEYS = """
-CREATE OR REPLACE FUNCTION podlife_stored_keys(
-    p_cluster bigint, p_keys text, p_kinds varchar[],
-    p_lower timestamptz, p_upper timestamptz, p_name text, p_bound text, p_since text
-) RETURNS SETOF varchar LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off AS $body$
-DECLARE
-    first_at timestamptz;
-    last_at timestamptz;
-BEGIN
-    IF p_since IS NOT NULL AND EXISTS (SELECT FROM podlife_unbounded_clusters WHERE cluster_id = p_cluster) THEN
-        p_since := NULL;  -- a row of this cluster was observed before its pod's creation: no bound holds
-    END IF;
-    IF p_name IS NULL THEN  -- every partition
-        RETURN QUERY SELECT k FROM unnest(p_keys::varchar[], p_since::timestamptz[]) AS u(k, s),
-            LATERAL (SELECT 1 FROM timelines_observation o WHERE PROBE
-            AND o.observed_at >= coalesce(s, '-infinity') LIMIT 1) AS hit;
-        RETURN;
-    END IF;
-    -- Locked first, so that no detach or drop of the batch's partition can follow until the transaction
-    -- ends; then a NULL row says that partition is no longer attached with the bounds the caller knew.
-    LOCK TABLE timelines_observation IN ACCESS SHARE MODE;
-    IF NOT EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-            WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid = to_regclass(p_name)
-            AND pg_get_expr(c.relpartbound, c.oid) = p_bound) THEN
-        RETURN NEXT NULL;
-        RETURN;
-    END IF;
-    -- The other range partitions that hold a row of these kinds for the cluster: each one's bounds from
-    -- the catalogue (MINVALUE for the legacy partition), then one descent of its (cluster, kind) index.
-    SELECT min(b.lo), max(b.hi) INTO first_at, last_at
-        FROM (SELECT coalesce(m[1]::timestamptz, '-infinity') AS lo, m[2]::timestamptz AS hi
-            FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
-            LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid),
-                '^FOR VALUES FROM \\((?:''([^'']*)''|MINVALUE)\\) TO \\(''([^'']*)''\\)$') AS m
-            WHERE i.inhparent = 'timelines_observation'::regclass AND c.oid <> to_regclass(p_name)
-            AND m IS NOT NULL) AS b,
-        LATERAL (SELECT 1 FROM unnest(p_kinds) AS kd, LATERAL (SELECT 1 FROM timelines_observation o
-            WHERE o.cluster_id = p_cluster AND o.kind = kd AND o.observed_at >= b.lo AND o.observed_at < b.hi
-            LIMIT 1) AS row_of_kind LIMIT 1) AS hit;
-    -- The default partition's rows of these kinds, by their own times.
-    SELECT least(first_at, min(o.observed_at)), greatest(last_at, max(o.observed_at))
-        INTO first_at, last_at FROM unnest(p_kinds) AS kd, timelines_observation_default o
-        WHERE o.cluster_id = p_cluster AND o.kind = kd;
-    IF first_at IS NULL THEN  -- nothing of these kinds outside the batch's partition
-        RETURN;
-    END IF;
-    -- Each key from its own bound on (greatest ignores a NULL one): the partitions before it are pruned,
-    -- and a key whose bound lies in the batch's partition, when no later one holds rows of these kinds, is
-    -- not probed at all (the partition's own unique index checks it).
-    RETURN QUERY SELECT k FROM unnest(p_keys::varchar[], p_since::timestamptz[]) AS u(k, s),
-        LATERAL (SELECT 1 FROM timelines_observation o WHERE PROBE
-        AND (o.observed_at < p_lower OR o.observed_at >= p_upper)
-        AND o.observed_at >= greatest(first_at, s) AND o.observed_at <= last_at LIMIT 1) AS hit
-        WHERE s IS NULL OR s < p_lower OR last_at > p_upper;
-END
-$body$
-""".replace(
-    "PROBE",
-    "COALESCE(o.key_hash, md5(o.cluster_id::text || ':' || o.dedupe_key)::uuid) = md5(p_cluster::text || ':' || k)::uuid "
-    "AND o.cluster_id + 0 = p_cluster",
-)
+_0020 = import_module("timelines.migrations.0020_store_check_after_copy")
+_0028 = import_module("timelines.migrations.0028_observation_key_in_body")
 
-BATCH_IS_NEW = """
-CREATE OR REPLACE FUNCTION podlife_batch_is_new(
-    p_cluster bigint, p_keys text, p_kinds varchar[],
-    p_lower timestamptz, p_upper timestamptz, p_name text, p_bound text, p_since text
-) RETURNS void LANGUAGE plpgsql AS $body$
-DECLARE
-    stored bigint;
-    stale boolean;
-    example varchar;
-BEGIN
-    PERFORM FROM timelines_cluster WHERE id = p_cluster FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster % does not exist', p_cluster USING ERRCODE = 'foreign_key_violation';
-    END IF;
-    SELECT count(k), bool_or(k IS NULL), min(k) INTO stored, stale, example
-        FROM podlife_stored_keys(p_cluster, p_keys, p_kinds, p_lower, p_upper, p_name, p_bound, p_since) AS k;
-    IF stale THEN
-        RAISE EXCEPTION 'partition % is no longer attached %', p_name, p_bound
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF stored > 0 THEN
-        RAISE EXCEPTION '% key(s) of the batch stored in another partition, e.g. %', stored, example
-            USING ERRCODE = 'unique_violation';
-    END IF;
-END
-$body$
-"""
+_OLD_ARGS = "p_name text, p_bound text\n)"
+_NEW_ARGS = "p_name text, p_bound text, p_since text\n)"
+_KEYS = "unnest(p_keys::varchar[]) AS k, LATERAL ("
+_KEYS_SINCE = "unnest(p_keys::varchar[], p_since::timestamptz[]) AS u(k, s), LATERAL ("
+
+
+def _replaced(text: str, *pairs: tuple[str, str, int]) -> str:
+    """``text`` with each (old, new, times) replaced, each old found exactly ``times`` times."""
+    for old, new, times in pairs:
+        assert text.count(old) == times, (old, text.count(old))
+        text = text.replace(old, new)
+    return text
+
+
+# 0028's function with the keys' bounds: ignored for a cluster entered in the table; beside the keys in
+# both look-ups; each key from its own bound on (greatest ignores a NULL one: PostgreSQL prunes the
+# partitions before it at run time); and a key whose bound lies in the batch's partition, when no later one
+# holds rows of these kinds, not probed at all (the partition's own unique index checks it).
+STORED_KEYS = _replaced(
+    _0028.FUNCTION,
+    (_OLD_ARGS, _NEW_ARGS, 1),
+    (
+        "BEGIN\n",
+        "BEGIN\n    IF p_since IS NOT NULL AND EXISTS (SELECT FROM podlife_unbounded_clusters "
+        "WHERE cluster_id = p_cluster) THEN\n"
+        "        p_since := NULL;  -- a row of this cluster was observed before its pod's creation\n"
+        "    END IF;\n",
+        1,
+    ),
+    (_KEYS, _KEYS_SINCE, 2),
+    (
+        " = p_cluster LIMIT 1) AS hit;",
+        " = p_cluster\n            AND o.observed_at >= coalesce(s, '-infinity') LIMIT 1) AS hit;",
+        1,
+    ),
+    (
+        "AND o.observed_at >= first_at AND o.observed_at <= last_at LIMIT 1) AS hit;",
+        "AND o.observed_at >= greatest(first_at, s) AND o.observed_at <= last_at LIMIT 1) AS hit\n"
+        "        WHERE s IS NULL OR s < p_lower OR last_at > p_upper;",
+        1,
+    ),
+)
+BATCH_IS_NEW = _replaced(
+    _0020.FUNCTION,
+    (_OLD_ARGS, _NEW_ARGS, 1),
+    ("p_lower, p_upper, p_name, p_bound)", "p_lower, p_upper, p_name, p_bound, p_since)", 1),
+)
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS podlife_unbounded_clusters (cluster_id bigint PRIMARY KEY)
