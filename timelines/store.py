@@ -255,7 +255,7 @@ def probe_since(obs: AnyObservation) -> datetime | None:
         except msgspec.MsgspecError:  # not JSON the typed path makes: no bound
             return None
     else:
-        text = obs.payload.get("created")
+        text = obs.payload.get("created") if isinstance(obs.payload, dict) else None
         try:
             created = datetime.fromisoformat(text) if isinstance(text, str) else None
         except ValueError:
