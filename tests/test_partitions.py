@@ -904,8 +904,8 @@ def test_a_pod_snapshot_is_looked_up_only_in_the_days_since_its_pod_was_created(
     """GIVEN pods stored on three days, each created the day it was first seen
     WHEN the third day's pod comes again on the fourth day beside a pod created that day
     THEN the look-up probes only the third day's key index (no copy of a pod can be older than the pod,
-    less an hour for the clocks: migration 0031), finds the copy there, and does not probe the new pod's
-    key at all; WHEN the first day's pod comes again THEN it is probed back to the first day and found."""
+    less an hour for the clocks: migration 0031) and finds the copy there; the new pod's key is looked for
+    in no earlier day; WHEN the first day's pod comes again THEN it is probed back to the first day and found."""
     for day in range(4):
         partitions.create_partition(D1 + day * DAY, D1 + (day + 1) * DAY)
     for day, uid in enumerate("abc"):
