@@ -149,7 +149,7 @@ def with_history(days: int, rows: int, observations: list[Observation], batch: i
     for day in range(-days, 2):
         partitions.create_partition(T0 + timedelta(days=day), T0 + timedelta(days=day + 1))
     clusters = {how: store.cluster_for(f"bench-{uuid.uuid4().hex[:8]}") for how in ("bounded", "every day")}
-    took: dict[str, dict[str, float]] = {}
+    took: dict[str, tuple[int, dict[str, float]]] = {}  # kind -> (its rows, seconds of each way and of COPY)
     try:
         for cluster in clusters.values():
             for day in range(1, days + 1):
@@ -160,16 +160,15 @@ def with_history(days: int, rows: int, observations: list[Observation], batch: i
             cursor.execute("CHECKPOINT")
         for kind in (Kind.POD, Kind.EVENT, Kind.WORKER):
             part = [o for o in observations if o.kind == kind]
-            took[kind] = {how: run_ours(cluster, part, batch) for how, cluster in clusters.items()}
-            took[kind]["raw COPY"] = run_baseline(clusters["bounded"], part, batch)
+            seconds = {how: run_ours(cluster, part, batch) for how, cluster in clusters.items()}
+            took[kind] = (len(part), seconds | {"raw COPY": run_baseline(clusters["bounded"], part, batch)})
     finally:
         for cluster in clusters.values():
             cluster.delete()
     print(
         f"{days} days of {rows:,} observations held, one partition a day; the next day's, in batches of {batch}:"
     )
-    for kind, seconds in took.items():
-        n = sum(1 for o in observations if o.kind == kind)
+    for kind, (n, seconds) in took.items():
         raw = seconds.pop("raw COPY")
         each = "; ".join(f"{how}: {n / s:8,.0f} obs/s, ratio {raw / s:.2f}" for how, s in seconds.items())
         print(f"  {kind:<6} ({n:,}): look-up {each}; raw COPY {n / raw:8,.0f} obs/s")
@@ -189,15 +188,15 @@ def main() -> None:
     )
     parser.add_argument("--history-rows", type=int, default=20_000, help="observations of each of those days")
     args = parser.parse_args()
-    if args.history_days:
-        if connection.vendor != "postgresql":
-            raise SystemExit("--history-days measures PostgreSQL's partitions: set DATABASE_URL")
-        print(derive_stage_elsewhere())
-        with_history(args.history_days, args.history_rows, generate(args.n), args.batch)
-        return
+    if args.history_days and connection.vendor != "postgresql":
+        raise SystemExit("--history-days measures PostgreSQL's partitions: set DATABASE_URL")
 
     observations = generate(args.n)
     derive = derive_stage_elsewhere()
+    if args.history_days:
+        print(derive)
+        with_history(args.history_days, args.history_rows, observations, args.batch)
+        return
     name = f"bench-{uuid.uuid4().hex[:8]}"
     cluster = store.cluster_for(name)
     try:

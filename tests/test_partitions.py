@@ -197,14 +197,14 @@ def test_a_partition_ahead_made_by_code_before_the_key_hash_gets_today_s_key_ind
     partitions.ensure_configured(now=now)
     ahead = partitions.partition_name(datetime(2031, 6, 4, tzinfo=UTC))
     with connection.cursor() as cursor:
-        cursor.execute(f'DROP INDEX "{ahead[:55]}{partitions.KEY_INDEX_SUFFIX}"')
+        cursor.execute(f'DROP INDEX "{partitions.key_index(ahead)}"')
         cursor.execute(
             f'CREATE UNIQUE INDEX "{ahead[:54]}_key_hash" ON "{ahead}" '
             f"(({partitions.key_hash_sql('cluster_id', 'dedupe_key')}))"
         )
     partitions.ensure_configured(now=now)
     defs = _indexes_on(ahead)
-    assert "COALESCE(key_hash" in defs[f"{ahead[:55]}{partitions.KEY_INDEX_SUFFIX}"], defs
+    assert "COALESCE(key_hash" in defs[partitions.key_index(ahead)], defs
     assert f"{ahead[:54]}_key_hash" not in defs, defs
     late = pod_snapshot(datetime(2031, 6, 4, 1, tzinfo=UTC), rv="77")
     assert store.save_observations("c1", [late]).stored == 1
@@ -508,7 +508,7 @@ def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_ba
         defs = _indexes_on(name)
         assert defs[f"{name}_by_pod"].endswith("USING btree (cluster_id, pod_uid)"), defs
         assert defs[f"{name}_by_kind"].endswith("USING btree (cluster_id, kind)"), defs
-        key_index = defs[f"{name[:55]}{partitions.KEY_INDEX_SUFFIX}"]
+        key_index = defs[partitions.key_index(name)]
         assert key_index.startswith("CREATE UNIQUE INDEX"), defs
         assert "COALESCE(key_hash, (md5(" in key_index, defs
         old = (
@@ -559,7 +559,7 @@ def test_migrations_0025_to_0028_move_every_partition_to_the_lean_indexes_and_ba
         assert defs[f"{name}_by_pod_time"].endswith("(cluster_id, pod_uid, observed_at)"), defs
         assert defs[f"{name}_by_kind_time"].endswith("(cluster_id, kind, observed_at)"), defs
         assert defs[f"{name}_dedupe"].endswith("(dedupe_key, cluster_id)"), defs
-        lean_names = {f"{name}_by_pod", f"{name}_by_kind", f"{name}_key_hash", f"{name[:55]}_row_key"}
+        lean_names = {f"{name}_by_pod", f"{name}_by_kind", f"{name}_key_hash", partitions.key_index(name)}
         assert not lean_names & set(defs), defs
     assert stored_again("1-10") == {"pod:uid-a:1-10"}
     executor = MigrationExecutor(connection)
@@ -774,7 +774,7 @@ def test_a_day_that_has_ended_is_closed_with_its_indexes_packed_and_stays_readab
     for i in range(0, len(stored), 500):
         store.save_observations("c1", stored[i : i + 500])
     names = [partitions.partition_name(day) for day in days]
-    key_index = names[0][:55] + partitions.KEY_INDEX_SUFFIX
+    key_index = partitions.key_index(names[0])
     leftover = f"{names[0][:50]}_ccnew"
 
     def btree_indexes(name: str) -> dict[str, tuple[Any, bool, bool]]:
@@ -879,7 +879,7 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
     defs = _indexes_on(first)
     by_kind = next(n for n, d in defs.items() if d.endswith("USING btree (cluster_id, kind)"))
     brin = next(n for n, d in defs.items() if "USING brin" in d)
-    key_hash = f"{first[:55]}{partitions.KEY_INDEX_SUFFIX}"
+    key_hash = partitions.key_index(first)
     before = _index_scans(first)
     node = Observation(
         kind=Kind.NODE, source=Source.API, observed_at=D1 + DAY, dedupe_key="node:n:1", node="n"
@@ -897,7 +897,7 @@ def test_the_check_after_a_copy_finds_the_other_days_of_a_kind_by_its_index_not_
 
 def _key_index_scans(day: int) -> int:
     name = partitions.partition_name(D1 + day * DAY)
-    return _index_scans(name)[f"{name[:55]}{partitions.KEY_INDEX_SUFFIX}"]
+    return _index_scans(name)[partitions.key_index(name)]
 
 
 def test_a_pod_snapshot_is_looked_up_only_in_the_days_since_its_pod_was_created():

@@ -88,6 +88,12 @@ def stored_key_hash_sql(table: str = "") -> str:
 KEY_HASH = f"(({stored_key_hash_sql()}))"
 KEY_INDEX_SUFFIX = "_row_key"
 
+
+def key_index(partition: str) -> str:
+    """The name of ``partition``'s unique index of its rows' keys (``KEY_HASH``)."""
+    return partition[:55] + KEY_INDEX_SUFFIX
+
+
 # Each partition finds a row by id through a btree of its id's bucket, ``id / ID_BUCKET`` (migration
 # 0030), not of the id: the rows of a bucket share one key, so btree deduplication keeps one entry and 6
 # bytes a row for them (7.7 B an observation where the id's own index took 20.5, closed), and they were
@@ -418,7 +424,7 @@ def _local_indexes(cursor: Any, name: str) -> None:
         [PARENT],
     )
     if cursor.fetchone() is not None:
-        index, expression = name[:55] + KEY_INDEX_SUFFIX, KEY_HASH
+        index, expression = key_index(name), KEY_HASH
         cursor.execute(f"DROP INDEX IF EXISTS {q(name[:54] + '_key_hash')}")  # 0026's, which it replaces
     else:
         index, expression = name[:54] + "_key_hash", f"(({key_hash_sql('cluster_id', 'dedupe_key')}))"

@@ -30,7 +30,9 @@ def time_array(values: Iterable[datetime | None]) -> str:
     """A PostgreSQL array literal of aware times (None: NULL), for a ``%s::timestamptz[]`` parameter (ISO
     8601 with the offset and microseconds: the same instants psycopg would bind, in one string)."""
     return (
-        "{" + ",".join([f'"{v.isoformat(timespec="microseconds")}"' if v else "NULL" for v in values]) + "}"
+        "{"
+        + ",".join([f'"{v.isoformat(timespec="microseconds")}"' if v is not None else "NULL" for v in values])
+        + "}"
     )
 
 

@@ -275,9 +275,8 @@ _unbounded: set[int] = set()  # clusters this process entered there
 def _unbound(cluster_id: int) -> None:
     """Enter the cluster in ``podlife_unbounded_clusters`` (PostgreSQL), before a row of it observed earlier
     than its own bound is stored: the look-up then ignores the bounds of its batches (``probe_since``).
-    Outside a caller's transaction, committed at once: a stored copy of that row's key is never missed."""
-    if cluster_id in _unbounded or connection.vendor != "postgresql":
-        return
+    Outside a caller's transaction, committed at once: a stored copy of that row's key is never missed.
+    (``_append`` computes no bound for a cluster already in ``_unbounded``, so it never comes here again.)"""
     with connection.cursor() as cursor:
         cursor.execute(_UNBOUND, [cluster_id])
     if not connection.in_atomic_block:
